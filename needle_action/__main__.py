@@ -1,0 +1,3 @@
+from needle_action.cli import main
+
+main()

@@ -1,0 +1,232 @@
+"""The ``needle`` command line: a thin face over ``needle_action.pipeline``.
+
+Every command loads the threshold file, runs one pipeline function and maps the outcome to an
+exit code: 0 pass, 1 checks failed, 2 config/usage error, 3 provider unavailable.
+A :class:`~needle_action.errors.NeedleError` is printed as ``file:line: message`` with its hint,
+never as a traceback.
+"""
+
+from __future__ import annotations
+
+import functools
+import sys
+from pathlib import Path
+
+import click
+
+from needle_action import __version__
+from needle_action.errors import EXIT_CHECKS_FAILED, EXIT_CONFIG, EXIT_OK, NeedleError
+
+
+def handle_errors(fn):
+    """Turn NeedleError into its exit code with a clean message on stderr."""
+
+    @functools.wraps(fn)
+    def wrapper(*args, **kwargs):
+        try:
+            return fn(*args, **kwargs)
+        except NeedleError as exc:
+            click.echo(f"error: {exc.format()}", err=True)
+            sys.exit(exc.exit_code)
+        except KeyboardInterrupt:
+            click.echo("interrupted", err=True)
+            sys.exit(130)
+
+    return wrapper
+
+
+config_option = click.option(
+    "--config",
+    "-c",
+    "config_path",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=Path("needle.toml"),
+    show_default=True,
+    help="Threshold file.",
+)
+only_option = click.option(
+    "--prompt", "-p", "only", multiple=True, help="Only this prompt (repeatable). Default: all."
+)
+json_option = click.option(
+    "--json", "json_out", type=click.Path(dir_okay=False, path_type=Path), help="Write the results file here."
+)
+baseline_option = click.option(
+    "--baseline",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="Results file of the base branch to compare against (growth, recall regressions).",
+)
+
+
+def _load(config_path: Path):
+    from needle_action.config_loader import load_config
+
+    return load_config(config_path)
+
+
+def _baseline(path: Path | None):
+    if path is None:
+        return None
+    from needle_action.results import load_results
+
+    return load_results(path)
+
+
+def _finish(results, json_out: Path | None, *, stages: tuple[str, ...]) -> None:
+    if json_out is not None:
+        results.dump(json_out)
+        click.echo(f"results written to {json_out}", err=True)
+    failed = ("budget" in stages and results.budget_status in ("fail", "error")) or (
+        "recall" in stages and results.recall_status in ("fail", "error")
+    )
+    sys.exit(EXIT_CHECKS_FAILED if failed else EXIT_OK)
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(__version__, prog_name="needle")
+def main() -> None:
+    """needle: token budgets and positional recall checks for prompt templates.
+
+    \b
+    Typical use:
+      needle init                 write a starter needle.toml for this repository
+      needle render rag_answer    print exactly what would be sent
+      needle budget               count real tokens against the budgets
+      needle recall               probe recall by needle position and context size
+      needle check                budgets and recall together (what the action runs)
+    """
+
+
+@main.command()
+@click.option("--force", is_flag=True, help="Overwrite an existing threshold file.")
+@click.option("--root", type=click.Path(file_okay=False, path_type=Path), default=Path("."), show_default=True)
+@config_option
+@handle_errors
+def init(force: bool, root: Path, config_path: Path) -> None:
+    """Scan ROOT for prompt templates and write a commented starter threshold file."""
+    from needle_action.scaffold import write_starter
+
+    written = write_starter(root, config_path, force=force)
+    click.echo(f"wrote {written}")
+
+
+@main.command()
+@click.argument("name")
+@click.option("--fixture", "-f", help="Fixture path (default: every fixture of the prompt).")
+@click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
+@config_option
+@handle_errors
+def render(name: str, fixture: str | None, fmt: str, config_path: Path) -> None:
+    """Print exactly what prompt NAME would send, rendered with its fixtures."""
+    from needle_action.pipeline import render_prompt_cases
+
+    config = _load(config_path)
+    for case in render_prompt_cases(config, name, fixture=fixture):
+        if fmt == "json":
+            import json
+
+            click.echo(json.dumps({"fixture": case.fixture, **case.to_json()}, indent=2, ensure_ascii=False))
+        else:
+            click.echo(f"=== {name} [{case.fixture or 'no fixture'}]")
+            click.echo(case.as_text(), nl=False)
+
+
+@main.command()
+@config_option
+@only_option
+@baseline_option
+@json_option
+@handle_errors
+def budget(config_path: Path, only: tuple[str, ...], baseline: Path | None, json_out: Path | None) -> None:
+    """Count real tokens of every prompt x fixture and check them against the budgets."""
+    from needle_action.pipeline import run_budget
+    from needle_action.report.terminal import print_budget
+
+    config = _load(config_path)
+    results = run_budget(config, baseline=_baseline(baseline), only=list(only) or None)
+    print_budget(results)
+    _finish(results, json_out, stages=("budget",))
+
+
+@main.command()
+@config_option
+@only_option
+@baseline_option
+@json_option
+@click.option("--seed", type=int, help="Override the seed (needles and filler are reproducible per seed).")
+@click.option("--provider", type=click.Choice(["anthropic", "openai", "local"]), help="Override the provider.")
+@click.option("--model", help="Override the model.")
+@click.option("--trials", type=int, help="Override trials per cell.")
+@click.option("--no-progress", is_flag=True, help="No progress bar.")
+@handle_errors
+def recall(config_path, only, baseline, json_out, seed, provider, model, trials, no_progress) -> None:
+    """Probe positional recall: needles at several depths and context sizes."""
+    from needle_action.pipeline import RecallOverrides, run_recall
+    from needle_action.report.terminal import print_recall
+
+    config = _load(config_path)
+    overrides = RecallOverrides(seed=seed, provider=provider, model=model, trials=trials)
+    results = run_recall(
+        config, baseline=_baseline(baseline), only=list(only) or None, overrides=overrides, progress=not no_progress
+    )
+    print_recall(results)
+    _finish(results, json_out, stages=("recall",))
+
+
+@main.command()
+@config_option
+@only_option
+@baseline_option
+@json_option
+@click.option("--seed", type=int, help="Override the seed.")
+@click.option("--provider", type=click.Choice(["anthropic", "openai", "local"]), help="Override the provider.")
+@click.option("--model", help="Override the model.")
+@click.option("--trials", type=int, help="Override trials per cell.")
+@click.option("--no-recall", is_flag=True, help="Budgets only.")
+@click.option("--no-progress", is_flag=True, help="No progress bar.")
+@handle_errors
+def check(config_path, only, baseline, json_out, seed, provider, model, trials, no_recall, no_progress) -> None:
+    """Budgets and recall together: what the GitHub Action runs on each side."""
+    from needle_action.pipeline import RecallOverrides, run_check
+    from needle_action.report.terminal import print_budget, print_recall
+
+    config = _load(config_path)
+    overrides = RecallOverrides(seed=seed, provider=provider, model=model, trials=trials)
+    results = run_check(
+        config,
+        baseline=_baseline(baseline),
+        only=list(only) or None,
+        overrides=overrides,
+        recall=not no_recall,
+        progress=not no_progress,
+    )
+    print_budget(results)
+    if not no_recall:
+        print_recall(results)
+    _finish(results, json_out, stages=("budget",) if no_recall else ("budget", "recall"))
+
+
+@main.command()
+@click.argument("head", type=click.Path(dir_okay=False, path_type=Path))
+@click.option("--base", type=click.Path(dir_okay=False, path_type=Path), help="Base results to compare with.")
+@click.option("--format", "fmt", type=click.Choice(["markdown", "json"]), default="markdown", show_default=True)
+@click.option("--output", "-o", type=click.Path(dir_okay=False, path_type=Path), help="Write here, not stdout.")
+@handle_errors
+def report(head: Path, base: Path | None, fmt: str, output: Path | None) -> None:
+    """Compare results files and render the PR comment (Markdown) or the verdicts (JSON)."""
+    from needle_action.compare import compare
+    from needle_action.report.render import render_comment
+    from needle_action.results import load_results
+
+    comparison = compare(_baseline(base), load_results(head))
+    text = comparison.model_dump_json(indent=2) if fmt == "json" else render_comment(comparison)
+    if output:
+        output.write_text(text, encoding="utf-8")
+    else:
+        click.echo(text)
+    sys.exit(EXIT_CHECKS_FAILED if comparison.failed else EXIT_OK)
+
+
+if __name__ == "__main__":  # pragma: no cover
+    main()
+
+__all__ = ["main", "EXIT_CONFIG"]

@@ -1,0 +1,218 @@
+"""The threshold file (``needle.toml``): typed once, validated with pydantic.
+
+Shape::
+
+    [defaults]            # any PromptSettings key; every prompt inherits it
+    model = "claude-sonnet-5-5"
+    max_input_tokens = 8000
+
+    [defaults.recall]     # any RecallSettings key
+    sizes = [2000, 8000]
+
+    [prompts.rag_answer]  # one table per prompt; overrides defaults key by key
+    template = "prompts/rag_answer.j2"
+    fixtures = ["fixtures/rag/*.yaml"]
+    context_var = "documents"
+    question_var = "question"
+
+Paths in the file are relative to the file's own folder (the "root"); nothing may point outside it.
+``load_config`` (in ``config_loader``) turns the file into a :class:`Config` or raises
+``ConfigError`` with file:line.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+DEFAULT_DEPTHS = [0.0, 0.25, 0.5, 0.75, 1.0]
+NEEDLE_STYLES = ("codeword", "sentence", "distractors", "multihop", "custom")
+SCORERS = ("strict", "contains", "regex")
+PROVIDERS = ("anthropic", "openai", "local")
+
+
+class Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=False)
+
+
+class Growth(BaseModel):
+    """``max_growth`` parsed: ``"10%"`` -> percent=10; ``500`` -> tokens=500."""
+
+    percent: float | None = None
+    tokens: int | None = None
+
+    def allowed(self, base_tokens: int) -> float:
+        if self.percent is not None:
+            return base_tokens * self.percent / 100.0
+        return float(self.tokens or 0)
+
+    def __str__(self) -> str:
+        return f"{self.percent:g}%" if self.percent is not None else f"{self.tokens} tokens"
+
+
+_GROWTH_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*%\s*$")
+
+
+def parse_growth(value: object) -> Growth | None:
+    if value is None:
+        return None
+    if isinstance(value, Growth):
+        return value
+    if isinstance(value, bool):
+        raise ValueError("max_growth must be a percentage like \"10%\" or a whole number of tokens")
+    if isinstance(value, int):
+        if value < 0:
+            raise ValueError("max_growth must not be negative")
+        return Growth(tokens=value)
+    if isinstance(value, str):
+        m = _GROWTH_RE.match(value)
+        if m:
+            return Growth(percent=float(m.group(1)))
+        if value.strip().isdigit():
+            return Growth(tokens=int(value.strip()))
+    raise ValueError("max_growth must be a percentage like \"10%\" or a whole number of tokens")
+
+
+class NeedleSpec(Strict):
+    """A user-defined needle (style ``custom``): a fact template and the question that asks for it.
+
+    ``{value}`` in ``fact`` and ``answer`` is replaced by a fresh unguessable value per trial.
+    """
+
+    fact: str
+    question: str
+    answer: str = "{value}"
+
+
+class RecallSettings(Strict):
+    enabled: bool = True
+    sizes: list[int] | Literal["auto"] = Field(default_factory=lambda: [2000, 8000])
+    depths: list[float] = Field(default_factory=lambda: list(DEFAULT_DEPTHS))
+    trials: int = Field(default=5, ge=1, le=1000)
+    threshold: float = Field(default=0.8, ge=0.0, le=1.0, description="minimum recall per cell")
+    needle: Literal["codeword", "sentence", "distractors", "multihop", "custom"] = "codeword"
+    needles: list[NeedleSpec] = Field(default_factory=list)
+    scoring: Literal["strict", "contains", "regex"] = "strict"
+    answer_regex: str | None = None
+    filler_globs: list[str] = Field(default_factory=list)
+    fixture: str | None = Field(default=None, description="fixture used for recall; default the first")
+    seed: int = 0
+    max_calls: int | None = Field(default=None, ge=1)
+    max_cost_usd: float | None = Field(default=None, gt=0)
+    concurrency: int = Field(default=8, ge=1, le=256)
+    early_stop: bool = True
+    max_output_tokens: int = Field(default=64, ge=1)
+    # regression test vs base: one-sided Fisher exact p-value below alpha flags a drop
+    alpha: float = Field(default=0.05, gt=0.0, lt=1.0)
+    min_drop: float = Field(default=0.2, ge=0.0, le=1.0, description="smallest rate drop worth failing on")
+
+    @field_validator("sizes")
+    @classmethod
+    def _sizes(cls, v):
+        if v == "auto":
+            return v
+        if not v:
+            raise ValueError("sizes must list at least one size, or be \"auto\"")
+        if any(s < 64 for s in v):
+            raise ValueError("every size must be at least 64 tokens")
+        return sorted(set(v))
+
+    @field_validator("depths")
+    @classmethod
+    def _depths(cls, v):
+        if not v:
+            raise ValueError("depths must list at least one depth between 0 and 1")
+        if any(d < 0 or d > 1 for d in v):
+            raise ValueError("every depth must be between 0.0 (start) and 1.0 (end)")
+        return sorted(set(float(d) for d in v))
+
+    @model_validator(mode="after")
+    def _custom(self):
+        if self.needle == "custom" and not self.needles:
+            raise ValueError("needle = \"custom\" needs at least one [[...recall.needles]] entry")
+        if self.scoring == "regex":
+            if not self.answer_regex:
+                raise ValueError("scoring = \"regex\" needs answer_regex")
+        if self.answer_regex:
+            try:
+                re.compile(self.answer_regex)
+            except re.error as exc:
+                raise ValueError(f"answer_regex does not compile: {exc}") from None
+        return self
+
+
+class ProviderSettings(Strict):
+    base_url: str | None = None
+    api_key_env: str | None = Field(default=None, description="env var holding the key")
+    model_path: str | None = Field(default=None, description="local: a .gguf file; default the bundled Gemma")
+    n_ctx: int | None = None
+    timeout_s: float = 60.0
+    max_retries: int = Field(default=6, ge=0, le=20)
+
+
+class PromptSettings(Strict):
+    """Keys allowed both in [defaults] and in each [prompts.NAME] table."""
+
+    model: str = "claude-sonnet-5-5"
+    provider: Literal["anthropic", "openai", "local"] = "anthropic"
+    tokenizer: str = "tiktoken:o200k_base"
+    tokenizer_safety_factor: float = Field(default=1.15, ge=1.0, le=3.0)
+    max_input_tokens: int | None = Field(default=None, ge=1)
+    reserve_output_tokens: int = Field(default=1024, ge=0)
+    max_growth: Growth | None = None
+    context_var: str | None = None
+    question_var: str | None = None
+    recall: RecallSettings = Field(default_factory=RecallSettings)
+    providers: dict[str, ProviderSettings] = Field(default_factory=dict)
+
+    @field_validator("max_growth", mode="before")
+    @classmethod
+    def _growth(cls, v):
+        return parse_growth(v)
+
+    @field_validator("tokenizer")
+    @classmethod
+    def _tokenizer(cls, v: str):
+        ok = v in ("anthropic", "local") or v.startswith("tiktoken:")
+        if not ok:
+            raise ValueError(
+                "tokenizer must be \"tiktoken:o200k_base\", \"tiktoken:cl100k_base\", \"anthropic\" or \"local\""
+            )
+        return v
+
+
+class PromptConfig(PromptSettings):
+    name: str
+    template: str
+    fixtures: list[str] = Field(default_factory=list, description="paths or globs, relative to root")
+    description: str | None = None
+
+
+class Config(Strict):
+    path: Path = Field(description="the threshold file itself")
+    root: Path = Field(description="folder paths are relative to (the threshold file's folder)")
+    defaults: PromptSettings = Field(default_factory=PromptSettings)
+    prompts: dict[str, PromptConfig]
+    # line of each [prompts.NAME] header and of each key, for file:line errors and annotations
+    lines: dict[str, int] = Field(default_factory=dict, exclude=True)
+
+    def line_of(self, dotted: str) -> int | None:
+        return self.lines.get(dotted)
+
+    def template_path(self, prompt: PromptConfig) -> Path:
+        return self.root / prompt.template
+
+    def fixture_paths(self, prompt: PromptConfig) -> list[Path]:
+        """Expanded fixture globs, sorted, relative order of patterns kept (validated at load)."""
+        out: list[Path] = []
+        for pattern in prompt.fixtures:
+            matches = sorted(self.root.glob(pattern)) if any(c in pattern for c in "*?[") else [
+                self.root / pattern
+            ]
+            for m in matches:
+                if m not in out:
+                    out.append(m)
+        return out

