@@ -55,6 +55,26 @@ def seed(cache_dir: str | Path) -> list[Path]:
     return out
 
 
+def ensure(encoding: str) -> bool:
+    """Make ENCODING loadable offline if we can: True when its file is (now) in tiktoken's cache.
+
+    Seeds from bpe-openai when it is installed (a core dependency, so normally it is); leaves
+    everything alone when TIKTOKEN_CACHE_DIR is set to "" (tiktoken's "no cache" switch).
+    """
+    if encoding not in URLS:
+        return False
+    if os.environ.get("TIKTOKEN_CACHE_DIR") == "":
+        return False
+    cache_dir = default_cache_dir()
+    if cache_path(cache_dir, encoding).exists():
+        return True
+    try:
+        seed(cache_dir)
+    except (ImportError, ModuleNotFoundError, OSError, RuntimeError):
+        return False
+    return cache_path(cache_dir, encoding).exists()
+
+
 if __name__ == "__main__":
     target = sys.argv[1] if len(sys.argv) > 1 else str(default_cache_dir())
     for p in seed(target):
