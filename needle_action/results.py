@@ -91,6 +91,9 @@ class RecallResult(Model):
     scoring: str
     threshold: float
     seed: int
+    # regression tolerances from the threshold file (RecallSettings), so a results file is self-describing
+    alpha: float = 0.05
+    min_drop: float = 0.2
     settings_hash: str = Field(description="hash of (assembled prompt, model, needle settings, seed)")
     cells: list[RecallCell]
     effective_context: int | None = Field(description="largest size whose worst depth >= threshold")
