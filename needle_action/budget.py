@@ -1,0 +1,107 @@
+"""The budget gate: one prompt x fixture against its absolute budget and its growth vs the base.
+
+Absolute: the request must leave room for the answer, so a case fails when
+``tokens + reserve_output_tokens > max_input_tokens``; headroom is what is left
+(negative = over). Growth: against the base branch's case for the same fixture, a case fails when
+it grew by more than ``max_growth`` (a percentage of the base count or a number of tokens).
+A prompt or fixture the base does not have is new: it has no growth check.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import PurePosixPath
+
+from needle_action.config import PromptSettings
+from needle_action.prompt import RenderedPrompt
+from needle_action.results import BudgetCase, PromptResult, TokenCount
+
+
+def _stem(fixture: str | None) -> str | None:
+    return PurePosixPath(fixture).stem if fixture else None
+
+
+def match_base_case(
+    base: PromptResult | None,
+    fixture: str | None,
+    *,
+    index: int | None = None,
+    head_fixtures: Sequence[str | None] | None = None,
+) -> BudgetCase | None:
+    """The base case to compare FIXTURE's case with, or None when it is new.
+
+    Same fixture path first; then the same file name with another extension or folder (a fixture
+    converted from YAML to JSON is the same case). Failing that, a base case whose fixture the head
+    no longer has (renamed) stands in: the one at the same INDEX, or the only one. Without
+    HEAD_FIXTURES we cannot tell renamed from added, so those last two fallbacks are not used.
+    """
+    if base is None or not base.cases:
+        return None
+    for case in base.cases:
+        if case.fixture == fixture:
+            return case
+    head = set(head_fixtures or ())
+    same_stem = [c for c in base.cases if fixture and _stem(c.fixture) == _stem(fixture) and c.fixture not in head]
+    if len(same_stem) == 1:
+        return same_stem[0]
+    if head_fixtures is None:
+        return None
+    orphans = [c for c in base.cases if c.fixture not in head]
+    if index is not None and index < len(base.cases) and base.cases[index] in orphans:
+        return base.cases[index]
+    if len(base.cases) == 1 and len(head_fixtures) == 1 and orphans:
+        return orphans[0]
+    return None
+
+
+def evaluate_case(
+    prompt_cfg: PromptSettings,
+    rendered: RenderedPrompt,
+    count: TokenCount,
+    base_prompt_result: PromptResult | None,
+    *,
+    index: int | None = None,
+    head_fixtures: Sequence[str | None] | None = None,
+) -> BudgetCase:
+    """Apply the absolute budget and the growth limit to one counted case."""
+    tokens = count.tokens
+    reserve = prompt_cfg.reserve_output_tokens
+    budget = prompt_cfg.max_input_tokens
+    reasons: list[str] = []
+
+    headroom = None
+    if budget is not None:
+        headroom = budget - tokens - reserve
+        if headroom < 0:
+            reasons.append(f"{tokens:,} + {reserve:,} reserved > {budget:,} budget by {-headroom:,} tokens")
+
+    base_case = match_base_case(base_prompt_result, rendered.fixture, index=index, head_fixtures=head_fixtures)
+    baseline_tokens = growth_tokens = growth_percent = None
+    growth = prompt_cfg.max_growth
+    if base_case is not None:
+        baseline_tokens = base_case.count.tokens
+        growth_tokens = tokens - baseline_tokens
+        growth_percent = round(100.0 * growth_tokens / baseline_tokens, 2) if baseline_tokens > 0 else None
+        if growth is not None and growth_tokens > growth.allowed(baseline_tokens):
+            if growth.percent is not None and growth_percent is not None:
+                reasons.append(f"grew {growth_percent:.1f}% vs base (limit {growth})")
+            else:
+                reasons.append(f"grew {growth_tokens:,} tokens vs base (limit {growth})")
+            if base_case.count.counter != count.counter:
+                # a changed tokenizer also moves the count; say so rather than blame the template alone
+                reasons[-1] += f"; note: base was counted with {base_case.count.counter}, this with {count.counter}"
+
+    return BudgetCase(
+        fixture=rendered.fixture,
+        content_hash=rendered.content_hash(),
+        count=count,
+        max_input_tokens=budget,
+        reserve_output_tokens=reserve,
+        headroom=headroom,
+        baseline_tokens=baseline_tokens,
+        growth_tokens=growth_tokens,
+        growth_percent=growth_percent,
+        max_growth=str(growth) if growth is not None else None,
+        status="fail" if reasons else "pass",
+        reasons=reasons,
+    )
