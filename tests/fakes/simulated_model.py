@@ -1,0 +1,262 @@
+"""A simulated model for the fake Anthropic server: finds the needle with a probability from a curve.
+
+``SimulatedModel(curve, seed=0)`` is a responder ``(request_json) -> str`` for
+``tests/fakes/anthropic_server.FakeAnthropic``. For each ``/v1/messages`` request it:
+
+1. reads the system text and every message (string or text-block content);
+2. takes the question: the last sentence with a ``?`` in the last user message (the question slot);
+3. finds the needle fact: among the sentences that hold a ``VALUE_RE`` value, the one sharing the most
+   content words with the question (so look-alike distractors about other subjects lose). Multi-hop:
+   a sentence with a bridge key (``BRIDGE_RE``, "locker 4471") and no value that overlaps the question
+   names the key; the value sentence with that same key is the answer (decoys with other keys lose);
+4. measures ``depth`` = character offset of the fact's sentence / length of the whole request text
+   (system + messages joined), and ``size`` = tiktoken ``o200k_base`` tokens of that text — the same
+   number the fake's ``count_tokens`` endpoint reports, so a ``cliff(at_size=...)`` lines up with
+   the sizes the harness targets (exactly when the harness counts with o200k_base, within a few
+   percent otherwise). Characters rather than tokens for depth: a fraction is insensitive to the
+   unit and this keeps one encode per distinct prompt (cached), which matters over thousands of calls;
+5. answers the value with probability ``curve(depth, size)`` (multi-hop: the product at both facts),
+   otherwise a plausible wrong answer: a distractor's value, a made-up value of the same shape, or
+   "I could not find it.".
+
+The draw is a pure function of ``(seed, expected value)``: retries, concurrency and call order do not
+change an outcome, and the same needle asked twice gets the same answer.
+
+Depth here is the position in the *whole* request, not in the context slot: the system prompt before
+the slot and the question after it move the needle away from 0 and 1, as they do for a real model.
+Use large sizes or ``u_shape(margin=...)`` if a test needs the slot's edges to count as edges.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+import threading
+from collections import OrderedDict
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from needle_action.recall.needles import BRIDGE_RE, VALUE_RE, make_value
+
+Curve = Callable[[float, int], float]
+
+NOT_FOUND = "I could not find it."
+
+
+# --- curves -------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class flat:  # noqa: N801 - reads like a function at call sites: flat(0.9)
+    """The same probability everywhere."""
+
+    p: float
+
+    def __call__(self, depth: float, size: int) -> float:
+        return self.p
+
+
+@dataclass(frozen=True)
+class u_shape:  # noqa: N801
+    """Lost in the middle: ``edge`` at depth 0 and 1, ``middle`` at 0.5, quadratic in between.
+
+    ``margin``: positions within this distance of either end count as the edge (the curve is
+    stretched over ``[margin, 1 - margin]``), for prompts whose fixed text keeps the slot off the ends.
+    """
+
+    edge: float = 0.97
+    middle: float = 0.15
+    margin: float = 0.0
+
+    def __call__(self, depth: float, size: int) -> float:
+        span = 1.0 - 2.0 * self.margin
+        x = min(1.0, max(0.0, (depth - self.margin) / span)) if span > 0 else 0.0
+        return self.middle + (self.edge - self.middle) * (2.0 * x - 1.0) ** 2
+
+
+@dataclass(frozen=True)
+class cliff:  # noqa: N801
+    """``before`` below ``at_size`` tokens, ``after`` from ``at_size`` on, at every depth."""
+
+    at_size: int
+    before: float = 0.97
+    after: float = 0.05
+
+    def __call__(self, depth: float, size: int) -> float:
+        return self.before if size < self.at_size else self.after
+
+
+# --- reading the request ------------------------------------------------------------------------
+
+_STOP = frozenset(
+    "a an the is are was were be been of to in on for at by with and or not no what which who whom whose "
+    "how when where why that this these those it its as from into under over only nothing else answer "
+    "do does did please give me your you our we i".split()
+)
+_WORD = re.compile(r"[a-z0-9]+")
+# sentence ends: terminal punctuation followed by space, or any line break
+_SPLIT = re.compile(r"(?<=[.!?])[ \t]+|\n+")
+
+
+def _texts(body: dict) -> tuple[list[str], str]:
+    """(every text in order: system then messages, the last user message's text)."""
+    parts: list[str] = []
+    last_user = ""
+
+    def blocks(content) -> str:
+        if isinstance(content, str):
+            return content
+        if isinstance(content, list):
+            return "\n".join(b.get("text", "") for b in content if isinstance(b, dict))
+        return ""
+
+    system = body.get("system")
+    if system:
+        parts.append(blocks(system))
+    for m in body.get("messages") or []:
+        if not isinstance(m, dict):
+            continue
+        text = blocks(m.get("content"))
+        parts.append(text)
+        if m.get("role") == "user":
+            last_user = text
+    return parts, last_user
+
+
+def _words(text: str) -> set[str]:
+    return {w for w in _WORD.findall(text.lower()) if w not in _STOP}
+
+
+def _sentences(text: str) -> list[tuple[int, str]]:
+    out, start = [], 0
+    for m in _SPLIT.finditer(text):
+        if m.start() > start:
+            out.append((start, text[start : m.start()]))
+        start = m.end()
+    if start < len(text):
+        out.append((start, text[start:]))
+    return out
+
+
+def find_question(last_user: str) -> str:
+    asks = [s for _, s in _sentences(last_user) if "?" in s]
+    return asks[-1] if asks else last_user[-400:]
+
+
+@dataclass(frozen=True)
+class Observation:
+    """What the simulated model saw in one request and what it answered."""
+
+    value: str | None  # the value it judged correct (None: no needle found)
+    depths: tuple[float, ...]  # relative position of each fact it needed, 0..1 of the request text
+    size: int  # o200k_base tokens of the request text
+    p: float  # probability of answering correctly
+    hit: bool
+    answer: str
+
+
+# --- the model ----------------------------------------------------------------------------------
+
+
+class SimulatedModel:
+    """Responder ``(request_json) -> str`` answering needle questions with probability ``curve``."""
+
+    def __init__(self, curve: Curve, *, seed: int = 0, wrap: bool = False, keep: int = 10000) -> None:
+        self.curve = curve
+        self.seed = seed
+        self.wrap = wrap  # answer in a sentence ("The answer is X.") instead of the bare value
+        self.observations: list[Observation] = []
+        self._keep = keep
+        self._lock = threading.Lock()
+        self._sizes: OrderedDict[str, int] = OrderedDict()
+        self._enc = None
+
+    # deterministic uniform draw in [0, 1) from (seed, value, purpose)
+    def _uniform(self, value: str, purpose: str) -> float:
+        digest = hashlib.sha256(f"{self.seed}:{value}:{purpose}".encode()).digest()
+        return int.from_bytes(digest[:8], "big") / 2**64
+
+    def _size(self, text: str) -> int:
+        key = hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
+        with self._lock:
+            if key in self._sizes:
+                self._sizes.move_to_end(key)
+                return self._sizes[key]
+            if self._enc is None:
+                import tiktoken
+
+                from needle_action import tiktoken_cache
+
+                cache = os.environ.setdefault("TIKTOKEN_CACHE_DIR", str(tiktoken_cache.default_cache_dir()))
+                tiktoken_cache.seed(cache)
+                self._enc = tiktoken.get_encoding("o200k_base")
+        n = len(self._enc.encode(text, disallowed_special=()))
+        with self._lock:
+            self._sizes[key] = n
+            while len(self._sizes) > 256:
+                self._sizes.popitem(last=False)
+        return n
+
+    def observe(self, body: dict) -> Observation:
+        """Everything ``__call__`` does, returned as an :class:`Observation` (also recorded)."""
+        parts, last_user = _texts(body)
+        text = "\n".join(parts)  # same join as the fake's count_tokens, so sizes agree
+        size = self._size(text)
+        question = find_question(last_user)
+        qwords = _words(question)
+        sentences = _sentences(text)
+        valued = [(pos, s) for pos, s in sentences if VALUE_RE.search(s) and s != question]
+        if not valued:
+            return self._record(Observation(None, (), size, 0.0, False, NOT_FOUND))
+
+        target: tuple[int, str] | None = None
+        positions: list[int] = []
+        # multi-hop: a bridge sentence without a value that the question points at names the key
+        bridges = [(len(qwords & _words(s)), pos, s) for pos, s in sentences if BRIDGE_RE.search(s)
+                   and not VALUE_RE.search(s) and s != question]
+        if bridges:
+            overlap, pos_a, sent_a = max(bridges, key=lambda b: (b[0], -b[1]))
+            key = BRIDGE_RE.search(sent_a).group(0).lower()
+            linked = [(pos, s) for pos, s in valued if key in s.lower()]
+            if overlap >= 2 and linked:
+                target = linked[0]
+                positions = [pos_a, target[0]]
+        if target is None:
+            target = max(valued, key=lambda v: (len(qwords & _words(v[1])), -v[0]))
+            positions = [target[0]]
+
+        value = VALUE_RE.search(target[1]).group(0)
+        length = max(1, len(text))
+        depths = tuple(p / length for p in positions)
+        p = 1.0
+        for d in depths:
+            p *= min(1.0, max(0.0, float(self.curve(d, size))))
+        hit = self._uniform(value, "hit") < p
+        if hit:
+            answer = f"The answer is {value}." if self.wrap else value
+        else:
+            answer = self._wrong(value, [VALUE_RE.search(s).group(0) for _, s in valued])
+        return self._record(Observation(value, depths, size, p, hit, answer))
+
+    def _wrong(self, value: str, seen: list[str]) -> str:
+        others = sorted({v for v in seen if v != value})
+        u = self._uniform(value, "miss")
+        if others and u < 0.5:
+            return others[int(u * 2 * len(others)) % len(others)]  # a distractor: plausible, wrong
+        if u < 0.75:
+            import random
+
+            fake = make_value(random.Random(f"{self.seed}:{value}:fabricate"))
+            return fake if fake != value else NOT_FOUND
+        return NOT_FOUND
+
+    def _record(self, obs: Observation) -> Observation:
+        with self._lock:
+            self.observations.append(obs)
+            if len(self.observations) > self._keep:
+                del self.observations[: len(self.observations) - self._keep]
+        return obs
+
+    def __call__(self, body: dict) -> str:
+        return self.observe(body).answer
