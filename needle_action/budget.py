@@ -17,6 +17,10 @@ from needle_action.prompt import RenderedPrompt
 from needle_action.results import BudgetCase, PromptResult, TokenCount
 
 
+def _tokens(n: int) -> str:
+    return f"{n:,} token{'' if n == 1 else 's'}"
+
+
 def _stem(fixture: str | None) -> str | None:
     return PurePosixPath(fixture).stem if fixture else None
 
@@ -73,7 +77,7 @@ def evaluate_case(
     if budget is not None:
         headroom = budget - tokens - reserve
         if headroom < 0:
-            reasons.append(f"{tokens:,} + {reserve:,} reserved > {budget:,} budget by {-headroom:,} tokens")
+            reasons.append(f"{tokens:,} + {reserve:,} reserved > {budget:,} budget by {_tokens(-headroom)}")
 
     base_case = match_base_case(base_prompt_result, rendered.fixture, index=index, head_fixtures=head_fixtures)
     baseline_tokens = growth_tokens = growth_percent = None
@@ -86,7 +90,7 @@ def evaluate_case(
             if growth.percent is not None and growth_percent is not None:
                 reasons.append(f"grew {growth_percent:.1f}% vs base (limit {growth})")
             else:
-                reasons.append(f"grew {growth_tokens:,} tokens vs base (limit {growth})")
+                reasons.append(f"grew {_tokens(growth_tokens)} vs base (limit {growth})")
             if base_case.count.counter != count.counter:
                 # a changed tokenizer also moves the count; say so rather than blame the template alone
                 reasons[-1] += f"; note: base was counted with {base_case.count.counter}, this with {count.counter}"
