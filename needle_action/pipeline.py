@@ -72,8 +72,11 @@ def run_budget(config: Config, *, baseline: Results | None = None, only: list[st
         rendered = [render_case(config, prompt, fx) for fx in fixtures]
         counts = count_prompts(rendered, prompt)
         base_prompt = baseline.prompt(prompt.name) if baseline else None
-        for fx_rendered, count in zip(rendered, counts, strict=True):
-            pr.cases.append(evaluate_case(prompt, fx_rendered, count, base_prompt))
+        head_fixtures = [r.fixture for r in rendered]  # lets the gate tell a renamed fixture from a new one
+        for i, (fx_rendered, count) in enumerate(zip(rendered, counts, strict=True)):
+            pr.cases.append(
+                evaluate_case(prompt, fx_rendered, count, base_prompt, index=i, head_fixtures=head_fixtures)
+            )
         results.prompts.append(pr)
     results.totals.seconds = round(time.perf_counter() - started, 3)
     return results
