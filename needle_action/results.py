@@ -97,7 +97,10 @@ class RecallResult(Model):
     settings_hash: str = Field(description="hash of (assembled prompt, model, needle settings, seed)")
     cells: list[RecallCell]
     effective_context: int | None = Field(description="largest size whose worst depth >= threshold")
-    effective_context_relative: float | None = None
+    effective_context_relative: int | None = Field(
+        default=None,
+        description="largest size whose worst depth >= threshold x the smallest size's worst depth",
+    )
     diagnosis: RecallDiagnosis
     calls: int = 0
     cached_calls: int = 0
@@ -105,6 +108,10 @@ class RecallResult(Model):
     partial: bool = False
     partial_reason: str | None = None
     status: Status = "pass"
+    saved_calls: int = Field(default=0, description="planned trials not run thanks to early stopping")
+    reused_from: Literal["cache", "baseline"] | None = Field(
+        default=None, description="set when this result was reused (0 new calls) instead of measured"
+    )
 
 
 class PromptResult(Model):
@@ -125,6 +132,7 @@ class RunTotals(Model):
     cost_usd: float = 0.0
     seconds: float = 0.0
     partial: bool = False
+    provider_unavailable: bool = Field(default=False, description="a provider could not be used")
 
 
 class Results(Model):
