@@ -132,3 +132,142 @@ def _budget_summary(results: Results) -> str:
     if any(not c.count.exact for c in cases):
         text += "; ~ = approximate"
     return text
+
+
+# ---------------------------------------------------------------------------------- recall grid
+
+_CELL_MARK = {"pass": ("✓", "green"), "fail": ("✗", "red"), "undecided": ("?", "yellow")}
+_DIAG_COLOUR = {"all-pass": "green", "flaky": "yellow", "inconclusive": "yellow"}
+
+
+def _plain(text: str, limit: int = 60) -> str:
+    """A model answer made safe for a terminal: no escape sequences or control characters, one
+    line, bounded (answers are untrusted: a model can be talked into emitting ANSI codes)."""
+    import unicodedata
+
+    flat = " ".join((text or "").split())
+    flat = "".join(ch for ch in flat if unicodedata.category(ch) not in ("Cc", "Cf", "Cs", "Co"))
+    return flat if len(flat) <= limit else flat[: limit - 1] + "…"
+
+
+def _recall_cell(cell) -> tuple[str, str | None]:
+    mark, colour = _CELL_MARK[cell.status]
+    if cell.trials == 0:
+        return f"{mark} not run", colour
+    star = "*" if cell.stopped_early else " "
+    return f"{mark} {cell.hits}/{cell.trials}{star} {cell.ci_low * 100:.0f}-{cell.ci_high * 100:.0f}%", colour
+
+
+def _print_recall_prompt(p) -> None:
+    r = p.recall
+    head = click.style(f"recall {p.name}", bold=True)
+    fixture = f" · fixture {_fixture_name(r.fixture)}" if r.fixture else ""
+    click.echo(
+        f"{head} · {r.provider} {r.model}{fixture} · {r.needle_style} needle, {r.scoring} scoring · "
+        f"threshold {r.threshold:.0%} · seed {r.seed}"
+    )
+    sizes = sorted({c.size for c in r.cells})
+    depths = sorted({c.depth for c in r.cells})
+    grid = {(c.size, c.depth): c for c in r.cells}
+    texts = {k: _recall_cell(c) for k, c in grid.items()}
+    width = max([len(t) for t, _ in texts.values()] + [len("100%"), 10])
+    size_w = max(len("size \\ depth"), *(len(f"{s:,} tok") for s in sizes))
+    click.echo("  " + "size \\ depth".ljust(size_w) + "  " + "  ".join(f"{d:.0%}".ljust(width) for d in depths))
+    for s in sizes:
+        row = []
+        for d in depths:
+            text, colour = texts.get((s, d), ("-", None))
+            row.append(click.style(text.ljust(width), fg=colour))
+        click.echo("  " + f"{s:,} tok".ljust(size_w) + "  " + "  ".join(row).rstrip())
+        offsets = [grid[(s, d)].token_offset if (s, d) in grid else None for d in depths]
+        if any(o is not None for o in offsets):
+            cells = "  ".join(("-" if o is None else f"@{o:,}").ljust(width) for o in offsets)
+            click.echo(click.style("  " + "needle at".rjust(size_w) + "  " + cells.rstrip(), dim=True))
+    click.echo(click.style(
+        "  ✓ pass  ✗ fail  ? undecided · hits/trials · Wilson 95% interval · * stopped early (verdict settled)"
+        " · @ token offset of the needle in the prompt", dim=True))
+
+    eff = f"{r.effective_context:,} tokens" if r.effective_context else "below the smallest size tested"
+    rel = f"{r.effective_context_relative:,} tokens" if r.effective_context_relative else "-"
+    click.echo(f"  effective context: {eff} (worst depth >= {r.threshold:.0%}); "
+               f"relative to the smallest size: {rel}")
+    kind = r.diagnosis.kind
+    click.echo(f"  diagnosis: {click.style(kind, fg=_DIAG_COLOUR.get(kind, 'red'), bold=True)}: {r.diagnosis.summary}")
+    if kind != "all-pass":
+        click.echo(f"  fix: {r.diagnosis.fix}")
+    misses = [(c, a) for c in r.cells if c.status != "pass" for a in c.answers if not a.hit][:3]
+    for c, a in misses:
+        click.echo(click.style(
+            f"  missed at {c.depth:.0%} of {c.size:,} tok: answered \"{_plain(a.answer)}\" (expected {_plain(a.needle)})",
+            dim=True))
+    if r.reused_from:
+        calls = f"0 new calls (reused from {r.reused_from}: {r.cached_calls:,} calls)"
+    else:
+        calls = f"{r.calls:,} calls, {r.saved_calls:,} saved by early stopping"
+    click.echo(f"  calls: {calls} · cost ${r.cost_usd:.4f}")
+    if r.partial:
+        click.echo(click.style(f"  PARTIAL: {r.partial_reason}", fg="yellow", bold=True))
+
+
+def print_recall(results: Results) -> None:
+    """Per prompt: the size x depth grid (rates, intervals, early stops, needle offsets), the
+    effective context, the diagnosis and its fix, calls and cost; then one summary line."""
+    ran = [p for p in results.prompts if p.recall is not None]
+    skipped = [p for p in results.prompts if p.recall is None and p.recall_skipped]
+    if not ran and not skipped:
+        click.echo("no prompts with recall to report")
+        return
+    for p in ran:
+        _print_recall_prompt(p)
+        click.echo("")
+    for p in skipped:
+        click.echo(f"recall {p.name}: {click.style('skipped', fg='yellow')}: {p.recall_skipped}")
+    t = results.totals
+    verdict = results.recall_status
+    head = click.style(f"recall {verdict.upper()}", fg=_STATUS_COLOUR.get(verdict), bold=True)
+    failed = sum(p.recall.status == "fail" for p in ran)
+    text = (
+        f"{head}: {len(ran)} prompt{'s' if len(ran) != 1 else ''} measured, {failed} failing, "
+        f"{len(skipped)} skipped; {t.calls:,} model calls ({t.cached_calls:,} cached, "
+        f"{t.saved_calls:,} saved by early stopping), ${t.cost_usd:.4f}"
+    )
+    if t.partial:
+        text += click.style(" · PARTIAL RUN", fg="yellow", bold=True)
+    click.echo(text)
+
+
+class _RecallProgress:
+    """A click progress bar on a terminal; otherwise a plain line at every quarter (CI logs)."""
+
+    def __init__(self, total: int, label: str, stream) -> None:
+        self.total, self.label, self.stream = max(1, total), label, stream
+        self.count = 0
+        self._next_line = 0.25
+        self._bar = None
+        if stream.isatty():
+            self._bar = click.progressbar(length=self.total, label=label, file=stream, show_pos=True)
+            self._bar.__enter__()
+
+    def advance(self, n: int = 1) -> None:
+        if n <= 0:
+            return
+        n = min(n, self.total - self.count)
+        self.count += n
+        if self._bar is not None:
+            self._bar.update(n)
+        elif self.count / self.total >= self._next_line:
+            click.echo(f"{self.label}: {self.count}/{self.total} trials settled", file=self.stream)
+            while self._next_line <= self.count / self.total:
+                self._next_line += 0.25
+
+    def close(self) -> None:
+        if self._bar is not None:
+            self._bar.__exit__(None, None, None)
+            self._bar = None
+
+
+def recall_progress(total: int, *, label: str = "recall", stream=None) -> _RecallProgress:
+    """Progress over TOTAL planned trials (early stops advance it by the trials they saved)."""
+    import sys
+
+    return _RecallProgress(total, label, stream if stream is not None else sys.stderr)

@@ -1,0 +1,102 @@
+"""A results cache: finished recall results keyed by their settings hash, in SQLite.
+
+An unchanged prompt (same assembled text, fixture, provider, model, recall settings and seed) gives
+the same settings hash, so its recall result can be reused at zero model calls: a rerun of
+``needle recall``, or the base side of a pull request that did not touch the prompt.
+
+SQLite in WAL mode with a busy timeout, so several processes (a matrix of CI jobs sharing a cache
+folder, the base and head sides of the action) can read and write the same file safely. Only
+complete results are stored; a partial run (cap reached, provider outage) is never cached.
+"""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+import time
+from pathlib import Path
+
+from pydantic import ValidationError
+
+from needle_action.results import RecallResult
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS recall_results (
+    settings_hash TEXT PRIMARY KEY,
+    result_json   TEXT NOT NULL,
+    created_at    REAL NOT NULL
+)
+"""
+
+
+def default_cache_path() -> Path:
+    """``$NEEDLE_CACHE_DIR/recall.sqlite``, else under ``$XDG_CACHE_HOME`` or ``~/.cache``.
+
+    Outside the repository on purpose: nothing to ignore in git, and the base branch's worktree
+    and the head share it, so an unchanged prompt is measured once per machine.
+    """
+    folder = os.environ.get("NEEDLE_CACHE_DIR")
+    if not folder:
+        xdg = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+        folder = str(Path(xdg) / "needle-action")
+    return Path(folder) / "recall.sqlite"
+
+
+class ResultCache:
+    """``get(hash) -> RecallResult | None`` and ``put(result)``; one short connection per call,
+    so an instance is safe to share between threads and processes."""
+
+    def __init__(self, path: str | Path, *, timeout_s: float = 30.0) -> None:
+        self.path = Path(path)
+        self.timeout_s = timeout_s
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        db = self._connect()
+        try:
+            db.execute("PRAGMA journal_mode=WAL")  # persistent: readers never block the writer
+            with db:
+                db.execute(_SCHEMA)
+        finally:
+            db.close()
+
+    def _connect(self) -> sqlite3.Connection:
+        db = sqlite3.connect(self.path, timeout=self.timeout_s)
+        db.execute(f"PRAGMA busy_timeout={int(self.timeout_s * 1000)}")
+        return db
+
+    def get(self, settings_hash: str) -> RecallResult | None:
+        db = self._connect()
+        try:
+            row = db.execute(
+                "SELECT result_json FROM recall_results WHERE settings_hash = ?", (settings_hash,)
+            ).fetchone()
+        finally:
+            db.close()
+        if row is None:
+            return None
+        try:
+            return RecallResult.model_validate_json(row[0])
+        except ValidationError:
+            return None  # written by an incompatible version: treat as a miss, it will be overwritten
+
+    def put(self, result: RecallResult) -> bool:
+        """Store RESULT under its settings hash; partial results are refused (returns False)."""
+        if result.partial:
+            return False
+        db = self._connect()
+        try:
+            with db:
+                db.execute(
+                    "INSERT OR REPLACE INTO recall_results (settings_hash, result_json, created_at) "
+                    "VALUES (?, ?, ?)",
+                    (result.settings_hash, result.model_dump_json(), time.time()),
+                )
+        finally:
+            db.close()
+        return True
+
+    def __len__(self) -> int:
+        db = self._connect()
+        try:
+            return db.execute("SELECT COUNT(*) FROM recall_results").fetchone()[0]
+        finally:
+            db.close()

@@ -1,0 +1,166 @@
+"""Statistics for recall cells: Wilson intervals, the pass/fail/undecided rule, early stopping,
+effective context length, and the one-sided Fisher exact test used to compare base and head.
+
+Stdlib only. Every function is pure, so the engine, the report and the compare stage agree.
+
+The cell rule (documented in docs/recall.md)
+--------------------------------------------
+A cell (size x depth) plans ``planned`` trials and has a ``threshold`` (minimum recall rate).
+Judged on the *planned* trials, with ``quota = ceil(threshold * planned)``:
+
+* **pass**      — hits >= quota (the cell met the bar on its planned trials);
+* **fail**      — below the quota *and* the Wilson 95% upper bound of hits/planned is below the
+  threshold, i.e. the rate is demonstrably below the bar, not just unlucky;
+* **undecided** — below the quota but the interval still reaches the threshold (too few trials to
+  tell); also any cell whose remaining trials could still change its status (a capped or
+  interrupted run).
+
+The status only grows with hits (fail < undecided < pass), so once the worst case (every remaining
+trial misses) and the best case (every remaining trial hits) give the same status, no remaining
+trial can change it: that is when a cell stops early. The verdict is therefore identical to the one
+running every planned trial would give. For a binary pass/fail rule this is the classical
+curtailment (``hits >= quota`` -> pass, ``misses > planned - quota`` -> fail); the three-way rule
+stops a failing cell a little later, when its failure is also statistically clear.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Sequence
+from typing import Literal
+
+CellStatus = Literal["pass", "fail", "undecided"]
+
+Z95 = 1.959963984540054  # two-sided 95% normal quantile
+_EPS = 1e-9  # threshold * planned is computed in floating point: 0.8 * 5 must give quota 4, not 5
+
+
+def wilson_interval(hits: int, n: int, z: float = Z95) -> tuple[float, float]:
+    """Wilson score interval for a binomial rate; (0, 1) when there is no trial yet."""
+    if n <= 0:
+        return 0.0, 1.0
+    if hits < 0 or hits > n:
+        raise ValueError(f"hits must be between 0 and n ({hits}/{n})")
+    p = hits / n
+    z2 = z * z
+    denom = 1.0 + z2 / n
+    centre = (p + z2 / (2 * n)) / denom
+    half = z * math.sqrt(p * (1 - p) / n + z2 / (4 * n * n)) / denom
+    low = 0.0 if hits == 0 else max(0.0, centre - half)
+    high = 1.0 if hits == n else min(1.0, centre + half)
+    return low, high
+
+
+def quota(threshold: float, planned: int) -> int:
+    """Hits needed out of ``planned`` trials to reach ``threshold``."""
+    return max(0, math.ceil(threshold * planned - _EPS))
+
+
+def final_status(hits: int, planned: int, threshold: float) -> CellStatus:
+    """Status of a cell that ran all its ``planned`` trials."""
+    if hits >= quota(threshold, planned):
+        return "pass"
+    if wilson_interval(hits, planned)[1] < threshold:
+        return "fail"
+    return "undecided"
+
+
+def _bounds(hits: int, trials: int, planned: int, threshold: float) -> tuple[CellStatus, CellStatus]:
+    remaining = max(0, planned - trials)
+    return final_status(hits, planned, threshold), final_status(hits + remaining, planned, threshold)
+
+
+def cell_status(hits: int, trials: int, planned: int, threshold: float) -> CellStatus:
+    """Status now: the final status when the remaining trials cannot change it, else undecided."""
+    worst, best = _bounds(hits, trials, planned, threshold)
+    return worst if worst == best else "undecided"
+
+
+def is_decided(hits: int, trials: int, planned: int, threshold: float) -> bool:
+    """True once no outcome of the remaining planned trials can change the cell's status."""
+    worst, best = _bounds(hits, trials, planned, threshold)
+    return worst == best
+
+
+def trials_to_decide(hits: int, trials: int, planned: int, threshold: float) -> int:
+    """Fewest further outcomes that could possibly decide the cell (0 when already decided).
+
+    The scheduler never has more trials of a cell in flight than this, so no call is spent that
+    sequential early stopping would have saved.
+    """
+    remaining = max(0, planned - trials)
+    worst, best = _bounds(hits, trials, planned, threshold)
+    if worst == best:
+        return 0
+    # k more hits decide it when the worst case reaches the best case's status, and vice versa
+    by_hits = next(
+        k for k in range(1, remaining + 1) if final_status(hits + k, planned, threshold) == best
+    )
+    by_misses = next(
+        k for k in range(1, remaining + 1)
+        if final_status(hits + remaining - k, planned, threshold) == worst
+    )
+    return min(by_hits, by_misses)
+
+
+# -- effective context length ---------------------------------------------------------------
+
+
+def effective_context(
+    sizes: Sequence[int], status_by_size: dict[int, Iterable[str]]
+) -> int | None:
+    """RULER-style effective length: the largest size such that it and every smaller size pass at
+    every depth. ``None`` when even the smallest size does not."""
+    best = None
+    for size in sorted(sizes):
+        statuses = list(status_by_size.get(size, ()))
+        if not statuses or any(s != "pass" for s in statuses):
+            break
+        best = size
+    return best
+
+
+def effective_context_relative(
+    sizes: Sequence[int], worst_rate_by_size: dict[int, float | None], threshold: float
+) -> int | None:
+    """Largest size (contiguous from the smallest) whose worst-depth rate stays at or above
+    ``threshold`` times the smallest size's worst-depth rate: how far the model keeps its own
+    short-context performance, meaningful even for a model that misses the absolute bar."""
+    ordered = sorted(sizes)
+    if not ordered:
+        return None
+    ref = worst_rate_by_size.get(ordered[0])
+    if ref is None or ref <= 0:
+        return None
+    best = None
+    for size in ordered:
+        rate = worst_rate_by_size.get(size)
+        if rate is None or rate + _EPS < threshold * ref:
+            break
+        best = size
+    return best
+
+
+# -- base vs head ---------------------------------------------------------------------------
+
+
+def fisher_drop_pvalue(base_hits: int, base_n: int, head_hits: int, head_n: int) -> float:
+    """One-sided Fisher exact test of "head recall is lower than base".
+
+    Under the null (same rate), given the total hits, the head's hits follow a hypergeometric
+    distribution; the p-value is P(head hits <= observed). Exact integer arithmetic, stdlib only.
+    Returns 1.0 when either side has no trial (nothing to conclude).
+    """
+    for name, hits, n in (("base", base_hits, base_n), ("head", head_hits, head_n)):
+        if n < 0 or hits < 0 or hits > n:
+            raise ValueError(f"{name}: hits must be between 0 and n ({hits}/{n})")
+    if base_n == 0 or head_n == 0:
+        return 1.0
+    total_n = base_n + head_n
+    total_hits = base_hits + head_hits
+    lo = max(0, total_hits - base_n)  # fewest hits the head can have given the margins
+    numerator = sum(
+        math.comb(total_hits, k) * math.comb(total_n - total_hits, head_n - k)
+        for k in range(lo, head_hits + 1)
+    )
+    return min(1.0, numerator / math.comb(total_n, head_n))
