@@ -354,7 +354,10 @@ def _as_template_error(exc: BaseException, loader: RootLoader, default_file: str
         return TemplateError(str(exc), file=file, line=line,
                              hint="include templates by their path relative to the threshold file's folder")
     if isinstance(exc, SecurityError):
-        return TemplateError(f"the template tried to reach something the sandbox forbids: {exc}", file=file, line=line,
+        text = str(exc)
+        if not text.startswith("the template"):
+            text = f"the template tried to reach something the sandbox forbids: {text}"
+        return TemplateError(text, file=file, line=line,
                              hint="templates may only use their variables and plain filters; attributes "
                                   "starting with '_' and Python internals are off limits")
     if isinstance(exc, UndefinedError):

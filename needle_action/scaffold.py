@@ -1,0 +1,299 @@
+"""``needle init``: find the repository's prompt templates and write a commented starter ``needle.toml``.
+
+The starter is a guess a human finishes: fixtures found next to a template or in ``fixtures/``
+folders with a matching name, the context/question variables guessed from the names the template
+reads, budgets left as commented suggestions. Whatever it writes must load with ``load_config``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from needle_action.config import PromptSettings, RecallSettings
+from needle_action.config_loader import FIXTURE_SUFFIXES, display_path
+from needle_action.errors import ConfigError, NeedleError
+
+TEMPLATE_SUFFIXES = (".j2", ".jinja", ".jinja2", ".prompty")
+SKIP_DIRS = {".git", ".venv", "venv", "node_modules", "__pycache__", ".tox", ".mypy_cache", ".pytest_cache",
+             ".ruff_cache", ".needle-cache", "site-packages"}
+FIXTURE_DIR_NAMES = ("fixtures", "fixture", "samples", "testdata", "test_data")
+
+# Variable names that usually hold the haystack (retrieved text, conversation) or the question.
+CONTEXT_NAMES = ("documents", "docs", "context", "contexts", "chunks", "passages", "sources", "retrieved",
+                 "results", "history", "messages", "conversation", "turns", "transcript", "knowledge")
+QUESTION_NAMES = ("question", "query", "user_question", "user_query", "input", "user_input", "user_message",
+                  "message", "ask", "request", "prompt")
+
+
+@dataclass
+class FoundTemplate:
+    path: Path
+    rel: str  # relative to the threshold file's folder, posix
+    name: str
+    fixtures: list[str] = field(default_factory=list)
+    variables: list[str] = field(default_factory=list)
+    context_var: str | None = None
+    question_var: str | None = None
+    problem: str | None = None
+    has_sample: bool = False  # a .prompty with sample inputs renders without a fixture
+    rough_chars: int | None = None
+
+
+def _walk(root: Path, suffixes: tuple[str, ...]) -> list[Path]:
+    out: list[Path] = []
+    real_root = root.resolve()
+    for folder, dirs, files in os.walk(root):
+        dirs[:] = sorted(d for d in dirs if d not in SKIP_DIRS and not d.startswith("."))
+        for f in sorted(files):
+            p = Path(folder) / f
+            if p.suffix.lower() in suffixes and p.is_file():
+                real = p.resolve()
+                if real == real_root or real_root in real.parents:
+                    out.append(p)
+    return out
+
+
+def guess_var(variables: set[str] | list[str], names: tuple[str, ...], exclude: str | None = None) -> str | None:
+    """Exact known names first (in priority order), then names containing one of them."""
+    pool = [v for v in sorted(variables) if v != exclude]
+    for n in names:
+        if n in pool:
+            return n
+    for n in names:
+        for v in pool:
+            if n in v.lower():
+                return v
+    return None
+
+
+def _fixture_candidates(template: Path, config_dir: Path, fixture_files: list[Path]) -> list[str]:
+    stem = template.name.split(".")[0]
+    keys = {stem.lower(), stem.lower().replace("-", "_")}
+
+    def matches(p: Path) -> bool:
+        fstem = p.name.split(".")[0].lower().replace("-", "_")
+        if p.name == "needle.toml" or p.name == "pyproject.toml":
+            return False
+        in_fixture_dir = any(part.lower() in FIXTURE_DIR_NAMES for part in p.relative_to(config_dir).parts[:-1])
+        named = any(fstem == k or fstem.startswith(k + "_") or fstem.startswith(k + "-") for k in keys)
+        if p.parent == template.parent and named:
+            return True
+        if in_fixture_dir and (named or p.parent.name.lower().replace("-", "_") in keys):
+            return True
+        return False
+
+    return [p.relative_to(config_dir).as_posix() for p in fixture_files if matches(p)]
+
+
+def _prompt_name(template: Path, taken: set[str]) -> str:
+    base = re.sub(r"[^A-Za-z0-9_-]+", "_", template.name.split(".")[0]).strip("_-") or "prompt"
+    if not base[0].isalnum():
+        base = "p" + base
+    name, n = base, 2
+    if name in taken:
+        name = f"{re.sub(r'[^A-Za-z0-9_-]+', '_', template.parent.name).strip('_-')}_{base}".strip("_") or base
+    while name in taken:
+        name, n = f"{base}_{n}", n + 1
+    taken.add(name)
+    return name
+
+
+def _inspect(found: FoundTemplate, config_dir: Path) -> None:
+    """Fill variables/guesses (and a rough rendered size) from the template itself."""
+    from needle_action.assemble import _split_prompty, environment_for, undeclared_variables
+
+    env = environment_for(config_dir)
+    try:
+        text = found.path.read_text(encoding="utf-8")
+        if found.path.suffix.lower() == ".prompty":
+            prompty = _split_prompty(text, found.rel)
+            text = prompty.body
+            found.has_sample = bool(prompty.front.get("sample") or prompty.front.get("inputs"))
+        variables = undeclared_variables(env, text)
+        found.variables = sorted(variables)
+        found.context_var = guess_var(variables, CONTEXT_NAMES)
+        found.question_var = guess_var(variables, QUESTION_NAMES, exclude=found.context_var)
+    except NeedleError as exc:
+        found.problem = exc.message
+    except Exception as exc:  # noqa: BLE001 - a broken template must not stop init
+        found.problem = f"{type(exc).__name__}: {getattr(exc, 'message', exc)}"
+
+
+def _partials(templates: list[Path], config_dir: Path) -> set[Path]:
+    """Templates that other templates include/import/extend: building blocks, not prompts."""
+    from needle_action.assemble import environment_for, referenced_templates
+
+    env = environment_for(config_dir)
+    out: set[Path] = set()
+    for t in templates:
+        try:
+            refs = referenced_templates(env, t.read_text(encoding="utf-8"))
+        except Exception:  # noqa: BLE001
+            continue
+        for ref in refs:
+            for candidate in (t.parent / ref, config_dir / ref):
+                if candidate.is_file():
+                    out.add(candidate.resolve())
+    return out
+
+
+def _estimate(found: FoundTemplate, config_dir: Path) -> None:
+    """Rough rendered size with the first fixture, for a budget suggestion (chars, not tokens)."""
+    from needle_action.assemble import render_case
+    from needle_action.config import Config, PromptConfig
+
+    prompt = PromptConfig(name=found.name, template=found.rel, fixtures=found.fixtures[:1])
+    config = Config(path=config_dir / "needle.toml", root=config_dir, prompts={found.name: prompt})
+    fixture = config_dir / found.fixtures[0] if found.fixtures else None
+    try:
+        rendered = render_case(config, prompt, fixture)
+    except NeedleError as exc:
+        if not found.problem:
+            found.problem = f"does not render yet: {exc.message}"
+        return
+    found.rough_chars = sum(len(t) for t in rendered.texts())
+
+
+def _s(value: str) -> str:
+    """A TOML basic string (JSON escapes are valid TOML escapes)."""
+    return json.dumps(value, ensure_ascii=False)
+
+
+def _suggest_budget(chars: int | None, reserve: int) -> int | None:
+    if chars is None:
+        return None
+    tokens = chars / 4  # ~4 characters per token for English prose
+    raw = int(tokens * 1.5) + reserve
+    return max(1000, -(-raw // 1000) * 1000)
+
+
+def render_starter(found: list[FoundTemplate], partials: list[str]) -> str:
+    d, r = PromptSettings(), RecallSettings()
+    out = [
+        "# needle.toml: token budgets and positional recall checks for this repository's prompts.",
+        "# Written by `needle init`; edit freely. Reference: docs/config.md",
+        "# Paths are relative to this file's folder and may not leave it.",
+        "",
+        "[defaults]",
+        "# Every [prompts.NAME] table inherits these keys and may override any of them.",
+        f"model = {_s(d.model)}          # the model the prompts are sent to",
+        f"provider = {_s(d.provider)}            # recall runs on: anthropic | openai | local (embedded model, no key)",
+        f"tokenizer = {_s(d.tokenizer)}   # tiktoken:o200k_base | tiktoken:cl100k_base | anthropic | local",
+        f"tokenizer_safety_factor = {d.tokenizer_safety_factor}   # multiplies tiktoken counts for Claude models",
+        f"reserve_output_tokens = {d.reserve_output_tokens}      # room kept free for the answer",
+        "# max_input_tokens = 8000        # budget: fail when tokens + reserve exceed it (suggestions per prompt below)",
+        '# max_growth = "10%"             # fail when a PR grows a prompt more than this vs the base ("10%" or 500 tokens)',
+        "",
+        "[defaults.recall]",
+        "# Needle-in-a-haystack trials in the prompt's real shape (needs context_var and question_var).",
+        f"enabled = {str(r.enabled).lower()}",
+        f"sizes = {json.dumps(r.sizes)}            # context sizes in real tokens, or \"auto\"",
+        f"depths = {json.dumps(r.depths)}   # needle positions: 0 = start, 1 = end",
+        f"trials = {r.trials}                     # trials per size x depth cell",
+        f"threshold = {r.threshold}                # minimum recall per cell",
+        f'needle = {_s(r.needle)}              # codeword | sentence | distractors | multihop | custom',
+        f"seed = {r.seed}",
+        "# max_calls = 500                # stop cleanly (partial result) after this many model calls",
+        "# max_cost_usd = 2.0             # ... or this estimated spend",
+        "# filler_globs = [\"docs/**/*.md\"]  # extra filler text from the repository",
+    ]
+    if partials:
+        out += ["", "# Partials (included by other templates, so not prompts of their own):"]
+        out += [f"#   {p}" for p in partials]
+    for f in found:
+        out += ["", f"[prompts.{f.name}]", f"template = {_s(f.rel)}"]
+        if f.problem:
+            out.append(f"# NOTE: {f.problem}".replace("\n", " "))
+        if f.variables:
+            out.append(f"# variables the template reads: {', '.join(f.variables)}")
+        if f.fixtures:
+            out.append("fixtures = [" + ", ".join(_s(x) for x in f.fixtures) + "]   # each fixture is one case")
+        else:
+            out.append('# fixtures = ["fixtures/' + f.name + '.yaml"]   # YAML/JSON/TOML files with the variables above')
+        out.append(f"context_var = {_s(f.context_var)}   # the haystack slot recall fills"
+                   if f.context_var else "# context_var = \"documents\"   # the variable holding retrieved text / history")
+        out.append(f"question_var = {_s(f.question_var)}   # the slot recall puts its question in"
+                   if f.question_var else "# question_var = \"question\"   # the variable holding the user's question")
+        budget = _suggest_budget(f.rough_chars, d.reserve_output_tokens)
+        if budget:
+            out.append(f"# max_input_tokens = {budget}   # suggestion: ~1.5x this prompt's current size plus the reserve")
+        else:
+            out.append("# max_input_tokens = 8000")
+        out.append('# max_growth = "10%"')
+        if not (f.context_var and f.question_var and (f.fixtures or f.has_sample)):
+            out += [
+                f"[prompts.{f.name}.recall]",
+                "enabled = false   # turn on once fixtures, context_var and question_var are set",
+            ]
+    return "\n".join(out) + "\n"
+
+
+def write_starter(root: str | os.PathLike, config_path: str | os.PathLike, force: bool = False) -> Path:
+    """Scan ROOT for templates and write a commented starter threshold file at CONFIG_PATH.
+
+    CONFIG_PATH is taken as given (relative to the working directory); every template must sit
+    inside its folder, because paths in the file are relative to it.
+    """
+    root = Path(root)
+    config_path = Path(config_path)
+    if not root.is_dir():
+        raise ConfigError(f"{display_path(root)} is not a folder", hint="pass --root PATH to the repository to scan")
+    if config_path.exists() and not force:
+        raise ConfigError(
+            "the threshold file already exists; not overwriting it",
+            file=display_path(config_path),
+            hint="pass --force to replace it, or --config PATH to write somewhere else",
+        )
+    if config_path.is_dir():
+        raise ConfigError("expected a file path for the threshold file, got a folder", file=display_path(config_path))
+    config_dir = config_path.absolute().parent
+    templates = _walk(root, TEMPLATE_SUFFIXES)
+    if not templates:
+        raise ConfigError(
+            f"no prompt templates found under {display_path(root.absolute()) or '.'}",
+            hint=f"templates are files ending in {', '.join(TEMPLATE_SUFFIXES)}; pass --root to scan another folder",
+        )
+    outside = [t for t in templates if not _is_inside(t.absolute(), config_dir)]
+    if outside:
+        raise ConfigError(
+            f"template {display_path(outside[0].absolute())} is outside the folder of {display_path(config_path)}",
+            hint="paths in needle.toml are relative to its folder: write it at the repository root "
+                 "(e.g. needle init --root R --config R/needle.toml)",
+        )
+    partial_set = _partials(templates, config_dir)
+    fixture_files = _walk(root, FIXTURE_SUFFIXES)
+    taken: set[str] = set()
+    found: list[FoundTemplate] = []
+    partials: list[str] = []
+    for t in templates:
+        rel = t.absolute().relative_to(config_dir).as_posix()
+        if t.resolve() in partial_set:
+            partials.append(rel)
+            continue
+        f = FoundTemplate(path=t, rel=rel, name=_prompt_name(t, taken))
+        f.fixtures = _fixture_candidates(t.absolute(), config_dir, [p.absolute() for p in fixture_files])
+        _inspect(f, config_dir)
+        _estimate(f, config_dir)
+        found.append(f)
+    if not found:
+        raise ConfigError("every template found is included by another one; no standalone prompt to configure",
+                          hint="add a [prompts.NAME] table by hand (see docs/config.md)")
+    text = render_starter(found, partials)
+    config_path.parent.mkdir(parents=True, exist_ok=True)
+    config_path.write_text(text, encoding="utf-8")
+    return config_path
+
+
+def _is_inside(path: Path, folder: Path) -> bool:
+    try:
+        path.relative_to(folder)
+        return True
+    except ValueError:
+        return False
+
+
+__all__ = ["write_starter", "render_starter", "guess_var", "TEMPLATE_SUFFIXES"]
