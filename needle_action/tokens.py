@@ -56,8 +56,8 @@ class TokenCounter(Protocol):
     def count_prompt(self, prompt: RenderedPrompt) -> int: ...
 
 
-def is_claude(model: str, provider: str | None = None) -> bool:
-    return provider == "anthropic" or "claude" in model.lower()
+def is_claude(model: str) -> bool:
+    return "claude" in model.lower()
 
 
 # --------------------------------------------------------------------------------------------
@@ -161,8 +161,6 @@ class AnthropicCounter:
     exact = True
 
     def __init__(self, *, model: str, provider_settings: ProviderSettings) -> None:
-        import anthropic
-
         key_env = provider_settings.api_key_env or "ANTHROPIC_API_KEY"
         key = os.environ.get(key_env)
         if not key:
@@ -171,6 +169,8 @@ class AnthropicCounter:
                 hint=f'export {key_env}=..., or count offline with tokenizer = "tiktoken:o200k_base" '
                 "(approximate; the safety factor is applied)",
             )
+        import anthropic  # slow to import: only once we know we can use it
+
         self.model = model
         self.cache_id = f"anthropic:{model}"
         # base_url None lets the SDK honour ANTHROPIC_BASE_URL itself
@@ -364,7 +364,7 @@ def clear_cache() -> None:
 
 def safety_factor_for(counter: TokenCounter, settings: PromptSettings) -> float:
     """tiktoken's count of a Claude prompt is an estimate: pad it by the configured factor."""
-    if isinstance(counter, TiktokenCounter) and is_claude(settings.model, settings.provider):
+    if isinstance(counter, TiktokenCounter) and is_claude(settings.model):
         return settings.tokenizer_safety_factor
     return 1.0
 

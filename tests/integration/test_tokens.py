@@ -1,0 +1,246 @@
+"""Token counters on the real examples: tiktoken equality, safety factor, cache, offline errors,
+the anthropic counter through the real SDK against the loopback fake, and the local tokenizer."""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+import tiktoken
+
+from needle_action import tokens
+from needle_action.assemble import render_case
+from needle_action.config import PromptSettings, ProviderSettings
+from needle_action.config_loader import load_config
+from needle_action.errors import ProviderUnavailable, TokenizerError
+from needle_action.prompt import Message, RenderedPrompt
+from needle_action.tokens import (
+    TOKENS_PER_MESSAGE,
+    TOKENS_REPLY_PRIMING,
+    TiktokenCounter,
+    count_prompts,
+    get_counter,
+)
+
+REPO = Path(__file__).resolve().parents[2]
+EXAMPLES = REPO / "examples"
+
+
+@pytest.fixture(autouse=True)
+def fresh_cache():
+    tokens.clear_cache()
+    tokens.set_cache_enabled(True)
+    yield
+    tokens.clear_cache()
+    tokens.set_cache_enabled(True)
+
+
+@pytest.fixture(scope="module")
+def example_cases() -> list[RenderedPrompt]:
+    config = load_config(EXAMPLES / "needle.toml")
+    out = []
+    for prompt in config.prompts.values():
+        for fx in config.fixture_paths(prompt):
+            out.append(render_case(config, prompt, fx))
+    return out
+
+
+def expected_openai_count(enc_name: str, prompt: RenderedPrompt) -> int:
+    """Independent of our code: tiktoken's plain ``encode`` per text + OpenAI's documented framing."""
+    enc = tiktoken.get_encoding(enc_name)
+    n = 0
+    roles = (["system"] if prompt.system else []) + [m.role for m in prompt.messages]
+    texts = ([prompt.system] if prompt.system else []) + [m.content for m in prompt.messages]
+    for role, text in zip(roles, texts, strict=True):
+        n += TOKENS_PER_MESSAGE + len(enc.encode(role)) + len(enc.encode(text, disallowed_special=()))
+    return n + TOKENS_REPLY_PRIMING
+
+
+def test_examples_render_to_six_real_chat_cases(example_cases):
+    assert len(example_cases) == 6
+    assert all(c.system for c in example_cases)
+    # the support agent's history becomes real alternating chat turns ending with the customer
+    long_support = next(c for c in example_cases if c.fixture and c.fixture.endswith("long.yaml"))
+    roles = [m.role for m in long_support.messages]
+    assert len(roles) == 37 and roles[-1] == "user"
+    assert all(a != b for a, b in zip(roles, roles[1:], strict=False))
+
+
+@pytest.mark.parametrize("encoding", ["o200k_base", "cl100k_base"])
+def test_example_counts_equal_tiktoken_plus_documented_overhead(example_cases, encoding):
+    settings = PromptSettings(tokenizer=f"tiktoken:{encoding}", model="gpt-4o")
+    counts = count_prompts(example_cases, settings)
+    counter = get_counter(settings.tokenizer, model=settings.model, settings=settings)
+    for case, c in zip(example_cases, counts, strict=True):
+        expected = expected_openai_count(encoding, case)
+        assert c.raw_tokens == expected, case.fixture
+        assert counter.count_prompt(case) == expected
+        enc = tiktoken.get_encoding(encoding)
+        assert counter.count_texts(case.texts()) == [len(enc.encode(t, disallowed_special=())) for t in case.texts()]
+        assert c.counter == f"tiktoken:{encoding}"
+    # gpt-4o really uses o200k_base, so only that pairing is exact
+    assert all(c.exact == (encoding == "o200k_base") for c in counts)
+    assert all(c.safety_factor == 1.0 and c.tokens == c.raw_tokens for c in counts)
+
+
+def test_two_encodings_really_differ_on_the_examples(example_cases):
+    o200k = count_prompts(example_cases, PromptSettings(tokenizer="tiktoken:o200k_base", model="gpt-4o"))
+    cl100k = count_prompts(example_cases, PromptSettings(tokenizer="tiktoken:cl100k_base", model="gpt-4o"))
+    assert [a.raw_tokens for a in o200k] != [b.raw_tokens for b in cl100k]
+
+
+@pytest.mark.parametrize("factor", [1.15, 1.3])
+def test_claude_counted_with_tiktoken_gets_the_safety_factor(example_cases, factor):
+    settings = PromptSettings(tokenizer="tiktoken:o200k_base", model="claude-sonnet-5-5", tokenizer_safety_factor=factor)
+    counts = count_prompts(example_cases, settings)
+    for case, c in zip(example_cases, counts, strict=True):
+        assert c.raw_tokens == expected_openai_count("o200k_base", case)
+        assert c.tokens == math.ceil(round(c.raw_tokens * factor, 6))
+        assert c.tokens > c.raw_tokens
+        assert c.safety_factor == factor
+        assert c.exact is False
+
+
+def test_non_claude_non_openai_model_is_approximate_without_factor(example_cases):
+    counts = count_prompts(example_cases[:1], PromptSettings(tokenizer="tiktoken:o200k_base", model="llama-3.1-8b"))
+    assert counts[0].exact is False and counts[0].safety_factor == 1.0
+
+
+def test_cache_skips_encoding_repeated_prompts(example_cases, monkeypatch):
+    settings = PromptSettings(tokenizer="tiktoken:o200k_base", model="gpt-4o")
+    counter = get_counter(settings.tokenizer, model=settings.model, settings=settings)
+    encoded: list[int] = []
+    real = TiktokenCounter.count_many
+
+    def spy(self, prompts):
+        encoded.append(len(prompts))
+        return real(self, prompts)
+
+    monkeypatch.setattr(TiktokenCounter, "count_many", spy)
+    first = count_prompts(example_cases + example_cases, settings)  # duplicates within one batch
+    assert encoded == [len(example_cases)]
+    again = count_prompts(example_cases, settings)  # all cached now: no encoding at all
+    assert encoded == [len(example_cases)]
+    assert [c.raw_tokens for c in again] == [c.raw_tokens for c in first[: len(example_cases)]]
+
+    changed = RenderedPrompt(system="x", messages=(Message("user", "a new text"),))
+    count_prompts([changed, *example_cases], settings)
+    assert encoded == [len(example_cases), 1]  # only the new prompt was encoded
+
+    tokens.set_cache_enabled(False)
+    count_prompts(example_cases, settings)
+    assert encoded[-1] == len(example_cases)
+    assert counter.cache_id == "tiktoken:o200k_base"
+
+
+def test_cache_is_keyed_by_counter(example_cases):
+    o200k = count_prompts(example_cases[:1], PromptSettings(tokenizer="tiktoken:o200k_base"))[0]
+    cl100k = count_prompts(example_cases[:1], PromptSettings(tokenizer="tiktoken:cl100k_base"))[0]
+    assert o200k.counter != cl100k.counter
+    assert cl100k.raw_tokens == expected_openai_count("cl100k_base", example_cases[0])
+
+
+def test_special_token_text_in_a_fixture_is_counted_as_text():
+    # an attacker-controlled fixture must not smuggle in special tokens (or crash the encoder)
+    p = RenderedPrompt(system=None, messages=(Message("user", "<|endoftext|><|im_start|>"),))
+    (c,) = count_prompts([p], PromptSettings(tokenizer="tiktoken:o200k_base", model="gpt-4o"))
+    assert c.raw_tokens == expected_openai_count("o200k_base", p)
+
+
+def test_unsupported_encoding_is_a_tokenizer_error():
+    with pytest.raises(TokenizerError) as err:
+        get_counter("tiktoken:p50k_base", model="gpt-4o", settings=PromptSettings())
+    assert "o200k_base" in err.value.hint
+
+
+# ---------------------------------------------------------------------- offline: missing encodings
+
+_NO_NETWORK = textwrap.dedent(
+    """
+    import sys
+    import tiktoken.load
+    def _no_network(url):  # prove we never try to download: fail loudly and distinctly if we do
+        raise SystemExit("NETWORK ATTEMPTED " + url)
+    tiktoken.load.read_file = _no_network
+    if "--no-bpe-openai" in sys.argv:
+        sys.argv.remove("--no-bpe-openai")
+        sys.modules["bpe_openai"] = None  # as if the package were not installed
+    from needle_action.cli import main
+    sys.argv[0] = "needle"
+    main()
+    """
+)
+
+
+def _tiktoken_config(tmp_path: Path, tokenizer: str = "tiktoken:o200k_base") -> Path:
+    (tmp_path / "p.j2").write_text("system:\nBe brief.\nuser:\n{{ question }}\n")
+    (tmp_path / "f.yaml").write_text("question: what is the capital of France?\n")
+    cfg = tmp_path / "needle.toml"
+    cfg.write_text(
+        f'[defaults]\ntokenizer = "{tokenizer}"\nmax_input_tokens = 500\nreserve_output_tokens = 100\n\n'
+        '[prompts.p]\ntemplate = "p.j2"\nfixtures = ["f.yaml"]\n'
+    )
+    return cfg
+
+
+def _run_needle(args: list[str], cache_dir: str, *extra: str) -> subprocess.CompletedProcess:
+    env = {**os.environ, "TIKTOKEN_CACHE_DIR": cache_dir, "PYTHONPATH": str(REPO)}
+    return subprocess.run(
+        [sys.executable, "-c", _NO_NETWORK, *args, *extra], env=env, capture_output=True, text=True, timeout=120
+    )
+
+
+def test_missing_encoding_offline_is_a_clear_error_without_network(tmp_path):
+    empty = tmp_path / "empty-cache"
+    empty.mkdir()
+    cfg = _tiktoken_config(tmp_path)
+    proc = _run_needle(["budget", "--config", str(cfg)], str(empty), "--no-bpe-openai")
+    assert proc.returncode == 2, proc.stderr
+    assert "NETWORK ATTEMPTED" not in proc.stderr + proc.stdout
+    assert "Traceback" not in proc.stderr
+    assert "o200k_base is not available offline" in proc.stderr
+    assert "python -m needle_action.tiktoken_cache" in proc.stderr
+    assert "pip install bpe-openai" in proc.stderr
+    assert "TIKTOKEN_CACHE_DIR" in proc.stderr
+
+
+def test_cache_disabled_is_a_clear_error(tmp_path):
+    cfg = _tiktoken_config(tmp_path, "tiktoken:cl100k_base")
+    proc = _run_needle(["budget", "--config", str(cfg)], "")
+    assert proc.returncode == 2, proc.stderr
+    assert "NETWORK ATTEMPTED" not in proc.stderr
+    assert "caching disabled" in proc.stderr and "Traceback" not in proc.stderr
+
+
+def test_empty_cache_is_seeded_from_bpe_openai_on_a_fresh_machine(tmp_path):
+    empty = tmp_path / "fresh-cache"
+    empty.mkdir()
+    cfg = _tiktoken_config(tmp_path)
+    proc = _run_needle(["budget", "--config", str(cfg), "--json", str(tmp_path / "out.json")], str(empty))
+    assert proc.returncode == 0, proc.stderr
+    assert "NETWORK ATTEMPTED" not in proc.stderr
+    data = json.loads((tmp_path / "out.json").read_text())
+    (case,) = data["prompts"][0]["cases"]
+    p = RenderedPrompt(system="Be brief.", messages=(Message("user", "what is the capital of France?"),))
+    # the default model is Claude: raw count is tiktoken's, tokens carry the 1.15 factor
+    assert case["count"]["raw_tokens"] == expected_openai_count("o200k_base", p)
+    assert case["count"]["safety_factor"] == 1.15
+    assert any(empty.iterdir())
+
+
+# ------------------------------------------------------------------------------ anthropic counter
+
+
+def test_anthropic_counter_without_a_key_is_provider_unavailable(monkeypatch):
+    monkeypatch.delenv("MY_TEAM_KEY", raising=False)
+    settings = PromptSettings(tokenizer="anthropic", providers={"anthropic": ProviderSettings(api_key_env="MY_TEAM_KEY")})
+    with pytest.raises(ProviderUnavailable) as err:
+        get_counter("anthropic", model="claude-sonnet-5-5", settings=settings)
+    assert "MY_TEAM_KEY" in err.value.message
+    assert "tiktoken" in err.value.hint
