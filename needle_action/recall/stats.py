@@ -25,6 +25,7 @@ stops a failing cell a little later, when its failure is also statistically clea
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Iterable, Sequence
 from typing import Literal
@@ -56,6 +57,7 @@ def quota(threshold: float, planned: int) -> int:
     return max(0, math.ceil(threshold * planned - _EPS))
 
 
+@functools.lru_cache(maxsize=65536)  # pure and hot: the scheduler asks it for every pick
 def final_status(hits: int, planned: int, threshold: float) -> CellStatus:
     """Status of a cell that ran all its ``planned`` trials."""
     if hits >= quota(threshold, planned):
@@ -82,25 +84,35 @@ def is_decided(hits: int, trials: int, planned: int, threshold: float) -> bool:
     return worst == best
 
 
+def _segments(planned: int, threshold: float) -> list[tuple[int, int]]:
+    """Final hit counts grouped by status: inclusive (low, high) ranges, fail then undecided then pass."""
+    out: list[tuple[int, int]] = []
+    start = 0
+    for h in range(1, planned + 2):
+        if h > planned or final_status(h, planned, threshold) != final_status(start, planned, threshold):
+            out.append((start, h - 1))
+            start = h
+    return out
+
+
 def trials_to_decide(hits: int, trials: int, planned: int, threshold: float) -> int:
-    """Fewest further outcomes that could possibly decide the cell (0 when already decided).
+    """Fewest further outcomes after which the cell could be decided (0 when already decided).
 
     The scheduler never has more trials of a cell in flight than this, so no call is spent that
-    sequential early stopping would have saved.
+    sequential early stopping would have saved. A cell can settle on any status, "undecided"
+    included (e.g. hits that can neither reach the quota nor fall clearly below the threshold).
     """
     remaining = max(0, planned - trials)
-    worst, best = _bounds(hits, trials, planned, threshold)
-    if worst == best:
+    if is_decided(hits, trials, planned, threshold):
         return 0
-    # k more hits decide it when the worst case reaches the best case's status, and vice versa
-    by_hits = next(
-        k for k in range(1, remaining + 1) if final_status(hits + k, planned, threshold) == best
-    )
-    by_misses = next(
-        k for k in range(1, remaining + 1)
-        if final_status(hits + remaining - k, planned, threshold) == worst
-    )
-    return min(by_hits, by_misses)
+    segments = _segments(planned, threshold)
+    for k in range(1, remaining + 1):
+        left = remaining - k  # trials still open after k more outcomes
+        # decided after k outcomes with x hits in total iff x and x + left share a status segment
+        for low, high in segments:
+            if max(low, hits) <= min(hits + k, high - left):
+                return k
+    return remaining
 
 
 # -- effective context length ---------------------------------------------------------------

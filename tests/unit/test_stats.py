@@ -1,0 +1,193 @@
+"""Recall statistics: Wilson intervals, the three-way cell rule, early stopping that never changes a
+verdict, effective context length, and the one-sided Fisher exact test."""
+
+from __future__ import annotations
+
+import itertools
+import math
+import random
+
+import pytest
+
+from needle_action.recall import stats
+
+THRESHOLDS = (0.5, 0.6, 0.75, 0.8, 0.9, 1.0)
+
+
+# -- Wilson ---------------------------------------------------------------------------------
+
+
+def test_wilson_known_values():
+    # 3/5: p=0.6, z=1.96 -> textbook Wilson interval (0.2307, 0.8824)
+    low, high = stats.wilson_interval(3, 5)
+    assert low == pytest.approx(0.23072, abs=1e-4)
+    assert high == pytest.approx(0.88238, abs=1e-4)
+    assert stats.wilson_interval(5, 5) == (pytest.approx(0.56552, abs=1e-4), 1.0)
+    assert stats.wilson_interval(0, 5) == (0.0, pytest.approx(0.43448, abs=1e-4))
+    assert stats.wilson_interval(0, 0) == (0.0, 1.0)
+
+
+def test_wilson_matches_scipy():
+    scipy_stats = pytest.importorskip("scipy.stats")
+    for n in (1, 2, 5, 13, 200):
+        for k in sorted({0, 1, n // 3, n // 2, n - 1, n}):
+            ref = scipy_stats.binomtest(k, n).proportion_ci(confidence_level=0.95, method="wilson")
+            low, high = stats.wilson_interval(k, n)
+            assert low == pytest.approx(ref.low, abs=1e-9)
+            assert high == pytest.approx(ref.high, abs=1e-9)
+
+
+def test_wilson_rejects_impossible_counts():
+    with pytest.raises(ValueError):
+        stats.wilson_interval(6, 5)
+
+
+# -- the cell rule ----------------------------------------------------------------------------
+
+
+def test_quota_is_not_fooled_by_floating_point():
+    assert stats.quota(0.8, 5) == 4  # 0.8 * 5 = 4.000000000000001 in binary floating point
+    assert stats.quota(0.7, 10) == 7
+    assert stats.quota(0.81, 5) == 5
+    assert stats.quota(0.0, 5) == 0
+
+
+def test_final_status_with_five_trials_at_80_percent():
+    # the rule as documented: 0-2 hits fail, 3 is undecided (interval reaches 0.8), 4-5 pass
+    assert [stats.final_status(h, 5, 0.8) for h in range(6)] == [
+        "fail", "fail", "fail", "undecided", "pass", "pass"
+    ]
+
+
+def test_fail_needs_the_interval_below_the_threshold():
+    for n in (3, 5, 10, 20, 50):
+        for thr in THRESHOLDS:
+            for h in range(n + 1):
+                status = stats.final_status(h, n, thr)
+                low, high = stats.wilson_interval(h, n)
+                if status == "pass":
+                    assert h / n >= thr - 1e-12
+                elif status == "fail":
+                    assert high < thr
+                else:
+                    assert h / n < thr <= high
+
+
+def test_status_only_grows_with_hits():
+    order = {"fail": 0, "undecided": 1, "pass": 2}
+    for n in range(1, 30):
+        for thr in THRESHOLDS:
+            ranks = [order[stats.final_status(h, n, thr)] for h in range(n + 1)]
+            assert ranks == sorted(ranks), (n, thr, ranks)
+
+
+def _sequential_stop(outcomes: tuple[int, ...], thr: float) -> tuple[int, str]:
+    """Run trials one by one, stop as soon as the cell is decided: (trials run, status then)."""
+    planned = len(outcomes)
+    hits = 0
+    for i, o in enumerate(outcomes, start=1):
+        hits += o
+        if stats.is_decided(hits, i, planned, thr):
+            return i, stats.cell_status(hits, i, planned, thr)
+    return planned, stats.cell_status(hits, planned, planned, thr)
+
+
+@pytest.mark.parametrize("planned", range(1, 11))
+def test_early_stopping_gives_the_verdict_of_all_trials_exhaustively(planned):
+    """Every possible outcome sequence: stopping early never changes the status, and it saves calls."""
+    saved = 0
+    for thr in THRESHOLDS:
+        for outcomes in itertools.product((0, 1), repeat=planned):
+            run, status = _sequential_stop(outcomes, thr)
+            assert status == stats.final_status(sum(outcomes), planned, thr), (outcomes, thr)
+            saved += planned - run
+    if planned >= 3:
+        assert saved > 0
+
+
+def test_binary_curtailment_is_the_pass_side_of_the_rule():
+    # hits >= quota decides "pass" at once, whatever is left
+    for planned in range(1, 15):
+        for thr in THRESHOLDS:
+            q = stats.quota(thr, planned)
+            if q <= planned:
+                assert stats.cell_status(q, q, planned, thr) == "pass"
+                assert stats.is_decided(q, q, planned, thr)
+
+
+def test_trials_to_decide_is_the_fewest_outcomes_that_can_decide():
+    for planned in range(1, 9):
+        for thr in (0.6, 0.8, 1.0):
+            for done in range(planned + 1):
+                for hits in range(done + 1):
+                    d = stats.trials_to_decide(hits, done, planned, thr)
+                    decided = stats.is_decided(hits, done, planned, thr)
+                    assert (d == 0) == decided
+                    if decided:
+                        continue
+                    # no continuation shorter than d decides; some continuation of length d does
+                    for k in range(1, d):
+                        for extra in range(k + 1):
+                            assert not stats.is_decided(hits + extra, done + k, planned, thr)
+                    assert any(
+                        stats.is_decided(hits + extra, done + d, planned, thr) for extra in range(d + 1)
+                    )
+
+
+def test_partial_cells_are_undecided_until_settled():
+    # 3 of 3 hits with 5 planned at 0.8: could still end 3/5 (undecided) -> undecided now
+    assert stats.cell_status(3, 3, 5, 0.8) == "undecided"
+    # 0 of 3 with 5 planned: at best 2/5 -> fail already
+    assert stats.cell_status(0, 3, 5, 0.8) == "fail"
+    # nothing run yet
+    assert stats.cell_status(0, 0, 5, 0.8) == "undecided"
+
+
+# -- effective context ----------------------------------------------------------------------
+
+
+def test_effective_context_is_the_largest_prefix_of_passing_sizes():
+    sizes = [2000, 8000, 32000]
+    ok = ["pass"] * 5
+    assert stats.effective_context(sizes, {2000: ok, 8000: ok, 32000: ok}) == 32000
+    assert stats.effective_context(sizes, {2000: ok, 8000: ok, 32000: ["pass", "fail"]}) == 8000
+    assert stats.effective_context(sizes, {2000: ["undecided"], 8000: ok, 32000: ok}) is None
+    # a pass above a failing size does not count (RULER: performance must hold up to the length)
+    assert stats.effective_context(sizes, {2000: ok, 8000: ["fail"], 32000: ok}) == 2000
+
+
+def test_effective_context_relative_uses_the_short_context_score():
+    sizes = [1000, 2000, 4000, 8000]
+    worst = {1000: 0.5, 2000: 0.45, 4000: 0.3, 8000: 0.5}
+    # 0.8 * 0.5 = 0.4: 1000 and 2000 keep it, 4000 does not
+    assert stats.effective_context_relative(sizes, worst, 0.8) == 2000
+    assert stats.effective_context_relative(sizes, {1000: 0.0, 2000: 0.0}, 0.8) is None
+    assert stats.effective_context_relative(sizes, {1000: 1.0, 2000: 1.0, 4000: 0.8, 8000: 0.79}, 0.8) == 4000
+
+
+# -- Fisher -----------------------------------------------------------------------------------
+
+
+def test_fisher_by_hand():
+    # Fisher's tea-tasting table [[3, 1], [1, 3]]: one-sided p = 17/70
+    assert stats.fisher_drop_pvalue(3, 4, 1, 4) == pytest.approx(17 / 70)
+    assert stats.fisher_drop_pvalue(5, 5, 0, 5) == pytest.approx(1 / math.comb(10, 5))
+    assert stats.fisher_drop_pvalue(0, 5, 5, 5) == pytest.approx(1.0)
+    assert stats.fisher_drop_pvalue(3, 5, 3, 5) > 0.5
+    assert stats.fisher_drop_pvalue(0, 0, 3, 5) == 1.0
+
+
+def test_fisher_matches_scipy_on_random_tables():
+    scipy_stats = pytest.importorskip("scipy.stats")
+    rng = random.Random(3)
+    for _ in range(300):
+        bn, hn = rng.randint(1, 40), rng.randint(1, 40)
+        bh, hh = rng.randint(0, bn), rng.randint(0, hn)
+        # rows: head, base; columns: hit, miss. "less": head's odds of a hit are lower
+        ref = scipy_stats.fisher_exact([[hh, hn - hh], [bh, bn - bh]], alternative="less").pvalue
+        assert stats.fisher_drop_pvalue(bh, bn, hh, hn) == pytest.approx(ref, rel=1e-9, abs=1e-12)
+
+
+def test_fisher_rejects_impossible_counts():
+    with pytest.raises(ValueError):
+        stats.fisher_drop_pvalue(6, 5, 1, 5)
