@@ -1,0 +1,181 @@
+"""The PR comment and the job summary, rendered from a Comparison with Jinja2 templates.
+
+Every value a template prints goes through :func:`~needle_action.report.sanitize.inline` via the
+environment's ``finalize`` hook: nothing from a pull request (names, paths, fixtures, model answers)
+can reach the Markdown unescaped, even if a template forgets a filter. Text our own code builds
+(emoji, numbers formatted here) is wrapped in :class:`Trusted` to skip that step.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import jinja2
+
+from needle_action.compare import CellDelta, Comparison, RecallComparison, TokenDelta
+from needle_action.report import sanitize
+
+MARKER = "<!-- needle-action:comment -->"
+GITHUB_COMMENT_LIMIT = 65536
+TEMPLATES = Path(__file__).parent / "templates"
+
+TIER_EMOJI = {"green": "🟢", "yellow": "🟡", "red": "🔴"}
+STATUS_LABEL = {"new": "new", "deleted": "deleted", "renamed": "renamed", "changed": "changed", "unchanged": ""}
+VERDICT_LABEL = {
+    "ok": "ok", "regressed": "**regressed**", "improved": "improved", "inconclusive": "inconclusive",
+    "below-threshold": "**below threshold**", "new": "new", "removed": "removed", "not-run": "not run",
+}
+DIAGNOSIS_LABEL = {
+    "all-pass": "All pass", "lost-in-the-middle": "Lost in the middle", "size-limited": "Size-limited",
+    "flaky": "Flaky", "inconclusive": "Inconclusive", "mixed-failure": "Mixed failure",
+}
+# detail levels, richest first; the comment drops to the next one while it is too long
+LEVELS = ("full", "no-answers", "no-cells", "changed-only", "minimal")
+
+
+class Trusted(str):
+    """Markdown produced by this module; printed as is."""
+
+
+def _finalize(value):
+    if isinstance(value, Trusted):
+        return value
+    if isinstance(value, str):
+        return sanitize.inline(value, limit=600)
+    if value is None:
+        return ""
+    return value
+
+
+def square(rate: float | None, threshold: float | None, trials: int | None) -> str:
+    """🟩 at or above the threshold, 🟨 within 0.2 below it, 🟥 lower, ⬜ not run."""
+    if rate is None or not trials or threshold is None:
+        return "⬜"
+    if rate >= threshold - 1e-9:
+        return "🟩"
+    if rate >= threshold - 0.2 - 1e-9:
+        return "🟨"
+    return "🟥"
+
+
+def _signed(n: int | float | None, suffix: str = "") -> Trusted:
+    if n is None:
+        return Trusted("–")
+    if isinstance(n, float):
+        return Trusted(f"{n:+.1f}{suffix}")
+    return Trusted(f"{n:+,}{suffix}")
+
+
+def _pts(drop: float | None) -> Trusted:
+    """A rate drop (base - head, 0..1) shown as the head's change in percentage points."""
+    if drop is None:
+        return Trusted("–")
+    change = round(-drop * 100)
+    return Trusted("±0 pt" if change == 0 else f"{change:+d} pt")
+
+
+def _num(n: int | float | None) -> Trusted:
+    if n is None:
+        return Trusted("–")
+    if isinstance(n, float):
+        return Trusted(f"{n:,.2f}")
+    return Trusted(f"{n:,}")
+
+
+def _rate(r: float | None) -> Trusted:
+    return Trusted("–") if r is None else Trusted(f"{r:.0%}")
+
+
+def _depth(d: float) -> Trusted:
+    return Trusted(f"{d:g}")
+
+
+def _delta_cell(t: TokenDelta) -> Trusted:
+    if t.delta is None:
+        return Trusted("new" if t.base_tokens is None and t.head_tokens is not None else "–")
+    pct = f" ({t.percent:+.1f}%)" if t.percent is not None else ""
+    return Trusted(f"{t.delta:+,}{pct}")
+
+
+def _heat_cell(c: CellDelta | None, rc: RecallComparison, with_base: bool) -> Trusted:
+    if c is None:
+        return Trusted("⬜")
+    head = square(c.head_rate, rc.threshold, c.head_trials)
+    mark = " ‼️" if c.verdict in ("regressed", "below-threshold") else (" ❔" if c.verdict == "inconclusive" else "")
+    if not with_base:
+        return Trusted(head + mark)
+    base = square(c.base_rate, rc.threshold, c.base_trials)
+    return Trusted(f"{base}→{head}{mark}")
+
+
+def _money(x: float | None) -> Trusted:
+    return Trusted("$0" if not x else f"${x:,.4f}")
+
+
+def _environment() -> jinja2.Environment:
+    env = jinja2.Environment(
+        loader=jinja2.FileSystemLoader(str(TEMPLATES)),
+        autoescape=False,  # Markdown, not HTML; finalize sanitises instead
+        finalize=_finalize,
+        trim_blocks=True,
+        lstrip_blocks=True,
+        keep_trailing_newline=True,
+        undefined=jinja2.StrictUndefined,
+        extensions=["jinja2.ext.loopcontrols"],
+    )
+    env.filters.update(
+        code=lambda v, limit=120: Trusted(sanitize.code(v, limit)),
+        text=lambda v, limit=300: Trusted(sanitize.inline(v, limit)),
+        signed=_signed, pts=_pts, num=_num, rate=_rate, depth=_depth, money=_money,
+        delta=_delta_cell, trusted=Trusted,
+        tier=lambda t: Trusted(TIER_EMOJI[t]),
+        verdict=lambda v: Trusted(VERDICT_LABEL.get(v, v)),
+        diagnosis=lambda k: Trusted(DIAGNOSIS_LABEL.get(k, k)),
+        short=lambda sha: Trusted(sanitize.code((sha or "")[:7])) if sha else Trusted("–"),
+    )
+    env.globals.update(heat=_heat_cell, square=square, MARKER=Trusted(MARKER), STATUS_LABEL=STATUS_LABEL)
+    return env
+
+
+_ENV: jinja2.Environment | None = None
+
+
+def env() -> jinja2.Environment:
+    global _ENV
+    if _ENV is None:
+        _ENV = _environment()
+    return _ENV
+
+
+def _render(name: str, comparison: Comparison, **ctx) -> str:
+    return env().get_template(name).render(c=comparison, **ctx)
+
+
+def render_comment(comparison: Comparison, *, summary_url: str | None = None, max_chars: int = GITHUB_COMMENT_LIMIT,
+                   notes: list[str] | None = None) -> str:
+    """The sticky PR comment; starts with MARKER; at most MAX_CHARS characters.
+
+    When the full comment is too long, detail sections are dropped level by level (answers, cell
+    tables, unchanged prompts) and the comment points to the job summary, which always has it all.
+    """
+    url = Trusted(summary_url) if summary_url and summary_url.startswith(("https://", "http://")) else None
+    extra = list(notes or [])
+    for level in LEVELS:
+        text = _render("comment.md.j2", comparison, level=level, summary_url=url, extra_notes=extra,
+                       trimmed=level != "full")
+        if len(text) <= max_chars:
+            return text
+    # still too long (hundreds of prompts): hard cut on a line boundary, keep the pointer
+    tail = "\n\n… (cut to fit GitHub's comment limit) " + (
+        f"[Full report in the job summary]({url})\n" if url else "The full report is in the job summary.\n"
+    )
+    budget = max(0, max_chars - len(tail))
+    cut = text[:budget]
+    cut = cut[: cut.rfind("\n")] if "\n" in cut else cut
+    return cut + tail
+
+
+def render_summary(comparison: Comparison, *, notes: list[str] | None = None) -> str:
+    """The fuller report for GITHUB_STEP_SUMMARY (no size pressure below GitHub's 1 MiB)."""
+    return _render("summary.md.j2", comparison, level="full", summary_url=None, extra_notes=list(notes or []),
+                   trimmed=False)
