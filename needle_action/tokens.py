@@ -331,10 +331,11 @@ def get_counter(spec: str, *, model: str, settings: PromptSettings) -> TokenCoun
     with _counters_lock:
         if key in _counters:
             return _counters[key]
+    if spec == "anthropic":
+        # not kept: the key and ANTHROPIC_BASE_URL are read from the environment each time
+        return AnthropicCounter(model=model, provider_settings=ps or ProviderSettings())
     if spec.startswith("tiktoken:"):
         counter: TokenCounter = TiktokenCounter(spec.split(":", 1)[1], model=model)
-    elif spec == "anthropic":
-        counter = AnthropicCounter(model=model, provider_settings=ps or ProviderSettings())
     elif spec == "local":
         counter = LocalCounter(model=model, settings=settings)
     else:

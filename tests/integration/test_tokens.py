@@ -244,3 +244,113 @@ def test_anthropic_counter_without_a_key_is_provider_unavailable(monkeypatch):
         get_counter("anthropic", model="claude-sonnet-5-5", settings=settings)
     assert "MY_TEAM_KEY" in err.value.message
     assert "tiktoken" in err.value.hint
+
+
+@pytest.fixture
+def fake():
+    from tests.fakes.anthropic_server import FakeAnthropic
+
+    with FakeAnthropic() as server:
+        yield server
+
+
+def _claude(**providers) -> PromptSettings:
+    return PromptSettings(tokenizer="anthropic", model="claude-sonnet-5-5", providers=providers)
+
+
+def test_anthropic_counter_counts_the_whole_request_through_the_sdk(fake, example_cases, monkeypatch):
+    monkeypatch.setenv("ANTHROPIC_BASE_URL", fake.base_url)
+    monkeypatch.setenv("ANTHROPIC_API_KEY", fake.api_key)
+    counts = count_prompts(example_cases, _claude())
+    sent = [r for r in fake.requests if r["path"] == "/v1/messages/count_tokens"]
+    assert len(sent) == len(example_cases)  # one call per distinct request
+    by_system_and_last = {(r["json"]["system"], r["json"]["messages"][-1]["content"]): r for r in sent}
+    for case, c in zip(example_cases, counts, strict=True):
+        req = by_system_and_last[(case.system, case.messages[-1].content)]
+        assert req["headers"]["authorization"] == f"Bearer {fake.api_key}"
+        assert req["json"]["model"] == "claude-sonnet-5-5"
+        assert req["json"]["system"] == case.system  # system included, as a top-level field
+        assert req["json"]["messages"] == [{"role": m.role, "content": m.content} for m in case.messages]
+        # what the fake computed for exactly this request, independently of our code
+        assert c.raw_tokens == c.tokens == fake.count_tokens("\n".join(case.texts()))
+        assert c.exact is True and c.counter == "anthropic" and c.safety_factor == 1.0
+
+    before = fake.calls["count_tokens"]
+    count_prompts(example_cases, _claude())  # cached: no further calls
+    assert fake.calls["count_tokens"] == before
+
+
+def test_anthropic_counter_uses_settings_key_env_and_base_url(fake, example_cases, monkeypatch):
+    monkeypatch.delenv("ANTHROPIC_BASE_URL", raising=False)
+    monkeypatch.delenv("ANTHROPIC_API_KEY", raising=False)
+    monkeypatch.setenv("TEAM_CLAUDE_KEY", fake.api_key)
+    settings = _claude(anthropic=ProviderSettings(base_url=fake.base_url, api_key_env="TEAM_CLAUDE_KEY"))
+    (c,) = count_prompts(example_cases[:1], settings)
+    assert c.tokens == fake.count_tokens("\n".join(example_cases[0].texts()))
+    assert fake.requests[-1]["headers"]["authorization"] == f"Bearer {fake.api_key}"
+
+
+def test_anthropic_wrong_key_is_provider_unavailable_and_never_printed(fake, monkeypatch):
+    secret = "sk-ant-wrong-key-DO-NOT-PRINT"
+    monkeypatch.setenv("ANTHROPIC_BASE_URL", fake.base_url)
+    monkeypatch.setenv("ANTHROPIC_API_KEY", secret)
+    p = RenderedPrompt(system="s", messages=(Message("user", "hi"),))
+    with pytest.raises(ProviderUnavailable) as err:
+        count_prompts([p], _claude(anthropic=ProviderSettings(max_retries=0)))
+    assert "401" in err.value.message
+    assert secret not in err.value.format()
+    assert fake.calls["401"] == 1
+
+
+def test_anthropic_unknown_model_is_a_config_error(fake, monkeypatch):
+    from needle_action.errors import ConfigError
+
+    monkeypatch.setenv("ANTHROPIC_BASE_URL", fake.base_url)
+    monkeypatch.setenv("ANTHROPIC_API_KEY", fake.api_key)
+    settings = PromptSettings(tokenizer="anthropic", model="claude-nonexistent-1")
+    with pytest.raises(ConfigError) as err:
+        count_prompts([RenderedPrompt(system=None, messages=(Message("user", "hi"),))], settings)
+    assert "claude-nonexistent-1" in err.value.message
+
+
+def test_anthropic_unreachable_is_provider_unavailable(monkeypatch):
+    import socket
+
+    with socket.socket() as s:  # a port nobody listens on
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    monkeypatch.setenv("ANTHROPIC_BASE_URL", f"http://127.0.0.1:{port}")
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-ant-x")
+    with pytest.raises(ProviderUnavailable) as err:
+        count_prompts(
+            [RenderedPrompt(system=None, messages=(Message("user", "hi"),))],
+            _claude(anthropic=ProviderSettings(max_retries=0, timeout_s=5)),
+        )
+    assert "cannot reach Anthropic" in err.value.message
+
+
+def test_needle_budget_with_the_anthropic_tokenizer(fake, tmp_path, monkeypatch):
+    import shutil
+
+    from click.testing import CliRunner
+
+    from needle_action.cli import main
+
+    shutil.copytree(EXAMPLES, tmp_path / "ex")
+    cfg = tmp_path / "ex" / "needle.toml"
+    cfg.write_text(
+        cfg.read_text()
+        .replace('tokenizer = "local"', 'tokenizer = "anthropic"')
+        .replace('model = "gemma3-270m"', 'model = "claude-haiku-5-5"')
+    )
+    monkeypatch.setenv("ANTHROPIC_BASE_URL", fake.base_url)
+    monkeypatch.setenv("ANTHROPIC_API_KEY", fake.api_key)
+    out = tmp_path / "r.json"
+    result = CliRunner().invoke(main, ["budget", "--config", str(cfg), "--json", str(out)])
+    assert result.exit_code == 0, result.output
+    assert fake.api_key not in result.output
+    data = json.loads(out.read_text())
+    cases = [c for p in data["prompts"] for c in p["cases"]]
+    assert len(cases) == 6 and all(c["count"]["counter"] == "anthropic" and c["count"]["exact"] for c in cases)
+    assert fake.calls["count_tokens"] == 6
+    assert {r["json"]["model"] for r in fake.requests} == {"claude-haiku-5-5"}
