@@ -1,0 +1,325 @@
+"""load_config: merging, line numbers, and every error as ConfigError with the right file:line."""
+
+from __future__ import annotations
+
+import os
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from needle_action.config_loader import load_config, scan_lines
+from needle_action.errors import ConfigError
+
+
+def make_repo(root: Path, toml: str, files: dict[str, str] | None = None) -> Path:
+    files = {"prompts/a.j2": "Hello {{ question }}\n", "fixtures/a.yaml": "question: hi\n", **(files or {})}
+    for rel, text in files.items():
+        p = root / rel
+        p.parent.mkdir(parents=True, exist_ok=True)
+        p.write_text(text, encoding="utf-8")
+    cfg = root / "needle.toml"
+    cfg.write_text(textwrap.dedent(toml).lstrip("\n"), encoding="utf-8")
+    return cfg
+
+
+def error_of(cfg: Path) -> ConfigError:
+    with pytest.raises(ConfigError) as info:
+        load_config(cfg)
+    err = info.value
+    assert err.location.file == str(cfg)
+    return err
+
+
+GOOD = """
+    [defaults]
+    model = "claude-haiku-5-5"
+    max_input_tokens = 4000
+    max_growth = "10%"
+
+    [defaults.recall]
+    sizes = [2000, 8000]
+    trials = 7
+
+    [defaults.providers.anthropic]
+    timeout_s = 30
+    max_retries = 2
+
+    [prompts.rag]
+    template = "prompts/a.j2"
+    fixtures = ["fixtures/*.yaml"]
+    context_var = "documents"
+    question_var = "question"
+    max_input_tokens = 6000
+
+    [prompts.rag.recall]
+    trials = 3
+
+    [prompts.rag.providers.anthropic]
+    timeout_s = 5
+
+    [prompts.plain]
+    template = "prompts/a.j2"
+"""
+
+
+def test_defaults_merge_key_by_key_into_every_prompt(tmp_path):
+    config = load_config(make_repo(tmp_path, GOOD))
+    rag, plain = config.prompts["rag"], config.prompts["plain"]
+    assert rag.name == "rag" and plain.name == "plain"
+    assert rag.model == "claude-haiku-5-5" and rag.max_input_tokens == 6000 and plain.max_input_tokens == 4000
+    assert str(rag.max_growth) == "10%"
+    # recall merged key by key: trials from the prompt, sizes from defaults
+    assert rag.recall.trials == 3 and rag.recall.sizes == [2000, 8000]
+    assert plain.recall.trials == 7
+    # providers.NAME merged key by key too
+    assert rag.providers["anthropic"].timeout_s == 5 and rag.providers["anthropic"].max_retries == 2
+    assert plain.providers["anthropic"].timeout_s == 30
+    assert config.root == tmp_path.absolute()
+    assert [p.name for p in config.fixture_paths(rag)] == ["a.yaml"]
+
+
+def test_line_numbers_are_recorded(tmp_path):
+    config = load_config(make_repo(tmp_path, GOOD))
+    text_lines = (tmp_path / "needle.toml").read_text().splitlines()
+    for key, expected_start in [
+        ("defaults", "[defaults]"),
+        ("defaults.recall.sizes", "sizes"),
+        ("defaults.providers.anthropic.max_retries", "max_retries"),
+        ("prompts.rag", "[prompts.rag]"),
+        ("prompts.rag.max_input_tokens", "max_input_tokens = 6000"),
+        ("prompts.rag.recall.trials", "trials = 3"),
+        ("prompts.plain.template", 'template = "prompts/a.j2"'),
+    ]:
+        line = config.line_of(key)
+        assert line is not None, key
+        assert text_lines[line - 1].startswith(expected_start), (key, line)
+    assert config.line_of("prompts.plain") == text_lines.index("[prompts.plain]") + 1
+
+
+def test_scanner_handles_arrays_of_tables_multiline_values_and_inline_tables():
+    text = textwrap.dedent(
+        '''
+        [defaults.recall]
+        sizes = [
+          2000,
+          "[not.a.header]",
+        ]
+        note = """
+        [prompts.fake]
+        key = 1
+        """
+
+        [[defaults.recall.needles]]
+        fact = "a"
+        question = "b"
+
+        [[defaults.recall.needles]]
+        fact = "c"
+
+        [prompts.x]
+        recall = { trials = 2, seed = 3 }
+        "quoted key" = 1
+        dotted.key = 2
+        '''
+    ).lstrip("\n")
+    lines = scan_lines(text)
+    assert lines["defaults.recall.sizes"] == 2
+    assert lines["defaults.recall.note"] == 6
+    assert "prompts.fake" not in lines and "prompts.fake.key" not in lines
+    assert lines["defaults.recall.needles"] == 11
+    assert lines["defaults.recall.needles.0.question"] == 13
+    assert lines["defaults.recall.needles.1"] == 15
+    assert lines["defaults.recall.needles.1.fact"] == 16
+    assert lines["prompts.x.recall.seed"] == 19
+    assert lines["prompts.x.quoted key"] == 20
+    assert lines["prompts.x.dotted.key"] == 21
+
+
+def test_missing_file_suggests_init(tmp_path):
+    err = error_of(tmp_path / "needle.toml")
+    assert "not found" in err.message and "needle init" in err.hint
+
+
+def test_toml_syntax_error_line_and_column(tmp_path):
+    cfg = make_repo(tmp_path, '[prompts.a]\ntemplate = "prompts/a.j2"\nmodel = \n')
+    err = error_of(cfg)
+    assert err.location.line == 3 and err.location.column
+    assert "(at line" not in err.message and "TOML" in err.message
+
+
+def test_unknown_key_with_did_you_mean(tmp_path):
+    cfg = make_repo(tmp_path, '[prompts.rag]\ntemplate = "prompts/a.j2"\nmax_input_tokns = 5\n')
+    err = error_of(cfg)
+    assert err.message.startswith("unknown key 'max_input_tokns' in [prompts.rag]")
+    assert err.location.line == 3 and "max_input_tokens" in err.hint
+
+
+def test_unknown_key_in_nested_defaults_table(tmp_path):
+    cfg = make_repo(tmp_path, '[defaults.recall]\ntrails = 3\n\n[prompts.rag]\ntemplate = "prompts/a.j2"\n')
+    err = error_of(cfg)
+    assert "unknown key 'trails' in [defaults.recall]" in err.message
+    assert err.location.line == 2 and "'trials'" in err.hint
+
+
+def test_inherited_bad_value_points_at_defaults(tmp_path):
+    cfg = make_repo(
+        tmp_path,
+        '[defaults.recall]\ndepths = [0.0, 1.5]\n\n[prompts.rag]\ntemplate = "prompts/a.j2"\n',
+    )
+    err = error_of(cfg)
+    assert err.location.line == 2 and "between 0" in err.message
+
+
+def test_prompt_value_wins_over_defaults_for_location(tmp_path):
+    cfg = make_repo(
+        tmp_path,
+        '[defaults]\nreserve_output_tokens = 10\n\n[prompts.rag]\ntemplate = "prompts/a.j2"\nreserve_output_tokens = "x"\n',
+    )
+    err = error_of(cfg)
+    assert err.location.line == 6 and "'x'" in err.message and err.hint
+
+
+def test_wrong_type_and_growth(tmp_path):
+    cfg = make_repo(tmp_path, '[prompts.rag]\ntemplate = "prompts/a.j2"\nmax_growth = "ten percent"\n')
+    err = error_of(cfg)
+    assert err.location.line == 3 and "max_growth" in err.message and "10%" in err.hint
+
+
+def test_model_level_validator_points_at_table(tmp_path):
+    cfg = make_repo(tmp_path, '[prompts.rag]\ntemplate = "prompts/a.j2"\n\n[prompts.rag.recall]\nscoring = "regex"\n')
+    err = error_of(cfg)
+    assert "answer_regex" in err.message and err.location.line == 4
+
+
+def test_array_of_tables_entry_error_line(tmp_path):
+    cfg = make_repo(
+        tmp_path,
+        '[[defaults.recall.needles]]\nfact = "x"\n\n[[defaults.recall.needles]]\nfact = "y"\n\n'
+        '[prompts.rag]\ntemplate = "prompts/a.j2"\n',
+    )
+    err = error_of(cfg)
+    assert "question" in err.message and err.location.line == 1
+
+
+def test_template_key_in_defaults_is_explained(tmp_path):
+    cfg = make_repo(tmp_path, '[defaults]\ntemplate = "x.j2"\n\n[prompts.rag]\ntemplate = "prompts/a.j2"\n')
+    err = error_of(cfg)
+    assert err.location.line == 2 and "[prompts.NAME]" in err.hint
+
+
+def test_unknown_provider_table(tmp_path):
+    cfg = make_repo(
+        tmp_path, '[defaults.providers.antropic]\ntimeout_s = 3\n\n[prompts.rag]\ntemplate = "prompts/a.j2"\n'
+    )
+    err = error_of(cfg)
+    assert "antropic" in err.message and "anthropic" in err.hint and err.location.line == 1
+
+
+def test_no_prompts(tmp_path):
+    err = error_of(make_repo(tmp_path, '[defaults]\nmodel = "x"\n'))
+    assert "no prompts" in err.message and err.location.line == 1
+
+
+def test_unknown_top_level_table(tmp_path):
+    err = error_of(make_repo(tmp_path, '[prompt.rag]\ntemplate = "prompts/a.j2"\n'))
+    assert "[prompt]" in err.message and "prompts" in err.hint and err.location.line == 1
+
+
+def test_missing_template_key(tmp_path):
+    err = error_of(make_repo(tmp_path, '[prompts.rag]\nmodel = "m"\n'))
+    assert "template" in err.message and err.location.line == 1
+
+
+@pytest.mark.parametrize(
+    "template, words",
+    [
+        ("prompts/b.j2", "not found"),
+        ("/etc/passwd", "absolute"),
+        ("../outside.j2", "'..'"),
+        ("prompts/../../outside.j2", "'..'"),
+    ],
+)
+def test_bad_template_paths(tmp_path, template, words):
+    (tmp_path / "outside.j2").write_text("x")
+    root = tmp_path / "repo"
+    cfg = make_repo(root, f'[prompts.rag]\n\ntemplate = "{template}"\n')
+    err = error_of(cfg)
+    assert words in err.message and err.location.line == 3
+
+
+def test_template_missing_suggests_near_name(tmp_path):
+    err = error_of(make_repo(tmp_path, '[prompts.rag]\ntemplate = "prompts/A.j2"\n'))
+    assert "prompts/a.j2" in err.hint
+
+
+def test_symlink_escaping_root_is_refused(tmp_path):
+    secret = tmp_path / "outside" / "secret.j2"
+    secret.parent.mkdir()
+    secret.write_text("secret")
+    root = tmp_path / "repo"
+    cfg = make_repo(root, '[prompts.rag]\ntemplate = "prompts/link.j2"\n')
+    os.symlink(secret, root / "prompts" / "link.j2")
+    err = error_of(cfg)
+    assert "symlink" in err.message and err.location.line == 2
+
+
+def test_fixture_errors_point_at_the_entry_in_a_multiline_list(tmp_path):
+    cfg = make_repo(
+        tmp_path,
+        '[prompts.rag]\ntemplate = "prompts/a.j2"\nfixtures = [\n  "fixtures/a.yaml",\n  "fixtures/missing.yaml",\n]\n',
+    )
+    err = error_of(cfg)
+    assert "fixtures/missing.yaml" in err.message and err.location.line == 5
+
+
+def test_glob_matching_nothing(tmp_path):
+    cfg = make_repo(tmp_path, '[prompts.rag]\ntemplate = "prompts/a.j2"\nfixtures = ["fixtures/*.json"]\n')
+    err = error_of(cfg)
+    assert "matches no files" in err.message and err.location.line == 3
+
+
+def test_duplicate_fixtures(tmp_path):
+    cfg = make_repo(
+        tmp_path, '[prompts.rag]\ntemplate = "prompts/a.j2"\nfixtures = ["fixtures/a.yaml", "fixtures/*.yaml"]\n'
+    )
+    err = error_of(cfg)
+    assert "twice" in err.message and err.location.line == 3
+
+
+def test_fixture_glob_through_symlink_outside(tmp_path):
+    outside = tmp_path / "outside.yaml"
+    outside.write_text("question: leaked\n")
+    root = tmp_path / "repo"
+    cfg = make_repo(root, '[prompts.rag]\ntemplate = "prompts/a.j2"\nfixtures = ["fixtures/*.yaml"]\n')
+    os.symlink(outside, root / "fixtures" / "z.yaml")
+    err = error_of(cfg)
+    assert "symlink" in err.message and err.location.line == 3
+
+
+def test_unsupported_fixture_extension(tmp_path):
+    cfg = make_repo(
+        tmp_path, '[prompts.rag]\ntemplate = "prompts/a.j2"\nfixtures = ["fixtures/a.txt"]\n', {"fixtures/a.txt": "x"}
+    )
+    err = error_of(cfg)
+    assert "extension" in err.message and err.location.line == 3
+
+
+def test_filler_globs_are_checked(tmp_path):
+    cfg = make_repo(tmp_path, '[defaults.recall]\nfiller_globs = ["docs/*.md"]\n\n[prompts.rag]\ntemplate = "prompts/a.j2"\n')
+    err = error_of(cfg)
+    assert "matches no files" in err.message and err.location.line == 2
+
+
+def test_prompt_name_and_name_key(tmp_path):
+    err = error_of(make_repo(tmp_path, '[prompts."has space"]\ntemplate = "prompts/a.j2"\n'))
+    assert "not usable" in err.message and err.location.line == 1
+    err = error_of(make_repo(tmp_path, '[prompts.rag]\ntemplate = "prompts/a.j2"\nname = "other"\n'))
+    assert err.location.line == 3 and "table name" in err.hint
+
+
+def test_error_format_is_file_line_message_and_hint(tmp_path):
+    cfg = make_repo(tmp_path, '[prompts.rag]\ntemplate = "prompts/a.j2"\ntrials = 3\n')
+    text = error_of(cfg).format()
+    assert text.startswith(f"{cfg}:3: unknown key 'trials' in [prompts.rag]")
+    assert "\n  hint: " in text
