@@ -1,0 +1,509 @@
+"""A loopback fake of the Anthropic Messages API, faithful to what the anthropic 2.x SDK speaks.
+
+Real HTTP on 127.0.0.1 (stdlib ``ThreadingHTTPServer`` in a background thread), so the real SDK
+client, its headers, its JSON parsing and its error classes are all exercised. We cannot reach
+api.anthropic.com from tests, so this is the one thing we fake; everything it does is modelled on
+the SDK source (``anthropic/_client.py``, ``_exceptions.py``, ``types/message.py``):
+
+* ``POST /v1/messages`` -> ``{"id", "type": "message", "role": "assistant", "model",
+  "content": [{"type": "text", "text"}], "stop_reason", "stop_sequence", "usage": {...}}``
+* ``POST /v1/messages/count_tokens`` -> ``{"input_tokens": n}`` (tiktoken ``o200k_base`` over the
+  system text and every message text: an approximation of Claude's tokenizer, good enough here)
+* errors as ``{"type": "error", "error": {"type", "message"}, "request_id"}`` with the status
+  codes the SDK maps to its exception classes; a ``request-id`` header on every response.
+* auth: ``Authorization: Bearer KEY`` (what the SDK sends) or ``x-api-key: KEY``; 401 otherwise.
+* ``anthropic-version`` header required (400 without it), like the real API.
+* like the 2026-10-21 API, Claude 5.x models reject the sampling parameters ``temperature``,
+  ``top_p`` and ``top_k`` with 400 ``invalid_request_error``: a provider that sends them fails.
+* unknown model -> 404 ``not_found_error``; a ``system`` role inside ``messages`` -> 400; unknown
+  top-level fields -> 400; prompt + max_tokens beyond the context window -> 400.
+
+Faults (``faults=``) inject 429 (with ``retry-after``), 529 ``overloaded_error``, 500
+``api_error``, ``timeout`` (hold the request, then drop the connection without an answer),
+``disconnect`` (drop it at once) and ``malformed`` (200 with a body that is not JSON). Whether a
+request gets a fault is a pure function of (seed, sha256 of the request body, how many times that
+same body has arrived): concurrent scheduling does not change which attempts fail, so runs are
+reproducible, and ``max_consecutive`` bounds how many times in a row one request can fail (real
+outages are transient; this keeps "every call eventually succeeds" a property rather than luck).
+
+Usage::
+
+    with FakeAnthropic(responder=lambda req: "42", faults={"rate": 0.3}) as fake:
+        client = AsyncAnthropic(base_url=fake.base_url, api_key=fake.api_key, max_retries=0)
+        ...
+        fake.requests[-1]["json"], fake.calls["429"]
+
+Fixtures ``fake_anthropic`` and ``anthropic_env`` live at the bottom; use them with
+``from tests.fakes.anthropic_server import fake_anthropic, anthropic_env  # noqa: F401`` or list
+``tests.fakes.anthropic_server`` in ``pytest_plugins``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import random
+import re
+import socket
+import threading
+import time
+import typing
+from collections import Counter
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import pytest
+
+FAULT_KINDS = ("429", "529", "500", "timeout", "disconnect", "malformed")
+DEFAULT_KINDS = ("429", "529", "500", "timeout", "malformed")
+DEFAULT_TEXT = "I could not find that in the context."
+DEFAULT_API_KEY = "sk-ant-test-fake-0000"
+
+# Fields the Messages API accepts on POST /v1/messages (the SDK's create() body, plus the
+# sampling parameters older models accept and Claude 5.x rejects).
+MESSAGES_FIELDS = {
+    "max_tokens", "messages", "model", "cache_control", "container", "diagnostics",
+    "inference_geo", "metadata", "output_config", "service_tier", "speed", "stop_sequences",
+    "stream", "system", "thinking", "tool_choice", "tools", "temperature", "top_p", "top_k",
+}
+COUNT_FIELDS = {
+    "messages", "model", "cache_control", "output_config", "system", "thinking", "tool_choice",
+    "tools", "speed",
+}
+SAMPLING_PARAMS = ("temperature", "top_p", "top_k")
+# claude-sonnet-5, claude-opus-5-5, claude-haiku-5-5, ...: the generation that rejects sampling params
+_CLAUDE5 = re.compile(r"^claude-[a-z]+-5(?:-\d+)?$")
+
+
+def known_models() -> set[str]:
+    """Model ids the installed SDK knows (its ``Model`` literal), i.e. what the API would serve."""
+    from anthropic.types.model import Model
+
+    ids: set[str] = set()
+    for arg in typing.get_args(Model):
+        ids.update(a for a in typing.get_args(arg) if isinstance(a, str))
+    return ids
+
+
+@dataclass
+class Faults:
+    """Fault injection settings. ``rate`` is the chance that one attempt fails."""
+
+    rate: float = 0.0
+    kinds: tuple[str, ...] = DEFAULT_KINDS
+    retry_after_s: float = 0.05  # the real API sends whole seconds; tests want speed
+    hold_s: float = 1.0  # how long a "timeout" fault holds the request before dropping it
+    max_consecutive: int = 3  # after this many faults in a row for one request body, answer it
+
+    def __post_init__(self) -> None:
+        bad = [k for k in self.kinds if k not in FAULT_KINDS]
+        if bad:
+            raise ValueError(f"unknown fault kinds {bad}; choose from {FAULT_KINDS}")
+        if not 0.0 <= self.rate <= 1.0:
+            raise ValueError("fault rate must be between 0 and 1")
+        self.kinds = tuple(str(k) for k in self.kinds)
+
+    @classmethod
+    def coerce(cls, value: Faults | Mapping | float | None) -> Faults:
+        if value is None:
+            return cls()
+        if isinstance(value, Faults):
+            return value
+        if isinstance(value, int | float):
+            return cls(rate=float(value))
+        data = dict(value)
+        if "kinds" in data:
+            data["kinds"] = tuple(str(k) for k in data["kinds"])
+        return cls(**data)
+
+
+@dataclass
+class _State:
+    lock: threading.Lock = field(default_factory=threading.Lock)
+    requests: list[dict] = field(default_factory=list)
+    calls: Counter = field(default_factory=Counter)
+    seen: Counter = field(default_factory=Counter)  # body hash -> attempts so far
+    streak: Counter = field(default_factory=Counter)  # body hash -> consecutive faults
+    serial: int = 0
+
+
+class _Server(ThreadingHTTPServer):
+    daemon_threads = True
+    # listen() backlog: the stdlib default of 5 resets connections when an engine opens 16-64 at once
+    request_queue_size = 512
+
+
+class ApiError(Exception):
+    def __init__(self, status: int, kind: str, message: str, headers: dict | None = None):
+        super().__init__(message)
+        self.status, self.kind, self.message, self.headers = status, kind, message, headers or {}
+
+
+class FakeAnthropic:
+    """The fake server. Start with ``with FakeAnthropic(...) as fake`` or ``.start()``/``.stop()``."""
+
+    def __init__(
+        self,
+        responder: Callable[[dict], str] | None = None,
+        *,
+        latency_s: float = 0.0,
+        faults: Faults | Mapping | float | None = None,
+        seed: int = 0,
+        api_key: str = DEFAULT_API_KEY,
+        models: Iterable[str] | None = None,
+        context_window: int = 200_000,
+    ) -> None:
+        self.responder = responder or (lambda _req: DEFAULT_TEXT)
+        self.latency_s = latency_s
+        self.faults = Faults.coerce(faults)
+        self.seed = seed
+        self.api_key = api_key
+        self.models = set(models) if models is not None else known_models()
+        self.context_window = context_window
+        self._state = _State()
+        self._server: ThreadingHTTPServer | None = None
+        self._thread: threading.Thread | None = None
+        self._enc = None
+        self.responder_errors: list[str] = []  # exceptions a test's responder raised
+
+    # ---- lifecycle -------------------------------------------------------------------------
+    def start(self) -> FakeAnthropic:
+        handler = type("Handler", (_Handler,), {"fake": self})
+        server = _Server(("127.0.0.1", 0), handler)
+        self._server = server
+        self._thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05},
+                                        name="fake-anthropic", daemon=True)
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        if self._server is not None:
+            self._server.shutdown()
+            self._server.server_close()
+            self._server = None
+
+    def __enter__(self) -> FakeAnthropic:
+        return self.start()
+
+    def __exit__(self, *exc) -> None:
+        self.stop()
+
+    @property
+    def base_url(self) -> str:
+        assert self._server is not None, "start the fake first"
+        host, port = self._server.server_address[:2]
+        return f"http://{host}:{port}"
+
+    @property
+    def requests(self) -> list[dict]:
+        """Every request received: ``{"path", "headers" (lower-case keys), "json"}``, in order."""
+        with self._state.lock:
+            return list(self._state.requests)
+
+    @property
+    def calls(self) -> Counter:
+        """Counters: ``total``, per path (``messages``, ``count_tokens``), per outcome (``ok``,
+        ``429``, ``529``, ``500``, ``timeout``, ``disconnect``, ``malformed``, ``400``, ``401``,
+        ``404``) and ``faults`` (all injected ones)."""
+        with self._state.lock:
+            return Counter(self._state.calls)
+
+    def reset(self) -> None:
+        with self._state.lock:
+            self._state.requests.clear()
+            self._state.calls.clear()
+            self._state.seen.clear()
+            self._state.streak.clear()
+
+    # ---- model-side helpers ----------------------------------------------------------------
+    def encoding(self):
+        """tiktoken ``o200k_base``, loaded once (offline, seeded from bpe-openai)."""
+        if self._enc is None:
+            import tiktoken
+
+            from needle_action import tiktoken_cache
+
+            if not os.environ.get("TIKTOKEN_CACHE_DIR"):
+                os.environ["TIKTOKEN_CACHE_DIR"] = str(tiktoken_cache.default_cache_dir())
+            tiktoken_cache.seed(os.environ["TIKTOKEN_CACHE_DIR"])
+            self._enc = tiktoken.get_encoding("o200k_base")
+        return self._enc
+
+    def count_tokens(self, text: str) -> int:
+        return len(self.encoding().encode(text, disallowed_special=()))
+
+    def prompt_tokens(self, body: dict) -> int:
+        return self.count_tokens("\n".join(request_texts(body)))
+
+    # ---- fault decision --------------------------------------------------------------------
+    def _draw_fault(self, raw: bytes) -> str | None:
+        f = self.faults
+        digest = hashlib.sha256(raw).hexdigest()
+        with self._state.lock:
+            occurrence = self._state.seen[digest]
+            self._state.seen[digest] += 1
+            if f.rate <= 0 or not f.kinds or self._state.streak[digest] >= f.max_consecutive:
+                self._state.streak[digest] = 0
+                return None
+            rng = random.Random(f"{self.seed}:{digest}:{occurrence}")
+            if rng.random() >= f.rate:
+                self._state.streak[digest] = 0
+                return None
+            self._state.streak[digest] += 1
+            return rng.choice(f.kinds)
+
+    def _next_id(self, prefix: str) -> str:
+        with self._state.lock:
+            self._state.serial += 1
+            n = self._state.serial
+        return prefix + hashlib.sha256(f"{self.seed}:{n}".encode()).hexdigest()[:24]
+
+    def _count(self, *keys: str) -> None:
+        with self._state.lock:
+            for k in keys:
+                self._state.calls[k] += 1
+
+
+def request_texts(body: dict) -> list[str]:
+    """System text then every text block of every message (string or block-list content)."""
+    out: list[str] = []
+    system = body.get("system")
+    if isinstance(system, str):
+        out.append(system)
+    elif isinstance(system, list):
+        out.extend(b.get("text", "") for b in system if isinstance(b, dict))
+    for m in body.get("messages") or []:
+        content = m.get("content") if isinstance(m, dict) else None
+        if isinstance(content, str):
+            out.append(content)
+        elif isinstance(content, list):
+            out.extend(b.get("text", "") for b in content if isinstance(b, dict))
+    return out
+
+
+def _validate(fake: FakeAnthropic, body: object, *, count_only: bool) -> None:
+    """Raise ApiError exactly where the real API refuses a request."""
+    if not isinstance(body, dict):
+        raise ApiError(400, "invalid_request_error", "Request body must be a JSON object")
+    allowed = COUNT_FIELDS if count_only else MESSAGES_FIELDS
+    for key in body:
+        if key not in allowed:
+            raise ApiError(400, "invalid_request_error", f"{key}: Extra inputs are not permitted")
+    model = body.get("model")
+    if not isinstance(model, str) or not model:
+        raise ApiError(400, "invalid_request_error", "model: Field required")
+    if not count_only:
+        mt = body.get("max_tokens")
+        if isinstance(mt, bool) or not isinstance(mt, int):
+            raise ApiError(400, "invalid_request_error", "max_tokens: Field required")
+        if mt < 1:
+            raise ApiError(400, "invalid_request_error", "max_tokens: Input should be greater than or equal to 1")
+        if body.get("stream"):
+            raise ApiError(400, "invalid_request_error", "stream: this fake serves non-streaming requests only")
+    messages = body.get("messages")
+    if not isinstance(messages, list) or not messages:
+        raise ApiError(400, "invalid_request_error", "messages: at least one message is required")
+    for i, m in enumerate(messages):
+        role = m.get("role") if isinstance(m, dict) else None
+        if role == "system":
+            raise ApiError(
+                400, "invalid_request_error",
+                f'messages.{i}.role: Unexpected role "system". The Messages API accepts a top-level '
+                "`system` parameter, not \"system\" as an input message role.",
+            )
+        if role not in ("user", "assistant"):
+            raise ApiError(400, "invalid_request_error", f"messages.{i}.role: Input should be 'user' or 'assistant'")
+        content = m.get("content")
+        if not isinstance(content, str | list):
+            raise ApiError(400, "invalid_request_error", f"messages.{i}.content: Field required")
+    if model not in fake.models:
+        raise ApiError(404, "not_found_error", f"model: {model}")
+    if _CLAUDE5.match(model):
+        for p in SAMPLING_PARAMS:
+            if p in body:
+                raise ApiError(400, "invalid_request_error",
+                               f"`{p}` is not supported for this model. Remove it from the request.")
+
+
+class _Handler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"  # keep-alive, like the real API; every answer has Content-Length
+    fake: FakeAnthropic  # set on the subclass built by FakeAnthropic.start()
+
+    def setup(self):
+        super().setup()
+        # headers and body go out in two writes; without NODELAY, Nagle + delayed ACK add ~40 ms
+        self.connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+
+    def log_message(self, format, *args):  # noqa: A002 - keep test output quiet
+        return
+
+    # ---- plumbing ---------------------------------------------------------------------------
+    def _send(self, status: int, payload: bytes, headers: dict | None = None) -> None:
+        self.send_response(status)
+        self.send_header("content-type", "application/json")
+        self.send_header("content-length", str(len(payload)))
+        self.send_header("request-id", self.fake._next_id("req_"))
+        self.send_header("anthropic-organization-id", "00000000-0000-0000-0000-000000000000")
+        for k, v in (headers or {}).items():
+            self.send_header(k, v)
+        self.end_headers()
+        try:
+            self.wfile.write(payload)
+        except (BrokenPipeError, ConnectionResetError):
+            pass
+
+    def _send_json(self, status: int, obj: dict, headers: dict | None = None) -> None:
+        self._send(status, json.dumps(obj).encode("utf-8"), headers)
+
+    def _send_error(self, err: ApiError, *, injected: bool = False) -> None:
+        if not injected:  # injected faults are counted under their kind
+            self.fake._count(str(err.status))
+        self._send_json(err.status, {
+            "type": "error",
+            "error": {"type": err.kind, "message": err.message},
+            "request_id": self.fake._next_id("req_"),
+        }, err.headers)
+
+    def _drop(self) -> None:
+        """Close the socket without an answer: the client sees a dropped connection."""
+        self.close_connection = True
+        try:
+            self.connection.shutdown(2)
+        except OSError:
+            pass
+
+    def do_GET(self):  # noqa: N802
+        self._send_error(ApiError(404, "not_found_error", f"Not found: {self.path}"))
+
+    def do_POST(self):  # noqa: N802
+        fake = self.fake
+        length = int(self.headers.get("content-length") or 0)
+        raw = self.rfile.read(length) if length else b""
+        try:
+            body = json.loads(raw or b"null")
+        except ValueError:
+            body = None
+        headers = {k.lower(): v for k, v in self.headers.items()}
+        path = self.path.split("?", 1)[0]
+        with fake._state.lock:
+            fake._state.requests.append({"path": path, "headers": headers, "json": body})
+        fake._count("total")
+
+        if path == "/v1/messages":
+            fake._count("messages")
+        elif path == "/v1/messages/count_tokens":
+            fake._count("count_tokens")
+        else:
+            return self._send_error(ApiError(404, "not_found_error", f"Not found: {path}"))
+
+        try:
+            self._check_auth(headers)
+            if body is None:
+                raise ApiError(400, "invalid_request_error", "There was an issue with the JSON body")
+            _validate(fake, body, count_only=path.endswith("count_tokens"))
+        except ApiError as err:
+            return self._send_error(err)
+
+        if fake.latency_s:
+            time.sleep(fake.latency_s)
+        fault = fake._draw_fault(raw)
+        if fault is not None:
+            fake._count(fault, "faults")
+            return self._inject(fault)
+
+        try:
+            if path.endswith("count_tokens"):
+                fake._count("ok")
+                return self._send_json(200, {"input_tokens": fake.prompt_tokens(body)})
+            return self._answer(body)
+        except ApiError as err:
+            return self._send_error(err)
+
+    def _check_auth(self, headers: dict) -> None:
+        if "anthropic-version" not in headers:
+            raise ApiError(400, "invalid_request_error", "anthropic-version: header is required")
+        auth = headers.get("authorization", "")
+        key = auth[len("Bearer "):] if auth.startswith("Bearer ") else headers.get("x-api-key")
+        if not key:
+            raise ApiError(401, "authentication_error", "x-api-key header is required")
+        if key != self.fake.api_key:
+            raise ApiError(401, "authentication_error", "invalid x-api-key")
+
+    def _inject(self, fault: str) -> None:
+        f = self.fake.faults
+        if fault == "429":
+            return self._send_error(ApiError(
+                429, "rate_limit_error",
+                "This request would exceed your organization's rate limit. Please try again later.",
+                {"retry-after": f"{f.retry_after_s:g}"},
+            ), injected=True)
+        if fault == "529":
+            return self._send_error(ApiError(529, "overloaded_error", "Overloaded"), injected=True)
+        if fault == "500":
+            return self._send_error(ApiError(500, "api_error", "Internal server error"), injected=True)
+        if fault == "timeout":
+            time.sleep(f.hold_s)
+            return self._drop()
+        if fault == "disconnect":
+            return self._drop()
+        if fault == "malformed":
+            return self._send(200, b'{"id": "msg_trunc", "type": "message", "content": [{"ty')
+        raise AssertionError(fault)
+
+    def _answer(self, body: dict) -> None:
+        fake = self.fake
+        input_tokens = fake.prompt_tokens(body)
+        if input_tokens + body["max_tokens"] > fake.context_window:
+            raise ApiError(400, "invalid_request_error",
+                           f"prompt is too long: {input_tokens} tokens > "
+                           f"{fake.context_window - body['max_tokens']} maximum")
+        try:
+            text = str(fake.responder(body))
+        except Exception as exc:  # a bug in a test's responder: record it, answer like a server bug
+            with fake._state.lock:
+                fake.responder_errors.append(repr(exc))
+            raise ApiError(500, "api_error", "Internal server error (the fake's responder raised)") from None
+        stop_reason = "end_turn"
+        ids = fake.encoding().encode(text, disallowed_special=())
+        if len(ids) > body["max_tokens"]:
+            # cut the answer at max_tokens, as the model would be cut off
+            ids = ids[: body["max_tokens"]]
+            text = fake.encoding().decode(ids)
+            stop_reason = "max_tokens"
+        enc_count = len(ids)
+        fake._count("ok")
+        self._send_json(200, {
+            "id": fake._next_id("msg_"),
+            "type": "message",
+            "role": "assistant",
+            "model": body["model"],
+            "content": [{"type": "text", "text": text}],
+            "stop_reason": stop_reason,
+            "stop_sequence": None,
+            "usage": {
+                "input_tokens": input_tokens,
+                "output_tokens": max(1, enc_count),
+                "cache_creation_input_tokens": 0,
+                "cache_read_input_tokens": 0,
+                "service_tier": "standard",
+            },
+        })
+
+
+# ---- pytest fixtures ---------------------------------------------------------------------------
+
+@pytest.fixture
+def fake_anthropic():
+    """A started fault-free fake; tweak ``.responder`` / ``.faults`` / ``.latency_s`` in the test."""
+    with FakeAnthropic() as fake:
+        yield fake
+
+
+@pytest.fixture
+def anthropic_env(fake_anthropic, monkeypatch):
+    """The fake plus ``ANTHROPIC_BASE_URL`` / ``ANTHROPIC_API_KEY`` pointing at it."""
+    monkeypatch.setenv("ANTHROPIC_BASE_URL", fake_anthropic.base_url)
+    monkeypatch.setenv("ANTHROPIC_API_KEY", fake_anthropic.api_key)
+    return fake_anthropic
