@@ -15,7 +15,7 @@ from pathlib import Path
 import click
 
 from needle_action import __version__
-from needle_action.errors import EXIT_CHECKS_FAILED, EXIT_CONFIG, EXIT_OK, NeedleError
+from needle_action.errors import EXIT_CHECKS_FAILED, EXIT_CONFIG, EXIT_OK, EXIT_PROVIDER, NeedleError
 
 
 def handle_errors(fn):
@@ -78,6 +78,10 @@ def _finish(results, json_out: Path | None, *, stages: tuple[str, ...]) -> None:
     failed = ("budget" in stages and results.budget_status in ("fail", "error")) or (
         "recall" in stages and results.recall_status in ("fail", "error")
     )
+    # provider outage: exit 3 only when no prompt's recall could run at all (partial runs are judged)
+    if not failed and "recall" in stages and results.totals.provider_unavailable:
+        if not any(p.recall is not None for p in results.prompts):
+            sys.exit(EXIT_PROVIDER)
     sys.exit(EXIT_CHECKS_FAILED if failed else EXIT_OK)
 
 
@@ -157,8 +161,9 @@ def budget(config_path: Path, only: tuple[str, ...], baseline: Path | None, json
 @click.option("--model", help="Override the model.")
 @click.option("--trials", type=int, help="Override trials per cell.")
 @click.option("--no-progress", is_flag=True, help="No progress bar.")
+@click.option("--no-cache", is_flag=True, help="Measure again even if an identical result is cached.")
 @handle_errors
-def recall(config_path, only, baseline, json_out, seed, provider, model, trials, no_progress) -> None:
+def recall(config_path, only, baseline, json_out, seed, provider, model, trials, no_progress, no_cache) -> None:
     """Probe positional recall: needles at several depths and context sizes."""
     from needle_action.pipeline import RecallOverrides, run_recall
     from needle_action.report.terminal import print_recall
@@ -166,7 +171,12 @@ def recall(config_path, only, baseline, json_out, seed, provider, model, trials,
     config = _load(config_path)
     overrides = RecallOverrides(seed=seed, provider=provider, model=model, trials=trials)
     results = run_recall(
-        config, baseline=_baseline(baseline), only=list(only) or None, overrides=overrides, progress=not no_progress
+        config,
+        baseline=_baseline(baseline),
+        only=list(only) or None,
+        overrides=overrides,
+        progress=not no_progress,
+        cache=False if no_cache else None,
     )
     print_recall(results)
     _finish(results, json_out, stages=("recall",))
@@ -183,8 +193,10 @@ def recall(config_path, only, baseline, json_out, seed, provider, model, trials,
 @click.option("--trials", type=int, help="Override trials per cell.")
 @click.option("--no-recall", is_flag=True, help="Budgets only.")
 @click.option("--no-progress", is_flag=True, help="No progress bar.")
+@click.option("--no-cache", is_flag=True, help="Measure recall again even if an identical result is cached.")
 @handle_errors
-def check(config_path, only, baseline, json_out, seed, provider, model, trials, no_recall, no_progress) -> None:
+def check(config_path, only, baseline, json_out, seed, provider, model, trials, no_recall, no_progress,
+          no_cache) -> None:
     """Budgets and recall together: what the GitHub Action runs on each side."""
     from needle_action.pipeline import RecallOverrides, run_check
     from needle_action.report.terminal import print_budget, print_recall
@@ -198,6 +210,7 @@ def check(config_path, only, baseline, json_out, seed, provider, model, trials, 
         overrides=overrides,
         recall=not no_recall,
         progress=not no_progress,
+        cache=False if no_cache else None,
     )
     print_budget(results)
     if not no_recall:

@@ -17,6 +17,12 @@ def pytest_configure(config):
     cache = os.environ.get("TIKTOKEN_CACHE_DIR") or str(REPO / ".needle-cache" / "tiktoken")
     os.environ["TIKTOKEN_CACHE_DIR"] = cache
     tiktoken_cache.seed(cache)
+    # the recall result cache defaults to ~/.cache/needle-action: keep test runs out of it (and
+    # from each other) so a rerun of the suite measures again instead of reusing the last run
+    if not os.environ.get("NEEDLE_CACHE_DIR"):
+        import tempfile
+
+        os.environ["NEEDLE_CACHE_DIR"] = tempfile.mkdtemp(prefix="needle-test-cache-")
 
 
 @pytest.fixture
