@@ -1,0 +1,156 @@
+"""Token-counting throughput: our pipeline vs raw tiktoken on the same assembled prompts.
+
+Not a test (no thresholds, timing on a shared machine is noisy). Run from the repo root:
+
+    TIKTOKEN_CACHE_DIR=.needle-cache/tiktoken python bench/bench_tokens.py [--tokens 10000000]
+
+It assembles the bundled example prompts over and over with varied fixture content (every
+variant is a distinct request, so the count cache cannot make the work trivial) until about
+``--tokens`` tokens, then counts them three ways in the same batches:
+
+* raw:        ``encoding.encode_ordinary_batch`` over every message text (the floor)
+* no cache:   ``needle_action.tokens.count_prompts`` with the cache switched off
+* cache cold: ``count_prompts`` with the cache on, empty (hashing + storing, all misses)
+* cache warm: the same prompts again (all hits: what base vs head of an unchanged prompt costs)
+
+and prints tokens, seconds, tokens/s and the ratio to raw (target <= 1.3x). The three counts
+must agree (pipeline = raw + OpenAI's documented per-message framing), or the script fails.
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import os
+import platform
+import random
+import sys
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+
+from needle_action import tiktoken_cache, tokens  # noqa: E402
+from needle_action.assemble import load_fixture, render_case  # noqa: E402
+from needle_action.config import PromptConfig  # noqa: E402
+from needle_action.config_loader import load_config  # noqa: E402
+from needle_action.prompt import RenderedPrompt  # noqa: E402
+
+ENCODING = "o200k_base"
+WORDS = "amber basalt cedar delta ember fjord granite harbor indigo juniper kelp lumen meadow nectar".split()
+
+
+def vary(variables: dict, prompt: PromptConfig, rng: random.Random, i: int) -> dict:
+    """A distinct but realistic variant: reorder/resample the context slot, tweak the question."""
+    v = copy.deepcopy(variables)
+    ctx, q = prompt.context_var, prompt.question_var
+    if ctx and isinstance(v.get(ctx), list) and v[ctx]:
+        items = v[ctx]
+        rng.shuffle(items)
+        # resample with replacement so variants differ in length too (0.5x .. 1.5x the fixture)
+        k = max(1, int(len(items) * rng.uniform(0.5, 1.5)))
+        v[ctx] = [copy.deepcopy(rng.choice(items)) for _ in range(k)]
+        if prompt.name == "support_agent":  # keep turns alternating, as a real history would
+            for n, turn in enumerate(v[ctx]):
+                turn["role"] = "user" if n % 2 == 0 else "assistant"
+    elif ctx and isinstance(v.get(ctx), str):
+        paras = v[ctx].split("\n\n")
+        rng.shuffle(paras)
+        v[ctx] = "\n\n".join(paras)
+    if q and isinstance(v.get(q), str):
+        v[q] = f"{v[q]} (ref {i}-{rng.choice(WORDS)})"
+    return v
+
+
+def assemble(target_tokens: int, seed: int) -> tuple[list[tuple[PromptConfig, RenderedPrompt]], float]:
+    config = load_config(REPO / "examples" / "needle.toml")
+    enc = tokens._load_encoding(ENCODING)
+    cases = [(p, fx, load_fixture(fx)) for p in config.prompts.values() for fx in config.fixture_paths(p)]
+    rng = random.Random(seed)
+    out: list[tuple[PromptConfig, RenderedPrompt]] = []
+    total = 0
+    started = time.perf_counter()
+    i = 0
+    while total < target_tokens:
+        prompt, fx, variables = cases[i % len(cases)]
+        rendered = render_case(config, prompt, fx, variables=vary(variables, prompt, rng, i))
+        out.append((prompt, rendered))
+        # a cheap running estimate to know when to stop (characters / 4 is close for English)
+        total += sum(len(t) for t in rendered.texts()) // 4
+        i += 1
+    seconds = time.perf_counter() - started
+    del enc
+    return out, seconds
+
+
+def batches(items: list, size: int) -> list[list]:
+    return [items[i : i + size] for i in range(0, len(items), size)]
+
+
+def run(args) -> None:
+    tiktoken_cache.ensure(ENCODING)
+    print(f"python {platform.python_version()} on {platform.machine()}, {os.cpu_count()} cpus; encoding {ENCODING}")
+    print(f"assembling example prompts until ~{args.tokens:,} tokens ...")
+    cases, assemble_s = assemble(args.tokens, args.seed)
+    prompts = [r for _, r in cases]
+    settings = cases[0][0].model_copy(update={"tokenizer": f"tiktoken:{ENCODING}", "model": "gpt-4o"})
+    counter = tokens.get_counter(settings.tokenizer, model=settings.model, settings=settings)
+    enc = tokens._load_encoding(ENCODING)
+    chunks = batches(prompts, args.batch)
+    text_chunks = [[t for p in chunk for t in p.texts()] for chunk in chunks]
+    n_texts = sum(len(c) for c in text_chunks)
+    print(f"assembled {len(prompts):,} distinct prompts ({n_texts:,} message texts) in {assemble_s:.2f}s")
+
+    def raw() -> int:
+        return sum(len(ids) for chunk in text_chunks for ids in enc.encode_ordinary_batch(chunk))
+
+    def pipeline() -> int:
+        return sum(c.raw_tokens for chunk in chunks for c in tokens.count_prompts(chunk, settings))
+
+    overhead = sum(counter.overhead(p) for p in prompts)
+    rows = []
+    for label, setup, fn in [
+        ("raw tiktoken encode_ordinary_batch", None, raw),
+        ("needle count_prompts, cache off", lambda: (tokens.set_cache_enabled(False), tokens.clear_cache()), pipeline),
+        ("needle count_prompts, cache on (cold)", lambda: (tokens.set_cache_enabled(True), tokens.clear_cache()), pipeline),
+        ("needle count_prompts, cache on (warm)", lambda: tokens.set_cache_enabled(True), pipeline),
+    ]:
+        best = None
+        for rep in range(args.repeat):
+            if setup:
+                setup()
+            if label.endswith("(warm)") and rep == 0:
+                pipeline()  # make sure it is warm even if run alone
+            t0 = time.perf_counter()
+            n = fn()
+            dt = time.perf_counter() - t0
+            best = dt if best is None else min(best, dt)
+        rows.append((label, n, best))
+
+    raw_n, raw_s = rows[0][1], rows[0][2]
+    for label, n, _ in rows[1:]:
+        if n != raw_n + overhead:
+            raise SystemExit(f"count mismatch: {label} gave {n:,}, raw + framing = {raw_n + overhead:,}")
+
+    print(f"\ncounted {raw_n:,} content tokens (+{overhead:,} chat framing tokens in the pipeline counts); "
+          f"best of {args.repeat}, batches of {args.batch} prompts\n")
+    w = max(len(r[0]) for r in rows)
+    print(f"{'method'.ljust(w)}  {'tokens':>12}  {'seconds':>8}  {'tokens/s':>12}  {'vs raw':>7}")
+    for label, n, s in rows:
+        print(f"{label.ljust(w)}  {n:>12,}  {s:>8.3f}  {n / s:>12,.0f}  {s / raw_s:>6.2f}x")
+    print(f"\nassembly (Jinja2 sandbox render of the same prompts): {assemble_s:.2f}s "
+          f"({raw_n / assemble_s:,.0f} tokens/s), not included above")
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--tokens", type=int, default=10_000_000, help="about this many tokens to assemble")
+    ap.add_argument("--batch", type=int, default=256, help="prompts per count_prompts call")
+    ap.add_argument("--repeat", type=int, default=3, help="timed repetitions; the best is reported")
+    ap.add_argument("--seed", type=int, default=0)
+    run(ap.parse_args())
+
+
+if __name__ == "__main__":
+    main()
