@@ -109,6 +109,7 @@ class RecallResult(Model):
     partial_reason: str | None = None
     status: Status = "pass"
     saved_calls: int = Field(default=0, description="planned trials not run thanks to early stopping")
+    cost_known: bool = Field(default=True, description="false when the price table does not know the model")
     reused_from: Literal["cache", "baseline"] | None = Field(
         default=None, description="set when this result was reused (0 new calls) instead of measured"
     )
