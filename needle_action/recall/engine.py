@@ -288,6 +288,7 @@ def summarize(plan: PromptPlan, provider_name: str, *, calls: int, cost: float, 
         cached_calls=0,
         saved_calls=sum(c.saved for c in plan.cells),
         cost_usd=round(cost, 6),
+        cost_known=_price(plan.prompt, 1000, 100) is not None,
         partial=partial,
         partial_reason=stop_reason if partial else None,
         status="fail" if any(c.status == "fail" for c in cells) else "pass",
@@ -333,10 +334,11 @@ class _Run:
                 pass
 
 
-def _price(model: str, input_tokens: int, output_tokens: int) -> float | None:
+def _price(prompt: PromptConfig, input_tokens: int, output_tokens: int) -> float | None:
+    """Estimated USD of one call; None when the price table does not know the model."""
     from needle_action.providers.pricing import estimate_cost
 
-    return estimate_cost(model, input_tokens, output_tokens)
+    return estimate_cost(prompt.model, input_tokens, output_tokens, provider=prompt.provider)
 
 
 async def run_cells(plan: PromptPlan, provider, *, progress=None) -> tuple[int, float, str | None, bool]:
@@ -346,7 +348,6 @@ async def run_cells(plan: PromptPlan, provider, *, progress=None) -> tuple[int, 
 
     rs = plan.prompt.recall
     thr, early = rs.threshold, rs.early_stop
-    model = plan.prompt.model
     calls_started = 0
     calls = 0
     cost = 0.0
@@ -372,7 +373,7 @@ async def run_cells(plan: PromptPlan, provider, *, progress=None) -> tuple[int, 
                 needle = make_needle(rs, trial_rng(rs.seed, plan.name, cell.size, cell.depth, index))
                 # off the loop thread (a tokenizer may be slow or even call an API); one at a time
                 trial = await asyncio.to_thread(plan.builder.build, cell.size, cell.depth, needle, index)
-                estimate = _price(model, trial.prompt_tokens, rs.max_output_tokens)
+                estimate = _price(plan.prompt, trial.prompt_tokens, rs.max_output_tokens)
                 if rs.max_cost_usd is not None and estimate is not None:
                     if cost + in_flight_cost + estimate > rs.max_cost_usd:
                         stop_reason = f"max_cost_usd (${rs.max_cost_usd:g}) reached"
@@ -411,7 +412,7 @@ async def run_cells(plan: PromptPlan, provider, *, progress=None) -> tuple[int, 
                     RecallAnswer(trial=index, needle=trial.needle.answer, answer=completion.text, hit=hit)
                 )
                 spent = _price(
-                    model,
+                    plan.prompt,
                     completion.input_tokens if completion.input_tokens is not None else trial.prompt_tokens,
                     completion.output_tokens if completion.output_tokens is not None else rs.max_output_tokens,
                 )

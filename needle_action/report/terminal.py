@@ -204,7 +204,8 @@ def _print_recall_prompt(p) -> None:
         calls = f"0 new calls (reused from {r.reused_from}: {r.cached_calls:,} calls)"
     else:
         calls = f"{r.calls:,} calls, {r.saved_calls:,} saved by early stopping"
-    click.echo(f"  calls: {calls} · cost ${r.cost_usd:.4f}")
+    cost = f"${r.cost_usd:.4f}" if r.cost_known else "unknown (no price for this model: max_cost_usd is not enforced)"
+    click.echo(f"  calls: {calls} · cost {cost}")
     if r.partial:
         click.echo(click.style(f"  PARTIAL: {r.partial_reason}", fg="yellow", bold=True))
 
