@@ -1,0 +1,197 @@
+"""Everything the runner tells the action, read once and typed.
+
+Inputs arrive as ``INPUT_<NAME>`` where NAME is the input's id upper-cased with spaces turned into
+``_`` and hyphens KEPT (``github-token`` -> ``INPUT_GITHUB-TOKEN``). The runner sets every input
+declared in action.yml, with its default when the workflow does not give one; we apply the same
+defaults here so the package also works when run by hand.
+
+Bad input values raise ``ConfigError`` (exit 2) naming the input and the accepted values.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from needle_action.errors import ConfigError
+
+TRUE = {"true", "yes", "on", "1"}
+FALSE = {"false", "no", "off", "0"}
+
+
+def input_env_name(name: str) -> str:
+    return "INPUT_" + name.replace(" ", "_").upper()
+
+
+@dataclass(frozen=True)
+class PullRequest:
+    number: int
+    base_sha: str
+    head_sha: str
+    base_ref: str | None = None
+    head_repo: str | None = None
+    base_repo: str | None = None
+
+    @property
+    def from_fork(self) -> bool:
+        return bool(self.head_repo and self.base_repo and self.head_repo != self.base_repo)
+
+
+@dataclass(frozen=True)
+class Settings:
+    # inputs
+    config: str = "needle.toml"
+    github_token: str = ""
+    base_ref: str | None = None
+    comment: bool = True
+    fail_on_budget: bool = True
+    fail_on_recall_regression: bool = True
+    fail_on_provider_outage: bool = False
+    recall: bool = True
+    seed: int | None = None
+    trials: int | None = None
+    provider: str | None = None
+    cache_dir: Path | None = None
+    # runner
+    workspace: Path = field(default_factory=Path.cwd)
+    repository: str | None = None
+    event_name: str | None = None
+    event: dict = field(default_factory=dict)
+    pull_request: PullRequest | None = None
+    sha: str | None = None
+    api_url: str = "https://api.github.com"
+    server_url: str = "https://github.com"
+    run_id: str | None = None
+    output_path: str | None = None
+    summary_path: str | None = None
+    runner_temp: Path | None = None
+    in_actions: bool = False
+
+    @property
+    def summary_url(self) -> str | None:
+        if self.repository and self.run_id:
+            return f"{self.server_url.rstrip('/')}/{self.repository}/actions/runs/{self.run_id}"
+        return None
+
+    @property
+    def config_path(self) -> Path:
+        p = Path(self.config)
+        return p if p.is_absolute() else self.workspace / p
+
+    @property
+    def resolved_cache_dir(self) -> Path:
+        if self.cache_dir is not None:
+            return self.cache_dir if self.cache_dir.is_absolute() else self.workspace / self.cache_dir
+        return self.workspace / ".needle-cache"
+
+    @property
+    def report_dir(self) -> Path:
+        base = self.runner_temp if self.runner_temp else self.resolved_cache_dir
+        return base / "needle-report"
+
+
+def _get(env: dict[str, str], name: str, default: str = "") -> str:
+    value = env.get(input_env_name(name))
+    return default if value is None else value.strip()
+
+
+def _bool(env: dict[str, str], name: str, default: bool) -> bool:
+    raw = _get(env, name)
+    if raw == "":
+        return default
+    if raw.lower() in TRUE:
+        return True
+    if raw.lower() in FALSE:
+        return False
+    raise ConfigError(
+        f"input `{name}` must be true or false, got {raw!r}",
+        file="action inputs",
+        hint=f"set `{name}: true` or `{name}: false` under `with:` in the workflow",
+    )
+
+
+def _int(env: dict[str, str], name: str, *, minimum: int = 0) -> int | None:
+    raw = _get(env, name)
+    if raw == "":
+        return None
+    try:
+        value = int(raw)
+    except ValueError:
+        raise ConfigError(f"input `{name}` must be a whole number, got {raw!r}", file="action inputs") from None
+    if value < minimum:
+        raise ConfigError(f"input `{name}` must be at least {minimum}, got {value}", file="action inputs")
+    return value
+
+
+def _pull_request(event: dict) -> PullRequest | None:
+    pr = event.get("pull_request")
+    if not isinstance(pr, dict):
+        return None
+    try:
+        return PullRequest(
+            number=int(pr.get("number") or event.get("number")),
+            base_sha=str(pr["base"]["sha"]),
+            head_sha=str(pr["head"]["sha"]),
+            base_ref=pr["base"].get("ref"),
+            head_repo=((pr["head"].get("repo") or {}).get("full_name")),
+            base_repo=((pr["base"].get("repo") or {}).get("full_name")),
+        )
+    except (KeyError, TypeError, ValueError):
+        raise ConfigError(
+            "the event payload has a pull_request without number/base.sha/head.sha",
+            file=os.environ.get("GITHUB_EVENT_PATH"),
+        ) from None
+
+
+def load_settings(env: dict[str, str] | None = None) -> Settings:
+    env = dict(os.environ if env is None else env)
+    workspace = Path(env.get("GITHUB_WORKSPACE") or os.getcwd())
+    if not workspace.is_dir():
+        raise ConfigError(f"GITHUB_WORKSPACE is not a folder: {workspace}", hint="check out the repository first "
+                          "(actions/checkout) before this step")
+    event: dict = {}
+    event_path = env.get("GITHUB_EVENT_PATH")
+    if event_path:
+        try:
+            event = json.loads(Path(event_path).read_text(encoding="utf-8"))
+        except FileNotFoundError:
+            raise ConfigError("GITHUB_EVENT_PATH points to a missing file", file=event_path) from None
+        except json.JSONDecodeError as exc:
+            raise ConfigError(f"event payload is not JSON: {exc.msg}", file=event_path, line=exc.lineno) from None
+        if not isinstance(event, dict):
+            raise ConfigError("event payload is not a JSON object", file=event_path)
+    provider = _get(env, "provider") or None
+    if provider is not None and provider not in ("anthropic", "openai", "local"):
+        raise ConfigError(f"input `provider` must be anthropic, openai or local, got {provider!r}",
+                          file="action inputs")
+    cache_dir = _get(env, "cache-dir")
+    temp = env.get("RUNNER_TEMP")
+    return Settings(
+        config=_get(env, "config", "needle.toml") or "needle.toml",
+        github_token=_get(env, "github-token"),
+        base_ref=_get(env, "base-ref") or None,
+        comment=_bool(env, "comment", True),
+        fail_on_budget=_bool(env, "fail-on-budget", True),
+        fail_on_recall_regression=_bool(env, "fail-on-recall-regression", True),
+        fail_on_provider_outage=_bool(env, "fail-on-provider-outage", False),
+        recall=_bool(env, "recall", True),
+        seed=_int(env, "seed"),
+        trials=_int(env, "trials", minimum=1),
+        provider=provider,
+        cache_dir=Path(cache_dir) if cache_dir else None,
+        workspace=workspace,
+        repository=env.get("GITHUB_REPOSITORY") or None,
+        event_name=env.get("GITHUB_EVENT_NAME") or None,
+        event=event,
+        pull_request=_pull_request(event),
+        sha=env.get("GITHUB_SHA") or None,
+        api_url=(env.get("GITHUB_API_URL") or "https://api.github.com").rstrip("/"),
+        server_url=(env.get("GITHUB_SERVER_URL") or "https://github.com").rstrip("/"),
+        run_id=env.get("GITHUB_RUN_ID") or None,
+        output_path=env.get("GITHUB_OUTPUT") or None,
+        summary_path=env.get("GITHUB_STEP_SUMMARY") or None,
+        runner_temp=Path(temp) if temp else None,
+        in_actions=(env.get("GITHUB_ACTIONS") or "").lower() == "true",
+    )
