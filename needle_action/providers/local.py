@@ -1,0 +1,95 @@
+"""In-process model through llama-cpp-python: no key, no network, reproducible.
+
+* Default model: the embedded Gemma 3 270M (:mod:`needle_action.local_model`); any .gguf with
+  ``providers.local.model_path``.
+* The chat goes through the model's own chat template (llama-cpp-python reads it from the GGUF
+  metadata), decoded greedily (``temperature=0``) so the same prompt gives the same answer.
+* ``Llama`` is not thread-safe: every inference holds one process-wide lock and runs in a worker
+  thread (``asyncio.to_thread``) so the event loop stays free for the rest of the engine.
+* Context: ``providers.local.n_ctx`` when set (fixed); otherwise start from the size the registry
+  derives from the recall sizes and, when a prompt does not fit, reload with a larger window up to
+  the model's training context. A prompt beyond that is refused with RequestRejected.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import re
+import threading
+
+from needle_action.config import ProviderSettings
+from needle_action.errors import ConfigError
+from needle_action.local_model import N_CTX_TRAIN, get_llama
+from needle_action.prompt import RenderedPrompt
+from needle_action.providers.base import Completion
+from needle_action.providers.retry import RequestRejected
+
+DEFAULT_MODEL = "gemma-3-270m"
+DEFAULT_N_CTX = 4096
+_infer_lock = threading.Lock()  # one llama.cpp inference at a time in this process
+_TOO_LONG = re.compile(r"Requested tokens \((\d+)\) exceed context window of (\d+)")
+
+
+def round_ctx(tokens: int) -> int:
+    """Round up to a multiple of 1024 (llama.cpp allocates the KV cache for the whole window)."""
+    return max(1024, -(-int(tokens) // 1024) * 1024)
+
+
+class LocalProvider:
+    name = "local"
+
+    def __init__(self, model: str = DEFAULT_MODEL, settings: ProviderSettings | None = None,
+                 *, n_ctx: int | None = None) -> None:
+        settings = settings or ProviderSettings()
+        self.settings = settings
+        self.model_path = settings.model_path
+        self.model = model
+        self.fixed_ctx = settings.n_ctx is not None
+        self.n_ctx = int(settings.n_ctx or n_ctx or DEFAULT_N_CTX)
+        self.max_ctx = self.n_ctx if self.fixed_ctx else max(self.n_ctx, N_CTX_TRAIN)
+        self.retries = 0
+
+    def _llm(self):
+        return get_llama(self.n_ctx, self.model_path)
+
+    def messages(self, prompt: RenderedPrompt) -> list[dict]:
+        out = [{"role": "system", "content": prompt.system}] if prompt.system else []
+        out += [{"role": m.role, "content": m.content} for m in prompt.messages]
+        if not any(m["role"] == "user" for m in out):
+            raise ConfigError("the prompt has no user message to send", file=prompt.source or None,
+                              hint="a prompt needs at least one user turn besides the system text")
+        return out
+
+    def _run(self, messages: list[dict], max_output_tokens: int) -> dict:
+        with _infer_lock:
+            while True:
+                llm = self._llm()
+                llm.reset()  # no state carried over from the previous prompt
+                try:
+                    return llm.create_chat_completion(
+                        messages=messages, max_tokens=max_output_tokens, temperature=0.0, seed=0,
+                    )
+                except ValueError as exc:
+                    m = _TOO_LONG.search(str(exc))
+                    if not m:
+                        raise
+                    needed = int(m.group(1)) + max_output_tokens
+                    if self.fixed_ctx or needed > self.max_ctx or round_ctx(needed) <= self.n_ctx:
+                        raise RequestRejected(
+                            f"the prompt needs {needed} tokens (with the answer), beyond the local "
+                            f"model's context window of {self.max_ctx if not self.fixed_ctx else self.n_ctx}",
+                            status=None,
+                            hint="use smaller recall sizes for the local model, or raise providers.local.n_ctx",
+                        ) from None
+                    self.n_ctx = min(self.max_ctx, round_ctx(needed))
+
+    async def complete(self, prompt: RenderedPrompt, *, max_output_tokens: int) -> Completion:
+        messages = self.messages(prompt)
+        resp = await asyncio.to_thread(self._run, messages, max_output_tokens)
+        text = resp["choices"][0]["message"].get("content") or ""
+        usage = resp.get("usage") or {}
+        return Completion(text=text, input_tokens=usage.get("prompt_tokens"),
+                          output_tokens=usage.get("completion_tokens"), attempts=1)
+
+    async def aclose(self) -> None:
+        return None

@@ -1,0 +1,142 @@
+"""OpenAI-compatible chat completions (OpenAI, vLLM, Ollama, llama.cpp server) via the ``openai`` SDK.
+
+* Base URL: ``providers.openai.base_url``, else ``OPENAI_BASE_URL``, else OpenAI's own API.
+* Key: ``$<api_key_env>``, else ``OPENAI_API_KEY``. Required for OpenAI's API; optional for a
+  self-hosted server (a placeholder is sent, as those servers ignore it).
+* Sampling: nothing is sent to OpenAI's API (its reasoning models refuse ``temperature``); to a
+  self-hosted server we send ``temperature=0`` so the open model decodes greedily and runs repeat.
+* ``max_completion_tokens`` for OpenAI (``max_tokens`` is deprecated there and refused by o-series
+  models), ``max_tokens`` for self-hosted servers (what vLLM, Ollama and llama.cpp all accept).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import random
+from collections.abc import Awaitable, Callable
+from urllib.parse import urlparse
+
+import openai
+
+from needle_action.config import ProviderSettings
+from needle_action.errors import ConfigError, ProviderUnavailable
+from needle_action.prompt import RenderedPrompt
+from needle_action.providers.base import Completion
+from needle_action.providers.retry import (
+    MalformedResponse,
+    Retry,
+    RetryPolicy,
+    call_with_retries,
+    classify_status,
+)
+
+OPENAI_HOSTS = ("api.openai.com",)
+PLACEHOLDER_KEY = "sk-no-key-needed"
+
+
+def is_openai_cloud(base_url: str | None) -> bool:
+    if not base_url:
+        return True
+    host = urlparse(base_url).hostname or ""
+    return host in OPENAI_HOSTS or host.endswith(".openai.azure.com")
+
+
+class OpenAICompatProvider:
+    name = "openai"
+
+    def __init__(
+        self,
+        model: str,
+        settings: ProviderSettings | None = None,
+        *,
+        sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
+        rng: random.Random | None = None,
+    ) -> None:
+        settings = settings or ProviderSettings()
+        self.model = model
+        self.settings = settings
+        self.policy = RetryPolicy.from_settings(settings)
+        self._sleep = sleep
+        self._rng = rng or random.Random()
+        self.base_url = settings.base_url or os.environ.get("OPENAI_BASE_URL") or None
+        self.cloud = is_openai_cloud(self.base_url)
+        self.key_env = settings.api_key_env or "OPENAI_API_KEY"
+        key = os.environ.get(self.key_env)
+        if not key and self.cloud:
+            raise ProviderUnavailable(
+                f"no OpenAI API key: ${self.key_env} is not set",
+                hint=f"export {self.key_env}=..., or set providers.openai.base_url to a self-hosted "
+                "server (vLLM, Ollama, llama.cpp), or use provider = \"local\"",
+            )
+        self._client = openai.AsyncOpenAI(
+            api_key=key or PLACEHOLDER_KEY, base_url=self.base_url, max_retries=0, timeout=settings.timeout_s
+        )
+        self.retries = 0
+
+    def build_request(self, prompt: RenderedPrompt, max_output_tokens: int) -> dict:
+        messages = [{"role": "system", "content": prompt.system}] if prompt.system else []
+        messages += [{"role": m.role, "content": m.content} for m in prompt.messages]
+        if not any(m["role"] == "user" for m in messages):
+            raise ConfigError("the prompt has no user message to send", file=prompt.source or None,
+                              hint="a prompt needs at least one user turn besides the system text")
+        request: dict = {"model": self.model, "messages": messages}
+        if self.cloud:
+            request["max_completion_tokens"] = max_output_tokens
+        else:
+            request["max_tokens"] = max_output_tokens
+            request["temperature"] = 0
+        return request
+
+    async def complete(self, prompt: RenderedPrompt, *, max_output_tokens: int) -> Completion:
+        request = self.build_request(prompt, max_output_tokens)
+
+        async def attempt():
+            return parse_completion(await self._client.chat.completions.create(**request))
+
+        def count(_n, _retry, _delay):
+            self.retries += 1
+
+        (text, usage_in, usage_out), attempts = await call_with_retries(
+            attempt, self._classify, policy=self.policy, provider=self.name,
+            sleep=self._sleep, rng=self._rng, on_retry=count,
+        )
+        return Completion(text=text, input_tokens=usage_in, output_tokens=usage_out, attempts=attempts)
+
+    def _classify(self, exc: BaseException) -> Retry | BaseException:
+        if isinstance(exc, openai.APITimeoutError):
+            return Retry("timeout")
+        if isinstance(exc, openai.APIConnectionError):
+            if self.cloud:
+                return Retry("connection error")
+            # a local server that is not running will not start by itself; but it may be starting
+            return Retry(f"connection error ({self.base_url})")
+        if isinstance(exc, openai.APIStatusError):
+            body = exc.body if isinstance(exc.body, dict) else {}
+            err = body.get("error", body) if isinstance(body, dict) else {}
+            message = err.get("message") if isinstance(err, dict) else None
+            return classify_status(
+                exc.status_code, provider=self.name, model=self.model, headers=exc.response.headers,
+                error_type=exc.type or (err.get("type") if isinstance(err, dict) else None),
+                message=message, key_env=self.key_env,
+            )
+        if isinstance(exc, MalformedResponse | openai.APIResponseValidationError | ValueError):
+            return Retry("malformed response")
+        return exc
+
+    async def aclose(self) -> None:
+        await self._client.close()
+
+
+def parse_completion(resp) -> tuple[str, int | None, int | None]:
+    choices = getattr(resp, "choices", None)
+    if not isinstance(choices, list) or not choices:
+        raise MalformedResponse("response has no choices")
+    message = getattr(choices[0], "message", None)
+    text = getattr(message, "content", None)
+    if text is None:
+        text = ""  # e.g. a refusal or a tool call: an empty answer, scored as a miss
+    if not isinstance(text, str):
+        raise MalformedResponse("message content is not text")
+    usage = getattr(resp, "usage", None)
+    return text, getattr(usage, "prompt_tokens", None), getattr(usage, "completion_tokens", None)

@@ -1,0 +1,52 @@
+"""Pick and build the provider a prompt's settings ask for."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from needle_action.config import PromptSettings, ProviderSettings
+from needle_action.errors import ConfigError
+from needle_action.providers.base import Provider
+
+PROVIDER_NAMES = ("anthropic", "openai", "local")
+OUTPUT_MARGIN = 512  # chat-template tokens, question and instructions around the context slot
+
+
+def local_n_ctx(settings: PromptSettings) -> int | None:
+    """Window for the local model: largest recall size + room for the rest of the prompt and the
+    answer. None for ``sizes = "auto"`` (the provider then uses the model's training window)."""
+    from needle_action.providers.local import round_ctx
+
+    sizes = settings.recall.sizes
+    if sizes == "auto" or not sizes:
+        return None
+    largest = max(sizes)
+    return round_ctx(int(largest * 1.25) + OUTPUT_MARGIN + settings.recall.max_output_tokens)
+
+
+def make_provider(prompt_settings: PromptSettings, *, model: str | None = None,
+                  provider: str | None = None, **kwargs) -> Provider:
+    """The provider for these settings; ``model``/``provider`` override them (CLI flags).
+
+    Extra keyword arguments (``sleep``, ``rng``) reach the HTTP providers, for tests.
+    Raises ProviderUnavailable when the provider cannot be used (no key, package missing).
+    """
+    name = provider or prompt_settings.provider
+    if name not in PROVIDER_NAMES:
+        raise ConfigError(f"unknown provider {name!r}", hint=f"choose one of {', '.join(PROVIDER_NAMES)}")
+    settings = prompt_settings.providers.get(name) or ProviderSettings()
+    chosen = model or prompt_settings.model
+    if name == "anthropic":
+        from needle_action.providers.anthropic import AnthropicProvider
+
+        return AnthropicProvider(chosen, settings, **kwargs)
+    if name == "openai":
+        from needle_action.providers.openai_compat import OpenAICompatProvider
+
+        return OpenAICompatProvider(chosen, settings, **kwargs)
+    from needle_action.providers.local import DEFAULT_MODEL, LocalProvider
+
+    # a Claude/GPT id left in [defaults] means nothing to the local model: name the file instead
+    if model is None and (chosen.startswith(("claude-", "gpt-")) or not chosen):
+        chosen = Path(settings.model_path).stem if settings.model_path else DEFAULT_MODEL
+    return LocalProvider(chosen, settings, n_ctx=local_n_ctx(prompt_settings))

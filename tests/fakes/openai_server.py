@@ -1,0 +1,127 @@
+"""A loopback fake of an OpenAI-compatible ``POST /v1/chat/completions`` (real HTTP, real SDK).
+
+Shapes follow the ``openai`` SDK's ``ChatCompletion`` type and OpenAI's error body
+``{"error": {"message", "type", "param", "code"}}``. Kept small: the Anthropic fake is the one
+the recall engine leans on; this one proves the openai_compat provider speaks the protocol that
+OpenAI, vLLM, Ollama and llama.cpp's server share.
+
+``FakeOpenAI(responder, api_key=None | "key", models=None | {...}, fail_first={status: n})``;
+``api_key=None`` accepts any or no key, like a self-hosted server. ``fail_first`` answers the first
+n requests with that status (429 carries ``retry-after``) before serving normally.
+"""
+
+from __future__ import annotations
+
+import json
+import socket
+import threading
+import time
+from collections import Counter
+from collections.abc import Callable, Iterable
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+
+class _Server(ThreadingHTTPServer):
+    daemon_threads = True
+    request_queue_size = 256
+
+
+class FakeOpenAI:
+    def __init__(self, responder: Callable[[dict], str] | None = None, *, api_key: str | None = None,
+                 models: Iterable[str] | None = None, fail_first: dict[int | str, int] | None = None,
+                 retry_after_s: float = 0.05) -> None:
+        self.responder = responder or (lambda _req: "fake answer")
+        self.api_key = api_key
+        self.models = set(models) if models is not None else None
+        self.plan: list[int | str] = [s for s, n in (fail_first or {}).items() for _ in range(n)]
+        self.retry_after_s = retry_after_s
+        self.lock = threading.Lock()
+        self.requests: list[dict] = []
+        self.calls: Counter = Counter()
+        self._server: ThreadingHTTPServer | None = None
+
+    def __enter__(self) -> FakeOpenAI:
+        self._server = _Server(("127.0.0.1", 0), type("H", (_Handler,), {"fake": self}))
+        threading.Thread(target=self._server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True).start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        assert self._server is not None
+        self._server.shutdown()
+        self._server.server_close()
+
+    @property
+    def base_url(self) -> str:
+        host, port = self._server.server_address[:2]
+        return f"http://{host}:{port}/v1"
+
+
+class _Handler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    fake: FakeOpenAI
+
+    def setup(self):
+        super().setup()
+        self.connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+
+    def log_message(self, format, *args):  # noqa: A002
+        return
+
+    def _send(self, status: int, payload: bytes, headers: dict | None = None) -> None:
+        self.send_response(status)
+        self.send_header("content-type", "application/json")
+        self.send_header("content-length", str(len(payload)))
+        self.send_header("x-request-id", f"req_{time.monotonic_ns()}")
+        for k, v in (headers or {}).items():
+            self.send_header(k, v)
+        self.end_headers()
+        self.wfile.write(payload)
+
+    def _error(self, status: int, message: str, kind: str, code: str | None = None, headers=None) -> None:
+        with self.fake.lock:
+            self.fake.calls[str(status)] += 1
+        body = {"error": {"message": message, "type": kind, "param": None, "code": code}}
+        self._send(status, json.dumps(body).encode(), headers)
+
+    def do_POST(self):  # noqa: N802
+        fake = self.fake
+        raw = self.rfile.read(int(self.headers.get("content-length") or 0))
+        headers = {k.lower(): v for k, v in self.headers.items()}
+        try:
+            body = json.loads(raw)
+        except ValueError:
+            body = None
+        with fake.lock:
+            fake.requests.append({"path": self.path, "headers": headers, "json": body})
+            fake.calls["total"] += 1
+            planned = fake.plan.pop(0) if fake.plan else None
+        if self.path != "/v1/chat/completions":
+            return self._error(404, f"Unknown request URL: POST {self.path}", "invalid_request_error")
+        if fake.api_key is not None and headers.get("authorization") != f"Bearer {fake.api_key}":
+            return self._error(401, "Incorrect API key provided.", "invalid_request_error", "invalid_api_key")
+        if not isinstance(body, dict) or not isinstance(body.get("messages"), list) or not body.get("model"):
+            return self._error(400, "messages and model are required", "invalid_request_error")
+        if fake.models is not None and body["model"] not in fake.models:
+            return self._error(404, f"The model `{body['model']}` does not exist or you do not have access to it.",
+                               "invalid_request_error", "model_not_found")
+        if planned == "malformed":
+            with fake.lock:
+                fake.calls["malformed"] += 1
+            return self._send(200, b'{"id": "chatcmpl-x", "choices": [')
+        if planned is not None:
+            extra = {"retry-after": f"{fake.retry_after_s:g}"} if planned == 429 else None
+            return self._error(int(planned), "injected fault", "server_error", headers=extra)
+        text = str(fake.responder(body))
+        prompt_tokens = sum(len(str(m.get("content", "")).split()) for m in body["messages"])
+        with fake.lock:
+            fake.calls["ok"] += 1
+        self._send(200, json.dumps({
+            "id": "chatcmpl-fake",
+            "object": "chat.completion",
+            "created": int(time.time()),
+            "model": body["model"],
+            "choices": [{"index": 0, "message": {"role": "assistant", "content": text},
+                         "finish_reason": "stop", "logprobs": None}],
+            "usage": {"prompt_tokens": prompt_tokens, "completion_tokens": len(text.split()),
+                      "total_tokens": prompt_tokens + len(text.split())},
+        }).encode())
