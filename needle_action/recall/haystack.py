@@ -10,7 +10,8 @@ Slot shapes:
 - a **list of dicts** (retrieved documents, chat turns): every filler unit and the needle become items
   with the fixture items' own keys. The longest text field is the body; a ``role`` key gets ``user``
   for the needle (filler turns repeat the fixture's role pattern); title-like keys get a title; any
-  other key is copied from a fixture item. The needle item goes at index ``round(depth * n)``.
+  other key is copied from a fixture item. The needle item goes at the item boundary nearest to
+  ``depth`` of the slot's tokens (``round(depth * n)`` when items are the same size).
 - a **list of strings**: the same with plain strings.
 - a **string** (a ticket thread, a document): paragraphs joined by blank lines; the needle goes at
   the sentence boundary nearest to ``depth`` of the slot's tokens.
@@ -395,9 +396,15 @@ class HaystackBuilder:
         filler = [item for item, _ in taken]
         if self._shape.kind != "string":
             n = len(filler)
+            # the item boundary nearest to DEPTH of the slot's tokens (= round(depth * n) for equal items)
+            cum = [0.0]
+            for _, tokens in taken:
+                cum.append(cum[-1] + tokens + self._overhead)
             slots: dict[int, list[Any]] = {}
             for d, order, text, _ in places:
-                slots.setdefault(round(d * n), []).append(self._needle_item(text, needle, order))
+                k = bisect.bisect_left(cum, d * cum[-1])
+                at = min(range(max(0, k - 1), min(n, k) + 1), key=lambda i: abs(cum[i] - d * cum[-1]))
+                slots.setdefault(at, []).append(self._needle_item(text, needle, order))
             out: list[Any] = []
             for i in range(n + 1):
                 out.extend(slots.get(i, []))

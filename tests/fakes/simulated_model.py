@@ -13,7 +13,8 @@
    (system + messages joined), and ``size`` = tiktoken ``o200k_base`` tokens of that text — the same
    number the fake's ``count_tokens`` endpoint reports, so a ``cliff(at_size=...)`` lines up with
    the sizes the harness targets (exactly when the harness counts with o200k_base, within a few
-   percent otherwise). Characters rather than tokens for depth: a fraction is insensitive to the
+   percent otherwise; ``exact_size=False`` uses characters / 4 instead, much cheaper for tests that make
+   thousands of large calls). Characters rather than tokens for depth: a fraction is insensitive to the
    unit and this keeps one encode per distinct prompt (cached), which matters over thousands of calls;
 5. answers the value with probability ``curve(depth, size)`` (multi-hop: the product at both facts),
    otherwise a plausible wrong answer: a distractor's value, a made-up value of the same shape, or
@@ -30,7 +31,6 @@ Use large sizes or ``u_shape(margin=...)`` if a test needs the slot's edges to c
 from __future__ import annotations
 
 import hashlib
-import os
 import re
 import threading
 from collections import OrderedDict
@@ -95,8 +95,8 @@ _STOP = frozenset(
     "do does did please give me your you our we i".split()
 )
 _WORD = re.compile(r"[a-z0-9]+")
-# sentence ends: terminal punctuation followed by space, or any line break
-_SPLIT = re.compile(r"(?<=[.!?])[ \t]+|\n+")
+# what ends a sentence: terminal punctuation followed by a space, or a line break
+_ENDS = (". ", "! ", "? ", ".\t", "\n")
 
 
 def _texts(body: dict) -> tuple[list[str], str]:
@@ -128,20 +128,28 @@ def _words(text: str) -> set[str]:
     return {w for w in _WORD.findall(text.lower()) if w not in _STOP}
 
 
-def _sentences(text: str) -> list[tuple[int, str]]:
-    out, start = [], 0
-    for m in _SPLIT.finditer(text):
-        if m.start() > start:
-            out.append((start, text[start : m.start()]))
-        start = m.end()
-    if start < len(text):
-        out.append((start, text[start:]))
-    return out
+def _sentence_at(text: str, i: int) -> tuple[int, str]:
+    """(start, text) of the sentence around offset I: only local scans, cheap on huge prompts."""
+    start = max((text.rfind(e, 0, i) + len(e) for e in _ENDS if text.rfind(e, 0, i) >= 0), default=0)
+    ends = [j + 1 for e in _ENDS if (j := text.find(e, i)) >= 0]
+    return start, text[start : min(ends, default=len(text))].strip()
+
+
+def _sentences_matching(text: str, pattern: re.Pattern[str]) -> list[tuple[int, str]]:
+    out: dict[int, str] = {}
+    for m in pattern.finditer(text):
+        start, sentence = _sentence_at(text, m.start())
+        out.setdefault(start, sentence)
+    return sorted(out.items())
 
 
 def find_question(last_user: str) -> str:
-    asks = [s for _, s in _sentences(last_user) if "?" in s]
-    return asks[-1] if asks else last_user[-400:]
+    """The last sentence with a question mark in the last user message (the question slot)."""
+    tail = last_user[-4000:]
+    q = tail.rfind("?")
+    if q < 0:
+        return tail[-400:]
+    return _sentence_at(tail, q)[1]
 
 
 @dataclass(frozen=True)
@@ -162,10 +170,15 @@ class Observation:
 class SimulatedModel:
     """Responder ``(request_json) -> str`` answering needle questions with probability ``curve``."""
 
-    def __init__(self, curve: Curve, *, seed: int = 0, wrap: bool = False, keep: int = 10000) -> None:
+    def __init__(
+        self, curve: Curve, *, seed: int = 0, wrap: bool = False, exact_size: bool = True, keep: int = 10000
+    ) -> None:
         self.curve = curve
         self.seed = seed
         self.wrap = wrap  # answer in a sentence ("The answer is X.") instead of the bare value
+        # False: size = characters / 4 (no encoding; for tests making thousands of large calls whose
+        # curve does not depend on size precisely)
+        self.exact_size = exact_size
         self.observations: list[Observation] = []
         self._keep = keep
         self._lock = threading.Lock()
@@ -178,19 +191,17 @@ class SimulatedModel:
         return int.from_bytes(digest[:8], "big") / 2**64
 
     def _size(self, text: str) -> int:
+        if not self.exact_size:
+            return len(text) // 4
         key = hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
         with self._lock:
             if key in self._sizes:
                 self._sizes.move_to_end(key)
                 return self._sizes[key]
             if self._enc is None:
-                import tiktoken
+                from needle_action.tokens import _load_encoding  # cached per process, seeded offline
 
-                from needle_action import tiktoken_cache
-
-                cache = os.environ.setdefault("TIKTOKEN_CACHE_DIR", str(tiktoken_cache.default_cache_dir()))
-                tiktoken_cache.seed(cache)
-                self._enc = tiktoken.get_encoding("o200k_base")
+                self._enc = _load_encoding("o200k_base")
         n = len(self._enc.encode(text, disallowed_special=()))
         with self._lock:
             self._sizes[key] = n
@@ -205,16 +216,17 @@ class SimulatedModel:
         size = self._size(text)
         question = find_question(last_user)
         qwords = _words(question)
-        sentences = _sentences(text)
-        valued = [(pos, s) for pos, s in sentences if VALUE_RE.search(s) and s != question]
+        q_at = text.rfind(question) if question else -1
+        q_span = range(q_at, q_at + len(question)) if q_at >= 0 else range(0)
+        valued = [(pos, s) for pos, s in _sentences_matching(text, VALUE_RE) if pos not in q_span]
         if not valued:
             return self._record(Observation(None, (), size, 0.0, False, NOT_FOUND))
 
         target: tuple[int, str] | None = None
         positions: list[int] = []
         # multi-hop: a bridge sentence without a value that the question points at names the key
-        bridges = [(len(qwords & _words(s)), pos, s) for pos, s in sentences if BRIDGE_RE.search(s)
-                   and not VALUE_RE.search(s) and s != question]
+        bridges = [(len(qwords & _words(s)), pos, s) for pos, s in _sentences_matching(text, BRIDGE_RE)
+                   if not VALUE_RE.search(s) and pos not in q_span]
         if bridges:
             overlap, pos_a, sent_a = max(bridges, key=lambda b: (b[0], -b[1]))
             key = BRIDGE_RE.search(sent_a).group(0).lower()

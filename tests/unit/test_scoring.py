@@ -1,0 +1,69 @@
+"""Scoring: strict (exact after normalisation), contains, regex."""
+
+from __future__ import annotations
+
+import pytest
+
+from needle_action.config import RecallSettings
+from needle_action.recall.needles import Needle
+from needle_action.recall.scoring import normalise, score
+
+NEEDLE = Needle(style="codeword", facts=("The code is QZT-4821-KLM.",), question="What is the code?", answer="QZT-4821-KLM")
+
+
+def _s(mode: str, regex: str | None = None) -> RecallSettings:
+    return RecallSettings(scoring=mode, answer_regex=regex)
+
+
+@pytest.mark.parametrize(
+    "answer, strict, contains",
+    [
+        ("QZT-4821-KLM", True, True),
+        ("  qzt-4821-klm\n", True, True),
+        ("QZT-4821-KLM.", True, True),
+        ("**QZT-4821-KLM**", True, True),
+        ("`QZT-4821-KLM`", True, True),
+        ('"QZT 4821 KLM"', True, True),
+        ("The code is QZT-4821-KLM.", False, True),
+        ("Answer: QZT-4821-KLM", False, True),
+        ("QZT-4821-KLX", False, False),
+        ("QZT-4821", False, False),
+        ("XQZT-4821-KLM", False, False),  # contains only counts whole words
+        ("QZT-4821-KLMN", False, False),
+        ("", False, False),
+        ("I could not find it.", False, False),
+    ],
+)
+def test_strict_and_contains(answer, strict, contains):
+    assert score(answer, NEEDLE, _s("strict")) is strict
+    assert score(answer, NEEDLE, _s("contains")) is contains
+
+
+def test_regex_with_value_placeholder_escapes_the_value():
+    s = _s("regex", r"(?i)code\W+{value}\b")
+    assert score("Code: QZT-4821-KLM", NEEDLE, s)
+    assert not score("Code: QZT-4821-KLX", NEEDLE, s)
+    assert not score("QZT-4821-KLM", NEEDLE, s)  # the pattern demands the word "code"
+
+
+def test_regex_with_named_group_compares_the_group_strictly():
+    s = _s("regex", r"(?i)answer:\s*(?P<value>\S+)")
+    assert score("Answer: qzt-4821-klm", NEEDLE, s)
+    assert not score("Answer: QZT-4821-KLX", NEEDLE, s)
+    assert not score("no answer here", NEEDLE, s)
+
+
+def test_regex_without_group_compares_the_whole_match():
+    s = _s("regex", r"[A-Z]{3}-\d{4}-[A-Z]{3}")
+    assert score("I think it is QZT-4821-KLM, yes", NEEDLE, s)
+    assert not score("I think it is ABC-1234-DEF", NEEDLE, s)
+
+
+def test_normalise():
+    assert normalise("  Hello,   WORLD!! ") == "hello world"
+    assert normalise("ＱＺＴ－４８２１") == "qzt 4821"  # full-width forms fold to ASCII
+    assert normalise(None) == ""  # type: ignore[arg-type]
+
+
+def test_oversized_answers_are_bounded():
+    assert not score("x" * 100_000 + "QZT-4821-KLM", NEEDLE, _s("contains"))
