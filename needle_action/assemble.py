@@ -35,7 +35,7 @@ from jinja2.runtime import BlockReference, Macro
 from jinja2.sandbox import ImmutableSandboxedEnvironment
 
 from needle_action.config import Config, PromptConfig
-from needle_action.config_loader import display_path
+from needle_action.config_loader import display_path, last_content_line
 from needle_action.errors import ConfigError, NeedleError, TemplateError
 from needle_action.prompt import Message, RenderedPrompt
 
@@ -90,7 +90,7 @@ def _parse_fixture_text(text: str, suffix: str, file: str) -> Any:
             if m:
                 line, col, message = int(m.group(1)), int(m.group(2)), message[: m.start()]
             elif message.endswith("(at end of document)"):
-                line = max(1, text.count("\n") + (0 if text.endswith("\n") else 1))
+                line = last_content_line(text)
             raise ConfigError(f"TOML syntax error in fixture: {message}", file=file, line=line, column=col,
                               hint="check quotes, brackets and `key = value` pairs on this line") from None
     raise ConfigError(
@@ -231,7 +231,12 @@ class RootLoader(jinja2.BaseLoader):
         if not full.is_file():
             raise TemplateNotFound(template)
         mtime = full.stat().st_mtime_ns
-        text = full.read_text(encoding="utf-8")
+        try:
+            text = full.read_text(encoding="utf-8")
+        except UnicodeDecodeError as exc:
+            line = full.read_bytes()[: exc.start].count(b"\n") + 1
+            raise TemplateError("template is not valid UTF-8", file=display_path(full), line=line,
+                                hint="save it as UTF-8") from None
         filename = str(full)
         self.filenames[filename] = display_path(full)
         if full.suffix.lower() == ".prompty":

@@ -48,6 +48,15 @@ def display_path(path: str | os.PathLike) -> str:
     return str(p) if rel.startswith("..") else rel
 
 
+def last_content_line(text: str) -> int:
+    """1-based number of the last non-blank line (where "at end of document" errors really are)."""
+    lines = text.splitlines()
+    for i in range(len(lines), 0, -1):
+        if lines[i - 1].strip():
+            return i
+    return 1
+
+
 def did_you_mean(word: str, choices: typing.Iterable[str]) -> str | None:
     close = difflib.get_close_matches(word, list(choices), n=1, cutoff=0.6)
     return close[0] if close else None
@@ -265,7 +274,7 @@ class _Loader:
         else:
             m = re.search(r"\s*\(at end of document\)\s*$", message)
             if m:
-                line = max(1, len(self.text_lines))
+                line = last_content_line(self.text)
                 message = message[: m.start()] + " at the end of the file"
         return ConfigError(
             f"TOML syntax error: {message}",
@@ -600,4 +609,4 @@ def load_config(path: str | os.PathLike) -> Config:
     return loader.validate(defaults, prompts)
 
 
-__all__ = ["load_config", "scan_lines", "display_path", "did_you_mean", "FIXTURE_SUFFIXES"]
+__all__ = ["load_config", "scan_lines", "display_path", "did_you_mean", "last_content_line", "FIXTURE_SUFFIXES"]
