@@ -1,0 +1,117 @@
+"""needle init: finds templates, guesses fixtures and slots, writes a starter that loads, never clobbers."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from needle_action.assemble import render_case
+from needle_action.cli import main
+from needle_action.config_loader import load_config
+from needle_action.errors import ConfigError
+from needle_action.scaffold import guess_var, write_starter
+
+
+def write(root: Path, rel: str, text: str) -> None:
+    p = root / rel
+    p.parent.mkdir(parents=True, exist_ok=True)
+    p.write_text(text, encoding="utf-8")
+
+
+@pytest.fixture
+def repo(tmp_path) -> Path:
+    root = tmp_path / "repo"
+    write(root, "prompts/rag_answer.j2",
+          "system:\n{% include 'partials/rules.j2' %}\nuser:\n{% for d in retrieved_docs %}{{ d }}\n{% endfor %}{{ query }}\n")
+    write(root, "prompts/partials/rules.j2", "Be brief.")
+    write(root, "fixtures/rag_answer/typical.yaml", "retrieved_docs: [a]\nquery: q\n")
+    write(root, "fixtures/rag_answer/worst.json", '{"retrieved_docs": ["a", "b"], "query": "w"}')
+    write(root, "prompts/summary.jinja", "Summarise:\n{{ text }}\n")
+    write(root, "prompts/summary.yaml", "text: hello\n")
+    write(root, "agents/support.prompty",
+          "---\nname: s\nsample:\n  history: []\n  question: hi\n---\nsystem:\nok\n"
+          "{% for t in history %}{{ t.role }}:\n{{ t.content }}\n{% endfor %}user:\n{{ question }}\n")
+    write(root, "node_modules/pkg/ignored.j2", "{{ x }}")
+    write(root, ".git/hooks/ignored.j2", "{{ x }}")
+    write(root, ".venv/lib/ignored.jinja2", "{{ x }}")
+    write(root, "broken/bad.j2", "{% for %}")
+    return root
+
+
+def test_starter_loads_and_guesses(repo):
+    path = write_starter(repo, repo / "needle.toml", force=False)
+    text = path.read_text()
+    assert "ignored" not in text
+    config = load_config(path)
+    assert set(config.prompts) == {"rag_answer", "summary", "support", "bad"}
+    rag = config.prompts["rag_answer"]
+    assert rag.template == "prompts/rag_answer.j2"
+    assert rag.fixtures == ["fixtures/rag_answer/typical.yaml", "fixtures/rag_answer/worst.json"]
+    assert (rag.context_var, rag.question_var) == ("retrieved_docs", "query")
+    assert rag.recall.enabled
+    assert config.prompts["summary"].fixtures == ["prompts/summary.yaml"]
+    assert config.prompts["summary"].recall.enabled is False  # no question slot guessed
+    support = config.prompts["support"]
+    assert (support.context_var, support.question_var) == ("history", "question") and support.recall.enabled
+    assert "prompts/partials/rules.j2" in text and "[prompts.rules]" not in text
+    assert "# NOTE:" in text  # the broken template is listed with its problem, not skipped silently
+    assert "# max_input_tokens =" in text and "suggestion" in text
+    # every prompt with fixtures renders
+    for fx in config.fixture_paths(rag):
+        assert render_case(config, rag, fx).system == "Be brief."
+
+
+def test_refuses_to_overwrite_without_force(repo):
+    target = repo / "needle.toml"
+    target.write_text("# mine\n")
+    with pytest.raises(ConfigError) as info:
+        write_starter(repo, target, force=False)
+    assert "--force" in info.value.hint and target.read_text() == "# mine\n"
+    write_starter(repo, target, force=True)
+    assert target.read_text().startswith("# needle.toml")
+
+
+def test_cli_init_exit_codes(repo):
+    cwd = os.getcwd()
+    os.chdir(repo)
+    try:
+        runner = CliRunner()
+        first = runner.invoke(main, ["init"])
+        assert first.exit_code == 0 and "wrote needle.toml" in first.output
+        second = runner.invoke(main, ["init"])
+        assert second.exit_code == 2 and "needle.toml: the threshold file already exists" in second.output
+        assert "--force" in second.output and "Traceback" not in second.output
+        third = runner.invoke(main, ["init", "--force"])
+        assert third.exit_code == 0
+        rendered = runner.invoke(main, ["render", "rag_answer"])
+        assert rendered.exit_code == 0 and "Be brief." in rendered.output
+    finally:
+        os.chdir(cwd)
+
+
+def test_no_templates_is_a_clear_error(tmp_path):
+    write(tmp_path, "README.md", "nothing here")
+    with pytest.raises(ConfigError, match="no prompt templates found"):
+        write_starter(tmp_path, tmp_path / "needle.toml")
+    assert not (tmp_path / "needle.toml").exists()
+
+
+def test_templates_outside_the_config_folder_are_refused(repo, tmp_path):
+    with pytest.raises(ConfigError, match="outside the folder"):
+        write_starter(repo, repo / "sub" / "needle.toml")
+
+
+def test_name_clashes_get_unique_names(tmp_path):
+    write(tmp_path, "a/answer.j2", "{{ question }}")
+    write(tmp_path, "b/answer.j2", "{{ question }}")
+    config = load_config(write_starter(tmp_path, tmp_path / "needle.toml"))
+    assert sorted(config.prompts) == ["answer", "b_answer"]
+
+
+def test_guess_var_prefers_known_names():
+    assert guess_var({"docs", "documents", "q"}, ("documents", "docs")) == "documents"
+    assert guess_var({"user_question_text"}, ("question",)) == "user_question_text"
+    assert guess_var({"foo"}, ("question",)) is None
