@@ -175,7 +175,12 @@ class PromptComparison(_Model):
 
 
 class Failure(_Model):
-    """A reason the check fails, located on the template for a ``::error file=,line=::`` annotation."""
+    """A reason the check fails, located on the template for a ``::error file=,line=::`` annotation.
+
+    ``file`` is the template (relative to the threshold file's folder); ``line`` a line in it when
+    known (the action fills in the first line the pull request changed); ``config_line`` is the
+    ``[prompts.NAME]`` line in the threshold file.
+    """
 
     kind: FailureKind
     prompt: str
@@ -183,6 +188,7 @@ class Failure(_Model):
     message: str
     file: str | None = None
     line: int | None = None
+    config_line: int | None = None
 
 
 class SideTotals(_Model):
@@ -334,10 +340,14 @@ def _judge_cell(head: RecallCell | None, base: RecallCell | None, *, threshold: 
     d.drop = round(base_rate - head_rate, 4)
     d.p_value = fisher_drop_pvalue(base.hits, base.trials, head.hits, head.trials)
     if d.drop >= min_drop and d.drop > 0:
+        powerless = min_achievable_pvalue(base.trials, head.trials) >= alpha
+        stopped = base.trials < base.planned_trials or head.trials < head.planned_trials
         if d.p_value < alpha:
             d.verdict = "regressed"
-        elif min_achievable_pvalue(base.trials, head.trials) >= alpha:
-            d.verdict = "inconclusive"  # no outcome at these trial counts could have been significant
+        elif head.status != "pass" and (powerless or stopped):
+            # the cell fell below the threshold but there are too few trials to call it: no outcome at
+            # these counts could be significant, or early stopping ended the cell before it could be
+            d.verdict = "inconclusive"
         else:
             d.verdict = "ok"  # a drop this size is within noise at these counts
     elif -d.drop >= min_drop and fisher_drop_pvalue(head.hits, head.trials, base.hits, base.trials) < alpha:
@@ -451,7 +461,7 @@ def _compare_prompt(head: PromptResult, base: PromptResult | None, renamed_from:
 
 def _failures_of(pc: PromptComparison) -> list[Failure]:
     out: list[Failure] = []
-    loc = {"prompt": pc.name, "file": pc.template, "line": pc.template_line or 1}
+    loc = {"prompt": pc.name, "file": pc.template, "line": 1, "config_line": pc.template_line}
     if pc.error:
         out.append(Failure(kind="error", title=f"needle: {pc.name} could not be measured", message=pc.error, **loc))
     for t in pc.tokens:

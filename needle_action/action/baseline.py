@@ -15,6 +15,7 @@ does) when running inside Actions, or when git reports that error.
 from __future__ import annotations
 
 import contextlib
+import re
 import shutil
 import subprocess
 import tempfile
@@ -89,6 +90,18 @@ def ensure_commit(workspace: Path, sha: str) -> None:
     fetch_commit(workspace, sha)
     if not has_commit(workspace, sha):
         raise BaselineUnavailable(f"base commit {sha} is still missing after fetching it")
+
+
+_HUNK = re.compile(r"^@@ -\d+(?:,\d+)? \+(\d+)(?:,(\d+))? @@", re.M)
+
+
+def first_changed_line(workspace: Path, base_sha: str, path: str) -> int | None:
+    """First line of PATH (relative to the repository) that differs from BASE_SHA, for annotations."""
+    proc = git(["diff", "-U0", "--no-color", "--no-ext-diff", base_sha, "--", path], workspace, check=False)
+    if proc.returncode != 0:
+        return None
+    m = _HUNK.search(proc.stdout)
+    return max(1, int(m.group(1))) if m else None
 
 
 @contextlib.contextmanager

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import os
 import sys
+import time
 import traceback
 from pathlib import Path
 
@@ -165,6 +166,18 @@ def _rel(settings: Settings | None, file: str | None) -> str | None:
         return file
 
 
+def locate_failures(comparison, settings: Settings, config_root: Path, base_sha: str | None) -> None:
+    """Point each failure at the template relative to the repository, at the first changed line."""
+    from needle_action.action.baseline import first_changed_line
+
+    for f in comparison.failures:
+        if not f.file:
+            continue
+        f.file = _rel(settings, str(config_root / f.file))
+        if base_sha:
+            f.line = first_changed_line(settings.workspace, base_sha, f.file) or f.line
+
+
 # --------------------------------------------------------------------------- main
 
 
@@ -187,7 +200,10 @@ def run(settings: Settings) -> int:
     # head
     head_config = load_config(settings.config_path)
     log(f"measuring the head ({len(head_config.prompts)} prompt(s)) with {settings.config_path}")
+    started = time.perf_counter()
     head = measure(head_config, settings, cache)
+    log(f"head measured in {time.perf_counter() - started:.1f}s: {head.totals.calls} model calls, "
+        f"{head.totals.cached_calls} cached")
     pr = settings.pull_request
     head.commit = pr.head_sha if pr else settings.sha
     skipped = sorted({p.recall_skipped for p in head.prompts if p.recall_skipped and "not set" in p.recall_skipped})
@@ -206,6 +222,7 @@ def run(settings: Settings) -> int:
                                       lambda cfg: measure(cfg, settings, cache), temp_parent=settings.runner_temp)
             if note:
                 notes.append(note)
+            log(f"base measured: {base.totals.calls} model calls, {base.totals.cached_calls} cached")
         except BaselineUnavailable as exc:
             notes.append(f"No baseline: {exc}")
             workflow.warning(f"needle: no baseline: {exc}")
@@ -214,6 +231,7 @@ def run(settings: Settings) -> int:
 
     comparison = compare(base, head)
     log(f"verdict: {comparison.verdict}")
+    locate_failures(comparison, settings, head_config.root, base_sha if base is not None else None)
 
     # comment, then the summary (which says whether the comment made it)
     comment_body = render_comment(comparison, summary_url=settings.summary_url, notes=notes)

@@ -47,7 +47,7 @@ def test_growth_over_max_growth_fails_with_location():
     assert (t.delta, t.percent, t.growth_allowed, t.growth_ok, t.tier) == (101, 10.1, 100.0, False, "red")
     assert c.verdict == "fail-budget" and c.budget_failed and c.failed
     (f,) = c.failures
-    assert (f.kind, f.file, f.line) == ("growth", "prompts/rag.j2", 7)
+    assert (f.kind, f.file, f.line, f.config_line) == ("growth", "prompts/rag.j2", 1, 7)
     assert "max_growth 10%" in f.message
 
 

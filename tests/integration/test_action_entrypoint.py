@@ -1,0 +1,315 @@
+"""``python entrypoint.py`` with exactly the environment a runner gives a Docker action.
+
+A real git history (base on ``main``, the PR on ``feature``) lives in a local "origin"; the
+workspace is a one-commit-deep clone of the PR head, like actions/checkout makes, so the action
+must fetch the base commit itself. GitHub is the loopback fake REST API, the model provider the
+fake Anthropic API answering with the simulated model. Inputs arrive as ``INPUT_<NAME>`` with
+hyphens kept (``INPUT_GITHUB-TOKEN``), every declared input set to its default as the runner does.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+import yaml
+
+from needle_action.action.workflow import read_outputs
+from tests.fakes.anthropic_server import FakeAnthropic
+from tests.fakes.github_server import FakeGitHub
+from tests.fakes.simulated_model import SimulatedModel, u_shape
+
+ROOT = Path(__file__).resolve().parents[2]
+EXAMPLES = ROOT / "examples"
+REPO = "octo/widgets"
+PR = 17
+MARKER = "<!-- needle-action:comment -->"
+
+CONFIG = """# needle.toml of the test repository: Claude via the fake API, counted with tiktoken
+[defaults]
+model = "claude-sonnet-5-5"
+provider = "anthropic"
+tokenizer = "tiktoken:o200k_base"
+tokenizer_safety_factor = 1.0
+reserve_output_tokens = 256
+max_growth = "{growth}"
+
+[defaults.recall]
+enabled = false
+
+[prompts.rag_answer]
+template = "prompts/rag_answer.j2"
+fixtures = ["fixtures/rag_answer/typical.yaml"]
+context_var = "documents"
+question_var = "question"
+max_input_tokens = 6000
+
+[prompts.rag_answer.recall]
+enabled = true
+sizes = [1500]
+depths = [0.0, 0.5, 1.0]
+trials = 10
+threshold = 0.8
+max_output_tokens = 32
+seed = 3
+
+[prompts.support_agent]
+template = "prompts/support_agent.j2"
+fixtures = ["fixtures/support_agent/typical.toml"]
+context_var = "history"
+question_var = "customer_message"
+max_input_tokens = 6000
+"""
+
+# A "style guide" the PR inserts between the documents and the question: it pushes the documents
+# (and whatever key fact sits near their end) into the middle of the request.
+STYLE_GUIDE = "\n".join(
+    f"Style rule {i}: write in plain words, keep sentences short, prefer the active voice, and avoid "
+    f"jargon unless the customer used it first; mention limits and settings exactly as documented."
+    for i in range(1, 25)
+)
+
+
+def _git(cwd: Path, *args: str) -> str:
+    env = {**os.environ, "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@example.com",
+           "GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@example.com", "GIT_CONFIG_NOSYSTEM": "1"}
+    return subprocess.run(["git", *args], cwd=cwd, env=env, check=True, capture_output=True, text=True).stdout.strip()
+
+
+@dataclass
+class Project:
+    tmp: Path
+    origin: Path
+    workspace: Path
+    base_sha: str
+    head_sha: str
+    home: Path
+
+
+def make_project(tmp: Path, change=None, *, base_growth: str = "10%") -> Project:
+    origin = tmp / "origin"
+    origin.mkdir()
+    _git(origin, "init", "-q", "-b", "main")
+    shutil.copytree(EXAMPLES / "prompts", origin / "prompts")
+    shutil.copytree(EXAMPLES / "fixtures", origin / "fixtures")
+    (origin / "needle.toml").write_text(CONFIG.format(growth=base_growth))
+    (origin / "README.md").write_text("# widgets\n")
+    _git(origin, "add", "-A")
+    _git(origin, "commit", "-q", "-m", "base")
+    base_sha = _git(origin, "rev-parse", "HEAD")
+    _git(origin, "checkout", "-q", "-b", "feature")
+    (origin / "README.md").write_text("# widgets\n\nNow with docs.\n")
+    if change:
+        change(origin)
+    _git(origin, "add", "-A")
+    _git(origin, "commit", "-q", "-m", "the pull request")
+    head_sha = _git(origin, "rev-parse", "HEAD")
+    workspace = tmp / "workspace"
+    _git(tmp, "clone", "-q", "--depth=1", "--branch", "feature", origin.as_uri(), str(workspace))
+    home = tmp / "home"
+    home.mkdir()
+    return Project(tmp, origin, workspace, base_sha, head_sha, home)
+
+
+def runner_env(p: Project, gh: FakeGitHub, fake: FakeAnthropic | None, *, token="test-token", **inputs) -> dict:
+    event = {
+        "action": "synchronize",
+        "number": PR,
+        "pull_request": {
+            "number": PR,
+            "base": {"sha": p.base_sha, "ref": "main", "repo": {"full_name": REPO}},
+            "head": {"sha": p.head_sha, "ref": "feature", "repo": {"full_name": inputs.pop("head_repo", REPO)}},
+        },
+        "repository": {"full_name": REPO},
+    }
+    event_path = p.tmp / "event.json"
+    event_path.write_text(json.dumps(event))
+    (p.tmp / "runner_temp").mkdir(exist_ok=True)
+    for name in ("output", "summary"):
+        (p.tmp / name).write_text("")
+    env = {
+        "PATH": os.environ["PATH"], "HOME": str(p.home), "LANG": "C.UTF-8",
+        "TIKTOKEN_CACHE_DIR": os.environ["TIKTOKEN_CACHE_DIR"],
+        "CI": "true", "GITHUB_ACTIONS": "true", "GITHUB_EVENT_NAME": "pull_request",
+        "GITHUB_EVENT_PATH": str(event_path), "GITHUB_WORKSPACE": str(p.workspace),
+        "GITHUB_REPOSITORY": REPO, "GITHUB_SHA": p.head_sha, "GITHUB_RUN_ID": "4242",
+        "GITHUB_API_URL": gh.api_url, "GITHUB_SERVER_URL": "https://github.com",
+        "GITHUB_OUTPUT": str(p.tmp / "output"), "GITHUB_STEP_SUMMARY": str(p.tmp / "summary"),
+        "RUNNER_TEMP": str(p.tmp / "runner_temp"),
+    }
+    # every input of action.yml, at its default unless given (the runner sets them all)
+    declared = yaml.safe_load((ROOT / "action.yml").read_text())["inputs"]
+    for name, spec in declared.items():
+        env[f"INPUT_{name.upper()}"] = str(spec.get("default", ""))
+    env["INPUT_GITHUB-TOKEN"] = token
+    for key, value in inputs.items():
+        env[f"INPUT_{key.replace('_', '-').upper()}"] = str(value)
+    if fake is not None:
+        env["ANTHROPIC_BASE_URL"] = fake.base_url
+        env["ANTHROPIC_API_KEY"] = fake.api_key
+    return env
+
+
+@dataclass
+class Run:
+    code: int
+    stdout: str
+    stderr: str
+    outputs: dict
+    summary: str
+    report: Path | None
+
+
+def run_action(p: Project, env: dict) -> Run:
+    (p.tmp / "output").write_text("")
+    (p.tmp / "summary").write_text("")
+    proc = subprocess.run([sys.executable, str(ROOT / "entrypoint.py")], cwd=p.workspace, env=env,
+                          capture_output=True, text=True, timeout=600)
+    outputs = read_outputs(p.tmp / "output")
+    report = Path(outputs["report-path"]) if outputs.get("report-path") else None
+    return Run(proc.returncode, proc.stdout, proc.stderr, outputs, (p.tmp / "summary").read_text(), report)
+
+
+def _results(run: Run, side: str) -> dict:
+    return json.loads((run.report / f"{side}.json").read_text())
+
+
+@pytest.fixture
+def fake_model():
+    with FakeAnthropic(SimulatedModel(u_shape(edge=0.97, middle=0.1, margin=0.05), seed=5)) as fake:
+        yield fake
+
+
+def test_unchanged_pr_two_runs_one_comment_and_a_free_base(tmp_path, fake_model):
+    p = make_project(tmp_path)  # the PR only touches the README
+    with FakeGitHub() as gh:
+        gh.seed_comment(REPO, PR, "LGTM, but let's see what the bot says")
+        env = runner_env(p, gh, fake_model)
+        first = run_action(p, env)
+        assert first.code == 0, first.stdout + first.stderr
+        assert "Traceback" not in first.stderr
+        head, base = _results(first, "head"), _results(first, "base")
+        calls_first = fake_model.calls["messages"]
+        assert head["totals"]["calls"] > 0 and calls_first == head["totals"]["calls"]
+        assert base["totals"]["calls"] == 0 and base["totals"]["cached_calls"] > 0  # the base cost nothing
+        assert base["commit"] == p.base_sha
+        assert first.outputs["status"] == "pass" and first.outputs["recall-verdict"] == "pass"
+        assert first.outputs["comment-url"].startswith("https://github.com/octo/widgets/pull/17#issuecomment-")
+        assert "rag_answer[fixtures/rag_answer/typical.yaml]:" in first.outputs["token-deltas"]
+        assert "(+0)" in first.outputs["token-deltas"]
+        assert "# needle: ✅" in first.summary
+
+        second = run_action(p, env)
+        assert second.code == 0, second.stdout + second.stderr
+        assert fake_model.calls["messages"] == calls_first  # both sides from the cache now
+        ours = [c for c in gh.issue_comments(REPO, PR) if c["body"].startswith(MARKER)]
+        assert len(ours) == 1 and len(gh.issue_comments(REPO, PR)) == 2
+        assert gh.count("POST") == 1 and gh.count("PATCH") == 1
+        assert second.outputs["comment-url"] == first.outputs["comment-url"]
+        assert "## ✅" in ours[0]["body"] and "🟩→🟩" in ours[0]["body"]
+    # inside Actions the workspace was marked safe for git (a container's bind mount is not ours)
+    assert str(p.workspace) in (p.home / ".gitconfig").read_text()
+
+
+def test_growth_beyond_max_growth_fails_with_an_annotation_on_the_template(tmp_path):
+    def grow(repo: Path):
+        t = repo / "prompts" / "rag_answer.j2"
+        lines = t.read_text().splitlines(keepends=True)
+        at = next(i for i, line in enumerate(lines) if line.startswith("- Keep the answer"))
+        lines.insert(at, STYLE_GUIDE + "\n")
+        t.write_text("".join(lines))
+
+    p = make_project(tmp_path, grow)
+    with FakeGitHub() as gh:
+        r = run_action(p, runner_env(p, gh, None, recall="false"))
+        assert r.code == 1, r.stdout + r.stderr
+        changed_line = 1 + next(i for i, line in enumerate((p.workspace / "prompts/rag_answer.j2").read_text()
+                                                            .splitlines()) if line.startswith("Style rule 1:"))
+        m = re.search(r"^::error file=prompts/rag_answer\.j2,line=(\d+),title=needle%3A rag_answer grew beyond "
+                      r"max_growth::rag_answer \[fixtures/rag_answer/typical\.yaml\]: grew by \d+ tokens", r.stdout, re.M)
+        assert m, r.stdout
+        assert int(m.group(1)) == changed_line
+        assert r.outputs["status"] == "fail-budget" and r.outputs["failed"] == "true"
+        body = gh.issue_comments(REPO, PR)[0]["body"]
+        assert "## ❌ Token budget exceeded" in body and "| 🔴 | `rag_answer`" in body
+        assert "recall disabled" in body
+
+        # the same PR with fail-on-budget: false passes, still reported
+        r2 = run_action(p, runner_env(p, gh, None, recall="false", fail_on_budget="false"))
+        assert r2.code == 0 and r2.outputs["failed"] == "false" and "::error file=prompts/rag_answer.j2" in r2.stdout
+
+
+def test_moving_key_content_into_the_middle_loses_recall_and_is_flagged(tmp_path, fake_model):
+    def restructure(repo: Path):
+        t = repo / "prompts" / "rag_answer.j2"
+        text = t.read_text().replace("Question: {{ question }}",
+                                     "Before you answer, follow the house style.\n" + STYLE_GUIDE
+                                     + "\n\nQuestion: {{ question }}")
+        t.write_text(text)
+        cfg = repo / "needle.toml"  # the PR accepts the longer prompt on purpose
+        cfg.write_text(cfg.read_text().replace('max_growth = "10%"', 'max_growth = "300%"'))
+
+    p = make_project(tmp_path, restructure)
+    with FakeGitHub() as gh:
+        r = run_action(p, runner_env(p, gh, fake_model))
+        assert r.code == 1, r.stdout + r.stderr
+        assert r.outputs["status"] == "fail-recall" and r.outputs["recall-verdict"] == "regressed"
+        assert re.search(r"^::error file=prompts/rag_answer\.j2,line=\d+,title=needle%3A rag_answer recall "
+                         r"regressed::rag_answer: recall at 1500 tokens, depth 1 fell from", r.stdout, re.M), r.stdout
+        comp = json.loads((r.report / "comparison.json").read_text())
+        cells = {c["depth"]: c for c in comp["prompts"][0]["recall"]["cells"]}
+        assert cells[1.0]["verdict"] == "regressed" and cells[1.0]["p_value"] < 0.05
+        assert cells[0.0]["verdict"] == "ok"
+        body = gh.issue_comments(REPO, PR)[0]["body"]
+        assert "## ❌ Positional recall regressed" in body and "🟩→🟥 ‼️" in body
+
+
+def test_fork_with_read_only_token_writes_the_summary_and_does_not_crash(tmp_path, fake_model):
+    p = make_project(tmp_path)
+    with FakeGitHub(tokens={"ro-token": "read"}) as gh:
+        r = run_action(p, runner_env(p, gh, fake_model, token="ro-token", head_repo="mallory/widgets", recall="false"))
+        assert r.code == 0, r.stdout + r.stderr
+        assert "Traceback" not in r.stderr
+        assert gh.issue_comments(REPO, PR) == [] and r.outputs["comment-url"] == ""
+        assert "::warning::needle: could not comment on the pull request: this pull request comes from a fork" \
+            in r.stdout
+        assert "# needle: ✅" in r.summary and "workflow\\_run pattern" in r.summary
+        assert (r.report / "comment.md").read_text().startswith(MARKER)
+
+
+def test_fork_without_api_key_runs_budgets_and_skips_recall_with_a_note(tmp_path, fake_model):
+    p = make_project(tmp_path)
+    with FakeGitHub() as gh:
+        env = runner_env(p, gh, fake_model)
+        del env["ANTHROPIC_API_KEY"]
+        r = run_action(p, env)
+        assert r.code == 0, r.stdout + r.stderr
+        assert fake_model.calls["messages"] == 0
+        assert r.outputs["recall-verdict"] == "skipped"
+        body = gh.issue_comments(REPO, PR)[0]["body"]
+        assert "ANTHROPIC\\_API\\_KEY is not set" in body and "budgets still ran offline" in body
+        assert "### Token budgets" in body and "| 🟢 | `rag_answer`" in body
+
+
+def test_bad_input_and_bad_config_exit_2_without_traceback(tmp_path):
+    def break_config(repo: Path):
+        cfg = repo / "needle.toml"
+        cfg.write_text(cfg.read_text().replace("max_input_tokens = 6000\n", "max_input_tokens = \"lots\"\n", 1))
+
+    p = make_project(tmp_path, break_config)
+    with FakeGitHub() as gh:
+        r = run_action(p, runner_env(p, gh, None, fail_on_budget="maybe"))
+        assert r.code == 2 and "Traceback" not in r.stderr + r.stdout
+        assert "::error" in r.stdout and "fail-on-budget" in r.stdout and "true or false" in r.stdout
+
+        r = run_action(p, runner_env(p, gh, None))
+        assert r.code == 2 and "Traceback" not in r.stderr + r.stdout
+        assert re.search(r"^::error file=needle\.toml,line=\d+,", r.stdout, re.M), r.stdout
+        assert r.outputs["status"] == "error" and "configuration error" in r.summary
