@@ -291,3 +291,25 @@ def test_template_that_hides_the_context_is_a_template_error(tmp_path):
                     "q: What?\nctx: Some text here.\n")
     with pytest.raises(TemplateError, match="does not appear in the rendered prompt"):
         _builder(config, "p").build(300, 0.5, _needle(), trial=0)
+
+
+def test_anthropic_counter_sizes_with_few_count_tokens_calls(examples, monkeypatch):
+    """tokenizer = "anthropic": units are pre-counted locally; only whole prompts go to count_tokens."""
+    from needle_action.config import ProviderSettings
+    from needle_action.tokens import AnthropicCounter
+    from tests.fakes.anthropic_server import FakeAnthropic
+
+    with FakeAnthropic() as fake:
+        monkeypatch.setenv("ANTHROPIC_API_KEY", fake.api_key)
+        counter = AnthropicCounter(
+            model="claude-sonnet-5-5", provider_settings=ProviderSettings(base_url=fake.base_url, max_retries=0)
+        )
+        prompt = examples.prompts["rag_answer"].model_copy(update={"tokenizer": "anthropic"})
+        builder = HaystackBuilder(examples, prompt, counter, seed=0)
+        before = fake.calls["count_tokens"]
+        for depth in (0.0, 0.5, 1.0):
+            trial = builder.build(6000, depth, _needle("codeword", depth), trial=0)
+            assert abs(trial.prompt_tokens - 6000) <= 60
+            assert trial.prompt_tokens == fake.prompt_tokens(trial.rendered.to_json())  # the server's own count
+        per_trial = (fake.calls["count_tokens"] - before) / 3
+        assert per_trial <= 8  # a handful of whole-prompt counts, not one call per filler unit
