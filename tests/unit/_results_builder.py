@@ -25,10 +25,11 @@ def case(tokens: int, *, fixture: str | None = "fx/a.yaml", max_input: int | Non
     )
 
 
-def cell(size: int, depth: float, hits: int, trials: int, *, threshold: float = 0.8, answers=()) -> RecallCell:
+def cell(size: int, depth: float, hits: int, trials: int, *, threshold: float = 0.8, answers=(),
+         planned: int | None = None) -> RecallCell:
     rate = hits / trials if trials else None
     return RecallCell(
-        size=size, depth=depth, hits=hits, trials=trials, planned_trials=trials, rate=rate,
+        size=size, depth=depth, hits=hits, trials=trials, planned_trials=planned or trials, rate=rate,
         ci_low=0.0, ci_high=1.0,
         status="pass" if rate is not None and rate >= threshold else "fail",
         answers=[RecallAnswer(trial=i, needle=n, answer=a, hit=False) for i, (n, a) in enumerate(answers)],
@@ -37,8 +38,8 @@ def cell(size: int, depth: float, hits: int, trials: int, *, threshold: float = 
 
 def recall(grid: dict[tuple[int, float], tuple[int, int]], *, model: str = "claude-sonnet-5-5",
            threshold: float = 0.8, alpha: float = 0.05, min_drop: float = 0.2, kind: str = "all-pass",
-           answers: dict | None = None, calls: int = 0) -> RecallResult:
-    cells = [cell(s, d, h, n, threshold=threshold, answers=(answers or {}).get((s, d), ()))
+           answers: dict | None = None, calls: int = 0, planned: int | None = None) -> RecallResult:
+    cells = [cell(s, d, h, n, threshold=threshold, answers=(answers or {}).get((s, d), ()), planned=planned)
              for (s, d), (h, n) in sorted(grid.items())]
     return RecallResult(
         provider="anthropic", model=model, fixture="fx/a.yaml", needle_style="codeword", scoring="strict",

@@ -109,6 +109,18 @@ def test_too_few_trials_is_inconclusive():
     assert c.verdict == "inconclusive" and not c.failed
 
 
+def test_big_drop_cut_short_by_early_stopping_is_inconclusive_not_ok():
+    # base passed after 8 straight hits, head failed after 3 misses in 6: p = 0.055, more trials could tell
+    base = results(prompt("r", [], rec=recall(grid({0.5: (8, 8)}), planned=10)))
+    head = results(prompt("r", [], rec=recall(grid({0.5: (3, 6)}), planned=10)))
+    cells = compare(base, head).prompts[0].recall.cells
+    assert all(x.p_value > 0.05 and x.verdict == "inconclusive" for x in cells)
+    # the same counts with every planned trial run are just noise
+    full = compare(results(prompt("r", [], rec=recall(grid({0.5: (8, 8)})))),
+                   results(prompt("r", [], rec=recall(grid({0.5: (3, 6)})))))
+    assert {x.verdict for x in full.prompts[0].recall.cells} == {"ok"}
+
+
 def test_new_cell_below_threshold_is_reported():
     c = compare(None, results(prompt("r", [], rec=recall(grid({0.0: (5, 5), 0.5: (1, 5)})))))
     verdicts = {(x.depth, x.verdict) for x in c.prompts[0].recall.cells}
