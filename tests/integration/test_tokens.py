@@ -354,3 +354,57 @@ def test_needle_budget_with_the_anthropic_tokenizer(fake, tmp_path, monkeypatch)
     assert len(cases) == 6 and all(c["count"]["counter"] == "anthropic" and c["count"]["exact"] for c in cases)
     assert fake.calls["count_tokens"] == 6
     assert {r["json"]["model"] for r in fake.requests} == {"claude-haiku-5-5"}
+
+
+# ----------------------------------------------------------------------------------- local counter
+
+
+def _llama_or_skip():
+    try:
+        import llama_cpp  # noqa: F401
+    except ImportError:
+        pytest.skip("llama-cpp-python is not installed (the [local] extra)")
+    from needle_action.local_model import model_path
+
+    return model_path()
+
+
+def gemma_chat_by_hand(prompt: RenderedPrompt) -> str:
+    """Gemma 3's documented turn format, written out independently of the gguf's template:
+    no system role (the system text opens the first user turn), assistant turns are `model`."""
+    turns = [(m.role, m.content) for m in prompt.messages]
+    if prompt.system:
+        role, content = turns[0]
+        turns[0] = (role, prompt.system + "\n\n" + content)
+    out = "<bos>"
+    for role, content in turns:
+        out += f"<start_of_turn>{'model' if role == 'assistant' else 'user'}\n{content.strip()}<end_of_turn>\n"
+    return out + "<start_of_turn>model\n"
+
+
+def test_local_counter_is_the_embedded_models_own_tokenizer(example_cases):
+    path = _llama_or_skip()
+    from llama_cpp import Llama
+
+    llm = Llama(model_path=str(path), vocab_only=True, verbose=False)
+    settings = PromptSettings(tokenizer="local", provider="local", model="gemma3-270m")
+    counter = get_counter("local", model="gemma3-270m", settings=settings)
+    counts = count_prompts(example_cases, settings)
+    for case, c in zip(example_cases, counts, strict=True):
+        assert c.counter == "local:gemma3-270m" and c.exact is True and c.safety_factor == 1.0
+        by_hand = len(llm.tokenize(gemma_chat_by_hand(case).encode(), add_bos=False, special=True))
+        assert c.raw_tokens == by_hand, case.fixture
+        texts = case.texts()
+        assert counter.count_texts(texts) == [
+            len(llm.tokenize(t.encode(), add_bos=False, special=False)) for t in texts
+        ]
+    # Gemma's vocabulary is not o200k's: the counts really come from another tokenizer
+    o200k = count_prompts(example_cases, PromptSettings(tokenizer="tiktoken:o200k_base"))
+    assert [c.raw_tokens for c in counts] != [c.raw_tokens for c in o200k]
+
+
+def test_local_counter_is_approximate_for_another_provider(example_cases):
+    _llama_or_skip()
+    settings = PromptSettings(tokenizer="local", provider="anthropic", model="claude-sonnet-5-5")
+    (c,) = count_prompts(example_cases[:1], settings)
+    assert c.exact is False and c.safety_factor == 1.0
