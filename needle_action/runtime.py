@@ -1,0 +1,299 @@
+"""Runtime helpers for applications: put key context where models read it, and refuse to send a
+request that would blow the token or dollar budget.
+
+This module is for the application that *sends* prompts, not for the checker; it imports neither
+click nor Jinja2. ``edge_order`` needs nothing beyond the standard library; ``PreflightGuard``
+loads the tokenizer (``needle_action.tokens``) and the price table
+(``needle_action.providers.pricing``) when it is first built.
+
+    from needle_action.runtime import edge_order, PreflightGuard, BudgetExceeded
+
+    docs = edge_order(retrieved_docs)                 # best at the start, runner-up at the end
+    guard = PreflightGuard("claude-sonnet-5-5", max_input_tokens=30_000, max_cost_usd=0.05)
+    create = guard.wrap(anthropic.Anthropic().messages.create)
+    create(model="claude-sonnet-5-5", max_tokens=512, system=..., messages=[...])  # may raise BudgetExceeded
+
+See docs/runtime.md.
+"""
+
+from __future__ import annotations
+
+import functools
+import inspect
+import json
+import math
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+from needle_action.errors import EXIT_CHECKS_FAILED, NeedleError
+
+T = TypeVar("T")
+
+__all__ = ["edge_order", "PreflightGuard", "Estimate", "BudgetExceeded"]
+
+
+# --------------------------------------------------------------------------- edge_order
+
+
+def edge_order(chunks: Iterable[T], scores: Sequence[float] | None = None) -> list[T]:
+    """Reorder retrieved chunks so the most relevant sit at both edges, the least in the middle.
+
+    Models recall what is at the start and at the end of a long context far better than what is
+    in the middle ("lost in the middle", Liu et al. 2023). A retriever returns chunks best-first;
+    sending them in that order buries ranks 2..n progressively deeper. ``edge_order`` deals the
+    ranked chunks alternately to the front and to the back::
+
+        ranks   1 2 3 4 5 6 7
+        result  1 3 5 7 6 4 2      # 1st first, 2nd last, 3rd second, 4th second-to-last, ...
+
+    so relevance falls from both edges towards the middle, where the weakest chunks end up.
+
+    ``scores``: one relevance score per chunk, higher is more relevant. Without scores the input
+    order is taken as the ranking (best first). With scores, chunks are ranked by score
+    descending; ties keep their input order (the sort is stable), so the result is deterministic.
+    Returns a new list; the input is not modified.
+    """
+    items = list(chunks)
+    if scores is None:
+        ranked = items
+    else:
+        scores = list(scores)
+        if len(scores) != len(items):
+            raise ValueError(f"edge_order: {len(items)} chunks but {len(scores)} scores; give one score per chunk")
+        for s in scores:
+            if isinstance(s, bool) or not isinstance(s, int | float) or math.isnan(s):
+                raise ValueError(f"edge_order: every score must be a number, got {s!r}")
+        order = sorted(range(len(items)), key=lambda i: -scores[i])  # stable: ties keep input order
+        ranked = [items[i] for i in order]
+    front = ranked[0::2]  # ranks 1, 3, 5, ... from the start inwards
+    back = ranked[1::2]  # ranks 2, 4, 6, ... from the end inwards
+    return front + back[::-1]
+
+
+# --------------------------------------------------------------------------- pre-flight guard
+
+
+@dataclass(frozen=True)
+class Estimate:
+    """What a request would cost before it is sent.
+
+    ``tokens``: input tokens (system + messages), after the tokenizer safety factor when tiktoken
+    approximates a Claude model. ``cost_usd``: input tokens plus the output allowance at list
+    price, or ``None`` when the model has no price. ``output_tokens``: the output allowance priced
+    (the call's ``max_tokens``, else the guard's ``reserve_output_tokens``).
+    """
+
+    tokens: int
+    cost_usd: float | None
+    output_tokens: int = 0
+    exact: bool = False
+    tokenizer: str = ""
+
+
+class BudgetExceeded(NeedleError):
+    """Raised by :meth:`PreflightGuard.check` before a request goes out. Nothing was sent."""
+
+    exit_code = EXIT_CHECKS_FAILED
+    title = "needle budget exceeded"
+
+    def __init__(self, message: str, *, estimate: Estimate, limit: float, kind: str, hint: str | None = None):
+        super().__init__(message, hint=hint)
+        self.estimate = estimate
+        self.limit = limit
+        self.kind = kind  # "tokens" or "cost"
+
+
+def _block_text(block: Any) -> str:
+    """Text of one content block (Anthropic list form), or of a plain string."""
+    if isinstance(block, str):
+        return block
+    if isinstance(block, Mapping):
+        if isinstance(block.get("text"), str):
+            return block["text"]
+        inner = block.get("content")  # tool_result carries its own content
+        if inner is not None:
+            return _content_text(inner)
+        # tool_use input, images, documents: counted as their JSON, an approximation.
+        return json.dumps(block, sort_keys=True, ensure_ascii=False, default=str)
+    text = getattr(block, "text", None)  # SDK objects (e.g. a TextBlock from a previous response)
+    if isinstance(text, str):
+        return text
+    return str(block)
+
+
+def _content_text(content: Any) -> str:
+    if content is None:
+        return ""
+    if isinstance(content, str | Mapping):
+        return _block_text(content)
+    if isinstance(content, Iterable):
+        return "\n".join(_block_text(b) for b in content)
+    return str(content)
+
+
+def _to_rendered(system: Any, messages: Iterable[Any]):
+    """The request as the checker's ``RenderedPrompt``, so the same counters apply.
+
+    Accepts the Anthropic shape (``system`` apart, content as string or blocks) and the OpenAI
+    shape (``{"role": "system"|"developer", ...}`` inside ``messages``): those are folded into the
+    system text in order.
+    """
+    from needle_action.prompt import Message, RenderedPrompt
+
+    system_parts = [_content_text(system)] if system else []
+    turns: list[Message] = []
+    for m in messages:
+        if isinstance(m, Mapping):
+            role, content = m.get("role", "user"), m.get("content")
+        else:
+            role, content = getattr(m, "role", "user"), getattr(m, "content", m)
+        text = _content_text(content)
+        if role in ("system", "developer"):
+            system_parts.append(text)
+        else:
+            turns.append(Message(role=role if role in ("user", "assistant") else "user", content=text))
+    system_text = "\n\n".join(p for p in system_parts if p) or None
+    return RenderedPrompt(system=system_text, messages=tuple(turns), source="<runtime>")
+
+
+class PreflightGuard:
+    """Count a request's tokens and price it *before* sending it; raise ``BudgetExceeded`` if over.
+
+    ``model``: the model the requests go to (used for pricing and for the Claude safety factor).
+    ``max_input_tokens``: limit on input tokens + ``reserve_output_tokens`` (the same rule as the
+    threshold file's budget). ``max_cost_usd``: limit on input + output allowance at list price; the
+    output allowance is the call's ``max_tokens`` when given, else ``reserve_output_tokens``.
+    ``tokenizer``: ``"tiktoken:o200k_base"`` (default), ``"tiktoken:cl100k_base"``, ``"anthropic"``
+    (exact, one ``count_tokens`` API call per check) or ``"local"``. ``safety_factor``: multiplier
+    applied when tiktoken approximates a Claude model (default: the threshold file's default).
+
+    The guard holds no per-request state and can be shared between threads.
+    """
+
+    def __init__(
+        self,
+        model: str,
+        *,
+        max_input_tokens: int | None = None,
+        max_cost_usd: float | None = None,
+        tokenizer: str = "tiktoken:o200k_base",
+        reserve_output_tokens: int = 0,
+        safety_factor: float | None = None,
+    ) -> None:
+        from needle_action.config import PromptSettings
+
+        if max_input_tokens is not None and max_input_tokens < 1:
+            raise ValueError("max_input_tokens must be a positive number of tokens")
+        if max_cost_usd is not None and not max_cost_usd > 0:
+            raise ValueError("max_cost_usd must be a positive amount of dollars")
+        if reserve_output_tokens < 0:
+            raise ValueError("reserve_output_tokens must not be negative")
+        self.model = model
+        self.max_input_tokens = max_input_tokens
+        self.max_cost_usd = max_cost_usd
+        self.reserve_output_tokens = reserve_output_tokens
+        extra = {} if safety_factor is None else {"tokenizer_safety_factor": safety_factor}
+        self.settings = PromptSettings(model=model, tokenizer=tokenizer, **extra)
+        self.tokenizer = tokenizer
+        self._counter = self._make_counter()
+        if max_cost_usd is not None:
+            # Fail closed now, not on the first request: a dollar cap on an unpriced model is a bug.
+            self._price(1, 1, strict=True)
+
+    # -- internals kept small so the contract with tokens/pricing is in one place
+
+    def _make_counter(self):
+        from needle_action.tokens import get_counter
+
+        return get_counter(self.tokenizer, model=self.model, settings=self.settings)
+
+    def _factor(self) -> float:
+        from needle_action.tokens import safety_factor_for
+
+        return safety_factor_for(self._counter, self.settings)
+
+    def _price(self, input_tokens: int, output_tokens: int, *, strict: bool = False) -> float | None:
+        from needle_action.providers.pricing import estimate_cost
+
+        cost = estimate_cost(self.model, input_tokens, output_tokens)  # None: model not in the table
+        if cost is None and strict:
+            raise ValueError(
+                f"max_cost_usd is set but model {self.model!r} has no price in needle_action's price table; "
+                "use a priced model id or drop max_cost_usd"
+            )
+        return cost
+
+    # -- public API
+
+    def estimate(self, *, system: Any = None, messages: Iterable[Any] = (), max_tokens: int | None = None) -> Estimate:
+        """Count and price a request without enforcing anything."""
+        rendered = _to_rendered(system, messages)
+        # counter.count_prompt, not tokens.count_prompts: the latter keeps a process-wide cache of
+        # every prompt it has seen, right for a CI run but a slow leak in a long-lived application.
+        raw = self._counter.count_prompt(rendered)
+        factor = self._factor()
+        # round first, like tokens.count_prompts: 1000 * 1.15 is 1150.0000000000002 in floating point
+        tokens = math.ceil(round(raw * factor, 6)) if factor != 1.0 else raw
+        output = max_tokens if max_tokens is not None else self.reserve_output_tokens
+        return Estimate(
+            tokens=tokens,
+            cost_usd=self._price(tokens, output),
+            output_tokens=output,
+            exact=self._counter.exact and factor == 1.0,
+            tokenizer=self._counter.name,
+        )
+
+    def check(self, system: Any = None, messages: Iterable[Any] = (), *, max_tokens: int | None = None) -> Estimate:
+        """Return the estimate, or raise ``BudgetExceeded`` if the request must not be sent."""
+        est = self.estimate(system=system, messages=messages, max_tokens=max_tokens)
+        if self.max_input_tokens is not None and est.tokens + self.reserve_output_tokens > self.max_input_tokens:
+            reserve = f" + {self.reserve_output_tokens} reserved for output" if self.reserve_output_tokens else ""
+            raise BudgetExceeded(
+                f"request has {est.tokens} input tokens{reserve}, over the limit of {self.max_input_tokens} "
+                f"({est.tokenizer})",
+                estimate=est,
+                limit=self.max_input_tokens,
+                kind="tokens",
+                hint="retrieve fewer or shorter chunks, trim old conversation turns, or summarise them",
+            )
+        if self.max_cost_usd is not None and est.cost_usd is not None and est.cost_usd > self.max_cost_usd:
+            raise BudgetExceeded(
+                f"request would cost up to ${est.cost_usd:.4f} ({est.tokens} in + {est.output_tokens} out "
+                f"on {self.model}), over the limit of ${self.max_cost_usd:.4f}",
+                estimate=est,
+                limit=self.max_cost_usd,
+                kind="cost",
+                hint="send less context, lower max_tokens, or use a cheaper model",
+            )
+        return est
+
+    def _check_call(self, kwargs: Mapping[str, Any]) -> None:
+        model = kwargs.get("model")
+        if model is not None and model != self.model:
+            raise ValueError(f"this PreflightGuard prices {self.model!r} but the call uses {model!r}")
+        self.check(kwargs.get("system"), kwargs.get("messages", ()), max_tokens=kwargs.get("max_tokens"))
+
+    def wrap(self, create: Callable[..., T]) -> Callable[..., T]:
+        """Wrap a ``messages.create``-like callable (sync or async); the check runs before each call.
+
+        Arguments are read by keyword (``system``, ``messages``, ``max_tokens``, ``model``), the way
+        the Anthropic SDK's ``create`` takes them. Usable as a decorator: ``@guard``.
+        """
+        if inspect.iscoroutinefunction(create):
+
+            @functools.wraps(create)
+            async def guarded_async(*args, **kwargs):
+                self._check_call(kwargs)
+                return await create(*args, **kwargs)
+
+            return guarded_async  # type: ignore[return-value]
+
+        @functools.wraps(create)
+        def guarded(*args, **kwargs):
+            self._check_call(kwargs)
+            return create(*args, **kwargs)
+
+        return guarded
+
+    __call__ = wrap

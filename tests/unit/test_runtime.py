@@ -1,0 +1,235 @@
+"""The runtime library: edge_order and the pre-flight guard, with real tiktoken and the real SDK."""
+
+from __future__ import annotations
+
+import asyncio
+import math
+import subprocess
+import sys
+import textwrap
+
+import anthropic
+import pytest
+import tiktoken
+
+from needle_action import tokens
+from needle_action.config import PromptSettings
+from needle_action.prompt import Message, RenderedPrompt
+from needle_action.providers.pricing import price_of
+from needle_action.runtime import BudgetExceeded, Estimate, PreflightGuard, edge_order
+from tests.fakes.anthropic_server import anthropic_env_fixture, fake_anthropic_fixture  # noqa: F401
+
+# --------------------------------------------------------------------------- edge_order
+
+
+def test_edge_order_documented_alternation():
+    assert edge_order([1, 2, 3, 4, 5, 6, 7]) == [1, 3, 5, 7, 6, 4, 2]
+    assert edge_order([1, 2, 3, 4, 5, 6]) == [1, 3, 5, 6, 4, 2]
+
+
+@pytest.mark.parametrize("items", [[], ["a"], ["a", "b"], ["a", "b", "c"]])
+def test_edge_order_small_inputs(items):
+    out = edge_order(items)
+    assert sorted(out) == sorted(items)
+    if items:
+        assert out[0] == items[0]
+    if len(items) >= 2:
+        assert out[-1] == items[1]
+
+
+@pytest.mark.parametrize("n", range(0, 25))
+def test_edge_order_relevance_falls_from_both_edges(n):
+    """For every length: a permutation; a better rank is never further from an edge."""
+    ranked = list(range(n))  # 0 = most relevant
+    out = edge_order(ranked)
+    assert sorted(out) == ranked
+    edge_distance = {item: min(i, n - 1 - i) for i, item in enumerate(out)}
+    for better, worse in zip(ranked, ranked[1:], strict=False):
+        assert edge_distance[better] <= edge_distance[worse]
+    if n >= 3:  # the least relevant chunk sits in the middle
+        assert edge_distance[ranked[-1]] == (n - 1) // 2
+
+
+def test_edge_order_with_scores_ranks_by_score_and_keeps_ties_stable():
+    chunks = ["low", "top", "tieA", "mid", "tieB", "second"]
+    scores = [0.1, 0.99, 0.5, 0.6, 0.5, 0.9]
+    # ranking: top, second, mid, tieA, tieB (input order kept), low
+    assert edge_order(chunks, scores) == ["top", "mid", "tieB", "low", "tieA", "second"]
+
+
+def test_edge_order_accepts_iterables_and_does_not_mutate():
+    src = ["a", "b", "c", "d"]
+    copy = list(src)
+    assert edge_order(iter(src)) == ["a", "c", "d", "b"]
+    assert edge_order(src, scores=(1, 2, 3, 4)) == ["d", "b", "a", "c"]
+    assert src == copy
+
+
+@pytest.mark.parametrize(
+    "scores, match",
+    [([1.0, 2.0], "3 chunks but 2 scores"), ([1.0, float("nan"), 2.0], "number"), ([1, "x", 2], "number"),
+     ([True, 1, 2], "number")],
+)
+def test_edge_order_rejects_bad_scores(scores, match):
+    with pytest.raises(ValueError, match=match):
+        edge_order(["a", "b", "c"], scores)
+
+
+# --------------------------------------------------------------------------- PreflightGuard
+
+SYSTEM = "You answer questions about the retrieved documents only. Cite the document id."
+MESSAGES = [
+    {"role": "user", "content": "Doc 1: The Rhine flows through six countries.\n\nQuestion: how many?"},
+    {"role": "assistant", "content": "Six."},
+    {"role": "user", "content": [{"type": "text", "text": "And which river is it?"}]},
+]
+
+
+def _rendered() -> RenderedPrompt:
+    return RenderedPrompt(
+        system=SYSTEM,
+        messages=(
+            Message("user", MESSAGES[0]["content"]),
+            Message("assistant", "Six."),
+            Message("user", "And which river is it?"),
+        ),
+    )
+
+
+def test_estimate_matches_the_checker_count_and_raw_tiktoken():
+    """The guard counts exactly what `needle budget` counts for the same request."""
+    model = "gpt-4o"
+    est = PreflightGuard(model).estimate(system=SYSTEM, messages=MESSAGES)
+    settings = PromptSettings(model=model, tokenizer="tiktoken:o200k_base")
+    assert est.tokens == tokens.count_prompts([_rendered()], settings)[0].tokens
+    enc = tiktoken.get_encoding("o200k_base")
+    text_tokens = sum(len(enc.encode_ordinary(t)) for t in _rendered().texts())
+    assert text_tokens < est.tokens <= text_tokens + 4 * 8  # texts + per-message framing
+    assert est.exact is True and est.tokenizer == "tiktoken:o200k_base"
+
+
+def test_claude_gets_the_safety_factor_and_is_not_exact():
+    gpt = PreflightGuard("gpt-4o").estimate(system=SYSTEM, messages=MESSAGES)
+    claude = PreflightGuard("claude-sonnet-5-5", safety_factor=1.5).estimate(system=SYSTEM, messages=MESSAGES)
+    assert claude.tokens == math.ceil(gpt.tokens * 1.5)
+    assert claude.exact is False
+
+
+def test_openai_style_system_message_counts_like_the_system_parameter():
+    guard = PreflightGuard("gpt-4o")
+    a = guard.estimate(system=SYSTEM, messages=MESSAGES)
+    b = guard.estimate(messages=[{"role": "system", "content": SYSTEM}, *MESSAGES])
+    assert a.tokens == b.tokens
+
+
+def test_token_limit_boundary_and_output_reserve():
+    n = PreflightGuard("gpt-4o").estimate(system=SYSTEM, messages=MESSAGES).tokens
+    assert PreflightGuard("gpt-4o", max_input_tokens=n).check(SYSTEM, MESSAGES).tokens == n
+    with pytest.raises(BudgetExceeded) as exc:
+        PreflightGuard("gpt-4o", max_input_tokens=n - 1).check(SYSTEM, MESSAGES)
+    assert exc.value.kind == "tokens" and exc.value.limit == n - 1 and exc.value.estimate.tokens == n
+    assert f"{n} input tokens" in exc.value.format() and "hint:" in exc.value.format()
+    with pytest.raises(BudgetExceeded, match="reserved for output"):
+        PreflightGuard("gpt-4o", max_input_tokens=n + 99, reserve_output_tokens=100).check(SYSTEM, MESSAGES)
+
+
+def test_cost_uses_the_price_table_and_the_output_allowance():
+    model = "claude-sonnet-5-5"
+    est = PreflightGuard(model, reserve_output_tokens=200).estimate(system=SYSTEM, messages=MESSAGES)
+    price = price_of(model)
+    assert est.output_tokens == 200
+    assert est.cost_usd == pytest.approx((est.tokens * price.input_per_mtok + 200 * price.output_per_mtok) / 1e6)
+    with_max = PreflightGuard(model).estimate(system=SYSTEM, messages=MESSAGES, max_tokens=4000)
+    assert with_max.output_tokens == 4000 and with_max.cost_usd > est.cost_usd
+
+    limit = with_max.cost_usd
+    assert PreflightGuard(model, max_cost_usd=limit).check(SYSTEM, MESSAGES, max_tokens=4000).cost_usd == limit
+    with pytest.raises(BudgetExceeded) as exc:
+        PreflightGuard(model, max_cost_usd=limit * 0.99).check(SYSTEM, MESSAGES, max_tokens=4000)
+    assert exc.value.kind == "cost" and "$" in str(exc.value)
+
+
+def test_unpriced_model_fails_closed_only_when_a_dollar_cap_is_set():
+    assert PreflightGuard("my-finetune-7b").estimate(messages=MESSAGES).cost_usd is None
+    with pytest.raises(ValueError, match="no price"):
+        PreflightGuard("my-finetune-7b", max_cost_usd=0.01)
+
+
+@pytest.mark.parametrize(
+    "kwargs", [{"max_input_tokens": 0}, {"max_cost_usd": 0}, {"reserve_output_tokens": -1}]
+)
+def test_guard_rejects_nonsense_limits(kwargs):
+    with pytest.raises(ValueError):
+        PreflightGuard("gpt-4o", **kwargs)
+
+
+def test_guard_with_the_exact_anthropic_counter(anthropic_env):
+    fake = anthropic_env
+    est = PreflightGuard("claude-sonnet-5-5", tokenizer="anthropic").estimate(system=SYSTEM, messages=MESSAGES)
+    assert est.exact is True and est.tokenizer == "anthropic"
+    count_req = [r for r in fake.requests if r["path"].endswith("/count_tokens")][-1]
+    assert est.tokens == fake.prompt_tokens(count_req["json"])
+
+
+# --------------------------------------------------------------------------- wrapping the SDK
+
+
+def test_wrap_sends_under_budget_and_sends_nothing_over_budget(fake_anthropic):
+    client = anthropic.Anthropic(base_url=fake_anthropic.base_url, api_key=fake_anthropic.api_key, max_retries=0)
+    n = PreflightGuard("claude-sonnet-5-5").estimate(system=SYSTEM, messages=MESSAGES).tokens
+
+    create = PreflightGuard("claude-sonnet-5-5", max_input_tokens=n).wrap(client.messages.create)
+    reply = create(model="claude-sonnet-5-5", max_tokens=64, system=SYSTEM, messages=MESSAGES)
+    assert reply.content[0].text and fake_anthropic.calls["messages"] == 1
+
+    tight = PreflightGuard("claude-sonnet-5-5", max_input_tokens=n - 1)
+    with pytest.raises(BudgetExceeded):
+        tight.wrap(client.messages.create)(model="claude-sonnet-5-5", max_tokens=64, system=SYSTEM, messages=MESSAGES)
+    with pytest.raises(ValueError, match="prices 'claude-sonnet-5-5'"):
+        create(model="claude-opus-5-5", max_tokens=64, system=SYSTEM, messages=MESSAGES)
+    assert fake_anthropic.calls["messages"] == 1  # neither refused call reached the server
+
+
+def test_decorator_form_on_the_async_client(fake_anthropic):
+    client = anthropic.AsyncAnthropic(base_url=fake_anthropic.base_url, api_key=fake_anthropic.api_key, max_retries=0)
+    guard = PreflightGuard("claude-haiku-5-5", max_cost_usd=0.001)
+
+    @guard
+    async def ask(**kwargs):
+        return await client.messages.create(**kwargs)
+
+    async def scenario():
+        ok = await ask(model="claude-haiku-5-5", max_tokens=32, messages=MESSAGES)
+        with pytest.raises(BudgetExceeded):  # 1000 output tokens at $5/Mtok alone is $0.005
+            await ask(model="claude-haiku-5-5", max_tokens=1000, messages=MESSAGES)
+        await client.close()
+        return ok
+
+    assert asyncio.run(scenario()).content[0].text
+    assert fake_anthropic.calls["messages"] == 1
+
+
+def test_estimate_is_a_plain_value():
+    est = PreflightGuard("gpt-4o").check(messages=[{"role": "user", "content": "hi"}])
+    assert isinstance(est, Estimate) and est.tokens > 0
+
+
+# --------------------------------------------------------------------------- import hygiene
+
+
+def test_importable_without_click_or_jinja2(tmp_path):
+    """Applications get the runtime library without the CLI's or the templating's dependencies."""
+    script = textwrap.dedent(
+        """
+        import sys
+        for name in ("click", "jinja2"):
+            sys.modules[name] = None  # any import of them now raises ImportError
+        from needle_action.runtime import PreflightGuard, edge_order
+        assert edge_order([1, 2, 3]) == [1, 3, 2]
+        est = PreflightGuard("gpt-4o", max_input_tokens=100).check(messages=[{"role": "user", "content": "hi"}])
+        print(est.tokens)
+        """
+    )
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    assert int(out.stdout.strip()) > 0
