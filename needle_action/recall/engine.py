@@ -101,9 +101,10 @@ def _rel(config: Config, path: Path | None) -> str | None:
 def context_window(prompt: PromptConfig, provider=None) -> int:
     """The model's context window: the provider's own figure when it has one (the local model's
     n_ctx), else ``data/context_windows.toml`` (longest matching model-id prefix)."""
-    own = getattr(provider, "context_window", None)
-    if isinstance(own, int) and own > 0:
-        return own
+    for attr in ("context_window", "max_ctx"):  # max_ctx: the local provider's largest window
+        own = getattr(provider, attr, None)
+        if isinstance(own, int) and own > 0:
+            return own
     if prompt.provider == "local":
         ps = prompt.providers.get("local")
         if ps is not None and ps.n_ctx:

@@ -1,0 +1,107 @@
+"""A small real project for recall tests: a template with a string context slot, a fixture and a
+needle.toml, plus helpers to run the engine on it against the fake Anthropic server."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from needle_action.config_loader import load_config
+from needle_action.pipeline import RecallOverrides, run_recall
+from needle_action.results import Results
+
+TEMPLATE = """system:
+Answer from the notes.
+user:
+{{ notes }}
+
+{{ question }}
+"""
+
+FIXTURE = """notes: "The depot opens at nine. Deliveries arrive on the north ramp."
+question: "When does the depot open?"
+"""
+
+# The fixed text around the slot is ~15 tokens, so at 400-1200 tokens a needle at slot depth 0 or 1
+# sits within a few percent of the request's ends; the simulated model's curves use a small margin.
+SIZES = (400, 800, 1200)
+DEPTHS = (0.0, 0.25, 0.5, 0.75, 1.0)
+
+
+def write_project(
+    root: Path,
+    *,
+    sizes=SIZES,
+    depths=DEPTHS,
+    trials: int = 5,
+    concurrency: int = 16,
+    seed: int = 0,
+    recall_extra: str = "",
+    model: str = "claude-sonnet-5-5",
+    template: str = TEMPLATE,
+    seeds: list[int] | None = None,
+) -> Path:
+    """Write the project; with SEEDS, one prompt per seed (``qa<seed>``, same template and
+    fixture, its own recall seed) so many seeds run in one engine call."""
+    (root / "prompts").mkdir(parents=True, exist_ok=True)
+    (root / "fixtures").mkdir(parents=True, exist_ok=True)
+    (root / "prompts" / "qa.j2").write_text(template)
+    (root / "fixtures" / "qa.yaml").write_text(FIXTURE)
+    sizes_toml = f'"{sizes}"' if isinstance(sizes, str) else f"[{', '.join(str(s) for s in sizes)}]"
+    config = root / "needle.toml"
+    config.write_text(
+        f"""[defaults]
+model = "{model}"
+provider = "anthropic"
+tokenizer = "tiktoken:o200k_base"
+tokenizer_safety_factor = 1.0
+reserve_output_tokens = 256
+
+[defaults.recall]
+sizes = {sizes_toml}
+depths = [{', '.join(repr(float(d)) for d in depths)}]
+trials = {trials}
+threshold = 0.8
+concurrency = {concurrency}
+max_output_tokens = 32
+seed = {seed}
+{recall_extra}
+
+[prompts.qa]
+template = "prompts/qa.j2"
+fixtures = ["fixtures/qa.yaml"]
+context_var = "notes"
+question_var = "question"
+"""
+    )
+    for s in seeds or []:
+        config.write_text(
+            config.read_text()
+            + f"""
+[prompts.qa{s}]
+template = "prompts/qa.j2"
+fixtures = ["fixtures/qa.yaml"]
+context_var = "notes"
+question_var = "question"
+[prompts.qa{s}.recall]
+seed = {s}
+"""
+        )
+    return config
+
+
+def run(
+    config_path: Path, *, cache=False, baseline: Results | None = None, only: list[str] | None = None, **overrides
+) -> Results:
+    config = load_config(config_path)
+    return run_recall(config, baseline=baseline, only=only, overrides=RecallOverrides(**overrides), cache=cache)
+
+
+def verdicts(results: Results, name: str = "qa") -> dict[tuple[int, float], str]:
+    recall = results.prompt(name).recall
+    return {(c.size, c.depth): c.status for c in recall.cells}
+
+
+def outcomes(results: Results, name: str = "qa") -> dict[tuple[int, float, int], tuple[str, bool]]:
+    """Every trial's (expected answer, hit), keyed by (size, depth, trial index)."""
+    recall = results.prompt(name).recall
+    return {(c.size, c.depth, a.trial): (a.needle, a.hit) for c in recall.cells for a in c.answers}

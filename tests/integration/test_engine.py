@@ -1,0 +1,226 @@
+"""The recall engine end to end against the fake Anthropic server (real HTTP, real SDK): early
+stopping that keeps every verdict, scheduling that does not change outcomes, bounded concurrency,
+caps, provider outages, the results cache and baseline reuse, settings hashing and "auto" sizes."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import pytest
+
+from needle_action.config_loader import load_config
+from needle_action.pipeline import RecallOverrides
+from needle_action.recall import engine
+from needle_action.recall.cache import ResultCache
+from needle_action.recall.stats import final_status
+from tests.fakes.anthropic_server import FakeAnthropic
+from tests.fakes.simulated_model import SimulatedModel, flat, u_shape
+from tests.integration.recall_helpers import outcomes, run, verdicts, write_project
+
+U = u_shape(edge=0.97, middle=0.1, margin=0.08)
+
+
+@pytest.fixture
+def fake(monkeypatch):
+    with FakeAnthropic(SimulatedModel(U, seed=11)) as server:
+        monkeypatch.setenv("ANTHROPIC_BASE_URL", server.base_url)
+        monkeypatch.setenv("ANTHROPIC_API_KEY", server.api_key)
+        yield server
+
+
+def model_calls(server: FakeAnthropic) -> int:
+    return sum(1 for r in server.requests if r["path"].endswith("/v1/messages"))
+
+
+def test_early_stopping_keeps_every_verdict_and_saves_calls(tmp_path, fake):
+    early = run(write_project(tmp_path / "early", seed=3))
+    full = run(write_project(tmp_path / "full", seed=3, recall_extra="early_stop = false"))
+    e, f = early.prompt("qa").recall, full.prompt("qa").recall
+
+    assert verdicts(early) == verdicts(full)
+    assert {"pass", "fail"} <= set(verdicts(full).values())  # the curve gives both kinds of cell
+    planned = 3 * 5 * 5
+    assert f.calls == planned and f.saved_calls == 0
+    assert e.calls < planned
+    assert e.saved_calls == planned - e.calls == early.totals.saved_calls
+    # the final verdict of the full run follows from all its trials; the early run reached the same
+    for c in f.cells:
+        assert c.status == final_status(c.hits, c.planned_trials, f.threshold)
+    # the early run asked a prefix of the full run's trials and got the same answers
+    eo, fo = outcomes(early), outcomes(full)
+    assert eo and all(fo[k] == v for k, v in eo.items())
+    assert all(c.stopped_early == (c.trials < c.planned_trials) for c in e.cells)
+    assert model_calls(fake) == e.calls + f.calls
+    assert e.diagnosis.kind == f.diagnosis.kind == "lost-in-the-middle"
+
+
+def test_outcomes_do_not_depend_on_concurrency(tmp_path, fake):
+    one = run(write_project(tmp_path / "one", concurrency=1, seed=5))
+    many = run(write_project(tmp_path / "many", concurrency=16, seed=5))
+    assert outcomes(one) == outcomes(many)
+    assert verdicts(one) == verdicts(many)
+    assert one.prompt("qa").recall.calls == many.prompt("qa").recall.calls
+
+
+def test_in_flight_calls_never_exceed_concurrency(tmp_path, fake):
+    sim = SimulatedModel(flat(0.95), seed=1)
+    lock, active, peak = threading.Lock(), [0], [0]
+
+    def responder(body):
+        with lock:
+            active[0] += 1
+            peak[0] = max(peak[0], active[0])
+        time.sleep(0.03)
+        with lock:
+            active[0] -= 1
+        return sim(body)
+
+    fake.responder = responder
+    res = run(write_project(tmp_path, concurrency=4, sizes=(400, 800)))
+    assert 2 <= peak[0] <= 4, peak[0]
+    assert res.prompt("qa").recall.calls > 4
+
+
+def test_max_calls_stops_cleanly_with_a_labelled_partial_result(tmp_path, fake):
+    res = run(write_project(tmp_path, recall_extra="max_calls = 12"))
+    r = res.prompt("qa").recall
+    assert r.partial and res.totals.partial
+    assert r.partial_reason == "max_calls (12) reached"
+    assert r.calls == 12 == model_calls(fake)
+    assert any(c.status == "undecided" for c in r.cells)
+    assert r.diagnosis.kind == "inconclusive"
+    # settled cells keep a verdict; nothing is claimed for cells that never ran
+    assert all(c.status == "undecided" for c in r.cells if c.trials == 0)
+
+
+def test_max_cost_stops_before_crossing_the_cap(tmp_path, fake):
+    # ~400-1200 input tokens at $3/M + 32 output at $15/M: roughly $0.002-0.004 per call
+    res = run(write_project(tmp_path, recall_extra="max_cost_usd = 0.02"))
+    r = res.prompt("qa").recall
+    assert r.partial and r.partial_reason == "max_cost_usd ($0.02) reached"
+    assert 0 < r.cost_usd <= 0.02
+    assert 3 <= r.calls <= 12
+
+
+def test_a_refused_key_skips_recall_with_the_reason(tmp_path, fake, monkeypatch):
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-ant-wrong")
+    res = run(write_project(tmp_path))
+    pr = res.prompt("qa")
+    assert pr.recall is None
+    assert pr.recall_skipped.startswith("provider unavailable")
+    assert "sk-ant-wrong" not in pr.recall_skipped
+    assert res.totals.provider_unavailable and res.totals.calls == 0
+
+
+def test_cache_reuses_an_identical_run_at_zero_calls(tmp_path, fake):
+    cfg = write_project(tmp_path / "p")
+    store = ResultCache(tmp_path / "cache" / "recall.sqlite")
+    first = run(cfg, cache=store)
+    sent = model_calls(fake)
+    second = run(cfg, cache=store)
+    a, b = first.prompt("qa").recall, second.prompt("qa").recall
+    assert model_calls(fake) == sent  # not one more request
+    assert b.calls == 0 and second.totals.calls == 0
+    assert b.cached_calls == a.calls == second.totals.cached_calls
+    assert b.reused_from == "cache" and a.reused_from is None
+    assert verdicts(first) == verdicts(second)
+    assert all(ans.cached for c in b.cells for ans in c.answers)
+    # a different seed is a different measurement
+    third = run(cfg, cache=store, seed=99)
+    assert third.prompt("qa").recall.calls > 0
+
+
+def test_partial_results_are_not_cached(tmp_path, fake):
+    cfg = write_project(tmp_path / "p", recall_extra="max_calls = 5")
+    store = ResultCache(tmp_path / "c.sqlite")
+    run(cfg, cache=store)
+    assert len(store) == 0
+
+
+def test_baseline_with_the_same_hash_costs_nothing(tmp_path, fake):
+    cfg = write_project(tmp_path / "p")
+    base = run(cfg)
+    sent = model_calls(fake)
+    head = run(cfg, baseline=base)
+    assert model_calls(fake) == sent
+    h = head.prompt("qa").recall
+    assert h.calls == 0 and h.reused_from == "baseline"
+    assert h.cached_calls == base.prompt("qa").recall.calls
+    # change the prompt: the hash changes and recall is measured again
+    (tmp_path / "p" / "prompts" / "qa.j2").write_text(
+        "system:\nAnswer from the notes. Be brief.\nuser:\n{{ notes }}\n\n{{ question }}\n"
+    )
+    changed = run(cfg, baseline=base)
+    assert changed.prompt("qa").recall.calls > 0
+    assert changed.prompt("qa").recall.settings_hash != base.prompt("qa").recall.settings_hash
+
+
+def test_settings_hash_tracks_what_changes_a_result(tmp_path):
+    cfg_path = write_project(tmp_path)
+    config = load_config(cfg_path)
+    prompt = config.prompts["qa"]
+
+    def digest(p, **kw):
+        args = {"content_hash": "abc", "fixture": "fixtures/qa.yaml", "sizes": [400, 800]} | kw
+        return engine.settings_hash(config, p, **args)
+
+    base = digest(prompt)
+    recall = prompt.recall
+    assert digest(prompt.model_copy(update={"recall": recall.model_copy(update={"concurrency": 2})})) == base
+    assert digest(prompt.model_copy(update={"recall": recall.model_copy(update={"max_calls": 9})})) == base
+    assert digest(prompt.model_copy(update={"recall": recall.model_copy(update={"seed": 1})})) != base
+    assert digest(prompt.model_copy(update={"recall": recall.model_copy(update={"threshold": 0.9})})) != base
+    assert digest(prompt.model_copy(update={"model": "claude-haiku-5-5"})) != base
+    assert digest(prompt, content_hash="abd") != base
+    assert digest(prompt, sizes=[400]) != base
+
+
+def test_overrides_apply_and_invalid_trials_is_a_config_error(tmp_path, fake):
+    res = run(write_project(tmp_path), seed=42, trials=2)
+    r = res.prompt("qa").recall
+    assert r.seed == 42 and all(c.planned_trials == 2 for c in r.cells)
+    from needle_action.errors import ConfigError
+
+    with pytest.raises(ConfigError):
+        engine.effective_prompt(load_config(write_project(tmp_path)).prompts["qa"], RecallOverrides(trials=0))
+
+
+def test_prompts_without_slots_or_disabled_are_skipped_with_a_reason(tmp_path, fake):
+    cfg = write_project(tmp_path)
+    text = cfg.read_text()
+    cfg.write_text(text + '\n[prompts.plain]\ntemplate = "prompts/qa.j2"\nfixtures = ["fixtures/qa.yaml"]\n'
+                   '\n[prompts.off]\ntemplate = "prompts/qa.j2"\nfixtures = ["fixtures/qa.yaml"]\n'
+                   'context_var = "notes"\nquestion_var = "question"\n[prompts.off.recall]\nenabled = false\n')
+    res = run(cfg, trials=1)
+    assert "context_var" in res.prompt("plain").recall_skipped
+    assert res.prompt("off").recall_skipped == "recall.enabled = false"
+    assert res.prompt("qa").recall is not None
+
+
+def test_auto_sizes_ladder():
+    assert engine.auto_sizes(200_000, 1024) == [2000, 8000, 32000, 128000, 198976]
+    assert engine.auto_sizes(4096, 512) == [2000, 3584]
+    assert engine.auto_sizes(4096, 512, min_size=2500) == [3584]
+    assert engine.auto_sizes(9000, 1000) == [2000, 8000]  # 8000 is the window's top already
+
+
+def test_context_window_from_table_and_local_n_ctx(tmp_path):
+    config = load_config(write_project(tmp_path))
+    prompt = config.prompts["qa"]
+    assert engine.context_window(prompt) == 200_000  # claude-* in data/context_windows.toml
+    assert engine.context_window(prompt.model_copy(update={"model": "gpt-4.1-mini"})) == 1_047_576
+    from needle_action.config import ProviderSettings
+
+    local = prompt.model_copy(update={"provider": "local", "model": "gemma3-270m",
+                                      "providers": {"local": ProviderSettings(n_ctx=4096)}})
+    assert engine.context_window(local) == 4096
+
+
+def test_auto_sizes_run_against_the_fake(tmp_path, fake, monkeypatch):
+    # a 3,600-token window minus 256 reserved: the ladder is [2000, 3344]
+    monkeypatch.setattr(engine, "context_window", lambda prompt, provider=None: 3600)
+    res = run(write_project(tmp_path, sizes="auto", depths=(0.0, 1.0)), trials=1)
+    r = res.prompt("qa").recall
+    assert sorted({c.size for c in r.cells}) == [2000, 3344]
+    assert all(abs(c.prompt_tokens - c.size) <= c.size * 0.02 for c in r.cells)
