@@ -153,6 +153,11 @@ class GitHubClient:
         _, _, data = self._request("PATCH", f"/repos/{self.repository}/issues/comments/{comment_id}", {"body": body})
         return Comment.from_api(data)
 
+    def get_pull(self, number: int) -> dict:
+        """The pull request (``head.sha``, ``base.sha``, ...)."""
+        _, _, data = self._request("GET", f"/repos/{self.repository}/pulls/{int(number)}")
+        return data or {}
+
     def upsert_sticky_comment(self, issue: int, body: str, marker: str) -> tuple[Comment, bool]:
         """PATCH the marked comment in place, else POST a new one. Returns (comment, created)."""
         existing = self.find_sticky_comment(issue, marker)

@@ -13,6 +13,7 @@ Exit codes: 0 pass, 1 checks failed (per the fail-on-* inputs), 2 config/usage e
 
 from __future__ import annotations
 
+import json
 import os
 import sys
 import time
@@ -243,8 +244,9 @@ def run(settings: Settings) -> int:
     summary = render_summary(comparison, notes=summary_notes)
     workflow.append_summary(summary, settings.summary_path)
 
+    pr_info = {"number": pr.number if pr else None, "head_sha": head.commit, "base_sha": base_sha, "notes": notes}
     files = {"head.json": head.model_dump_json(indent=2), "comparison.json": comparison.model_dump_json(indent=2),
-             "comment.md": comment_body, "summary.md": summary}
+             "comment.md": comment_body, "summary.md": summary, "pr.json": json.dumps(pr_info, indent=2)}
     if base is not None:
         files["base.json"] = base.model_dump_json(indent=2)
     report = write_report(settings, files)
@@ -268,11 +270,70 @@ def run(settings: Settings) -> int:
     return code
 
 
+MAX_REPORT_BYTES = 20 * 1024 * 1024
+
+
+def post_from_report(settings: Settings) -> int:
+    """The privileged half of the fork pattern (``on: workflow_run``): post the comment of a report
+    that an unprivileged ``pull_request`` run uploaded as an artifact.
+
+    The artifact is attacker-controlled (a fork can change the workflow that made it), so nothing in
+    it is posted as is: ``comparison.json`` must validate against the Comparison model and is
+    rendered again through our sanitising templates, and the PR number it names must belong to the
+    commit this workflow_run was triggered by (checked with the API).
+    """
+    from needle_action.action.github import GitHubClient, GitHubError
+    from needle_action.compare import Comparison
+    from needle_action.report.render import MARKER, render_comment, render_summary
+
+    folder = settings.post_report
+    run = settings.event.get("workflow_run") or {}
+    head_sha = run.get("head_sha")
+    try:
+        raw = (folder / "comparison.json").read_bytes()
+        info = json.loads((folder / "pr.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise NeedleError(f"post-report: cannot read the report: {exc}", file=str(folder),
+                          hint="download the artifact the pull_request workflow uploaded first") from None
+    if len(raw) > MAX_REPORT_BYTES:
+        raise NeedleError("post-report: comparison.json is implausibly large", file=str(folder))
+    try:
+        comparison = Comparison.model_validate_json(raw)
+        number = int(info["number"])
+        notes = [str(n) for n in info.get("notes") or []][:20]
+    except Exception as exc:  # pydantic, KeyError, TypeError, ValueError: all mean "not our report"
+        raise NeedleError(f"post-report: not a needle report: {str(exc)[:300]}", file=str(folder)) from None
+    listed = [p.get("number") for p in run.get("pull_requests") or []]
+    if listed and number not in listed:
+        raise NeedleError(f"post-report: the report names PR #{number}, the workflow run is for {listed}")
+    if not settings.github_token or not settings.repository:
+        raise NeedleError("post-report needs github-token and GITHUB_REPOSITORY")
+    client = GitHubClient(settings.github_token, api_url=settings.api_url, repository=settings.repository)
+    try:
+        pull = client.get_pull(number)
+        if not head_sha or (pull.get("head") or {}).get("sha") != head_sha:
+            raise NeedleError(f"post-report: PR #{number} is not at the commit this workflow run tested "
+                              f"({str(head_sha)[:12]}); not posting", hint="the PR may have moved on: a newer run "
+                              "will post")
+        body = render_comment(comparison, summary_url=settings.summary_url, notes=notes)
+        comment, created = client.upsert_sticky_comment(number, body, MARKER)
+    except GitHubError as exc:
+        workflow.warning(f"needle: could not post the comment: {exc}")
+        return EXIT_CHECKS_FAILED
+    log(f"{'posted' if created else 'updated'} the PR comment: {comment.html_url}")
+    workflow.append_summary(render_summary(comparison, notes=notes), settings.summary_path)
+    workflow.set_output("status", comparison.verdict, settings.output_path)
+    workflow.set_output("comment-url", comment.html_url, settings.output_path)
+    return EXIT_OK
+
+
 def main(env: dict[str, str] | None = None) -> int:
     settings = None
     try:
         workflow.mask_secrets_in_env(env)
         settings = load_settings(env)
+        if settings.post_report is not None:
+            return post_from_report(settings)
         return run(settings)
     except NeedleError as exc:
         return _config_error(settings, exc)

@@ -54,6 +54,7 @@ class Settings:
     trials: int | None = None
     provider: str | None = None
     cache_dir: Path | None = None
+    post_report: Path | None = None  # workflow_run pattern: only post the comment of this earlier report
     # runner
     workspace: Path = field(default_factory=Path.cwd)
     repository: str | None = None
@@ -167,6 +168,7 @@ def load_settings(env: dict[str, str] | None = None) -> Settings:
         raise ConfigError(f"input `provider` must be anthropic, openai or local, got {provider!r}",
                           file="action inputs")
     cache_dir = _get(env, "cache-dir")
+    post_report = _get(env, "post-report")
     temp = env.get("RUNNER_TEMP")
     return Settings(
         config=_get(env, "config", "needle.toml") or "needle.toml",
@@ -181,6 +183,8 @@ def load_settings(env: dict[str, str] | None = None) -> Settings:
         trials=_int(env, "trials", minimum=1),
         provider=provider,
         cache_dir=Path(cache_dir) if cache_dir else None,
+        post_report=(Path(post_report) if Path(post_report).is_absolute() else workspace / post_report)
+        if post_report else None,
         workspace=workspace,
         repository=env.get("GITHUB_REPOSITORY") or None,
         event_name=env.get("GITHUB_EVENT_NAME") or None,

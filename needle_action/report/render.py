@@ -129,8 +129,8 @@ def _environment() -> jinja2.Environment:
         signed=_signed, pts=_pts, num=_num, rate=_rate, depth=_depth, money=_money,
         delta=_delta_cell, trusted=Trusted,
         tier=lambda t: Trusted(TIER_EMOJI[t]),
-        verdict=lambda v: Trusted(VERDICT_LABEL.get(v, v)),
-        diagnosis=lambda k: Trusted(DIAGNOSIS_LABEL.get(k, k)),
+        verdict=lambda v: Trusted(VERDICT_LABEL[v]) if v in VERDICT_LABEL else Trusted(sanitize.inline(v, 40)),
+        diagnosis=lambda k: Trusted(DIAGNOSIS_LABEL[k]) if k in DIAGNOSIS_LABEL else Trusted(sanitize.inline(k, 40)),
         short=lambda sha: Trusted(sanitize.code((sha or "")[:7])) if sha else Trusted("–"),
     )
     env.globals.update(heat=_heat_cell, square=square, MARKER=Trusted(MARKER), STATUS_LABEL=STATUS_LABEL)

@@ -45,6 +45,7 @@ class FakeGitHub:
     bot_login: str = "github-actions[bot]"
     requests: list[LoggedRequest] = field(default_factory=list)
     comments: dict[tuple[str, str, int], list[dict]] = field(default_factory=dict)
+    pulls: dict[tuple[str, str, int], dict] = field(default_factory=dict)
     _next_id: int = 1000
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
@@ -85,6 +86,15 @@ class FakeGitHub:
     def seed_comment(self, repo: str, issue: int, body: str, *, login: str = "someone", kind: str = "User") -> dict:
         owner, name = repo.split("/")
         return self._add(owner, name, issue, body, login, kind)
+
+    def add_pull(self, repo: str, number: int, *, head_sha: str, base_sha: str,
+                 head_repo: str | None = None) -> None:
+        owner, name = repo.split("/")
+        self.pulls[(owner, name, number)] = {
+            "number": number, "state": "open",
+            "head": {"sha": head_sha, "repo": {"full_name": head_repo or repo}},
+            "base": {"sha": base_sha, "repo": {"full_name": repo}},
+        }
 
     def issue_comments(self, repo: str, issue: int) -> list[dict]:
         owner, name = repo.split("/")
@@ -161,6 +171,12 @@ class FakeGitHub:
                                        _unprocessable(f"body is too long (maximum is {MAX_BODY} characters)"))
                 comment = self._add(owner, repo, issue, text, self.bot_login, "Bot")
                 return self._reply(h, method, url.path, query, body, 201, comment)
+        # /repos/{o}/{r}/pulls/{n}
+        if len(parts) == 5 and parts[0] == "repos" and parts[3] == "pulls" and parts[4].isdigit() and method == "GET":
+            pull = self.pulls.get((parts[1], parts[2], int(parts[4])))
+            if pull is None:
+                return self._reply(h, method, url.path, query, body, 404, {"message": "Not Found"})
+            return self._reply(h, method, url.path, query, body, 200, pull)
         # /repos/{o}/{r}/issues/comments/{id}
         if len(parts) == 6 and parts[0] == "repos" and parts[3] == "issues" and parts[4] == "comments" \
                 and parts[5].isdigit() and method == "PATCH":

@@ -313,3 +313,43 @@ def test_bad_input_and_bad_config_exit_2_without_traceback(tmp_path):
         assert r.code == 2 and "Traceback" not in r.stderr + r.stdout
         assert re.search(r"^::error file=needle\.toml,line=\d+,", r.stdout, re.M), r.stdout
         assert r.outputs["status"] == "error" and "configuration error" in r.summary
+
+
+def test_fork_workflow_run_pattern_posts_a_resanitised_comment_for_the_right_commit(tmp_path):
+    p = make_project(tmp_path)
+    with FakeGitHub(tokens={"ro-token": "read", "test-token": "write"}) as gh:
+        # 1. on: pull_request from a fork: read-only token, no comment, the report is the artifact
+        measured = run_action(p, runner_env(p, gh, None, token="ro-token", head_repo="mallory/widgets",
+                                            recall="false", comment="false"))
+        assert measured.code == 0 and gh.count("POST") == 0, measured.stdout + measured.stderr
+        artifact = tmp_path / "artifact"
+        shutil.copytree(measured.report, artifact)
+        assert json.loads((artifact / "pr.json").read_text())["number"] == PR
+
+        # 2. on: workflow_run in the base repository: write token, only posts
+        gh.add_pull(REPO, PR, head_sha=p.head_sha, base_sha=p.base_sha, head_repo="mallory/widgets")
+        env = runner_env(p, gh, None, post_report=str(artifact))
+        env["GITHUB_EVENT_NAME"] = "workflow_run"
+        Path(env["GITHUB_EVENT_PATH"]).write_text(json.dumps(
+            {"action": "completed", "workflow_run": {"head_sha": p.head_sha, "pull_requests": []}}))
+        posted = run_action(p, env)
+        assert posted.code == 0, posted.stdout + posted.stderr
+        (comment,) = gh.issue_comments(REPO, PR)
+        assert comment["body"] == (artifact / "comment.md").read_text()  # same rendering, same comment
+
+        # a tampered artifact is rendered through the sanitiser again, not posted as is
+        comp = json.loads((artifact / "comparison.json").read_text())
+        comp["headline"] = "@octocat <img src=https://evil.example/x.png> approved"
+        comp["prompts"][0]["name"] = "x` | <script>"
+        (artifact / "comparison.json").write_text(json.dumps(comp))
+        (artifact / "comment.md").write_text("@everyone pwned")
+        assert run_action(p, env).code == 0
+        (comment,) = gh.issue_comments(REPO, PR)
+        assert "@octocat" not in comment["body"] and "<img" not in comment["body"]
+        assert "<script>" not in comment["body"] and "pwned" not in comment["body"]
+
+        # a report for another commit (the PR moved on, or a forged PR number) is refused
+        gh.add_pull(REPO, PR, head_sha="f" * 40, base_sha=p.base_sha)
+        refused = run_action(p, env)
+        assert refused.code == 2 and "not at the commit" in refused.stdout
+        assert gh.count("PATCH") == 1
