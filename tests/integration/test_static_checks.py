@@ -1,0 +1,140 @@
+"""Static checks on the action's packaging: schema, workflow linters, the workflow security audit,
+the Dockerfile linter. Each tool really runs (they come with the [dev] extra; a missing tool is a
+failure, not a skip), and each is first shown to catch a known-bad input, so a green result means
+"checked and clean", never "nothing ran".
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+WORKFLOWS = sorted((REPO / ".github" / "workflows").glob("*.y*ml")) + sorted(
+    (REPO / "docs" / "workflows").glob("*.y*ml")
+)
+
+
+def tool(name: str) -> str:
+    """The tool's executable: on PATH, or next to this interpreter (a venv not activated)."""
+    found = shutil.which(name) or shutil.which(name, path=str(Path(sys.executable).parent))
+    if not found:
+        pytest.fail(f"{name} is not installed: pip install -e '.[dev]' (it is part of the dev extra)")
+    return found
+
+
+def run(*args: str | Path, cwd: Path = REPO) -> subprocess.CompletedProcess:
+    env = {**os.environ, "NO_COLOR": "1"}
+    return subprocess.run([str(a) for a in args], cwd=cwd, capture_output=True, text=True, timeout=120, env=env)
+
+
+def report(proc: subprocess.CompletedProcess) -> str:
+    return f"exit {proc.returncode}\n{proc.stdout}\n{proc.stderr}"
+
+
+BAD_WORKFLOW = """\
+name: bad
+on: pull_request_target
+jobs:
+  x:
+    runs-on: ubuntu-24.04
+    steps:
+      - uses: actions/checkout@v4
+        with:
+          ref: ${{ github.event.pull_request.head.sha }}
+      - run: echo "${{ github.event.pull_request.title }}"
+      - uses: ./
+        with:
+          no-such-input: 1
+"""
+
+
+@pytest.fixture
+def bad_repo(tmp_path: Path) -> Path:
+    """A repository whose workflow has a template injection, an unpinned action, a bad input."""
+    (tmp_path / ".github" / "workflows").mkdir(parents=True)
+    (tmp_path / ".github" / "workflows" / "bad.yml").write_text(BAD_WORKFLOW)
+    (tmp_path / "action.yml").write_text((REPO / "action.yml").read_text())
+    (tmp_path / "Dockerfile").write_text("FROM debian:bookworm-slim\nRUN apt-get update && apt-get install -y git\n")
+    # actionlint resolves `uses: ./` against the git repository's root
+    subprocess.run(["git", "init", "-q", str(tmp_path)], check=True)
+    return tmp_path
+
+
+def test_there_is_something_to_check():
+    assert (REPO / "action.yml").is_file() and (REPO / "Dockerfile").is_file()
+    assert any(p.name == "needle.yml" for p in WORKFLOWS), "the example workflow is missing"
+
+
+# --------------------------------------------------------------------------- check-jsonschema
+
+
+def test_check_jsonschema_catches_a_broken_action(tmp_path):
+    broken = tmp_path / "action.yml"
+    broken.write_text("name: x\ndescription: y\nruns:\n  using: docker\n  image: 3\n  bogus: true\n")
+    proc = run(tool("check-jsonschema"), "--builtin-schema", "vendor.github-actions", broken)
+    assert proc.returncode != 0, report(proc)
+
+
+def test_action_yml_matches_the_github_actions_schema():
+    proc = run(tool("check-jsonschema"), "--builtin-schema", "vendor.github-actions", REPO / "action.yml")
+    assert proc.returncode == 0, report(proc)
+
+
+def test_workflows_match_the_github_workflows_schema():
+    proc = run(tool("check-jsonschema"), "--builtin-schema", "vendor.github-workflows", *WORKFLOWS)
+    assert proc.returncode == 0, report(proc)
+
+
+# --------------------------------------------------------------------------- actionlint
+
+
+def test_actionlint_catches_a_bad_workflow(bad_repo):
+    proc = run(tool("actionlint"), "-no-color", ".github/workflows/bad.yml", cwd=bad_repo)
+    assert proc.returncode == 1, report(proc)
+    assert "no-such-input" in proc.stdout  # it read our action.yml's inputs
+    assert "github.event.pull_request.title" in proc.stdout  # untrusted input in a script
+
+
+def test_actionlint_on_the_workflows():
+    rel = [p.relative_to(REPO) for p in WORKFLOWS]
+    proc = run(tool("actionlint"), "-no-color", *rel)
+    assert proc.returncode == 0, report(proc)
+
+
+# --------------------------------------------------------------------------- zizmor
+
+
+def test_zizmor_catches_a_bad_workflow(bad_repo):
+    proc = run(tool("zizmor"), "--offline", "--no-progress", "--color=never", bad_repo)
+    assert proc.returncode != 0, report(proc)
+    for audit in ("template-injection", "unpinned-uses", "dangerous-triggers"):
+        assert audit in proc.stdout, report(proc)
+
+
+def test_zizmor_on_the_repository_and_example_workflows():
+    # The repository (its workflows and action.yml) plus docs/ workflows, which zizmor's
+    # directory collection does not look into.
+    extra = [p for p in WORKFLOWS if p.is_relative_to(REPO / "docs")]
+    proc = run(tool("zizmor"), "--offline", "--no-progress", "--color=never", REPO, *extra)
+    assert proc.returncode == 0, report(proc)
+    assert "No findings" in proc.stdout, report(proc)
+
+
+# --------------------------------------------------------------------------- hadolint
+
+
+def test_hadolint_catches_a_bad_dockerfile(bad_repo):
+    proc = run(tool("hadolint"), "--no-color", bad_repo / "Dockerfile")
+    assert proc.returncode != 0, report(proc)
+    assert "DL3015" in proc.stdout and "DL3009" in proc.stdout  # recommends; apt lists not deleted
+
+
+def test_hadolint_on_the_dockerfile():
+    proc = run(tool("hadolint"), "--no-color", REPO / "Dockerfile")
+    assert proc.returncode == 0, report(proc)
