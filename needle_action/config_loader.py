@@ -386,7 +386,13 @@ class _Loader:
     def _pydantic_error(
         self, exc: ValidationError, model: type[BaseModel], prompt_raw: dict, defaults_raw: dict, base: str
     ) -> ConfigError:
-        errors = exc.errors(include_url=False)
+        # Union members add tags such as 'list[int]' to the loc; they are not keys the user wrote.
+        errors, seen = [], set()
+        for e in exc.errors(include_url=False):
+            clean = tuple(p for p in e["loc"] if not (isinstance(p, str) and ("[" in p or "(" in p)))
+            if clean not in seen:
+                seen.add(clean)
+                errors.append({**e, "loc": clean})
         err = errors[0]
         loc = tuple(err["loc"])
         origin = self._origin(loc, prompt_raw, defaults_raw, base)
@@ -419,9 +425,15 @@ class _Loader:
         shown = ""
         if isinstance(got, (str, int, float, bool)) and kind not in ("value_error", "assertion_error"):
             shown = f" (got {_short(got)})"
-        table = origin_base if len(loc) <= 1 else ".".join([origin_base, *map(str, loc[:-1])])
+        if loc and isinstance(loc[-1], int) and len(loc) >= 2:
+            what = f"entry {loc[-1] + 1} of '{loc[-2]}'"
+            loc_table = loc[:-2]
+        else:
+            what = f"'{dotted.split('.')[-1]}'" if loc else f"[{base}]"
+            loc_table = loc[:-1]
+        table = ".".join([origin_base, *map(str, loc_table)])
         return self.error(
-            f"'{dotted.split('.')[-1] if loc else base}' in [{table}]: {msg}{shown}{more}",
+            f"{what} in [{table}]: {msg}{shown}{more}",
             key=origin,
             hint=_type_hint(loc, kind),
         )

@@ -323,3 +323,11 @@ def test_error_format_is_file_line_message_and_hint(tmp_path):
     text = error_of(cfg).format()
     assert text.startswith(f"{cfg}:3: unknown key 'trials' in [prompts.rag]")
     assert "\n  hint: " in text
+
+
+def test_list_entries_and_union_types_read_naturally(tmp_path):
+    err = error_of(make_repo(tmp_path, '[prompts.rag]\ntemplate = "prompts/a.j2"\n\n[prompts.rag.recall]\ndepths = [0.1, "x"]\n'))
+    assert err.message.startswith("entry 2 of 'depths' in [prompts.rag.recall]") and err.location.line == 5
+    err = error_of(make_repo(tmp_path, '[prompts.rag]\ntemplate = "prompts/a.j2"\n\n[prompts.rag.recall]\nsizes = "big"\n'))
+    assert err.message.startswith("'sizes' in [prompts.rag.recall]") and "list[int]" not in err.message
+    assert "more problem" not in err.message and "auto" in err.hint
