@@ -8,7 +8,7 @@ changes only on incompatible changes (documented in docs/results-schema.md).
 from __future__ import annotations
 
 import json
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Literal
 
@@ -139,7 +139,7 @@ class RunTotals(Model):
 class Results(Model):
     schema_version: int = SCHEMA_VERSION
     tool_version: str = __version__
-    created_at: str = Field(default_factory=lambda: datetime.now(timezone.utc).isoformat(timespec="seconds"))
+    created_at: str = Field(default_factory=lambda: datetime.now(UTC).isoformat(timespec="seconds"))
     config: str = Field(description="threshold file path as given")
     commit: str | None = None
     prompts: list[PromptResult] = Field(default_factory=list)
