@@ -480,8 +480,7 @@ def _failures_of(pc: PromptComparison) -> list[Failure]:
                     kind="recall-regression", title=f"needle: {pc.name} recall regressed",
                     message=(f"{pc.name}: recall at {c.size} tokens, depth {c.depth:g} fell from "
                              f"{c.base_hits}/{c.base_trials} to {c.head_hits}/{c.head_trials} "
-                             f"(one-sided Fisher p={c.p_value:.3g} < alpha {rc.alpha:g})"
-                             + (f". {rc.head.fix}" if rc.head else "")),
+                             f"(one-sided Fisher p={c.p_value:.3g} < alpha {rc.alpha:g})"),
                     **loc))
             elif c.verdict == "below-threshold":
                 out.append(Failure(

@@ -220,7 +220,7 @@ def run(settings: Settings) -> int:
                 base_sha = resolve_commit(settings.workspace, settings.base_ref)
             log(f"measuring the base {base_sha[:12]} in a git worktree")
             base, note = measure_base(settings.workspace, base_sha, settings.config_path,
-                                      lambda cfg: measure(cfg, settings, cache), temp_parent=settings.runner_temp)
+                                      lambda cfg: measure(cfg, settings, cache))
             if note:
                 notes.append(note)
             log(f"base measured: {base.totals.calls} model calls, {base.totals.cached_calls} cached")
@@ -257,7 +257,7 @@ def run(settings: Settings) -> int:
                                               fail_on_recall_regression=settings.fail_on_recall_regression)).lower(),
         "token-deltas": token_delta_lines(comparison),
         "recall-verdict": recall_verdict(comparison),
-        "report-path": str(report),
+        "report-path": _rel(settings, str(report)) or str(report),  # relative: valid on the host too
         "comment-url": url or "",
     }
     for name, value in outputs.items():

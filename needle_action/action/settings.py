@@ -89,8 +89,9 @@ class Settings:
 
     @property
     def report_dir(self) -> Path:
-        base = self.runner_temp if self.runner_temp else self.resolved_cache_dir
-        return base / "needle-report"
+        # in the workspace, not RUNNER_TEMP: a Docker action sees RUNNER_TEMP's host path unmounted,
+        # while the workspace is the one folder the next steps (upload-artifact) share with us
+        return self.workspace / ".needle-report"
 
 
 def _get(env: dict[str, str], name: str, default: str = "") -> str:

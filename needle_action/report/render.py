@@ -8,6 +8,7 @@ can reach the Markdown unescaped, even if a template forgets a filter. Text our 
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import jinja2
@@ -16,6 +17,7 @@ from needle_action.compare import CellDelta, Comparison, RecallComparison, Token
 from needle_action.report import sanitize
 
 MARKER = "<!-- needle-action:comment -->"
+_BLANKS = re.compile(r"\n{3,}")
 GITHUB_COMMENT_LIMIT = 65536
 TEMPLATES = Path(__file__).parent / "templates"
 
@@ -148,7 +150,8 @@ def env() -> jinja2.Environment:
 
 
 def _render(name: str, comparison: Comparison, **ctx) -> str:
-    return env().get_template(name).render(c=comparison, **ctx)
+    text = env().get_template(name).render(c=comparison, **ctx)
+    return _BLANKS.sub("\n\n", text)  # template whitespace, not content: at most one blank line
 
 
 def render_comment(comparison: Comparison, *, summary_url: str | None = None, max_chars: int = GITHUB_COMMENT_LIMIT,

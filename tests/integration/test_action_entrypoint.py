@@ -173,7 +173,8 @@ def run_action(p: Project, env: dict) -> Run:
     proc = subprocess.run([sys.executable, str(ROOT / "entrypoint.py")], cwd=p.workspace, env=env,
                           capture_output=True, text=True, timeout=600)
     outputs = read_outputs(p.tmp / "output")
-    report = Path(outputs["report-path"]) if outputs.get("report-path") else None
+    report = p.workspace / outputs["report-path"] if outputs.get("report-path") else None
+    assert report is None or not Path(outputs["report-path"]).is_absolute()  # valid on the host too
     return Run(proc.returncode, proc.stdout, proc.stderr, outputs, (p.tmp / "summary").read_text(), report)
 
 
