@@ -24,6 +24,7 @@ from needle_action.action import workflow
 from needle_action.action.settings import Settings, load_settings
 from needle_action.errors import EXIT_CHECKS_FAILED, EXIT_OK, EXIT_PROVIDER, NeedleError
 
+SUMMARY_LIMIT = 1_000_000
 KEY_ENV = {"anthropic": "ANTHROPIC_API_KEY", "openai": "OPENAI_API_KEY"}
 
 
@@ -151,7 +152,10 @@ def exit_code(comparison, settings: Settings) -> int:
 def _config_error(settings: Settings | None, exc: NeedleError) -> int:
     loc = exc.location
     workflow.error(exc.format(), file=_rel(settings, loc.file), line=loc.line, title=exc.title)
-    text = f"# needle: configuration error\n\n```text\n{exc.format()}\n```\n"
+    from needle_action.report.sanitize import inline
+
+    lines = "\n".join(f"> {inline(line, 500)}" for line in exc.format().splitlines())
+    text = f"# needle: configuration error\n\n{lines}\n"  # the message may quote PR text: sanitised
     if settings is not None:
         workflow.append_summary(text, settings.summary_path)
         workflow.set_output("status", "error", settings.output_path)
@@ -242,6 +246,8 @@ def run(settings: Settings) -> int:
         workflow.warning(f"needle: {problem}")
         summary_notes.append(problem.rstrip(".") + ".")
     summary = render_summary(comparison, notes=summary_notes)
+    if len(summary) > SUMMARY_LIMIT:  # GitHub drops a step summary above 1 MiB altogether
+        summary = render_comment(comparison, notes=summary_notes, max_chars=SUMMARY_LIMIT)
     workflow.append_summary(summary, settings.summary_path)
 
     pr_info = {"number": pr.number if pr else None, "head_sha": head.commit, "base_sha": base_sha, "notes": notes}

@@ -102,3 +102,13 @@ def test_enterprise_server_prefix_and_token_stays_on_host():
         assert all(r.path.startswith("/api/v3/repos/") for r in gh.requests)
         with pytest.raises(GitHubError, match="another host"):
             c._request("GET", "http://198.51.100.7/steal")
+
+
+def test_get_pull_and_missing_pull():
+    from needle_action.action.github import GitHubNotFound
+
+    with FakeGitHub() as gh:
+        gh.add_pull(REPO, 8, head_sha="h" * 40, base_sha="b" * 40)
+        assert client(gh).get_pull(8)["head"]["sha"] == "h" * 40
+        with pytest.raises(GitHubNotFound):
+            client(gh).get_pull(9)
