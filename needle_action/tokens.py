@@ -11,9 +11,9 @@ Counters (the ``tokenizer`` key of a prompt):
 ``anthropic``
     Exact: ``messages.count_tokens`` on the whole request, system included (one HTTP call each).
 ``local``
-    The embedded model's own tokenizer (llama-cpp-python, vocabulary only). A chat request is
-    formatted with the model's own chat template when the gguf carries one, like the local
-    provider sends it.
+    The embedded model's own tokenizer (llama-cpp-python, vocabulary only). A chat request is laid
+    out with the chat template the gguf carries, or Gemma 3's official layout for a Gemma gguf
+    without one (the bundled model), and tokenised with its special tokens.
 
 ``count_prompts`` is the fast path the pipeline uses: it keeps a process-wide cache keyed by
 (counter, content hash), so the base and head of an unchanged prompt, or recall trials that repeat
@@ -237,7 +237,30 @@ def _load_vocab(path: str):
     """The gguf's vocabulary only: no weights, so loading is quick."""
     from llama_cpp import Llama
 
-    return Llama(model_path=path, vocab_only=True, verbose=False)
+    try:  # llama.cpp logs from C even with verbose=False; keep `needle budget`'s output clean
+        from llama_cpp._utils import suppress_stdout_stderr
+    except ImportError:  # private helper: fine to lose
+        return Llama(model_path=path, vocab_only=True, verbose=False)
+    with suppress_stdout_stderr(disable=False):
+        return Llama(model_path=path, vocab_only=True, verbose=False)
+
+
+def gemma_chat_text(system: str | None, messages: Sequence[tuple[str, str]]) -> str:
+    """A request laid out as Gemma 3's official chat template does it.
+
+    Gemma has no system role: the system text opens the first turn, followed by a blank line;
+    assistant turns are ``model``; each turn's content is trimmed; the reply is primed with an open
+    ``model`` turn. (The bundled Gemma 3 270M gguf does not embed its template, so it is written
+    out here.)
+    """
+    turns = list(messages) or [("user", "")]
+    prefix = f"{system}\n\n" if system else ""
+    out = ["<bos>"]
+    for i, (role, content) in enumerate(turns):
+        name = "model" if role == "assistant" else role
+        out.append(f"<start_of_turn>{name}\n{prefix if i == 0 else ''}{content.strip()}<end_of_turn>\n")
+    out.append("<start_of_turn>model\n")
+    return "".join(out)
 
 
 class LocalCounter:
@@ -273,6 +296,7 @@ class LocalCounter:
         self._llama = _load_vocab(str(self.path))
         self._lock = threading.Lock()  # llama.cpp's tokenizer context is not documented as thread-safe
         self._chat = _chat_formatter(self._llama)
+        self._arch = str((self._llama.metadata or {}).get("general.architecture", ""))
 
     def _tokenize(self, data: bytes, *, special: bool) -> int:
         with self._lock:
@@ -282,8 +306,10 @@ class LocalCounter:
         return [self._tokenize(t.encode("utf-8"), special=False) for t in texts]
 
     def chat_text(self, prompt: RenderedPrompt) -> str | None:
-        """The request as the model's chat template lays it out (None when the gguf has none)."""
+        """The request as the model's chat template lays it out (None when we know no layout)."""
         if self._chat is None:
+            if self._arch.startswith("gemma"):
+                return gemma_chat_text(prompt.system, [(m.role, m.content) for m in prompt.messages])
             return None
         messages = ([{"role": "system", "content": prompt.system}] if prompt.system else []) + [
             {"role": m.role, "content": m.content} for m in prompt.messages

@@ -372,13 +372,10 @@ def _llama_or_skip():
 def gemma_chat_by_hand(prompt: RenderedPrompt) -> str:
     """Gemma 3's documented turn format, written out independently of the gguf's template:
     no system role (the system text opens the first user turn), assistant turns are `model`."""
-    turns = [(m.role, m.content) for m in prompt.messages]
-    if prompt.system:
-        role, content = turns[0]
-        turns[0] = (role, prompt.system + "\n\n" + content)
     out = "<bos>"
-    for role, content in turns:
-        out += f"<start_of_turn>{'model' if role == 'assistant' else 'user'}\n{content.strip()}<end_of_turn>\n"
+    for i, m in enumerate(prompt.messages):
+        first = prompt.system + "\n\n" if (i == 0 and prompt.system) else ""
+        out += f"<start_of_turn>{'model' if m.role == 'assistant' else 'user'}\n{first}{m.content.strip()}<end_of_turn>\n"
     return out + "<start_of_turn>model\n"
 
 
@@ -389,6 +386,8 @@ def test_local_counter_is_the_embedded_models_own_tokenizer(example_cases):
     llm = Llama(model_path=str(path), vocab_only=True, verbose=False)
     settings = PromptSettings(tokenizer="local", provider="local", model="gemma3-270m")
     counter = get_counter("local", model="gemma3-270m", settings=settings)
+    # Gemma's turn markers are single special tokens, not text
+    assert len(llm.tokenize(b"<start_of_turn>", add_bos=False, special=True)) == 1
     counts = count_prompts(example_cases, settings)
     for case, c in zip(example_cases, counts, strict=True):
         assert c.counter == "local:gemma3-270m" and c.exact is True and c.safety_factor == 1.0
