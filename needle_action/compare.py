@@ -524,7 +524,10 @@ def compare(base: Results | None, head: Results, *, provider_outage: bool | None
                 tokens=[_token_delta(None, c) for c in bp.cases],
             ))
     failures = [f for pc in prompts for f in _failures_of(pc)]
-    outage = provider_outage if provider_outage is not None else any(_is_outage(p) for p in head.prompts)
+    if provider_outage is None:
+        provider_outage = bool(getattr(head.totals, "provider_unavailable", False)) or any(
+            _is_outage(p) for p in head.prompts)
+    outage = provider_outage
     comp = Comparison(
         verdict="pass", headline="", has_base=base is not None,
         base_commit=base.commit if base else None, head_commit=head.commit,
