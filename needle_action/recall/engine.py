@@ -361,6 +361,31 @@ async def run_cells(plan: PromptPlan, provider, *, progress=None) -> tuple[int, 
         wanting = [c for c in plan.cells if c.wants_trial(thr, early)]
         return min(wanting, key=lambda c: c.issued) if wanting else None  # min is stable: grid order
 
+    # Building a trial (render + token counting) is CPU work on the critical path of every call.
+    # A trial's content depends only on its coordinates, so the next ones are built ahead, in the
+    # order they will be asked for, while the calls in flight wait on the network.
+    built: dict[tuple[int, int], asyncio.Future] = {}
+
+    def build(cell: CellRun, index: int) -> asyncio.Future:
+        key = (id(cell), index)
+        if key not in built:
+            needle = make_needle(rs, trial_rng(rs.seed, plan.name, cell.size, cell.depth, index))
+            built[key] = asyncio.ensure_future(
+                asyncio.to_thread(plan.builder.build, cell.size, cell.depth, needle, index)
+            )
+        return built[key]
+
+    async def prefetch() -> None:
+        for index in range(max((c.planned for c in plan.cells), default=0)):
+            for cell in plan.cells:
+                if index < cell.planned and index >= cell.issued and not (early and cell.decided(thr)):
+                    try:
+                        await build(cell, index)
+                    except Exception:  # surfaces (once) when the engine itself asks for that trial
+                        return
+
+    prefetcher = asyncio.create_task(prefetch())
+
     try:
         while True:
             while stop_reason is None and len(pending) < rs.concurrency:
@@ -371,9 +396,7 @@ async def run_cells(plan: PromptPlan, provider, *, progress=None) -> tuple[int, 
                     stop_reason = f"max_calls ({rs.max_calls}) reached"
                     break
                 index = cell.issued
-                needle = make_needle(rs, trial_rng(rs.seed, plan.name, cell.size, cell.depth, index))
-                # off the loop thread (a tokenizer may be slow or even call an API); one at a time
-                trial = await asyncio.to_thread(plan.builder.build, cell.size, cell.depth, needle, index)
+                trial = await build(cell, index)  # off the loop thread: a tokenizer may even call an API
                 estimate = _price(plan.prompt, trial.prompt_tokens, rs.max_output_tokens)
                 if rs.max_cost_usd is not None and estimate is not None:
                     if cost + in_flight_cost + estimate > rs.max_cost_usd:
@@ -427,10 +450,10 @@ async def run_cells(plan: PromptPlan, provider, *, progress=None) -> tuple[int, 
                         if progress is not None:
                             progress.advance(cell.saved)
     finally:
+        prefetcher.cancel()
         for task in pending:
             task.cancel()
-        if pending:
-            await asyncio.gather(*pending, return_exceptions=True)
+        await asyncio.gather(prefetcher, *pending, *built.values(), return_exceptions=True)
     return calls, cost, stop_reason, provider_failed
 
 
