@@ -466,8 +466,6 @@ async def _recall_prompt(run: _Run, prompt: PromptConfig, pr: PromptResult, *, b
     fixture_path = recall_fixture(config, prompt)
     fixture = _rel(config, fixture_path)
     base = render_case(config, prompt, fixture_path)
-    counter = get_counter(prompt.tokenizer, model=prompt.model, settings=prompt)
-    builder = HaystackBuilder(config, prompt, counter, seed=prompt.recall.seed, fixture_path=fixture_path)
 
     provider = None
     if prompt.recall.sizes == "auto":
@@ -475,18 +473,12 @@ async def _recall_prompt(run: _Run, prompt: PromptConfig, pr: PromptResult, *, b
             provider = await run.provider_for(prompt)
         except ProviderUnavailable as exc:
             return _outage(pr, totals, exc.message)
-        sizes = auto_sizes(
-            context_window(prompt, provider), prompt.reserve_output_tokens, min_size=builder.base_tokens()
-        )
-        if not sizes:
-            pr.recall_skipped = (
-                f"sizes = \"auto\": the model's window minus reserve_output_tokens leaves no size above "
-                f"the prompt's own {builder.base_tokens()} tokens"
-            )
-            return
+        # the full ladder goes into the hash; rungs below the prompt's own size drop out below
+        sizes = auto_sizes(context_window(prompt, provider), prompt.reserve_output_tokens)
     else:
         sizes = list(prompt.recall.sizes)
 
+    # reuse before any counting: an unchanged prompt costs no model call and no tokenizer call
     digest = settings_hash(config, prompt, content_hash=base.content_hash(), fixture=fixture, sizes=sizes)
     base_pr = baseline.prompt(prompt.name) if baseline is not None else None
     if base_pr is not None and base_pr.recall is not None and base_pr.recall.settings_hash == digest \
@@ -498,6 +490,17 @@ async def _recall_prompt(run: _Run, prompt: PromptConfig, pr: PromptResult, *, b
         pr.recall_skipped = None
         totals.cached_calls += pr.recall.cached_calls
         return
+
+    counter = get_counter(prompt.tokenizer, model=prompt.model, settings=prompt)
+    builder = HaystackBuilder(config, prompt, counter, seed=prompt.recall.seed, fixture_path=fixture_path)
+    if prompt.recall.sizes == "auto":
+        sizes = [s for s in sizes if s > builder.base_tokens()]
+        if not sizes:
+            pr.recall_skipped = (
+                f"sizes = \"auto\": the model's window minus reserve_output_tokens leaves no size above "
+                f"the prompt's own {builder.base_tokens()} tokens"
+            )
+            return
 
     if provider is None:
         try:
