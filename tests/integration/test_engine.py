@@ -224,3 +224,31 @@ def test_auto_sizes_run_against_the_fake(tmp_path, fake, monkeypatch):
     r = res.prompt("qa").recall
     assert sorted({c.size for c in r.cells}) == [2000, 3344]
     assert all(abs(c.prompt_tokens - c.size) <= c.size * 0.02 for c in r.cells)
+
+
+def _put_many(path: str, worker: int) -> int:
+    from needle_action.results import RecallDiagnosis, RecallResult
+
+    store = ResultCache(path)
+    for i in range(15):
+        store.put(RecallResult(
+            provider="anthropic", model="m", fixture=None, needle_style="codeword", scoring="strict",
+            threshold=0.8, seed=i, settings_hash=f"{worker}-{i}", cells=[], effective_context=None,
+            diagnosis=RecallDiagnosis(kind="all-pass", summary="s", fix="f"), calls=i,
+        ))
+        assert store.get(f"{worker}-{i}").calls == i
+    return worker
+
+
+def test_result_cache_is_safe_for_concurrent_processes(tmp_path):
+    import multiprocessing
+
+    path = str(tmp_path / "shared" / "recall.sqlite")
+    with multiprocessing.get_context("spawn").Pool(4) as pool:
+        assert sorted(pool.starmap(_put_many, [(path, w) for w in range(4)])) == [0, 1, 2, 3]
+    store = ResultCache(path)
+    assert len(store) == 60
+    assert store.get("3-14").calls == 14 and store.get("nope") is None
+    import sqlite3
+
+    assert sqlite3.connect(path).execute("PRAGMA journal_mode").fetchone()[0] == "wal"
