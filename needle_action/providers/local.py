@@ -2,8 +2,14 @@
 
 * Default model: the embedded Gemma 3 270M (:mod:`needle_action.local_model`); any .gguf with
   ``providers.local.model_path``.
-* The chat goes through the model's own chat template (llama-cpp-python reads it from the GGUF
-  metadata), decoded greedily (``temperature=0``) so the same prompt gives the same answer.
+* Two prompt formats, chosen from the GGUF metadata. A GGUF with a chat template (instruction
+  models) gets the chat through that template. One without (base models, like the embedded
+  ``google/gemma-3-270m``, which is the pretrained, not the ``-it``, checkpoint) gets a plain
+  transcript ending in ``Answer:``: measured on the embedded model, a chat format makes it echo the
+  prompt, while the transcript makes it answer. Its answer is the first non-empty line (a base
+  model keeps writing the next "Question:" otherwise).
+* Decoding is greedy (``temperature=0``) and the model state is reset before each prompt, so the
+  same prompt gives the same answer.
 * ``Llama`` is not thread-safe: every inference holds one process-wide lock and runs in a worker
   thread (``asyncio.to_thread``) so the event loop stays free for the rest of the engine.
 * Context: ``providers.local.n_ctx`` when set (fixed); otherwise start from the size the registry
@@ -33,6 +39,29 @@ _TOO_LONG = re.compile(r"Requested tokens \((\d+)\) exceed context window of (\d
 def round_ctx(tokens: int) -> int:
     """Round up to a multiple of 1024 (llama.cpp allocates the KV cache for the whole window)."""
     return max(1024, -(-int(tokens) // 1024) * 1024)
+
+
+def transcript(messages: list[dict]) -> str:
+    """Plain-text rendering of a chat for a base model: system text, user turns as written,
+    assistant turns as ``Answer: ...``, ending with ``Answer:`` for the model to complete."""
+    parts: list[str] = []
+    for m in messages:
+        if m["role"] == "assistant":
+            parts.append(f"Answer: {m['content']}")
+        else:
+            parts.append(m["content"])
+    return "\n\n".join(parts).rstrip() + "\nAnswer:"
+
+
+def first_line(text: str) -> str:
+    for line in text.splitlines():
+        if line.strip():
+            return line.strip()
+    return ""
+
+
+def has_chat_template(llm) -> bool:
+    return "tokenizer.chat_template" in (getattr(llm, "metadata", None) or {})
 
 
 class LocalProvider:
@@ -84,9 +113,17 @@ class LocalProvider:
             while True:
                 llm.reset()  # no state carried over from the previous prompt
                 try:
-                    return llm.create_chat_completion(
-                        messages=messages, max_tokens=max_output_tokens, temperature=0.0, seed=0,
+                    if has_chat_template(llm):
+                        resp = llm.create_chat_completion(
+                            messages=messages, max_tokens=max_output_tokens, temperature=0.0, seed=0,
+                        )
+                        return {"text": resp["choices"][0]["message"].get("content") or "",
+                                "usage": resp.get("usage") or {}}
+                    resp = llm.create_completion(
+                        prompt=transcript(messages), max_tokens=max_output_tokens, temperature=0.0, seed=0,
                     )
+                    return {"text": first_line(resp["choices"][0].get("text") or ""),
+                            "usage": resp.get("usage") or {}}
                 except ValueError as exc:
                     m = _TOO_LONG.search(str(exc))
                     if not m:
@@ -106,9 +143,8 @@ class LocalProvider:
     async def complete(self, prompt: RenderedPrompt, *, max_output_tokens: int) -> Completion:
         messages = self.messages(prompt)
         resp = await asyncio.to_thread(self._run, messages, max_output_tokens)
-        text = resp["choices"][0]["message"].get("content") or ""
-        usage = resp.get("usage") or {}
-        return Completion(text=text, input_tokens=usage.get("prompt_tokens"),
+        usage = resp["usage"]
+        return Completion(text=resp["text"], input_tokens=usage.get("prompt_tokens"),
                           output_tokens=usage.get("completion_tokens"), attempts=1)
 
     async def aclose(self) -> None:

@@ -77,7 +77,7 @@ def test_gemma_finds_the_needle_in_a_small_haystack():
     answers = []
     for code, depth, place in cases:
         needle = f"The secret code for the {place} is {code}."
-        text, input_tokens = ask(provider, haystack(60, needle, depth), f"What is the secret code for the {place}?")
+        text, input_tokens = ask(provider, haystack(78, needle, depth), f"What is the secret code for the {place}?")
         answers.append((code, text, input_tokens))
     print("\n" + "\n".join(f"{c}: {t!r} ({n} prompt tokens)" for c, t, n in answers))
     for code, text, input_tokens in answers:

