@@ -23,13 +23,20 @@ ENV PATH=/opt/needle/bin:$PATH \
 # `git fetch`. libgomp1: llama.cpp's OpenMP runtime, only with the [local] extra.
 # safe.directory: the runner mounts the checkout (owned by the runner's uid, not root) at
 # /github/workspace, and git refuses a repository owned by someone else ("dubious ownership").
+# dpkg excludes: the official slim image already drops docs, man pages and translations of the
+# packages it ships; this extends that to the packages installed here, whatever the base.
+# The venv has no pip of its own (23 MB): pip runs from the wheel python3-venv ships ($PIP below).
 # hadolint ignore=DL3008
-RUN apt-get update \
+RUN printf '%s\n' 'path-exclude=/usr/share/doc/*' 'path-include=/usr/share/doc/*/copyright' \
+      'path-exclude=/usr/share/man/*' 'path-exclude=/usr/share/locale/*' > /etc/dpkg/dpkg.cfg.d/needle-slim \
+ && apt-get update \
  && apt-get install -y --no-install-recommends python3 python3-venv git ca-certificates \
  && case ",${NEEDLE_EXTRAS}," in *,local,*) apt-get install -y --no-install-recommends libgomp1;; esac \
  && apt-get clean && rm -rf /var/lib/apt/lists/* \
- && python3 -m venv /opt/needle \
+ && python3 -m venv --without-pip /opt/needle \
+ && ln -s /usr/share/python-wheels/pip-*.whl /opt/pip.whl \
  && git config --system --add safe.directory /github/workspace
+ENV PIP="/opt/needle/bin/python /opt/pip.whl/pip"
 
 # Dependencies first, from pyproject.toml alone, so this layer is reused for as long as the
 # dependency list does not change, whatever happens to the code. In the same RUN:
@@ -47,11 +54,11 @@ RUN case ",${NEEDLE_EXTRAS}," in *,local,*) apt-get update \
 extras = [e.strip() for e in os.environ.get("NEEDLE_EXTRAS", "").split(",") if e.strip()]; \
 print("\n".join(p["dependencies"] + [r for e in extras for r in p["optional-dependencies"][e]]))' \
     > /tmp/needle-deps/requirements.txt \
- && pip install -r /tmp/needle-deps/requirements.txt \
+ && $PIP install -r /tmp/needle-deps/requirements.txt \
  && python /tmp/needle-deps/tiktoken_cache.py /opt/needle/tiktoken \
  && TIKTOKEN_CACHE_DIR=/opt/needle/tiktoken python -c \
     "import tiktoken; [tiktoken.get_encoding(e) for e in ('o200k_base', 'cl100k_base')]" \
- && pip uninstall -y bpe-openai \
+ && $PIP uninstall -y bpe-openai \
  && case ",${NEEDLE_EXTRAS}," in *,local,*) apt-get purge -y --auto-remove build-essential cmake \
       && apt-get clean && rm -rf /var/lib/apt/lists/*;; esac \
  && rm -rf /tmp/needle-deps
@@ -59,7 +66,7 @@ print("\n".join(p["dependencies"] + [r for e in extras for r in p["optional-depe
 # The package itself; its dependencies are already in place.
 COPY pyproject.toml README.md /tmp/needle-src/
 COPY needle_action /tmp/needle-src/needle_action
-RUN pip install --no-deps /tmp/needle-src && rm -rf /tmp/needle-src
+RUN $PIP install --no-deps /tmp/needle-src && rm -rf /tmp/needle-src
 
 COPY entrypoint.py /app/entrypoint.py
 
