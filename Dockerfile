@@ -5,9 +5,9 @@
 #   docker build --build-arg NEEDLE_EXTRAS=local -t needle-action . # + embedded Gemma (compiles llama.cpp, ~7 min)
 #
 # One stage, on purpose: GitHub rebuilds a Docker action's image on every job, so build time is
-# paid on every pull request. A second stage would cost a second apt run and a copy of the whole
-# venv (~2 more minutes measured); the things a build stage would leave behind (bpe-openai, the
-# compiler for [local]) are instead removed in the same RUN that brought them in.
+# paid on every pull request. A two-stage variant spent over two more minutes here on its second
+# apt run and on copying the venv across; what a build stage would leave behind (bpe-openai, the
+# compiler for [local]) is instead removed in the same RUN that brought it in.
 
 FROM debian:bookworm-slim
 
