@@ -11,9 +11,9 @@ Counters (the ``tokenizer`` key of a prompt):
 ``anthropic``
     Exact: ``messages.count_tokens`` on the whole request, system included (one HTTP call each).
 ``local``
-    The embedded model's own tokenizer (llama-cpp-python, vocabulary only). A chat request is laid
-    out with the chat template the gguf carries, or Gemma 3's official layout for a Gemma gguf
-    without one (the bundled model), and tokenised with its special tokens.
+    The embedded model's own tokenizer (llama-cpp-python, vocabulary only), on exactly the text the
+    local provider feeds the model: the chat laid out by the gguf's chat template, or, for a base
+    model without one (the bundled Gemma 3 270M), the provider's plain transcript plus BOS.
 
 ``count_prompts`` is the fast path the pipeline uses: it keeps a process-wide cache keyed by
 (counter, content hash), so the base and head of an unchanged prompt, or recall trials that repeat
@@ -245,24 +245,6 @@ def _load_vocab(path: str):
         return Llama(model_path=path, vocab_only=True, verbose=False)
 
 
-def gemma_chat_text(system: str | None, messages: Sequence[tuple[str, str]]) -> str:
-    """A request laid out as Gemma 3's official chat template does it.
-
-    Gemma has no system role: the system text opens the first turn, followed by a blank line;
-    assistant turns are ``model``; each turn's content is trimmed; the reply is primed with an open
-    ``model`` turn. (The bundled Gemma 3 270M gguf does not embed its template, so it is written
-    out here.)
-    """
-    turns = list(messages) or [("user", "")]
-    prefix = f"{system}\n\n" if system else ""
-    out = ["<bos>"]
-    for i, (role, content) in enumerate(turns):
-        name = "model" if role == "assistant" else role
-        out.append(f"<start_of_turn>{name}\n{prefix if i == 0 else ''}{content.strip()}<end_of_turn>\n")
-    out.append("<start_of_turn>model\n")
-    return "".join(out)
-
-
 class LocalCounter:
     """The embedded model's own tokenizer."""
 
@@ -296,7 +278,6 @@ class LocalCounter:
         self._llama = _load_vocab(str(self.path))
         self._lock = threading.Lock()  # llama.cpp's tokenizer context is not documented as thread-safe
         self._chat = _chat_formatter(self._llama)
-        self._arch = str((self._llama.metadata or {}).get("general.architecture", ""))
 
     def _tokenize(self, data: bytes, *, special: bool) -> int:
         with self._lock:
@@ -305,24 +286,22 @@ class LocalCounter:
     def count_texts(self, texts: list[str]) -> list[int]:
         return [self._tokenize(t.encode("utf-8"), special=False) for t in texts]
 
-    def chat_text(self, prompt: RenderedPrompt) -> str | None:
-        """The request as the model's chat template lays it out (None when we know no layout)."""
-        if self._chat is None:
-            if self._arch.startswith("gemma"):
-                return gemma_chat_text(prompt.system, [(m.role, m.content) for m in prompt.messages])
-            return None
+    def request_text(self, prompt: RenderedPrompt) -> tuple[str, bool]:
+        """The text the local provider feeds the model, and whether it already holds the BOS."""
         messages = ([{"role": "system", "content": prompt.system}] if prompt.system else []) + [
             {"role": m.role, "content": m.content} for m in prompt.messages
         ]
-        return self._chat(messages=messages).prompt
+        if self._chat is not None:  # the gguf's chat template writes its own <bos> and turn markers
+            return self._chat(messages=messages).prompt, True
+        # a base model (the bundled Gemma): the provider's plain transcript, llama.cpp prepends BOS
+        from needle_action.providers.local import transcript
+
+        return transcript(messages), False
 
     def count_prompt(self, prompt: RenderedPrompt) -> int:
-        text = self.chat_text(prompt)
-        if text is None:
-            # no template: the texts plus one BOS, as llama.cpp would prepend
-            return sum(self.count_texts(prompt.texts())) + 1
-        # the template writes its own <bos> and turn markers: tokenize them as special tokens
-        return self._tokenize(text.encode("utf-8"), special=True)
+        text, has_bos = self.request_text(prompt)
+        # special=True like llama.cpp's completion call: marker text counts as the special token it is
+        return self._tokenize(text.encode("utf-8"), special=True) + (0 if has_bos else 1)
 
 
 def _chat_formatter(llama):

@@ -369,14 +369,12 @@ def _llama_or_skip():
     return model_path()
 
 
-def gemma_chat_by_hand(prompt: RenderedPrompt) -> str:
-    """Gemma 3's documented turn format, written out independently of the gguf's template:
-    no system role (the system text opens the first user turn), assistant turns are `model`."""
-    out = "<bos>"
-    for i, m in enumerate(prompt.messages):
-        first = prompt.system + "\n\n" if (i == 0 and prompt.system) else ""
-        out += f"<start_of_turn>{'model' if m.role == 'assistant' else 'user'}\n{first}{m.content.strip()}<end_of_turn>\n"
-    return out + "<start_of_turn>model\n"
+def transcript_by_hand(prompt: RenderedPrompt) -> str:
+    """The base-model transcript the local provider sends a gguf without a chat template,
+    written out independently: system, turns (assistant ones as "Answer: ..."), then "Answer:"."""
+    parts = [prompt.system] if prompt.system else []
+    parts += [f"Answer: {m.content}" if m.role == "assistant" else m.content for m in prompt.messages]
+    return "\n\n".join(parts).rstrip() + "\nAnswer:"
 
 
 def test_local_counter_is_the_embedded_models_own_tokenizer(example_cases):
@@ -384,14 +382,13 @@ def test_local_counter_is_the_embedded_models_own_tokenizer(example_cases):
     from llama_cpp import Llama
 
     llm = Llama(model_path=str(path), vocab_only=True, verbose=False)
+    assert "tokenizer.chat_template" not in llm.metadata  # the bundled model is a base model
     settings = PromptSettings(tokenizer="local", provider="local", model="gemma3-270m")
     counter = get_counter("local", model="gemma3-270m", settings=settings)
-    # Gemma's turn markers are single special tokens, not text
-    assert len(llm.tokenize(b"<start_of_turn>", add_bos=False, special=True)) == 1
     counts = count_prompts(example_cases, settings)
     for case, c in zip(example_cases, counts, strict=True):
         assert c.counter == "local:gemma3-270m" and c.exact is True and c.safety_factor == 1.0
-        by_hand = len(llm.tokenize(gemma_chat_by_hand(case).encode(), add_bos=False, special=True))
+        by_hand = 1 + len(llm.tokenize(transcript_by_hand(case).encode(), add_bos=False, special=True))
         assert c.raw_tokens == by_hand, case.fixture
         texts = case.texts()
         assert counter.count_texts(texts) == [
@@ -400,6 +397,29 @@ def test_local_counter_is_the_embedded_models_own_tokenizer(example_cases):
     # Gemma's vocabulary is not o200k's: the counts really come from another tokenizer
     o200k = count_prompts(example_cases, PromptSettings(tokenizer="tiktoken:o200k_base"))
     assert [c.raw_tokens for c in counts] != [c.raw_tokens for c in o200k]
+
+
+def test_local_count_equals_what_the_model_reports_for_the_real_call():
+    """The strongest check: run the embedded model through the local provider and compare our
+    count with the prompt_tokens llama.cpp itself reports for that very request."""
+    import asyncio
+
+    _llama_or_skip()
+    from needle_action.providers.local import LocalProvider
+
+    settings = PromptSettings(tokenizer="local", provider="local", model="gemma3-270m")
+    prompt = RenderedPrompt(
+        system="You answer with the code only.",
+        messages=(
+            Message("user", "The vault code is PLM-4471-QRT. <start_of_turn> is just text here."),
+            Message("assistant", "Noted."),
+            Message("user", "What is the vault code?"),
+        ),
+    )
+    (c,) = count_prompts([prompt], settings)
+    provider = LocalProvider("gemma3-270m", n_ctx=512)
+    completion = asyncio.run(provider.complete(prompt, max_output_tokens=1))
+    assert completion.input_tokens == c.raw_tokens
 
 
 def test_local_counter_is_approximate_for_another_provider(example_cases):
