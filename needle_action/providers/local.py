@@ -111,7 +111,10 @@ class LocalProvider:
         with _infer_lock:
             llm = self._fit(self._llm(), messages, max_output_tokens)
             while True:
-                llm.reset()  # no state carried over from the previous prompt
+                # No state carried over: llama.cpp would otherwise reuse the shared prompt prefix,
+                # ~23% faster on the examples but measured to change 3 of 15 greedy answers (the
+                # batch split shifts floating point), and a trial's answer must not depend on order.
+                llm.reset()
                 try:
                     if has_chat_template(llm):
                         resp = llm.create_chat_completion(
