@@ -57,6 +57,29 @@ baseline_option = click.option(
 )
 
 
+def recall_options(fn):
+    """Options shared by `recall` and `check`; they arrive as one RecallOverrides (``overrides``)."""
+    options = [
+        click.option("--seed", type=int, help="Override the seed (needles and filler are reproducible per seed)."),
+        click.option("--provider", type=click.Choice(["anthropic", "openai", "local"]), help="Override the provider."),
+        click.option("--model", help="Override the model."),
+        click.option("--trials", type=int, help="Override trials per cell."),
+        click.option("--no-progress", is_flag=True, help="No progress bar."),
+        click.option("--no-cache", is_flag=True, help="Measure recall again even if an identical result is cached."),
+    ]
+
+    @functools.wraps(fn)
+    def wrapper(*args, seed, provider, model, trials, no_progress, no_cache, **kwargs):
+        from needle_action.pipeline import RecallOverrides
+
+        overrides = RecallOverrides(seed=seed, provider=provider, model=model, trials=trials)
+        return fn(*args, overrides=overrides, progress=not no_progress, cache=False if no_cache else None, **kwargs)
+
+    for option in reversed(options):
+        wrapper = option(wrapper)
+    return wrapper
+
+
 def _load(config_path: Path):
     from needle_action.config_loader import load_config
 
@@ -156,27 +179,17 @@ def budget(config_path: Path, only: tuple[str, ...], baseline: Path | None, json
 @only_option
 @baseline_option
 @json_option
-@click.option("--seed", type=int, help="Override the seed (needles and filler are reproducible per seed).")
-@click.option("--provider", type=click.Choice(["anthropic", "openai", "local"]), help="Override the provider.")
-@click.option("--model", help="Override the model.")
-@click.option("--trials", type=int, help="Override trials per cell.")
-@click.option("--no-progress", is_flag=True, help="No progress bar.")
-@click.option("--no-cache", is_flag=True, help="Measure again even if an identical result is cached.")
+@recall_options
 @handle_errors
-def recall(config_path, only, baseline, json_out, seed, provider, model, trials, no_progress, no_cache) -> None:
+def recall(config_path, only, baseline, json_out, overrides, progress, cache) -> None:
     """Probe positional recall: needles at several depths and context sizes."""
-    from needle_action.pipeline import RecallOverrides, run_recall
+    from needle_action.pipeline import run_recall
     from needle_action.report.terminal import print_recall
 
     config = _load(config_path)
-    overrides = RecallOverrides(seed=seed, provider=provider, model=model, trials=trials)
     results = run_recall(
-        config,
-        baseline=_baseline(baseline),
-        only=list(only) or None,
-        overrides=overrides,
-        progress=not no_progress,
-        cache=False if no_cache else None,
+        config, baseline=_baseline(baseline), only=list(only) or None, overrides=overrides, progress=progress,
+        cache=cache,
     )
     print_recall(results)
     _finish(results, json_out, stages=("recall",))
@@ -187,30 +200,18 @@ def recall(config_path, only, baseline, json_out, seed, provider, model, trials,
 @only_option
 @baseline_option
 @json_option
-@click.option("--seed", type=int, help="Override the seed.")
-@click.option("--provider", type=click.Choice(["anthropic", "openai", "local"]), help="Override the provider.")
-@click.option("--model", help="Override the model.")
-@click.option("--trials", type=int, help="Override trials per cell.")
+@recall_options
 @click.option("--no-recall", is_flag=True, help="Budgets only.")
-@click.option("--no-progress", is_flag=True, help="No progress bar.")
-@click.option("--no-cache", is_flag=True, help="Measure recall again even if an identical result is cached.")
 @handle_errors
-def check(config_path, only, baseline, json_out, seed, provider, model, trials, no_recall, no_progress,
-          no_cache) -> None:
+def check(config_path, only, baseline, json_out, overrides, progress, cache, no_recall) -> None:
     """Budgets and recall together: what the GitHub Action runs on each side."""
-    from needle_action.pipeline import RecallOverrides, run_check
+    from needle_action.pipeline import run_check
     from needle_action.report.terminal import print_budget, print_recall
 
     config = _load(config_path)
-    overrides = RecallOverrides(seed=seed, provider=provider, model=model, trials=trials)
     results = run_check(
-        config,
-        baseline=_baseline(baseline),
-        only=list(only) or None,
-        overrides=overrides,
-        recall=not no_recall,
-        progress=not no_progress,
-        cache=False if no_cache else None,
+        config, baseline=_baseline(baseline), only=list(only) or None, overrides=overrides,
+        recall=not no_recall, progress=progress, cache=cache,
     )
     print_budget(results)
     if not no_recall:
