@@ -12,7 +12,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from needle_action import __version__
 from needle_action.errors import ConfigError
@@ -75,6 +75,14 @@ class RecallCell(Model):
     status: CellStatus
     stopped_early: bool = False
     answers: list[RecallAnswer] = Field(default_factory=list)
+
+    @model_validator(mode="after")
+    def _hits_within_trials(self) -> RecallCell:
+        # a hand-edited or corrupt results file must fail here, as a ConfigError naming the file,
+        # not later inside the statistics of the compare stage
+        if not 0 <= self.hits <= self.trials:
+            raise ValueError(f"hits must be between 0 and trials ({self.hits}/{self.trials})")
+        return self
 
 
 class RecallDiagnosis(Model):

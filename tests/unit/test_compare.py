@@ -154,3 +154,17 @@ def test_json_round_trip():
     c = compare(None, results(prompt("r", [case(10)])))
     data = json.loads(c.model_dump_json())
     assert data["verdict"] == "pass" and data["prompts"][0]["tokens"][0]["head_tokens"] == 10
+
+
+def test_a_results_file_claiming_more_hits_than_trials_is_a_config_error(tmp_path):
+    # hand-edited or corrupt: used to reach the Fisher test and end in a ValueError traceback
+    from needle_action.errors import ConfigError
+    from needle_action.results import load_results
+
+    path = tmp_path / "head.json"
+    results(prompt("a", [case(100)], rec=recall(grid({0.5: (5, 5)})))).dump(path)
+    data = json.loads(path.read_text())
+    data["prompts"][0]["recall"]["cells"][0]["hits"] = data["prompts"][0]["recall"]["cells"][0]["trials"] + 4
+    path.write_text(json.dumps(data))
+    with pytest.raises(ConfigError, match=r"recall\.cells\.0.*hits must be between 0 and trials"):
+        load_results(path)
