@@ -20,11 +20,11 @@ module only reports the flags separately.
 
 from __future__ import annotations
 
-import math
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from needle_action.recall.stats import fisher_drop_pvalue
 from needle_action.results import BudgetCase, PromptResult, RecallCell, RecallResult, Results
 
 PromptStatus = Literal["new", "deleted", "renamed", "changed", "unchanged"]
@@ -41,32 +41,6 @@ PROVIDER_OUTAGE_PREFIX = "provider unavailable"
 
 class _Model(BaseModel):
     model_config = ConfigDict(extra="forbid")
-
-
-def fisher_drop_pvalue(base_hits: int, base_n: int, head_hits: int, head_n: int) -> float:
-    """One-sided Fisher exact test: P(head hits <= observed | margins), i.e. evidence that head < base.
-
-    Uses H4b's implementation when present so both stages agree; this fallback is the same
-    hypergeometric tail, computed exactly with integers.
-    """
-    try:  # the recall engine's statistics module is the single source of truth when it exists
-        from needle_action.recall.stats import fisher_drop_pvalue as shared
-    except ImportError:
-        shared = None
-    if shared is not None:
-        return float(shared(base_hits, base_n, head_hits, head_n))
-    return _hypergeom_lower_tail(base_hits, base_n, head_hits, head_n)
-
-
-def _hypergeom_lower_tail(base_hits: int, base_n: int, head_hits: int, head_n: int) -> float:
-    if base_n <= 0 or head_n <= 0:
-        return 1.0
-    total_hits = base_hits + head_hits
-    total = base_n + head_n
-    denom = math.comb(total, head_n)
-    lo = max(0, total_hits - base_n)
-    tail = sum(math.comb(total_hits, k) * math.comb(total - total_hits, head_n - k) for k in range(lo, head_hits + 1))
-    return min(1.0, tail / denom)
 
 
 def min_achievable_pvalue(base_n: int, head_n: int) -> float:
