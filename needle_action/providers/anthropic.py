@@ -11,10 +11,7 @@
 
 from __future__ import annotations
 
-import asyncio
 import os
-import random
-from collections.abc import Awaitable, Callable
 
 import anthropic
 
@@ -25,54 +22,32 @@ from needle_action.providers.base import Completion
 from needle_action.providers.retry import (
     MalformedResponse,
     Retry,
-    RetryPolicy,
-    call_with_retries,
+    RetryingProvider,
     classify_status,
 )
 
 DEFAULT_KEY_ENVS = ("ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN")
 
 
-class AnthropicProvider:
+class AnthropicProvider(RetryingProvider):
     name = "anthropic"
 
-    def __init__(
-        self,
-        model: str,
-        settings: ProviderSettings | None = None,
-        *,
-        sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
-        rng: random.Random | None = None,
-    ) -> None:
-        settings = settings or ProviderSettings()
-        self.model = model
-        self.settings = settings
-        self.policy = RetryPolicy.from_settings(settings)
-        self._sleep = sleep
-        self._rng = rng or random.Random()
-        self.key_env, key = _find_key(settings.api_key_env)
-        base_url = settings.base_url or os.environ.get("ANTHROPIC_BASE_URL") or None
+    def __init__(self, model: str, settings: ProviderSettings | None = None, **retry_kw) -> None:
+        super().__init__(model, settings, **retry_kw)  # retry_kw: sleep=, rng= (tests inject them)
+        self.key_env, key = _find_key(self.settings.api_key_env)
+        base_url = self.settings.base_url or os.environ.get("ANTHROPIC_BASE_URL") or None
         auth = {"auth_token": key} if self.key_env == "ANTHROPIC_AUTH_TOKEN" else {"api_key": key}
         self._client = anthropic.AsyncAnthropic(
-            **auth, base_url=base_url, max_retries=0, timeout=settings.timeout_s
+            **auth, base_url=base_url, max_retries=0, timeout=self.settings.timeout_s
         )
-        self.retries = 0  # transient failures retried over this provider's life
 
     async def complete(self, prompt: RenderedPrompt, *, max_output_tokens: int) -> Completion:
         request = build_request(self.model, prompt, max_output_tokens)
 
         async def attempt():
-            message = await self._client.messages.create(**request)
-            return parse_message(message)
+            return parse_message(await self._client.messages.create(**request))
 
-        def count(_n, _retry, _delay):
-            self.retries += 1
-
-        (text, usage_in, usage_out), attempts = await call_with_retries(
-            attempt, self._classify, policy=self.policy, provider=self.name,
-            sleep=self._sleep, rng=self._rng, on_retry=count,
-        )
-        return Completion(text=text, input_tokens=usage_in, output_tokens=usage_out, attempts=attempts)
+        return await self._complete_with_retries(attempt)
 
     def _classify(self, exc: BaseException) -> Retry | BaseException:
         if isinstance(exc, anthropic.APITimeoutError):

@@ -11,10 +11,7 @@
 
 from __future__ import annotations
 
-import asyncio
 import os
-import random
-from collections.abc import Awaitable, Callable
 from urllib.parse import urlparse
 
 import openai
@@ -26,8 +23,7 @@ from needle_action.providers.base import Completion
 from needle_action.providers.retry import (
     MalformedResponse,
     Retry,
-    RetryPolicy,
-    call_with_retries,
+    RetryingProvider,
     classify_status,
 )
 
@@ -42,23 +38,12 @@ def is_openai_cloud(base_url: str | None) -> bool:
     return host in OPENAI_HOSTS or host.endswith(".openai.azure.com")
 
 
-class OpenAICompatProvider:
+class OpenAICompatProvider(RetryingProvider):
     name = "openai"
 
-    def __init__(
-        self,
-        model: str,
-        settings: ProviderSettings | None = None,
-        *,
-        sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
-        rng: random.Random | None = None,
-    ) -> None:
-        settings = settings or ProviderSettings()
-        self.model = model
-        self.settings = settings
-        self.policy = RetryPolicy.from_settings(settings)
-        self._sleep = sleep
-        self._rng = rng or random.Random()
+    def __init__(self, model: str, settings: ProviderSettings | None = None, **retry_kw) -> None:
+        super().__init__(model, settings, **retry_kw)  # retry_kw: sleep=, rng= (tests inject them)
+        settings = self.settings
         self.base_url = settings.base_url or os.environ.get("OPENAI_BASE_URL") or None
         self.cloud = is_openai_cloud(self.base_url)
         self.key_env = settings.api_key_env or "OPENAI_API_KEY"
@@ -72,7 +57,6 @@ class OpenAICompatProvider:
         self._client = openai.AsyncOpenAI(
             api_key=key or PLACEHOLDER_KEY, base_url=self.base_url, max_retries=0, timeout=settings.timeout_s
         )
-        self.retries = 0
 
     def build_request(self, prompt: RenderedPrompt, max_output_tokens: int) -> dict:
         messages = [{"role": "system", "content": prompt.system}] if prompt.system else []
@@ -94,14 +78,7 @@ class OpenAICompatProvider:
         async def attempt():
             return parse_completion(await self._client.chat.completions.create(**request))
 
-        def count(_n, _retry, _delay):
-            self.retries += 1
-
-        (text, usage_in, usage_out), attempts = await call_with_retries(
-            attempt, self._classify, policy=self.policy, provider=self.name,
-            sleep=self._sleep, rng=self._rng, on_retry=count,
-        )
-        return Completion(text=text, input_tokens=usage_in, output_tokens=usage_out, attempts=attempts)
+        return await self._complete_with_retries(attempt)
 
     def _classify(self, exc: BaseException) -> Retry | BaseException:
         if isinstance(exc, openai.APITimeoutError):

@@ -20,7 +20,9 @@ from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import TypeVar
 
+from needle_action.config import ProviderSettings
 from needle_action.errors import ProviderUnavailable
+from needle_action.providers.base import Completion
 
 T = TypeVar("T")
 
@@ -166,3 +168,46 @@ async def call_with_retries(
         hint="the provider may be down or rate-limiting; retry later, lower recall.concurrency, "
         "or raise providers.<name>.max_retries",
     )
+
+
+class RetryingProvider:
+    """What the HTTP providers share: settings, the retry policy, an injectable sleep and random
+    source, and a count of transient failures retried over the provider's life.
+
+    Subclasses set ``name``, build their SDK client in ``__init__`` after calling this one, and
+    implement ``_classify``; ``_complete_with_retries`` runs one SDK call under the policy.
+    """
+
+    name: str
+
+    def __init__(
+        self,
+        model: str,
+        settings: ProviderSettings | None = None,
+        *,
+        sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
+        rng: random.Random | None = None,
+    ) -> None:
+        self.model = model
+        self.settings = settings or ProviderSettings()
+        self.policy = RetryPolicy.from_settings(self.settings)
+        self._sleep = sleep
+        self._rng = rng or random.Random()
+        self.retries = 0
+
+    def _classify(self, exc: BaseException) -> Retry | BaseException:
+        raise NotImplementedError
+
+    async def _complete_with_retries(
+        self, attempt: Callable[[], Awaitable[tuple[str, int | None, int | None]]]
+    ) -> Completion:
+        """``attempt`` makes one SDK call and returns (text, input tokens, output tokens)."""
+
+        def count(_n, _retry, _delay):
+            self.retries += 1
+
+        (text, usage_in, usage_out), attempts = await call_with_retries(
+            attempt, self._classify, policy=self.policy, provider=self.name,
+            sleep=self._sleep, rng=self._rng, on_retry=count,
+        )
+        return Completion(text=text, input_tokens=usage_in, output_tokens=usage_out, attempts=attempts)
