@@ -152,9 +152,3 @@ def get_llama(n_ctx: int, path: Path | str | None = None):
         )
         _models[resolved] = (int(n_ctx), llm)
         return llm
-
-
-def forget_models() -> None:
-    """Drop cached models (frees memory; tests)."""
-    with _lock:
-        _models.clear()

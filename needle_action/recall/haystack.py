@@ -209,11 +209,6 @@ class _Stream:
             self.units.append(u)
             self._append_cum(u)
 
-    def recompute(self) -> None:
-        self._cum_words, self._cum_tokens = [0], [0.0]
-        for u in self.units:
-            self._append_cum(u)
-
     def estimate(self, words: int) -> float:
         """Estimated filler tokens (overhead included) for the first WORDS words."""
         while self._cum_words[-1] < words:
