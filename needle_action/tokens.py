@@ -161,21 +161,26 @@ class AnthropicCounter:
     exact = True
 
     def __init__(self, *, model: str, provider_settings: ProviderSettings) -> None:
-        key_env = provider_settings.api_key_env or "ANTHROPIC_API_KEY"
-        key = os.environ.get(key_env)
-        if not key:
+        import anthropic  # slow to import: only when this counter is asked for
+
+        # the provider's own key lookup, so a key that works for recall works for counting too
+        from needle_action.providers.anthropic import client_auth, find_key
+
+        try:
+            key_env, key = find_key(provider_settings.api_key_env)
+        except ProviderUnavailable:
+            key_env = provider_settings.api_key_env or "ANTHROPIC_API_KEY"
             raise ProviderUnavailable(
                 f'tokenizer "anthropic" needs an API key: ${key_env} is not set',
                 hint=f'export {key_env}=..., or count offline with tokenizer = "tiktoken:o200k_base" '
                 "(approximate; the safety factor is applied)",
-            )
-        import anthropic  # slow to import: only once we know we can use it
+            ) from None
 
         self.model = model
         self.cache_id = f"anthropic:{model}"
         # base_url None lets the SDK honour ANTHROPIC_BASE_URL itself
         self._client = anthropic.Anthropic(
-            api_key=key,
+            **client_auth(key_env, key),
             base_url=provider_settings.base_url or None,
             timeout=provider_settings.timeout_s,
             max_retries=provider_settings.max_retries,

@@ -34,11 +34,10 @@ class AnthropicProvider(RetryingProvider):
 
     def __init__(self, model: str, settings: ProviderSettings | None = None, **retry_kw) -> None:
         super().__init__(model, settings, **retry_kw)  # retry_kw: sleep=, rng= (tests inject them)
-        self.key_env, key = _find_key(self.settings.api_key_env)
+        self.key_env, key = find_key(self.settings.api_key_env)
         base_url = self.settings.base_url or os.environ.get("ANTHROPIC_BASE_URL") or None
-        auth = {"auth_token": key} if self.key_env == "ANTHROPIC_AUTH_TOKEN" else {"api_key": key}
         self._client = anthropic.AsyncAnthropic(
-            **auth, base_url=base_url, max_retries=0, timeout=self.settings.timeout_s
+            **client_auth(self.key_env, key), base_url=base_url, max_retries=0, timeout=self.settings.timeout_s
         )
 
     async def complete(self, prompt: RenderedPrompt, *, max_output_tokens: int) -> Completion:
@@ -69,7 +68,8 @@ class AnthropicProvider(RetryingProvider):
         await self._client.close()
 
 
-def _find_key(api_key_env: str | None) -> tuple[str, str]:
+def find_key(api_key_env: str | None) -> tuple[str, str]:
+    """(variable name, key): ``$api_key_env`` when configured, else the SDK's own variables."""
     names = (api_key_env,) if api_key_env else DEFAULT_KEY_ENVS
     for name in names:
         value = os.environ.get(name)
@@ -80,6 +80,11 @@ def _find_key(api_key_env: str | None) -> tuple[str, str]:
         hint=f"export {names[0]}=... (in the action: pass it from a secret), "
         "or run recall on the embedded model with provider = \"local\"",
     )
+
+
+def client_auth(key_env: str, key: str) -> dict:
+    """SDK keyword for the key: ANTHROPIC_AUTH_TOKEN is a bearer token, the others API keys."""
+    return {"auth_token": key} if key_env == "ANTHROPIC_AUTH_TOKEN" else {"api_key": key}
 
 
 def build_request(model: str, prompt: RenderedPrompt, max_output_tokens: int) -> dict:

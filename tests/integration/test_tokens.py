@@ -290,6 +290,16 @@ def test_anthropic_counter_uses_settings_key_env_and_base_url(fake, example_case
     assert fake.requests[-1]["headers"]["authorization"] == f"Bearer {fake.api_key}"
 
 
+def test_anthropic_counter_accepts_an_auth_token_like_the_provider(fake, example_cases, monkeypatch):
+    # the recall provider accepts ANTHROPIC_AUTH_TOKEN; counting used to refuse it ("needs an API key")
+    monkeypatch.setenv("ANTHROPIC_BASE_URL", fake.base_url)
+    monkeypatch.delenv("ANTHROPIC_API_KEY", raising=False)
+    monkeypatch.setenv("ANTHROPIC_AUTH_TOKEN", fake.api_key)
+    (c,) = count_prompts(example_cases[:1], _claude(anthropic=ProviderSettings(max_retries=0)))
+    assert c.tokens == fake.count_tokens("\n".join(example_cases[0].texts()))
+    assert fake.requests[-1]["headers"]["authorization"] == f"Bearer {fake.api_key}"
+
+
 def test_anthropic_wrong_key_is_provider_unavailable_and_never_printed(fake, monkeypatch):
     secret = "sk-ant-wrong-key-DO-NOT-PRINT"
     monkeypatch.setenv("ANTHROPIC_BASE_URL", fake.base_url)
