@@ -1,5 +1,5 @@
 """Acceptance for the recall engine against the fake Anthropic Messages API (real HTTP, real SDK via
-ANTHROPIC_BASE_URL, a dummy key) answering with H4a's simulated model:
+ANTHROPIC_BASE_URL, a dummy key) answering with the simulated model (tests/fakes/simulated_model.py):
 
 * a U-shaped curve is diagnosed lost-in-the-middle, a flat high curve all-pass, a cliff at a size
   size-limited with the right effective length, each over at least 50 seeds (rates printed);
