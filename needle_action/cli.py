@@ -15,7 +15,14 @@ from pathlib import Path
 import click
 
 from needle_action import __version__
-from needle_action.errors import EXIT_CHECKS_FAILED, EXIT_CONFIG, EXIT_OK, EXIT_PROVIDER, NeedleError
+from needle_action.errors import (
+    EXIT_CHECKS_FAILED,
+    EXIT_CONFIG,
+    EXIT_OK,
+    EXIT_PROVIDER,
+    ConfigError,
+    NeedleError,
+)
 
 
 def handle_errors(fn):
@@ -94,9 +101,19 @@ def _baseline(path: Path | None):
     return load_results(path)
 
 
+def _write_output(path: Path, write) -> None:
+    """Write a file the user named on the command line; a bad path is a usage error, not a traceback."""
+    try:
+        write(path)
+    except OSError as exc:
+        raise ConfigError(
+            f"cannot write {path}: {exc.strerror or exc}", hint="check the path: its folder must be writable"
+        ) from None
+
+
 def _finish(results, json_out: Path | None, *, stages: tuple[str, ...]) -> None:
     if json_out is not None:
-        results.dump(json_out)
+        _write_output(json_out, results.dump)
         click.echo(f"results written to {json_out}", err=True)
     failed = ("budget" in stages and results.budget_status in ("fail", "error")) or (
         "recall" in stages and results.recall_status in ("fail", "error")
@@ -234,7 +251,7 @@ def report(head: Path, base: Path | None, fmt: str, output: Path | None) -> None
     comparison = compare(_baseline(base), load_results(head))
     text = comparison.model_dump_json(indent=2) if fmt == "json" else render_comment(comparison)
     if output:
-        output.write_text(text, encoding="utf-8")
+        _write_output(output, lambda path: path.write_text(text, encoding="utf-8"))
     else:
         click.echo(text)
     sys.exit(EXIT_CHECKS_FAILED if comparison.failed else EXIT_OK)

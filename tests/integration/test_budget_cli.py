@@ -185,6 +185,20 @@ def test_bad_baseline_file_exits_2(examples, tmp_path, content, message):
     assert "Traceback" not in result.output
 
 
+def test_unwritable_output_paths_exit_2_without_a_traceback(examples, tmp_path):
+    blocker = tmp_path / "a-file"
+    blocker.write_text("")
+    result = budget("--config", str(examples / "needle.toml"), "--json", str(blocker / "out.json"))
+    assert result.exit_code == 2, result.output
+    assert "cannot write" in result.output and isinstance(result.exception, SystemExit)
+
+    head = tmp_path / "head.json"
+    assert budget("--config", str(examples / "needle.toml"), "--json", str(head)).exit_code == 0
+    result = CliRunner().invoke(main, ["report", str(head), "-o", str(tmp_path / "no-such-dir" / "c.md")])
+    assert result.exit_code == 2, result.output
+    assert "cannot write" in result.output and isinstance(result.exception, SystemExit)
+
+
 def test_missing_baseline_file_exits_2(examples, tmp_path):
     result = budget("--config", str(examples / "needle.toml"), "--baseline", str(tmp_path / "nope.json"))
     assert result.exit_code == 2
