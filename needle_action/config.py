@@ -152,6 +152,17 @@ class ProviderSettings(Strict):
     timeout_s: float = 60.0
     max_retries: int = Field(default=6, ge=0, le=20)
 
+    @field_validator("api_key_env")
+    @classmethod
+    def _key_env_is_a_name(cls, v: str | None):
+        # a key pasted here by mistake would otherwise be echoed as "$<key> is not set" in logs and
+        # in the PR comment; the message deliberately does not repeat the value
+        if v is not None and not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", v):
+            raise ValueError(
+                "api_key_env must name an environment variable (like ANTHROPIC_API_KEY), not hold the key"
+            )
+        return v
+
 
 class PromptSettings(Strict):
     """Keys allowed both in [defaults] and in each [prompts.NAME] table."""

@@ -331,3 +331,16 @@ def test_list_entries_and_union_types_read_naturally(tmp_path):
     err = error_of(make_repo(tmp_path, '[prompts.rag]\ntemplate = "prompts/a.j2"\n\n[prompts.rag.recall]\nsizes = "big"\n'))
     assert err.message.startswith("'sizes' in [prompts.rag.recall]") and "list[int]" not in err.message
     assert "more problem" not in err.message and "auto" in err.hint
+
+
+def test_a_key_pasted_into_api_key_env_is_refused_without_echoing_it(tmp_path):
+    secret = "sk-ant-api03-PASTED-BY-MISTAKE"
+    cfg = make_repo(tmp_path, f'[prompts.rag]\ntemplate = "prompts/a.j2"\n\n'
+                              f'[prompts.rag.providers.anthropic]\napi_key_env = "{secret}"\n')
+    err = error_of(cfg)
+    assert err.location.line == 5 and "api_key_env must name an environment variable" in err.message
+    assert secret not in err.format()
+    # a plain variable name is still accepted
+    make_repo(tmp_path, '[prompts.rag]\ntemplate = "prompts/a.j2"\n\n'
+                        '[prompts.rag.providers.anthropic]\napi_key_env = "TEAM_CLAUDE_KEY"\n')
+    assert load_config(cfg).prompts["rag"].providers["anthropic"].api_key_env == "TEAM_CLAUDE_KEY"
