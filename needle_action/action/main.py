@@ -187,6 +187,7 @@ def locate_failures(comparison, settings: Settings, config_root: Path, base_sha:
 
 
 def run(settings: Settings) -> int:
+    from needle_action.action import databranch
     from needle_action.action.baseline import (
         BaselineUnavailable,
         ensure_safe_directory,
@@ -199,6 +200,8 @@ def run(settings: Settings) -> int:
     from needle_action.report.render import render_comment, render_summary
 
     notes: list[str] = []
+    if settings.data_branch:
+        databranch.check_branch_name(settings.data_branch)
     cache_dir = settings.resolved_cache_dir
     cache = ResultCache(cache_dir / "recall.sqlite")
 
@@ -222,17 +225,24 @@ def run(settings: Settings) -> int:
             ensure_safe_directory(settings.workspace, force=settings.in_actions)
             if settings.base_ref:
                 base_sha = resolve_commit(settings.workspace, settings.base_ref)
-            log(f"measuring the base {base_sha[:12]} in a git worktree")
-            base, note = measure_base(settings.workspace, base_sha, settings.config_path,
-                                      lambda cfg: measure(cfg, settings, cache))
-            if note:
+            if settings.data_branch:  # a main-branch run may have measured the base already
+                base, note = databranch.load_base(settings, base_sha)
                 notes.append(note)
-            log(f"base measured: {base.totals.calls} model calls, {base.totals.cached_calls} cached")
+                log(note)
+            if base is None:
+                log(f"measuring the base {base_sha[:12]} in a git worktree")
+                base, note = measure_base(settings.workspace, base_sha, settings.config_path,
+                                          lambda cfg: measure(cfg, settings, cache))
+                if note:
+                    notes.append(note)
+                log(f"base measured: {base.totals.calls} model calls, {base.totals.cached_calls} cached")
         except BaselineUnavailable as exc:
             notes.append(f"No baseline: {exc}")
             workflow.warning(f"needle: no baseline: {exc}")
     else:
         notes.append("Not a pull request and no `base-ref` input: nothing to compare with.")
+    if settings.data_branch and databranch.is_default_branch_push(settings) and head.commit:
+        notes.append(databranch.store_or_explain(settings, head))
 
     comparison = compare(base, head)
     log(f"verdict: {comparison.verdict}")

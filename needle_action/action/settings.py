@@ -55,6 +55,7 @@ class Settings:
     provider: str | None = None
     cache_dir: Path | None = None
     post_report: Path | None = None  # workflow_run pattern: only post the comment of this earlier report
+    data_branch: str | None = None  # store main-branch results there; PR runs read the base from it
     # runner
     workspace: Path = field(default_factory=Path.cwd)
     repository: str | None = None
@@ -62,6 +63,7 @@ class Settings:
     event: dict = field(default_factory=dict)
     pull_request: PullRequest | None = None
     sha: str | None = None
+    ref: str | None = None
     api_url: str = "https://api.github.com"
     server_url: str = "https://github.com"
     run_id: str | None = None
@@ -184,6 +186,7 @@ def load_settings(env: dict[str, str] | None = None) -> Settings:
         trials=_int(env, "trials", minimum=1),
         provider=provider,
         cache_dir=Path(cache_dir) if cache_dir else None,
+        data_branch=_get(env, "data-branch") or None,
         post_report=(Path(post_report) if Path(post_report).is_absolute() else workspace / post_report)
         if post_report else None,
         workspace=workspace,
@@ -192,6 +195,7 @@ def load_settings(env: dict[str, str] | None = None) -> Settings:
         event=event,
         pull_request=_pull_request(event),
         sha=env.get("GITHUB_SHA") or None,
+        ref=env.get("GITHUB_REF") or None,
         api_url=(env.get("GITHUB_API_URL") or "https://api.github.com").rstrip("/"),
         server_url=(env.get("GITHUB_SERVER_URL") or "https://github.com").rstrip("/"),
         run_id=env.get("GITHUB_RUN_ID") or None,
