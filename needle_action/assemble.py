@@ -147,14 +147,13 @@ def _key_line(text: str, key: str) -> int | None:
 class _Prompty:
     front: dict
     body: str  # the file with front matter lines blanked, so body line N is file line N
-    body_start: int
 
 
 def _split_prompty(text: str, file: str) -> _Prompty:
     lines = text.split("\n")
     first = lines[0].lstrip("\ufeff").strip() if lines else ""
     if first != "---":
-        return _Prompty({}, text, 1)
+        return _Prompty({}, text)
     for end in range(1, len(lines)):
         if lines[end].strip() == "---":
             break
@@ -171,7 +170,7 @@ def _split_prompty(text: str, file: str) -> _Prompty:
     if not isinstance(front, dict):
         raise TemplateError("the .prompty front matter must be a YAML mapping", file=file, line=2)
     body = "\n" * (end + 1) + "\n".join(lines[end + 1:])
-    return _Prompty(front, body, end + 2)
+    return _Prompty(front, body)
 
 
 def _prompty_defaults(front: dict, prompty_path: Path, root: Path, file: str) -> dict:

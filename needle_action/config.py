@@ -29,8 +29,6 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 DEFAULT_DEPTHS = [0.0, 0.25, 0.5, 0.75, 1.0]
-NEEDLE_STYLES = ("codeword", "sentence", "distractors", "multihop", "custom")
-SCORERS = ("strict", "contains", "regex")
 PROVIDERS = ("anthropic", "openai", "local")
 
 
