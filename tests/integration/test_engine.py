@@ -252,3 +252,21 @@ def test_result_cache_is_safe_for_concurrent_processes(tmp_path):
     import sqlite3
 
     assert sqlite3.connect(path).execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+
+
+def _open_cache(path: str) -> str:
+    try:
+        ResultCache(path)
+    except Exception as exc:  # noqa: BLE001 - reported back to the parent as text
+        return repr(exc)
+    return "ok"
+
+
+def test_many_processes_opening_a_fresh_cache_file_together_all_succeed(tmp_path):
+    # switching a new file to WAL raced: ~1 in 40 simultaneous opens failed with "database is locked"
+    import multiprocessing
+
+    paths = [str(tmp_path / f"round{r}" / "recall.sqlite") for r in range(60)]
+    with multiprocessing.get_context("fork").Pool(8) as pool:
+        outcomes = [o for p in paths for o in pool.map(_open_cache, [p] * 8)]
+    assert [o for o in outcomes if o != "ok"] == []
