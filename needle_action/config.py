@@ -185,7 +185,8 @@ class PromptSettings(Strict):
     @field_validator("tokenizer")
     @classmethod
     def _tokenizer(cls, v: str):
-        ok = v in ("anthropic", "local") or v.startswith("tiktoken:")
+        # only the encodings whose files ship with bpe-openai: anything else could not load offline
+        ok = v in ("anthropic", "local", "tiktoken:o200k_base", "tiktoken:cl100k_base")
         if not ok:
             raise ValueError(
                 "tokenizer must be \"tiktoken:o200k_base\", \"tiktoken:cl100k_base\", \"anthropic\" or \"local\""

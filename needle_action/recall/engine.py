@@ -22,6 +22,7 @@ set so the CLI can exit 3 when nothing at all could run.
 from __future__ import annotations
 
 import asyncio
+import functools
 import hashlib
 import json
 import random
@@ -98,6 +99,11 @@ def _rel(config: Config, path: Path | None) -> str | None:
         return str(path)
 
 
+@functools.cache
+def _context_windows() -> dict:
+    return tomllib.loads((Path(__file__).resolve().parent.parent / "data" / "context_windows.toml").read_text())
+
+
 def context_window(prompt: PromptConfig, provider=None) -> int:
     """The model's context window: the provider's own figure when it has one (the local model's
     n_ctx), else ``data/context_windows.toml`` (longest matching model-id prefix)."""
@@ -109,7 +115,7 @@ def context_window(prompt: PromptConfig, provider=None) -> int:
         ps = prompt.providers.get("local")
         if ps is not None and ps.n_ctx:
             return ps.n_ctx
-    table = tomllib.loads((Path(__file__).resolve().parent.parent / "data" / "context_windows.toml").read_text())
+    table = _context_windows()
     matches = [p for p in table.get("models", {}) if prompt.model.startswith(p)]
     if matches:
         return int(table["models"][max(matches, key=len)])

@@ -66,6 +66,8 @@ CASES = [
     Case("wrong-type", "needle.toml:3", _t('[prompts.rag]\ntemplate = "prompts/rag.j2"\nmax_input_tokens = "many"\n')),
     Case("bad-growth", "needle.toml:2", _t('[defaults]\nmax_growth = "ten"\n[prompts.rag]\ntemplate = "prompts/rag.j2"\n')),
     Case("bad-tokenizer", "needle.toml:3", _t('[prompts.rag]\ntemplate = "prompts/rag.j2"\ntokenizer = "gpt2"\n')),
+    Case("unknown-tiktoken-encoding", "needle.toml:3",
+         _t('[prompts.rag]\ntemplate = "prompts/rag.j2"\ntokenizer = "tiktoken:p50k_base"\n')),
     Case("bad-provider-literal", "needle.toml:3", _t('[prompts.rag]\ntemplate = "prompts/rag.j2"\nprovider = "bedrock"\n')),
     Case("depth-out-of-range-inherited", "needle.toml:2",
          _t('[defaults.recall]\ndepths = [0.5, 2]\n\n[prompts.rag]\ntemplate = "prompts/rag.j2"\n')),
