@@ -266,9 +266,13 @@ class LocalCounter:
         if ps.model_path:
             path = Path(ps.model_path)
         else:
-            from needle_action.local_model import model_path  # ProviderUnavailable when not installed
+            from needle_action.errors import ProviderUnavailable
+            from needle_action.local_model import model_path
 
-            path = model_path()
+            try:
+                path = model_path()
+            except ProviderUnavailable as exc:  # counting needs no provider: a setup error (exit 2)
+                raise TokenizerError(exc.message, hint=exc.hint) from None
         if not Path(path).is_file():
             raise TokenizerError(f"local model file not found: {path}", hint="set [providers.local] model_path")
         self.path = Path(path)

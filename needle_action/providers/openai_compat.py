@@ -31,6 +31,16 @@ OPENAI_HOSTS = ("api.openai.com",)
 PLACEHOLDER_KEY = "sk-no-key-needed"
 
 
+def _without_credentials(url: str | None) -> str:
+    """The URL for messages, with any ``user:password@`` removed (it may hold a key)."""
+    if not url:
+        return "OpenAI API"
+    parts = urlparse(url)
+    if parts.username or parts.password:
+        parts = parts._replace(netloc=parts.hostname + (f":{parts.port}" if parts.port else ""))
+    return parts.geturl()
+
+
 def is_openai_cloud(base_url: str | None) -> bool:
     if not base_url:
         return True
@@ -87,7 +97,7 @@ class OpenAICompatProvider(RetryingProvider):
             if self.cloud:
                 return Retry("connection error")
             # a local server that is not running will not start by itself; but it may be starting
-            return Retry(f"connection error ({self.base_url})")
+            return Retry(f"connection error ({_without_credentials(self.base_url)})")
         if isinstance(exc, openai.APIStatusError):
             body = exc.body if isinstance(exc.body, dict) else {}
             err = body.get("error", body) if isinstance(body, dict) else {}

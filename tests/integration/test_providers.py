@@ -340,3 +340,12 @@ def test_base_model_transcript_and_answer_line():
     assert text == "Be brief.\n\nQ1?\n\nAnswer: A1\n\nQ2?\nAnswer:"
     assert first_line(" 7394-KESTREL.\n\nQuestion: What is") == "7394-KESTREL."
     assert first_line("\n\n  x \n y") == "x" and first_line("") == ""
+
+
+def test_openai_connection_errors_never_show_credentials_in_the_base_url():
+    from needle_action.providers.openai_compat import _without_credentials
+
+    shown = _without_credentials("http://user:sk-secret-123@127.0.0.1:8080/v1")
+    assert "sk-secret-123" not in shown and "user" not in shown
+    assert shown == "http://127.0.0.1:8080/v1"
+    assert _without_credentials("https://api.example.com/v1") == "https://api.example.com/v1"

