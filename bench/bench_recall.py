@@ -67,11 +67,18 @@ def main() -> int:
     os.environ.setdefault("TIKTOKEN_CACHE_DIR", str(tiktoken_cache.default_cache_dir()))
     tiktoken_cache.seed(os.environ["TIKTOKEN_CACHE_DIR"])
     root = Path(tempfile.mkdtemp(prefix="needle-bench-recall-"))
-    config_path = write_project(root, sizes=SIZES, depths=DEPTHS, trials=TRIALS, concurrency=args.concurrency,
-                                seed=args.seed)
-    report: dict = {"sizes": SIZES, "depths": DEPTHS, "trials": TRIALS, "latency_s": args.latency,
-                    "concurrency": args.concurrency, "planned_calls": len(SIZES) * len(DEPTHS) * TRIALS,
-                    "cpus": os.cpu_count()}
+    config_path = write_project(
+        root, sizes=SIZES, depths=DEPTHS, trials=TRIALS, concurrency=args.concurrency, seed=args.seed
+    )
+    report: dict = {
+        "sizes": SIZES,
+        "depths": DEPTHS,
+        "trials": TRIALS,
+        "latency_s": args.latency,
+        "concurrency": args.concurrency,
+        "planned_calls": len(SIZES) * len(DEPTHS) * TRIALS,
+        "cpus": os.cpu_count(),
+    }
 
     with FakeAnthropic(SimulatedModel(CURVE, seed=args.seed), latency_s=args.latency) as fake:
         os.environ["ANTHROPIC_BASE_URL"] = fake.base_url
@@ -82,26 +89,39 @@ def main() -> int:
         import anthropic
 
         with anthropic.Anthropic(base_url=fake.base_url, api_key=fake.api_key) as client:
-            client.messages.create(model="claude-sonnet-5-5", max_tokens=8,
-                                   messages=[{"role": "user", "content": "Warm-up. What is the code?"}])
+            client.messages.create(
+                model="claude-sonnet-5-5",
+                max_tokens=8,
+                messages=[{"role": "user", "content": "Warm-up. What is the code?"}],
+            )
         config = load_config(config_path)
         prompt = effective_prompt(config.prompts["qa"], RecallOverrides(seed=args.seed))
         counter = get_counter(prompt.tokenizer, model=prompt.model, settings=prompt)
-        builder = HaystackBuilder(config, prompt, counter, seed=prompt.recall.seed,
-                                  fixture_path=recall_fixture(config, prompt))
+        builder = HaystackBuilder(
+            config, prompt, counter, seed=prompt.recall.seed, fixture_path=recall_fixture(config, prompt)
+        )
 
         secs_b, early = engine_run(config_path, early_stop=True, seed=args.seed)
         secs_c, full = engine_run(config_path, early_stop=False, seed=args.seed)
         verdict_b = {(c.size, c.depth): c.status for c in early.cells}
         verdict_c = {(c.size, c.depth): c.status for c in full.cells}
-        report["engine_early_stop"] = {"seconds": round(secs_b, 2), "calls": early.calls,
-                                       "saved_calls": early.saved_calls, "diagnosis": early.diagnosis.kind}
-        report["engine_no_early_stop"] = {"seconds": round(secs_c, 2), "calls": full.calls,
-                                          "diagnosis": full.diagnosis.kind}
+        report["engine_early_stop"] = {
+            "seconds": round(secs_b, 2),
+            "calls": early.calls,
+            "saved_calls": early.saved_calls,
+            "diagnosis": early.diagnosis.kind,
+        }
+        report["engine_no_early_stop"] = {
+            "seconds": round(secs_c, 2),
+            "calls": full.calls,
+            "diagnosis": full.diagnosis.kind,
+        }
         report["verdicts_match_b_c"] = verdict_b == verdict_c
-        report["cells"] = {"pass": sum(v == "pass" for v in verdict_c.values()),
-                           "fail": sum(v == "fail" for v in verdict_c.values()),
-                           "undecided": sum(v == "undecided" for v in verdict_c.values())}
+        report["cells"] = {
+            "pass": sum(v == "pass" for v in verdict_c.values()),
+            "fail": sum(v == "fail" for v in verdict_c.values()),
+            "undecided": sum(v == "undecided" for v in verdict_c.values()),
+        }
 
         if not args.skip_seed_loop:
             seed = run_seed_loop(prompt, builder, base_url=fake.base_url, api_key=fake.api_key)

@@ -90,7 +90,9 @@ def batches(items: list, size: int) -> list[list]:
 
 def run(args) -> None:
     tiktoken_cache.ensure(ENCODING)
-    print(f"python {platform.python_version()} on {platform.machine()}, {os.cpu_count()} cpus; encoding {ENCODING}")
+    print(
+        f"python {platform.python_version()} on {platform.machine()}, {os.cpu_count()} cpus; encoding {ENCODING}"
+    )
     print(f"assembling example prompts until ~{args.tokens:,} tokens ...")
     cases, assemble_s = assemble(args.tokens, args.seed)
     prompts = [r for _, r in cases]
@@ -147,14 +149,22 @@ def run(args) -> None:
         if n != raw_n + overhead:
             raise SystemExit(f"count mismatch: {label} gave {n:,}, raw + framing = {raw_n + overhead:,}")
 
-    print(f"\ncounted {raw_n:,} content tokens (+{overhead:,} chat framing tokens in the pipeline counts); "
-          f"best of {args.repeat} interleaved runs, batches of {args.batch} prompts\n")
+    print(
+        f"\ncounted {raw_n:,} content tokens (+{overhead:,} chat framing tokens in the pipeline counts); "
+        f"best of {args.repeat} interleaved runs, batches of {args.batch} prompts\n"
+    )
     w = max(len(r[0]) for r in rows)
-    print(f"{'method'.ljust(w)}  {'tokens':>10}  {'wall s':>7}  {'tokens/s':>10}  {'vs raw':>6}  {'CPU s':>7}  {'vs raw':>6}")
+    print(
+        f"{'method'.ljust(w)}  {'tokens':>10}  {'wall s':>7}  {'tokens/s':>10}  {'vs raw':>6}  {'CPU s':>7}  {'vs raw':>6}"
+    )
     for label, n, s, cpu in rows:
-        print(f"{label.ljust(w)}  {n:>10,}  {s:>7.2f}  {n / s:>10,.0f}  {s / raw_s:>5.2f}x  {cpu:>7.2f}  {cpu / raw_cpu:>5.2f}x")
-    print(f"\nassembly (Jinja2 sandbox render of the same prompts): {assemble_s:.2f}s "
-          f"({raw_n / assemble_s:,.0f} tokens/s), not included above")
+        print(
+            f"{label.ljust(w)}  {n:>10,}  {s:>7.2f}  {n / s:>10,.0f}  {s / raw_s:>5.2f}x  {cpu:>7.2f}  {cpu / raw_cpu:>5.2f}x"
+        )
+    print(
+        f"\nassembly (Jinja2 sandbox render of the same prompts): {assemble_s:.2f}s "
+        f"({raw_n / assemble_s:,.0f} tokens/s), not included above"
+    )
 
 
 def main() -> None:

@@ -33,7 +33,9 @@ class SeedLoopResult:
         return {k: stats.final_status(self.hits[k], planned, threshold) for k in self.hits}
 
 
-def run_seed_loop(prompt, builder, *, base_url: str, api_key: str, pause_s: float = PAUSE_S) -> SeedLoopResult:
+def run_seed_loop(
+    prompt, builder, *, base_url: str, api_key: str, pause_s: float = PAUSE_S
+) -> SeedLoopResult:
     """Every size x depth x trial of PROMPT's recall settings, strictly one after another."""
     rs = prompt.recall
     client = anthropic.Anthropic(base_url=base_url, api_key=api_key, max_retries=6)

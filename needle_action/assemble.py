@@ -49,6 +49,7 @@ def strip_sentinels(text: str) -> str:
     # two str.replace calls are ~50x faster than str.translate for astral code points
     return text.replace(OPEN, "").replace(CLOSE, "")
 
+
 _SENTINEL_RE = re.compile(f"[{OPEN}{CLOSE}]")
 
 _PAD = f"[ \\t\\r{OPEN}{CLOSE}]*"
@@ -77,14 +78,24 @@ def _parse_fixture_text(text: str, suffix: str, file: str) -> Any:
             return yaml.safe_load(text)
         except yaml.YAMLError as exc:
             line, col, problem = _yaml_error(exc)
-            raise ConfigError(f"YAML syntax error in fixture: {problem}", file=file, line=line, column=col,
-                              hint="check indentation and quoting on this line") from None
+            raise ConfigError(
+                f"YAML syntax error in fixture: {problem}",
+                file=file,
+                line=line,
+                column=col,
+                hint="check indentation and quoting on this line",
+            ) from None
     if suffix == ".json":
         try:
             return json.loads(text)
         except json.JSONDecodeError as exc:
-            raise ConfigError(f"JSON syntax error in fixture: {exc.msg}", file=file, line=exc.lineno,
-                              column=exc.colno, hint="check commas, quotes and brackets on this line") from None
+            raise ConfigError(
+                f"JSON syntax error in fixture: {exc.msg}",
+                file=file,
+                line=exc.lineno,
+                column=exc.colno,
+                hint="check commas, quotes and brackets on this line",
+            ) from None
     if suffix == ".toml":
         try:
             return tomllib.loads(text)
@@ -96,8 +107,13 @@ def _parse_fixture_text(text: str, suffix: str, file: str) -> Any:
                 line, col, message = int(m.group(1)), int(m.group(2)), message[: m.start()]
             elif message.endswith("(at end of document)"):
                 line = last_content_line(text)
-            raise ConfigError(f"TOML syntax error in fixture: {message}", file=file, line=line, column=col,
-                              hint="check quotes, brackets and `key = value` pairs on this line") from None
+            raise ConfigError(
+                f"TOML syntax error in fixture: {message}",
+                file=file,
+                line=line,
+                column=col,
+                hint="check quotes, brackets and `key = value` pairs on this line",
+            ) from None
     raise ConfigError(
         f"unsupported fixture type {suffix or '(no extension)'}",
         file=file,
@@ -110,13 +126,18 @@ def load_fixture(path: str | os.PathLike) -> dict:
     p = Path(path)
     file = display_path(p)
     if not p.is_file():
-        raise ConfigError("fixture file not found" if not p.exists() else "fixture path is not a file", file=file,
-                          hint="fixture paths are relative to the threshold file's folder")
+        raise ConfigError(
+            "fixture file not found" if not p.exists() else "fixture path is not a file",
+            file=file,
+            hint="fixture paths are relative to the threshold file's folder",
+        )
     try:
         text = p.read_text(encoding="utf-8")
     except UnicodeDecodeError as exc:
         line = p.read_bytes()[: exc.start].count(b"\n") + 1
-        raise ConfigError("fixture is not valid UTF-8", file=file, line=line, hint="save it as UTF-8") from None
+        raise ConfigError(
+            "fixture is not valid UTF-8", file=file, line=line, hint="save it as UTF-8"
+        ) from None
     data = _parse_fixture_text(text, p.suffix.lower(), file)
     if not isinstance(data, dict):
         kind = "empty" if data is None else f"a {type(data).__name__}"
@@ -128,8 +149,12 @@ def load_fixture(path: str | os.PathLike) -> dict:
         )
     bad = [k for k in data if not isinstance(k, str)]
     if bad:
-        raise ConfigError(f"fixture variable names must be strings, got {bad[0]!r}", file=file,
-                          line=_key_line(text, str(bad[0])), hint="quote the key")
+        raise ConfigError(
+            f"fixture variable names must be strings, got {bad[0]!r}",
+            file=file,
+            line=_key_line(text, str(bad[0])),
+            hint="quote the key",
+        )
     return data
 
 
@@ -158,18 +183,27 @@ def _split_prompty(text: str, file: str) -> _Prompty:
         if lines[end].strip() == "---":
             break
     else:
-        raise TemplateError("the .prompty front matter starting here is never closed by a `---` line",
-                            file=file, line=1, hint="end the YAML front matter with a line holding only ---")
+        raise TemplateError(
+            "the .prompty front matter starting here is never closed by a `---` line",
+            file=file,
+            line=1,
+            hint="end the YAML front matter with a line holding only ---",
+        )
     front_text = "\n".join(lines[1:end])
     try:
         front = yaml.safe_load(front_text) or {}
     except yaml.YAMLError as exc:
         line, col, problem = _yaml_error(exc)
-        raise TemplateError(f"YAML error in the .prompty front matter: {problem}", file=file,
-                            line=line + 1 if line else None, column=col, hint="check indentation and quoting") from None
+        raise TemplateError(
+            f"YAML error in the .prompty front matter: {problem}",
+            file=file,
+            line=line + 1 if line else None,
+            column=col,
+            hint="check indentation and quoting",
+        ) from None
     if not isinstance(front, dict):
         raise TemplateError("the .prompty front matter must be a YAML mapping", file=file, line=2)
-    body = "\n" * (end + 1) + "\n".join(lines[end + 1:])
+    body = "\n" * (end + 1) + "\n".join(lines[end + 1 :])
     return _Prompty(front, body)
 
 
@@ -218,9 +252,13 @@ class RootLoader(jinja2.BaseLoader):
     def check_name(self, name: str) -> Path:
         posix = name.replace("\\", "/")
         if PurePosixPath(posix).is_absolute() or re.match(r"^[A-Za-z]:", posix):
-            raise _AccessDenied(f"template name {name!r} is an absolute path; only files inside the config root may be used")
+            raise _AccessDenied(
+                f"template name {name!r} is an absolute path; only files inside the config root may be used"
+            )
         if ".." in PurePosixPath(posix).parts:
-            raise _AccessDenied(f"template name {name!r} contains '..'; only files inside the config root may be used")
+            raise _AccessDenied(
+                f"template name {name!r} contains '..'; only files inside the config root may be used"
+            )
         full = self.root / posix
         try:
             real = full.resolve()
@@ -239,8 +277,9 @@ class RootLoader(jinja2.BaseLoader):
             text = full.read_text(encoding="utf-8")
         except UnicodeDecodeError as exc:
             line = full.read_bytes()[: exc.start].count(b"\n") + 1
-            raise TemplateError("template is not valid UTF-8", file=display_path(full), line=line,
-                                hint="save it as UTF-8") from None
+            raise TemplateError(
+                "template is not valid UTF-8", file=display_path(full), line=line, hint="save it as UTF-8"
+            ) from None
         filename = str(full)
         self.filenames[filename] = display_path(full)
         if full.suffix.lower() == ".prompty":
@@ -316,9 +355,18 @@ class PromptEnvironment(ImmutableSandboxedEnvironment):
     def call_binop(self, context, operator, left, right):
         if operator == "*":
             for seq, n in ((left, right), (right, left)):
-                if isinstance(seq, (str, list, tuple)) and isinstance(n, int) and len(seq) * n > MAX_SEQUENCE_PRODUCT:
+                if (
+                    isinstance(seq, (str, list, tuple))
+                    and isinstance(n, int)
+                    and len(seq) * n > MAX_SEQUENCE_PRODUCT
+                ):
                     raise SecurityError("the template tried to build a sequence too large to be a prompt")
-        if operator == "**" and isinstance(right, int) and right > MAX_EXPONENT and isinstance(left, (int, float)):
+        if (
+            operator == "**"
+            and isinstance(right, int)
+            and right > MAX_EXPONENT
+            and isinstance(left, (int, float))
+        ):
             if abs(left) > 1:
                 raise SecurityError("the template tried to compute a number too large to be a prompt")
         return super().call_binop(context, operator, left, right)
@@ -356,25 +404,47 @@ def _as_template_error(exc: BaseException, loader: RootLoader, default_file: str
     file, line = _template_frame(exc, loader)
     file = file or default_file
     if isinstance(exc, TemplateSyntaxError):
-        file = loader.filenames.get(exc.filename or "", display_path(exc.filename) if exc.filename else default_file)
-        return TemplateError(f"template syntax error: {exc.message}", file=file, line=exc.lineno,
-                             hint="check the {% ... %} and {{ ... }} tags on this line")
+        file = loader.filenames.get(
+            exc.filename or "", display_path(exc.filename) if exc.filename else default_file
+        )
+        return TemplateError(
+            f"template syntax error: {exc.message}",
+            file=file,
+            line=exc.lineno,
+            hint="check the {% ... %} and {{ ... }} tags on this line",
+        )
     if isinstance(exc, _AccessDenied):
-        return TemplateError(str(exc), file=file, line=line,
-                             hint="include templates by their path relative to the threshold file's folder")
+        return TemplateError(
+            str(exc),
+            file=file,
+            line=line,
+            hint="include templates by their path relative to the threshold file's folder",
+        )
     if isinstance(exc, SecurityError):
         text = str(exc)
         if not text.startswith("the template"):
             text = f"the template tried to reach something the sandbox forbids: {text}"
-        return TemplateError(text, file=file, line=line,
-                             hint="templates may only use their variables and plain filters; attributes "
-                                  "starting with '_' and Python internals are off limits")
+        return TemplateError(
+            text,
+            file=file,
+            line=line,
+            hint="templates may only use their variables and plain filters; attributes "
+            "starting with '_' and Python internals are off limits",
+        )
     if isinstance(exc, UndefinedError):
-        return TemplateError(f"undefined variable: {exc.message}", file=file, line=line,
-                             hint="add it to the fixture, or guard it with {% if name is defined %}")
+        return TemplateError(
+            f"undefined variable: {exc.message}",
+            file=file,
+            line=line,
+            hint="add it to the fixture, or guard it with {% if name is defined %}",
+        )
     if isinstance(exc, TemplateNotFound):
-        return TemplateError(f"included template not found: {exc.name}", file=file, line=line,
-                             hint="include paths are relative to the including template's folder or the config root")
+        return TemplateError(
+            f"included template not found: {exc.name}",
+            file=file,
+            line=line,
+            hint="include paths are relative to the including template's folder or the config root",
+        )
     if isinstance(exc, RecursionError):
         return TemplateError("the template includes or calls itself without end", file=file, line=line)
     return TemplateError(f"rendering failed: {type(exc).__name__}: {exc}", file=file, line=line)
@@ -425,8 +495,9 @@ def _visible(text: str) -> bool:
     return bool(strip_sentinels(text).strip())
 
 
-def _honoured(text: str, start: int, end: int, pairs: list[tuple[int, int, bool]], opens: list[int],
-              reach: list[int]) -> bool:
+def _honoured(
+    text: str, start: int, end: int, pairs: list[tuple[int, int, bool]], opens: list[int], reach: list[int]
+) -> bool:
     """A marker line counts only if its role word is template text or a whole one-line value, and
     at least one of its characters (the ':' at least) is template text.
 
@@ -440,7 +511,7 @@ def _honoured(text: str, start: int, end: int, pairs: list[tuple[int, int, bool]
         if _visible(text[start:pos]):
             return False
     has_template_text = False
-    for o, c, _ in pairs[first:bisect_left(opens, end)]:
+    for o, c, _ in pairs[first : bisect_left(opens, end)]:
         if o < pos:
             continue  # nested inside a value already looked at
         if _visible(text[pos:o]):
@@ -485,7 +556,7 @@ def split_messages(raw: str) -> list[tuple[str, str, int]]:
     chunks.append((role, cursor, len(raw)))
     # Remove the sentinels once, then map raw offsets to clean ones (cheaper than per chunk).
     marks = sorted(_positions(raw, OPEN) + _positions(raw, CLOSE))
-    clean = "".join(raw[a + 1:b] for a, b in zip([-1, *marks], [*marks, len(raw)], strict=True))
+    clean = "".join(raw[a + 1 : b] for a, b in zip([-1, *marks], [*marks, len(raw)], strict=True))
     out = []
     for index, (r, a, b) in enumerate(chunks):
         a, b = a - bisect_left(marks, a), b - bisect_left(marks, b)
@@ -506,14 +577,19 @@ def _trim_blank_lines(text: str) -> str:
 
 def _marker_source_line(source: str, role: str, nth: int) -> int | None:
     """Best guess at the template line of the NTH marker line for ROLE (1-based), else the last one."""
-    hits = [i for i, line in enumerate(source.splitlines(), start=1)
-            if (m := _SOURCE_MARKER_RE.match(line)) and m.group(1).lower() == role]
+    hits = [
+        i
+        for i, line in enumerate(source.splitlines(), start=1)
+        if (m := _SOURCE_MARKER_RE.match(line)) and m.group(1).lower() == role
+    ]
     if not hits:
         return None
     return hits[min(nth, len(hits)) - 1]
 
 
-def _to_prompt(parts: list[tuple[str, str, int]], source_text: str, file: str) -> tuple[str | None, tuple[Message, ...]]:
+def _to_prompt(
+    parts: list[tuple[str, str, int]], source_text: str, file: str
+) -> tuple[str | None, tuple[Message, ...]]:
     system: str | None = None
     messages: list[Message] = []
     seen_system = 0
@@ -521,19 +597,28 @@ def _to_prompt(parts: list[tuple[str, str, int]], source_text: str, file: str) -
         if role == "system":
             seen_system += 1
             if seen_system > 1:
-                raise TemplateError("the prompt renders more than one system message",
-                                    file=file, line=_marker_source_line(source_text, "system", seen_system),
-                                    hint="merge the system text into the first `system:` section")
+                raise TemplateError(
+                    "the prompt renders more than one system message",
+                    file=file,
+                    line=_marker_source_line(source_text, "system", seen_system),
+                    hint="merge the system text into the first `system:` section",
+                )
             if position != 0:
-                raise TemplateError("a system message must come first, before any user or assistant message",
-                                    file=file, line=_marker_source_line(source_text, "system", seen_system),
-                                    hint="move the `system:` section to the top of the template")
+                raise TemplateError(
+                    "a system message must come first, before any user or assistant message",
+                    file=file,
+                    line=_marker_source_line(source_text, "system", seen_system),
+                    hint="move the `system:` section to the top of the template",
+                )
             system = content
         else:
             messages.append(Message(role=role, content=content))  # type: ignore[arg-type]
     if system is None and not messages:
-        raise TemplateError("the template renders an empty prompt", file=file,
-                            hint="check the fixture's variables and the template's {% if %} branches")
+        raise TemplateError(
+            "the template renders an empty prompt",
+            file=file,
+            hint="check the fixture's variables and the template's {% if %} branches",
+        )
     return system, tuple(messages)
 
 
@@ -547,16 +632,23 @@ def _confined(root: Path, path: Path, *, what: str, file: str | None = None) -> 
     try:
         real = full.resolve()
     except (OSError, RuntimeError):
-        raise ConfigError(f"{what} cannot be resolved (symlink loop?)", file=file or display_path(path)) from None
+        raise ConfigError(
+            f"{what} cannot be resolved (symlink loop?)", file=file or display_path(path)
+        ) from None
     if real != real_root and real_root not in real.parents:
-        raise ConfigError(f"{what} {display_path(path)} is outside the config root {display_path(real_root)}",
-                          file=file or display_path(path),
-                          hint="templates and fixtures must live inside the threshold file's folder")
+        raise ConfigError(
+            f"{what} {display_path(path)} is outside the config root {display_path(real_root)}",
+            file=file or display_path(path),
+            hint="templates and fixtures must live inside the threshold file's folder",
+        )
     return full
 
 
 def _relative(root: Path, path: Path) -> str:
-    for base, p in ((root.absolute(), path.absolute()), (root.absolute().resolve(), path.absolute().resolve())):
+    for base, p in (
+        (root.absolute(), path.absolute()),
+        (root.absolute().resolve(), path.absolute().resolve()),
+    ):
         try:
             return p.relative_to(base).as_posix()
         except ValueError:
@@ -609,7 +701,11 @@ def render_case(
         raise _as_template_error(exc, loader, template_file) from None
 
     system, messages = _to_prompt(split_messages(raw), source_text, template_file)
-    meta = {"front_matter": {k: v for k, v in front.items() if k in ("name", "description", "model")}} if front else {}
+    meta = (
+        {"front_matter": {k: v for k, v in front.items() if k in ("name", "description", "model")}}
+        if front
+        else {}
+    )
     return RenderedPrompt(system=system, messages=messages, source=name, fixture=fixture_rel, meta=meta)
 
 
@@ -620,7 +716,9 @@ def _read_template(path: Path, file: str) -> str:
         raise TemplateError("template file not found", file=file) from None
     except UnicodeDecodeError as exc:
         line = path.read_bytes()[: exc.start].count(b"\n") + 1
-        raise TemplateError("template is not valid UTF-8", file=file, line=line, hint="save it as UTF-8") from None
+        raise TemplateError(
+            "template is not valid UTF-8", file=file, line=line, hint="save it as UTF-8"
+        ) from None
 
 
 def undeclared_variables(env: jinja2.Environment, source: str) -> set[str]:

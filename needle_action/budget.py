@@ -45,7 +45,9 @@ def match_base_case(
         if case.fixture == fixture:
             return case
     head = set(head_fixtures or ())
-    same_stem = [c for c in base.cases if fixture and _stem(c.fixture) == _stem(fixture) and c.fixture not in head]
+    same_stem = [
+        c for c in base.cases if fixture and _stem(c.fixture) == _stem(fixture) and c.fixture not in head
+    ]
     if len(same_stem) == 1:
         return same_stem[0]
     if head_fixtures is None:
@@ -79,7 +81,9 @@ def evaluate_case(
         if headroom < 0:
             reasons.append(f"{tokens:,} + {reserve:,} reserved > {budget:,} budget by {_tokens(-headroom)}")
 
-    base_case = match_base_case(base_prompt_result, rendered.fixture, index=index, head_fixtures=head_fixtures)
+    base_case = match_base_case(
+        base_prompt_result, rendered.fixture, index=index, head_fixtures=head_fixtures
+    )
     baseline_tokens = growth_tokens = growth_percent = None
     growth = prompt_cfg.max_growth
     if base_case is not None:
@@ -93,7 +97,9 @@ def evaluate_case(
                 reasons.append(f"grew {_tokens(growth_tokens)} vs base (limit {growth})")
             if base_case.count.counter != count.counter:
                 # a changed tokenizer also moves the count; say so rather than blame the template alone
-                reasons[-1] += f"; note: base was counted with {base_case.count.counter}, this with {count.counter}"
+                reasons[-1] += (
+                    f"; note: base was counted with {base_case.count.counter}, this with {count.counter}"
+                )
 
     return BudgetCase(
         fixture=rendered.fixture,

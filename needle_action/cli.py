@@ -67,12 +67,18 @@ baseline_option = click.option(
 def recall_options(fn):
     """Options shared by `recall` and `check`; they arrive as one RecallOverrides (``overrides``)."""
     options = [
-        click.option("--seed", type=int, help="Override the seed (needles and filler are reproducible per seed)."),
-        click.option("--provider", type=click.Choice(["anthropic", "openai", "local"]), help="Override the provider."),
+        click.option(
+            "--seed", type=int, help="Override the seed (needles and filler are reproducible per seed)."
+        ),
+        click.option(
+            "--provider", type=click.Choice(["anthropic", "openai", "local"]), help="Override the provider."
+        ),
         click.option("--model", help="Override the model."),
         click.option("--trials", type=int, help="Override trials per cell."),
         click.option("--no-progress", is_flag=True, help="No progress bar."),
-        click.option("--no-cache", is_flag=True, help="Measure recall again even if an identical result is cached."),
+        click.option(
+            "--no-cache", is_flag=True, help="Measure recall again even if an identical result is cached."
+        ),
     ]
 
     @functools.wraps(fn)
@@ -80,7 +86,9 @@ def recall_options(fn):
         from needle_action.pipeline import RecallOverrides
 
         overrides = RecallOverrides(seed=seed, provider=provider, model=model, trials=trials)
-        return fn(*args, overrides=overrides, progress=not no_progress, cache=False if no_cache else None, **kwargs)
+        return fn(
+            *args, overrides=overrides, progress=not no_progress, cache=False if no_cache else None, **kwargs
+        )
 
     for option in reversed(options):
         wrapper = option(wrapper)
@@ -142,7 +150,9 @@ def main() -> None:
 
 @main.command()
 @click.option("--force", is_flag=True, help="Overwrite an existing threshold file.")
-@click.option("--root", type=click.Path(file_okay=False, path_type=Path), default=Path("."), show_default=True)
+@click.option(
+    "--root", type=click.Path(file_okay=False, path_type=Path), default=Path("."), show_default=True
+)
 @config_option
 @handle_errors
 def init(force: bool, root: Path, config_path: Path) -> None:
@@ -205,7 +215,11 @@ def recall(config_path, only, baseline, json_out, overrides, progress, cache) ->
 
     config = _load(config_path)
     results = run_recall(
-        config, baseline=_baseline(baseline), only=list(only) or None, overrides=overrides, progress=progress,
+        config,
+        baseline=_baseline(baseline),
+        only=list(only) or None,
+        overrides=overrides,
+        progress=progress,
         cache=cache,
     )
     print_recall(results)
@@ -227,8 +241,13 @@ def check(config_path, only, baseline, json_out, overrides, progress, cache, no_
 
     config = _load(config_path)
     results = run_check(
-        config, baseline=_baseline(baseline), only=list(only) or None, overrides=overrides,
-        recall=not no_recall, progress=progress, cache=cache,
+        config,
+        baseline=_baseline(baseline),
+        only=list(only) or None,
+        overrides=overrides,
+        recall=not no_recall,
+        progress=progress,
+        cache=cache,
     )
     print_budget(results)
     if not no_recall:
@@ -239,8 +258,12 @@ def check(config_path, only, baseline, json_out, overrides, progress, cache, no_
 @main.command()
 @click.argument("head", type=click.Path(dir_okay=False, path_type=Path))
 @click.option("--base", type=click.Path(dir_okay=False, path_type=Path), help="Base results to compare with.")
-@click.option("--format", "fmt", type=click.Choice(["markdown", "json"]), default="markdown", show_default=True)
-@click.option("--output", "-o", type=click.Path(dir_okay=False, path_type=Path), help="Write here, not stdout.")
+@click.option(
+    "--format", "fmt", type=click.Choice(["markdown", "json"]), default="markdown", show_default=True
+)
+@click.option(
+    "--output", "-o", type=click.Path(dir_okay=False, path_type=Path), help="Write here, not stdout."
+)
 @handle_errors
 def report(head: Path, base: Path | None, fmt: str, output: Path | None) -> None:
     """Compare results files and render the PR comment (Markdown) or the verdicts (JSON)."""

@@ -29,7 +29,9 @@ from needle_action.results import BudgetCase, PromptResult, RecallCell, RecallRe
 
 PromptStatus = Literal["new", "deleted", "renamed", "changed", "unchanged"]
 Tier = Literal["green", "yellow", "red"]
-CellVerdict = Literal["ok", "regressed", "improved", "inconclusive", "below-threshold", "new", "removed", "not-run"]
+CellVerdict = Literal[
+    "ok", "regressed", "improved", "inconclusive", "below-threshold", "new", "removed", "not-run"
+]
 Verdict = Literal["pass", "fail-budget", "fail-recall", "fail", "inconclusive"]
 FailureKind = Literal["budget", "growth", "recall-regression", "recall-threshold", "error"]
 
@@ -181,7 +183,9 @@ class Comparison(_Model):
     base_commit: str | None = None
     head_commit: str | None = None
     budget_failed: bool = False
-    recall_regressed: bool = Field(default=False, description="a significant drop vs base, or a new cell below threshold")
+    recall_regressed: bool = Field(
+        default=False, description="a significant drop vs base, or a new cell below threshold"
+    )
     recall_inconclusive: bool = False
     provider_outage: bool = False
     errors: bool = False
@@ -225,8 +229,13 @@ def _tier(t: TokenDelta) -> Tier:
 def _token_delta(head: BudgetCase | None, base: BudgetCase | None) -> TokenDelta:
     if head is None:
         assert base is not None
-        return TokenDelta(fixture=base.fixture, base_tokens=base.count.tokens, head_tokens=None,
-                          counter=base.count.counter, exact=base.count.exact)
+        return TokenDelta(
+            fixture=base.fixture,
+            base_tokens=base.count.tokens,
+            head_tokens=None,
+            counter=base.count.counter,
+            exact=base.count.exact,
+        )
     t = TokenDelta(
         fixture=head.fixture,
         base_tokens=base.count.tokens if base else None,
@@ -279,9 +288,17 @@ def _growth_of(case: BudgetCase):
 
 def _side(r: RecallResult) -> RecallSide:
     return RecallSide(
-        provider=r.provider, model=r.model, threshold=r.threshold, diagnosis=r.diagnosis.kind,
-        summary=r.diagnosis.summary, fix=r.diagnosis.fix, effective_context=r.effective_context,
-        calls=r.calls, cached_calls=r.cached_calls, cost_usd=r.cost_usd, partial=r.partial,
+        provider=r.provider,
+        model=r.model,
+        threshold=r.threshold,
+        diagnosis=r.diagnosis.kind,
+        summary=r.diagnosis.summary,
+        fix=r.diagnosis.fix,
+        effective_context=r.effective_context,
+        calls=r.calls,
+        cached_calls=r.cached_calls,
+        cost_usd=r.cost_usd,
+        partial=r.partial,
         partial_reason=r.partial_reason,
     )
 
@@ -290,13 +307,19 @@ def _cell_key(c: RecallCell) -> tuple[int, float]:
     return (c.size, round(c.depth, 6))
 
 
-def _judge_cell(head: RecallCell | None, base: RecallCell | None, *, threshold: float, alpha: float,
-                min_drop: float) -> CellDelta:
+def _judge_cell(
+    head: RecallCell | None, base: RecallCell | None, *, threshold: float, alpha: float, min_drop: float
+) -> CellDelta:
     ref = head or base
     assert ref is not None
     d = CellDelta(size=ref.size, depth=ref.depth, verdict="not-run")
     if base is not None:
-        d.base_hits, d.base_trials, d.base_rate, d.base_status = base.hits, base.trials, base.rate, base.status
+        d.base_hits, d.base_trials, d.base_rate, d.base_status = (
+            base.hits,
+            base.trials,
+            base.rate,
+            base.status,
+        )
     if head is not None:
         d.head_hits, d.head_trials, d.head_rate = head.hits, head.trials, head.rate
         d.head_ci_low, d.head_ci_high, d.head_status = head.ci_low, head.ci_high, head.status
@@ -308,7 +331,11 @@ def _judge_cell(head: RecallCell | None, base: RecallCell | None, *, threshold: 
         d.verdict = "not-run"
         return d
     if base is None or base.trials == 0:
-        d.verdict = "below-threshold" if head.status == "fail" else ("inconclusive" if head.status == "undecided" else "new")
+        d.verdict = (
+            "below-threshold"
+            if head.status == "fail"
+            else ("inconclusive" if head.status == "undecided" else "new")
+        )
         return d
     base_rate, head_rate = base.hits / base.trials, head.hits / head.trials
     d.drop = round(base_rate - head_rate, 4)
@@ -336,15 +363,20 @@ def _compare_recall(head: PromptResult, base: PromptResult | None) -> RecallComp
     br = base.recall if base is not None else None
     if hr is None:
         if head.recall_skipped:
-            return RecallComparison(status="skipped", skipped_reason=head.recall_skipped,
-                                    base=_side(br) if br else None)
+            return RecallComparison(
+                status="skipped", skipped_reason=head.recall_skipped, base=_side(br) if br else None
+            )
         return None
-    rc = RecallComparison(status="pass", threshold=hr.threshold, head=_side(hr), base=_side(br) if br else None)
+    rc = RecallComparison(
+        status="pass", threshold=hr.threshold, head=_side(hr), base=_side(br) if br else None
+    )
     settings = _recall_tolerances(hr)
     rc.alpha, rc.min_drop = settings
     head_cells = {_cell_key(c): c for c in hr.cells}
     base_cells = {_cell_key(c): c for c in br.cells} if br else {}
-    if br is not None and (br.model != hr.model or br.needle_style != hr.needle_style or br.scoring != hr.scoring):
+    if br is not None and (
+        br.model != hr.model or br.needle_style != hr.needle_style or br.scoring != hr.scoring
+    ):
         rc.comparable = False  # other model or needles: rates are not the same quantity; judge head alone
         base_cells_for_test: dict = {}
     else:
@@ -354,12 +386,21 @@ def _compare_recall(head: PromptResult, base: PromptResult | None) -> RecallComp
     rc.depths = sorted({k[1] for k in keys})
     for key in keys:
         rc.cells.append(
-            _judge_cell(head_cells.get(key), base_cells_for_test.get(key), threshold=hr.threshold,
-                        alpha=rc.alpha, min_drop=rc.min_drop)
+            _judge_cell(
+                head_cells.get(key),
+                base_cells_for_test.get(key),
+                threshold=hr.threshold,
+                alpha=rc.alpha,
+                min_drop=rc.min_drop,
+            )
         )
         if key in base_cells and key not in base_cells_for_test and rc.cells[-1].verdict != "removed":
             b = base_cells[key]  # keep the base numbers visible even when not tested
-            rc.cells[-1].base_hits, rc.cells[-1].base_trials, rc.cells[-1].base_rate = b.hits, b.trials, b.rate
+            rc.cells[-1].base_hits, rc.cells[-1].base_trials, rc.cells[-1].base_rate = (
+                b.hits,
+                b.trials,
+                b.rate,
+            )
     verdicts = {c.verdict for c in rc.cells}
     if verdicts & {"regressed", "below-threshold"}:
         rc.status = "fail"
@@ -368,7 +409,9 @@ def _compare_recall(head: PromptResult, base: PromptResult | None) -> RecallComp
     for c in hr.cells:
         for a in c.answers:
             if not a.hit and len(rc.samples) < 12:
-                rc.samples.append(AnswerSample(size=c.size, depth=c.depth, expected=a.needle, answer=a.answer))
+                rc.samples.append(
+                    AnswerSample(size=c.size, depth=c.depth, expected=a.needle, answer=a.answer)
+                )
     return rc
 
 
@@ -406,7 +449,9 @@ def _match_renames(base: Results, head: Results) -> dict[str, str]:
     return out
 
 
-def _compare_prompt(head: PromptResult, base: PromptResult | None, renamed_from: str | None) -> PromptComparison:
+def _compare_prompt(
+    head: PromptResult, base: PromptResult | None, renamed_from: str | None
+) -> PromptComparison:
     if base is None:
         status: PromptStatus = "new"
     elif renamed_from:
@@ -416,8 +461,13 @@ def _compare_prompt(head: PromptResult, base: PromptResult | None, renamed_from:
     else:
         status = "changed"
     pc = PromptComparison(
-        name=head.name, status=status, renamed_from=renamed_from, template=head.template,
-        base_template=base.template if base else None, template_line=head.template_line, model=head.model,
+        name=head.name,
+        status=status,
+        renamed_from=renamed_from,
+        template=head.template,
+        base_template=base.template if base else None,
+        template_line=head.template_line,
+        model=head.model,
         error=head.error,
     )
     base_cases = {c.fixture: c for c in base.cases} if base else {}
@@ -437,39 +487,71 @@ def _failures_of(pc: PromptComparison) -> list[Failure]:
     out: list[Failure] = []
     loc = {"prompt": pc.name, "file": pc.template, "line": 1, "config_line": pc.template_line}
     if pc.error:
-        out.append(Failure(kind="error", title=f"needle: {pc.name} could not be measured", message=pc.error, **loc))
+        out.append(
+            Failure(kind="error", title=f"needle: {pc.name} could not be measured", message=pc.error, **loc)
+        )
     for t in pc.tokens:
         where = f" [{t.fixture}]" if t.fixture else ""
         if not t.budget_ok:
-            out.append(Failure(kind="budget", title=f"needle: {pc.name} over token budget",
-                               message=f"{pc.name}{where}: " + "; ".join(r for r in t.reasons if "exceed" in r), **loc))
+            out.append(
+                Failure(
+                    kind="budget",
+                    title=f"needle: {pc.name} over token budget",
+                    message=f"{pc.name}{where}: " + "; ".join(r for r in t.reasons if "exceed" in r),
+                    **loc,
+                )
+            )
         if not t.growth_ok:
-            out.append(Failure(kind="growth", title=f"needle: {pc.name} grew beyond max_growth",
-                               message=f"{pc.name}{where}: " + "; ".join(r for r in t.reasons if "grew" in r), **loc))
+            out.append(
+                Failure(
+                    kind="growth",
+                    title=f"needle: {pc.name} grew beyond max_growth",
+                    message=f"{pc.name}{where}: " + "; ".join(r for r in t.reasons if "grew" in r),
+                    **loc,
+                )
+            )
     rc = pc.recall
     if rc is not None:
         for c in rc.cells:
             if c.verdict == "regressed":
-                out.append(Failure(
-                    kind="recall-regression", title=f"needle: {pc.name} recall regressed",
-                    message=(f"{pc.name}: recall at {c.size} tokens, depth {c.depth:g} fell from "
-                             f"{c.base_hits}/{c.base_trials} to {c.head_hits}/{c.head_trials} "
-                             f"(one-sided Fisher p={c.p_value:.3g} < alpha {rc.alpha:g})"),
-                    **loc))
+                out.append(
+                    Failure(
+                        kind="recall-regression",
+                        title=f"needle: {pc.name} recall regressed",
+                        message=(
+                            f"{pc.name}: recall at {c.size} tokens, depth {c.depth:g} fell from "
+                            f"{c.base_hits}/{c.base_trials} to {c.head_hits}/{c.head_trials} "
+                            f"(one-sided Fisher p={c.p_value:.3g} < alpha {rc.alpha:g})"
+                        ),
+                        **loc,
+                    )
+                )
             elif c.verdict == "below-threshold":
-                out.append(Failure(
-                    kind="recall-threshold", title=f"needle: {pc.name} recall below threshold",
-                    message=(f"{pc.name}: recall at {c.size} tokens, depth {c.depth:g} is "
-                             f"{c.head_hits}/{c.head_trials}, below the threshold {rc.threshold:g} "
-                             "(no base result to compare with)"),
-                    **loc))
+                out.append(
+                    Failure(
+                        kind="recall-threshold",
+                        title=f"needle: {pc.name} recall below threshold",
+                        message=(
+                            f"{pc.name}: recall at {c.size} tokens, depth {c.depth:g} is "
+                            f"{c.head_hits}/{c.head_trials}, below the threshold {rc.threshold:g} "
+                            "(no base result to compare with)"
+                        ),
+                        **loc,
+                    )
+                )
     return out
 
 
 def _totals(r: Results) -> SideTotals:
     t = r.totals
-    return SideTotals(calls=t.calls, cached_calls=t.cached_calls, saved_calls=t.saved_calls,
-                      cost_usd=t.cost_usd, seconds=t.seconds, partial=t.partial)
+    return SideTotals(
+        calls=t.calls,
+        cached_calls=t.cached_calls,
+        saved_calls=t.saved_calls,
+        cost_usd=t.cost_usd,
+        seconds=t.seconds,
+        partial=t.partial,
+    )
 
 
 def _is_outage(p: PromptResult) -> bool:
@@ -492,31 +574,47 @@ def compare(base: Results | None, head: Results, *, provider_outage: bool | None
         for bp in base.prompts:
             if bp.name in head_names or bp.name in renames.values():
                 continue
-            prompts.append(PromptComparison(
-                name=bp.name, status="deleted", template=bp.template, base_template=bp.template,
-                template_line=None, model=bp.model,
-                tokens=[_token_delta(None, c) for c in bp.cases],
-            ))
+            prompts.append(
+                PromptComparison(
+                    name=bp.name,
+                    status="deleted",
+                    template=bp.template,
+                    base_template=bp.template,
+                    template_line=None,
+                    model=bp.model,
+                    tokens=[_token_delta(None, c) for c in bp.cases],
+                )
+            )
     failures = [f for pc in prompts for f in _failures_of(pc)]
     if provider_outage is None:
         provider_outage = bool(getattr(head.totals, "provider_unavailable", False)) or any(
-            _is_outage(p) for p in head.prompts)
+            _is_outage(p) for p in head.prompts
+        )
     outage = provider_outage
     comp = Comparison(
-        verdict="pass", headline="", has_base=base is not None,
-        base_commit=base.commit if base else None, head_commit=head.commit,
+        verdict="pass",
+        headline="",
+        has_base=base is not None,
+        base_commit=base.commit if base else None,
+        head_commit=head.commit,
         budget_failed=any(f.kind in ("budget", "growth") for f in failures),
         recall_regressed=any(f.kind in ("recall-regression", "recall-threshold") for f in failures),
         recall_inconclusive=any(p.recall is not None and p.recall.status == "inconclusive" for p in prompts),
         provider_outage=outage,
         errors=any(f.kind == "error" for f in failures),
-        prompts=prompts, failures=failures,
-        head_totals=_totals(head), base_totals=_totals(base) if base else None,
+        prompts=prompts,
+        failures=failures,
+        head_totals=_totals(head),
+        base_totals=_totals(base) if base else None,
     )
     if base is None:
-        comp.notes.append("No base results: every prompt is judged on its own (absolute budgets and thresholds).")
+        comp.notes.append(
+            "No base results: every prompt is judged on its own (absolute budgets and thresholds)."
+        )
     if outage:
-        comp.notes.append("The model provider was unavailable: recall could not be measured for some prompts.")
+        comp.notes.append(
+            "The model provider was unavailable: recall could not be measured for some prompts."
+        )
     comp.verdict, comp.headline = _headline(comp)
     return comp
 

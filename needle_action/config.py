@@ -60,7 +60,7 @@ def parse_growth(value: object) -> Growth | None:
     if isinstance(value, Growth):
         return value
     if isinstance(value, bool):
-        raise ValueError("max_growth must be a percentage like \"10%\" or a whole number of tokens")
+        raise ValueError('max_growth must be a percentage like "10%" or a whole number of tokens')
     if isinstance(value, int):
         if value < 0:
             raise ValueError("max_growth must not be negative")
@@ -71,7 +71,7 @@ def parse_growth(value: object) -> Growth | None:
             return Growth(percent=float(m.group(1)))
         if value.strip().isdigit():
             return Growth(tokens=int(value.strip()))
-    raise ValueError("max_growth must be a percentage like \"10%\" or a whole number of tokens")
+    raise ValueError('max_growth must be a percentage like "10%" or a whole number of tokens')
 
 
 class NeedleSpec(Strict):
@@ -113,7 +113,7 @@ class RecallSettings(Strict):
         if v == "auto":
             return v
         if not v:
-            raise ValueError("sizes must list at least one size, or be \"auto\"")
+            raise ValueError('sizes must list at least one size, or be "auto"')
         if any(s < 64 for s in v):
             raise ValueError("every size must be at least 64 tokens")
         return sorted(set(v))
@@ -130,10 +130,10 @@ class RecallSettings(Strict):
     @model_validator(mode="after")
     def _custom(self):
         if self.needle == "custom" and not self.needles:
-            raise ValueError("needle = \"custom\" needs at least one [[...recall.needles]] entry")
+            raise ValueError('needle = "custom" needs at least one [[...recall.needles]] entry')
         if self.scoring == "regex":
             if not self.answer_regex:
-                raise ValueError("scoring = \"regex\" needs answer_regex")
+                raise ValueError('scoring = "regex" needs answer_regex')
         if self.answer_regex:
             try:
                 re.compile(self.answer_regex)
@@ -189,7 +189,7 @@ class PromptSettings(Strict):
         ok = v in ("anthropic", "local", "tiktoken:o200k_base", "tiktoken:cl100k_base")
         if not ok:
             raise ValueError(
-                "tokenizer must be \"tiktoken:o200k_base\", \"tiktoken:cl100k_base\", \"anthropic\" or \"local\""
+                'tokenizer must be "tiktoken:o200k_base", "tiktoken:cl100k_base", "anthropic" or "local"'
             )
         return v
 
@@ -219,9 +219,9 @@ class Config(Strict):
         """Expanded fixture globs, sorted, relative order of patterns kept (validated at load)."""
         out: list[Path] = []
         for pattern in prompt.fixtures:
-            matches = sorted(self.root.glob(pattern)) if any(c in pattern for c in "*?[") else [
-                self.root / pattern
-            ]
+            matches = (
+                sorted(self.root.glob(pattern)) if any(c in pattern for c in "*?[") else [self.root / pattern]
+            )
             for m in matches:
                 if m not in out:
                     out.append(m)

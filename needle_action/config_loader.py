@@ -207,7 +207,9 @@ def _merge(defaults: dict, prompt: dict) -> dict:
             merged = dict(base)
             for pname, ptable in value.items():
                 pbase = merged.get(pname)
-                merged[pname] = {**pbase, **ptable} if isinstance(pbase, dict) and isinstance(ptable, dict) else ptable
+                merged[pname] = (
+                    {**pbase, **ptable} if isinstance(pbase, dict) and isinstance(ptable, dict) else ptable
+                )
             out[key] = merged
         else:
             out[key] = value
@@ -227,7 +229,9 @@ class _Loader:
         self.text_lines: list[str] = []
         self.lines: dict[str, int] = {}
 
-    def error(self, message: str, *, key: str | None = None, line: int | None = None, hint: str | None = None):
+    def error(
+        self, message: str, *, key: str | None = None, line: int | None = None, hint: str | None = None
+    ):
         if line is None and key is not None:
             line = self._line(key)
         return ConfigError(message, file=self.file, line=line, hint=hint)
@@ -249,12 +253,18 @@ class _Loader:
                 hint="run `needle init` to write a starter needle.toml, or point --config at yours",
             )
         if self.path.is_dir():
-            raise ConfigError("expected a TOML file but this is a folder", file=self.file, hint="pass --config PATH/needle.toml")
+            raise ConfigError(
+                "expected a TOML file but this is a folder",
+                file=self.file,
+                hint="pass --config PATH/needle.toml",
+            )
         try:
             self.text = self.path.read_text(encoding="utf-8")
         except UnicodeDecodeError as exc:
             line = self.path.read_bytes()[: exc.start].count(b"\n") + 1
-            raise ConfigError("the file is not valid UTF-8", file=self.file, line=line, hint="save it as UTF-8") from None
+            raise ConfigError(
+                "the file is not valid UTF-8", file=self.file, line=line, hint="save it as UTF-8"
+            ) from None
         except OSError as exc:
             raise ConfigError(f"cannot read the file: {exc.strerror}", file=self.file) from None
         self.text_lines = self.text.splitlines()
@@ -291,15 +301,21 @@ class _Loader:
                 guess = did_you_mean(key, ["defaults", "prompts"])
                 is_table = isinstance(data[key], dict)
                 what = f"unknown table [{key}]" if is_table else f"unknown top-level key '{key}'"
-                hint = f"did you mean [{guess}]?" if guess else (
-                    "the file has a [defaults] table and one [prompts.NAME] table per prompt"
-                    if is_table
-                    else "settings go under [defaults] or a [prompts.NAME] table"
+                hint = (
+                    f"did you mean [{guess}]?"
+                    if guess
+                    else (
+                        "the file has a [defaults] table and one [prompts.NAME] table per prompt"
+                        if is_table
+                        else "settings go under [defaults] or a [prompts.NAME] table"
+                    )
                 )
                 raise self.error(what, key=key, hint=hint)
         defaults = data.get("defaults", {})
         if not isinstance(defaults, dict):
-            raise self.error("'defaults' must be a table", key="defaults", hint="write it as [defaults] followed by keys")
+            raise self.error(
+                "'defaults' must be a table", key="defaults", hint="write it as [defaults] followed by keys"
+            )
         prompts = data.get("prompts")
         if prompts is None or (isinstance(prompts, dict) and not prompts):
             raise self.error(
@@ -309,7 +325,9 @@ class _Loader:
                 hint='add e.g. [prompts.answer] with template = "prompts/answer.j2"; `needle init` writes one for you',
             )
         if not isinstance(prompts, dict):
-            raise self.error("'prompts' must be a table of tables", key="prompts", hint="write [prompts.NAME] headers")
+            raise self.error(
+                "'prompts' must be a table of tables", key="prompts", hint="write [prompts.NAME] headers"
+            )
         for name, table in prompts.items():
             if not isinstance(table, dict):
                 raise self.error(
@@ -327,7 +345,7 @@ class _Loader:
                 raise self.error(
                     f"unknown key 'name' in [prompts.{name}]",
                     key=f"prompts.{name}.name",
-                    hint=f"a prompt's name is its table name ({name}); use description = \"...\" for prose",
+                    hint=f'a prompt\'s name is its table name ({name}); use description = "..." for prose',
                 )
         return defaults, prompts
 
@@ -360,7 +378,8 @@ class _Loader:
                 raise self.error(
                     f"unknown provider '{pname}' in [{base}.providers]",
                     key=f"{base}.providers.{pname}",
-                    hint=(f"did you mean '{guess}'? " if guess else "") + f"providers are: {', '.join(PROVIDERS)}",
+                    hint=(f"did you mean '{guess}'? " if guess else "")
+                    + f"providers are: {', '.join(PROVIDERS)}",
                 )
 
     def _origin(self, loc: tuple, prompt_raw: dict, defaults_raw: dict, base: str) -> str:
@@ -398,7 +417,11 @@ class _Loader:
         origin = self._origin(loc, prompt_raw, defaults_raw, base)
         origin_base = "defaults" if origin.startswith("defaults") else base
         where_model = model if origin_base == base else PromptSettings
-        more = f" ({len(errors) - 1} more problem{'s' if len(errors) > 2 else ''} after this one)" if len(errors) > 1 else ""
+        more = (
+            f" ({len(errors) - 1} more problem{'s' if len(errors) > 2 else ''} after this one)"
+            if len(errors) > 1
+            else ""
+        )
         kind = err["type"]
         if kind == "extra_forbidden":
             key = str(loc[-1])
@@ -417,7 +440,11 @@ class _Loader:
         if kind == "missing":
             key = str(loc[-1])
             table = ".".join([base, *map(str, loc[:-1])])
-            hint = 'add template = "path/to/prompt.j2" (relative to this file\'s folder)' if key == "template" else None
+            hint = (
+                'add template = "path/to/prompt.j2" (relative to this file\'s folder)'
+                if key == "template"
+                else None
+            )
             return self.error(f"[{table}] is missing the required key '{key}'{more}", key=origin, hint=hint)
         msg = err["msg"].removeprefix("Value error, ")
         dotted = ".".join(map(str, loc)) or base
@@ -465,7 +492,11 @@ class _Loader:
         key = f"{base}.template"
         full, why = self._inside(prompt.template)
         if why:
-            raise self.error(f"template path {prompt.template!r} escapes the config root: {why}", key=key, hint=outside_hint)
+            raise self.error(
+                f"template path {prompt.template!r} escapes the config root: {why}",
+                key=key,
+                hint=outside_hint,
+            )
         if not full.exists():
             raise self.error(
                 f"template file not found: {prompt.template}",
@@ -500,9 +531,17 @@ class _Loader:
             key = self._origin(("recall", "fixture"), raw, defaults_raw, base)
             full, why = self._inside(recall.fixture)
             if why:
-                raise self.error(f"recall fixture {recall.fixture!r} escapes the config root: {why}", key=key, hint=outside_hint)
+                raise self.error(
+                    f"recall fixture {recall.fixture!r} escapes the config root: {why}",
+                    key=key,
+                    hint=outside_hint,
+                )
             if not full.is_file():
-                raise self.error(f"recall fixture not found: {recall.fixture}", key=key, hint=self._missing_hint(recall.fixture))
+                raise self.error(
+                    f"recall fixture not found: {recall.fixture}",
+                    key=key,
+                    hint=self._missing_hint(recall.fixture),
+                )
         if recall.filler_globs:
             key = self._origin(("recall", "filler_globs"), raw, defaults_raw, base)
             for pattern in recall.filler_globs:
@@ -515,9 +554,15 @@ class _Loader:
             raise self.error(f"{what} path {pattern!r} escapes the config root: {why}", line=line, hint=hint)
         if not any(c in pattern for c in _GLOB_CHARS):
             if not full.exists():
-                raise self.error(f"{what} file not found: {pattern}", line=line, hint=self._missing_hint(pattern))
+                raise self.error(
+                    f"{what} file not found: {pattern}", line=line, hint=self._missing_hint(pattern)
+                )
             if not full.is_file():
-                raise self.error(f"{what} path {pattern!r} is a folder, not a file", line=line, hint=f"use a glob like {pattern.rstrip('/')}/*.yaml")
+                raise self.error(
+                    f"{what} path {pattern!r} is a folder, not a file",
+                    line=line,
+                    hint=f"use a glob like {pattern.rstrip('/')}/*.yaml",
+                )
             return [full]
         try:
             matches = sorted(p for p in self.root.glob(pattern) if p.is_file())
@@ -621,4 +666,11 @@ def load_config(path: str | os.PathLike) -> Config:
     return loader.validate(defaults, prompts)
 
 
-__all__ = ["load_config", "scan_lines", "display_path", "did_you_mean", "last_content_line", "FIXTURE_SUFFIXES"]
+__all__ = [
+    "load_config",
+    "scan_lines",
+    "display_path",
+    "did_you_mean",
+    "last_content_line",
+    "FIXTURE_SUFFIXES",
+]

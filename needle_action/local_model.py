@@ -96,8 +96,9 @@ def model_path(directory: Path | None = None) -> Path:
             chunks = pkg.chunk_paths()
             pkg.verify_chunks()
         except (ImportError, FileNotFoundError) as exc:
-            raise ProviderUnavailable(f"the embedded model's chunk packages are incomplete: {exc}",
-                                      hint=INSTALL_HINT) from None
+            raise ProviderUnavailable(
+                f"the embedded model's chunk packages are incomplete: {exc}", hint=INSTALL_HINT
+            ) from None
         target.parent.mkdir(parents=True, exist_ok=True)
         fd, tmp_name = tempfile.mkstemp(prefix=target.name + ".", suffix=".part", dir=target.parent)
         tmp = Path(tmp_name)
@@ -136,8 +137,9 @@ def get_llama(n_ctx: int, path: Path | str | None = None):
         raise ProviderUnavailable("llama-cpp-python is not installed", hint=INSTALL_HINT) from None
     resolved = str(Path(path) if path else model_path())
     if not Path(resolved).is_file():
-        raise ProviderUnavailable(f"local model file not found: {resolved}",
-                                  hint="check providers.local.model_path (a .gguf file)")
+        raise ProviderUnavailable(
+            f"local model file not found: {resolved}", hint="check providers.local.model_path (a .gguf file)"
+        )
     with _lock:
         cached = _models.get(resolved)
         if cached is not None and cached[0] >= n_ctx:

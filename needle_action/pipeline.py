@@ -118,6 +118,12 @@ def run_check(
     results = run_budget(config, baseline=baseline, only=only)
     if recall:
         run_recall(
-            config, baseline=baseline, only=only, overrides=overrides, progress=progress, results=results, cache=cache
+            config,
+            baseline=baseline,
+            only=only,
+            overrides=overrides,
+            progress=progress,
+            results=results,
+            cache=cache,
         )
     return results

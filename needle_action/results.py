@@ -21,7 +21,9 @@ SCHEMA_VERSION = 1
 
 Status = Literal["pass", "fail", "skipped", "error"]
 CellStatus = Literal["pass", "fail", "undecided"]
-Diagnosis = Literal["all-pass", "lost-in-the-middle", "size-limited", "flaky", "inconclusive", "mixed-failure"]
+Diagnosis = Literal[
+    "all-pass", "lost-in-the-middle", "size-limited", "flaky", "inconclusive", "mixed-failure"
+]
 
 
 class Model(BaseModel):
@@ -181,7 +183,9 @@ def load_results(path: str | Path) -> Results:
     try:
         data = json.loads(p.read_text(encoding="utf-8"))
     except FileNotFoundError:
-        raise ConfigError(f"results file not found: {p}", file=p, hint="run `needle budget --json FILE` first") from None
+        raise ConfigError(
+            f"results file not found: {p}", file=p, hint="run `needle budget --json FILE` first"
+        ) from None
     except json.JSONDecodeError as exc:
         raise ConfigError(f"not valid JSON: {exc.msg}", file=p, line=exc.lineno) from None
     if not isinstance(data, dict) or "schema_version" not in data:

@@ -60,7 +60,9 @@ def edge_order(chunks: Iterable[T], scores: Sequence[float] | None = None) -> li
     else:
         scores = list(scores)
         if len(scores) != len(items):
-            raise ValueError(f"edge_order: {len(items)} chunks but {len(scores)} scores; give one score per chunk")
+            raise ValueError(
+                f"edge_order: {len(items)} chunks but {len(scores)} scores; give one score per chunk"
+            )
         for s in scores:
             if isinstance(s, bool) or not isinstance(s, int | float) or math.isnan(s):
                 raise ValueError(f"edge_order: every score must be a number, got {s!r}")
@@ -226,7 +228,9 @@ class PreflightGuard:
 
     # -- public API
 
-    def estimate(self, *, system: Any = None, messages: Iterable[Any] = (), max_tokens: int | None = None) -> Estimate:
+    def estimate(
+        self, *, system: Any = None, messages: Iterable[Any] = (), max_tokens: int | None = None
+    ) -> Estimate:
         """Count and price a request without enforcing anything."""
         rendered = _to_rendered(system, messages)
         # counter.count_prompt, not tokens.count_prompts: the latter keeps a process-wide cache of
@@ -244,11 +248,18 @@ class PreflightGuard:
             tokenizer=self._counter.name,
         )
 
-    def check(self, system: Any = None, messages: Iterable[Any] = (), *, max_tokens: int | None = None) -> Estimate:
+    def check(
+        self, system: Any = None, messages: Iterable[Any] = (), *, max_tokens: int | None = None
+    ) -> Estimate:
         """Return the estimate, or raise ``BudgetExceeded`` if the request must not be sent."""
         est = self.estimate(system=system, messages=messages, max_tokens=max_tokens)
-        if self.max_input_tokens is not None and est.tokens + self.reserve_output_tokens > self.max_input_tokens:
-            reserve = f" + {self.reserve_output_tokens} reserved for output" if self.reserve_output_tokens else ""
+        if (
+            self.max_input_tokens is not None
+            and est.tokens + self.reserve_output_tokens > self.max_input_tokens
+        ):
+            reserve = (
+                f" + {self.reserve_output_tokens} reserved for output" if self.reserve_output_tokens else ""
+            )
             raise BudgetExceeded(
                 f"request has {est.tokens} input tokens{reserve}, over the limit of {self.max_input_tokens} "
                 f"({est.tokenizer})",

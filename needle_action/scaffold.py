@@ -18,15 +18,52 @@ from needle_action.config_loader import FIXTURE_SUFFIXES, display_path
 from needle_action.errors import ConfigError, NeedleError
 
 TEMPLATE_SUFFIXES = (".j2", ".jinja", ".jinja2", ".prompty")
-SKIP_DIRS = {".git", ".venv", "venv", "node_modules", "__pycache__", ".tox", ".mypy_cache", ".pytest_cache",
-             ".ruff_cache", ".needle-cache", "site-packages"}
+SKIP_DIRS = {
+    ".git",
+    ".venv",
+    "venv",
+    "node_modules",
+    "__pycache__",
+    ".tox",
+    ".mypy_cache",
+    ".pytest_cache",
+    ".ruff_cache",
+    ".needle-cache",
+    "site-packages",
+}
 FIXTURE_DIR_NAMES = ("fixtures", "fixture", "samples", "testdata", "test_data")
 
 # Variable names that usually hold the haystack (retrieved text, conversation) or the question.
-CONTEXT_NAMES = ("documents", "docs", "context", "contexts", "chunks", "passages", "sources", "retrieved",
-                 "results", "history", "messages", "conversation", "turns", "transcript", "knowledge")
-QUESTION_NAMES = ("question", "query", "user_question", "user_query", "input", "user_input", "user_message",
-                  "message", "ask", "request", "prompt")
+CONTEXT_NAMES = (
+    "documents",
+    "docs",
+    "context",
+    "contexts",
+    "chunks",
+    "passages",
+    "sources",
+    "retrieved",
+    "results",
+    "history",
+    "messages",
+    "conversation",
+    "turns",
+    "transcript",
+    "knowledge",
+)
+QUESTION_NAMES = (
+    "question",
+    "query",
+    "user_question",
+    "user_query",
+    "input",
+    "user_input",
+    "user_message",
+    "message",
+    "ask",
+    "request",
+    "prompt",
+)
 
 
 @dataclass
@@ -57,7 +94,9 @@ def _walk(root: Path, suffixes: tuple[str, ...]) -> list[Path]:
     return out
 
 
-def guess_var(variables: set[str] | list[str], names: tuple[str, ...], exclude: str | None = None) -> str | None:
+def guess_var(
+    variables: set[str] | list[str], names: tuple[str, ...], exclude: str | None = None
+) -> str | None:
     """Exact known names first (in priority order), then names containing one of them."""
     pool = [v for v in sorted(variables) if v != exclude]
     for n in names:
@@ -78,7 +117,9 @@ def _fixture_candidates(template: Path, config_dir: Path, fixture_files: list[Pa
         fstem = p.name.split(".")[0].lower().replace("-", "_")
         if p.name == "needle.toml" or p.name == "pyproject.toml":
             return False
-        in_fixture_dir = any(part.lower() in FIXTURE_DIR_NAMES for part in p.relative_to(config_dir).parts[:-1])
+        in_fixture_dir = any(
+            part.lower() in FIXTURE_DIR_NAMES for part in p.relative_to(config_dir).parts[:-1]
+        )
         named = any(fstem == k or fstem.startswith(k + "_") or fstem.startswith(k + "-") for k in keys)
         if p.parent == template.parent and named:
             return True
@@ -95,7 +136,9 @@ def _prompt_name(template: Path, taken: set[str]) -> str:
         base = "p" + base
     name, n = base, 2
     if name in taken:
-        name = f"{re.sub(r'[^A-Za-z0-9_-]+', '_', template.parent.name).strip('_-')}_{base}".strip("_") or base
+        name = (
+            f"{re.sub(r'[^A-Za-z0-9_-]+', '_', template.parent.name).strip('_-')}_{base}".strip("_") or base
+        )
     while name in taken:
         name, n = f"{base}_{n}", n + 1
     taken.add(name)
@@ -191,15 +234,15 @@ def render_starter(found: list[FoundTemplate], partials: list[str]) -> str:
         "[defaults.recall]",
         "# Needle-in-a-haystack trials in the prompt's real shape (needs context_var and question_var).",
         f"enabled = {str(r.enabled).lower()}",
-        f"sizes = {json.dumps(r.sizes)}            # context sizes in real tokens, or \"auto\"",
+        f'sizes = {json.dumps(r.sizes)}            # context sizes in real tokens, or "auto"',
         f"depths = {json.dumps(r.depths)}   # needle positions: 0 = start, 1 = end",
         f"trials = {r.trials}                     # trials per size x depth cell",
         f"threshold = {r.threshold}                # minimum recall per cell",
-        f'needle = {_s(r.needle)}              # codeword | sentence | distractors | multihop | custom',
+        f"needle = {_s(r.needle)}              # codeword | sentence | distractors | multihop | custom",
         f"seed = {r.seed}",
         "# max_calls = 500                # stop cleanly (partial result) after this many model calls",
         "# max_cost_usd = 2.0             # ... or this estimated spend",
-        "# filler_globs = [\"docs/**/*.md\"]  # extra filler text from the repository",
+        '# filler_globs = ["docs/**/*.md"]  # extra filler text from the repository',
     ]
     if partials:
         out += ["", "# Partials (included by other templates, so not prompts of their own):"]
@@ -211,16 +254,30 @@ def render_starter(found: list[FoundTemplate], partials: list[str]) -> str:
         if f.variables:
             out.append(f"# variables the template reads: {', '.join(f.variables)}")
         if f.fixtures:
-            out.append("fixtures = [" + ", ".join(_s(x) for x in f.fixtures) + "]   # each fixture is one case")
+            out.append(
+                "fixtures = [" + ", ".join(_s(x) for x in f.fixtures) + "]   # each fixture is one case"
+            )
         else:
-            out.append('# fixtures = ["fixtures/' + f.name + '.yaml"]   # YAML/JSON/TOML files with the variables above')
-        out.append(f"context_var = {_s(f.context_var)}   # the haystack slot recall fills"
-                   if f.context_var else "# context_var = \"documents\"   # the variable holding retrieved text / history")
-        out.append(f"question_var = {_s(f.question_var)}   # the slot recall puts its question in"
-                   if f.question_var else "# question_var = \"question\"   # the variable holding the user's question")
+            out.append(
+                '# fixtures = ["fixtures/'
+                + f.name
+                + '.yaml"]   # YAML/JSON/TOML files with the variables above'
+            )
+        out.append(
+            f"context_var = {_s(f.context_var)}   # the haystack slot recall fills"
+            if f.context_var
+            else '# context_var = "documents"   # the variable holding retrieved text / history'
+        )
+        out.append(
+            f"question_var = {_s(f.question_var)}   # the slot recall puts its question in"
+            if f.question_var
+            else '# question_var = "question"   # the variable holding the user\'s question'
+        )
         budget = _suggest_budget(f.rough_chars, d.reserve_output_tokens)
         if budget:
-            out.append(f"# max_input_tokens = {budget}   # suggestion: ~1.5x this prompt's current size plus the reserve")
+            out.append(
+                f"# max_input_tokens = {budget}   # suggestion: ~1.5x this prompt's current size plus the reserve"
+            )
         else:
             out.append("# max_input_tokens = 8000")
         out.append('# max_growth = "10%"')
@@ -241,7 +298,9 @@ def write_starter(root: str | os.PathLike, config_path: str | os.PathLike, force
     root = Path(root)
     config_path = Path(config_path)
     if not root.is_dir():
-        raise ConfigError(f"{display_path(root)} is not a folder", hint="pass --root PATH to the repository to scan")
+        raise ConfigError(
+            f"{display_path(root)} is not a folder", hint="pass --root PATH to the repository to scan"
+        )
     if config_path.exists() and not force:
         raise ConfigError(
             "the threshold file already exists; not overwriting it",
@@ -249,7 +308,9 @@ def write_starter(root: str | os.PathLike, config_path: str | os.PathLike, force
             hint="pass --force to replace it, or --config PATH to write somewhere else",
         )
     if config_path.is_dir():
-        raise ConfigError("expected a file path for the threshold file, got a folder", file=display_path(config_path))
+        raise ConfigError(
+            "expected a file path for the threshold file, got a folder", file=display_path(config_path)
+        )
     config_dir = config_path.absolute().parent
     templates = _walk(root, TEMPLATE_SUFFIXES)
     if not templates:
@@ -262,7 +323,7 @@ def write_starter(root: str | os.PathLike, config_path: str | os.PathLike, force
         raise ConfigError(
             f"template {display_path(outside[0].absolute())} is outside the folder of {display_path(config_path)}",
             hint="paths in needle.toml are relative to its folder: write it at the repository root "
-                 "(e.g. needle init --root R --config R/needle.toml)",
+            "(e.g. needle init --root R --config R/needle.toml)",
         )
     partial_set = _partials(templates, config_dir)
     fixture_files = _walk(root, FIXTURE_SUFFIXES)
@@ -280,8 +341,10 @@ def write_starter(root: str | os.PathLike, config_path: str | os.PathLike, force
         _estimate(f, config_dir)
         found.append(f)
     if not found:
-        raise ConfigError("every template found is included by another one; no standalone prompt to configure",
-                          hint="add a [prompts.NAME] table by hand (see docs/config.md)")
+        raise ConfigError(
+            "every template found is included by another one; no standalone prompt to configure",
+            hint="add a [prompts.NAME] table by hand (see docs/config.md)",
+        )
     text = render_starter(found, partials)
     config_path.parent.mkdir(parents=True, exist_ok=True)
     config_path.write_text(text, encoding="utf-8")

@@ -90,8 +90,10 @@ def _load_encoding(encoding: str):
         )
     if not tiktoken_cache.ensure(encoding):
         where = os.environ.get("TIKTOKEN_CACHE_DIR")
-        where = "(caching disabled: TIKTOKEN_CACHE_DIR is empty)" if where == "" else str(
-            tiktoken_cache.cache_path(tiktoken_cache.default_cache_dir(), encoding)
+        where = (
+            "(caching disabled: TIKTOKEN_CACHE_DIR is empty)"
+            if where == ""
+            else str(tiktoken_cache.cache_path(tiktoken_cache.default_cache_dir(), encoding))
         )
         raise TokenizerError(
             f"tiktoken encoding {encoding} is not available offline: no cached file at {where}",
@@ -201,7 +203,8 @@ class AnthropicCounter:
             ) from None
         except a.NotFoundError:
             raise ConfigError(
-                f"Anthropic does not know the model {self.model!r}", hint="check `model` in the threshold file"
+                f"Anthropic does not know the model {self.model!r}",
+                hint="check `model` in the threshold file",
             ) from None
         except a.BadRequestError as exc:
             raise ConfigError(f"Anthropic rejected the request to count: {_api_message(exc)}") from None
@@ -274,7 +277,9 @@ class LocalCounter:
             except ProviderUnavailable as exc:  # counting needs no provider: a setup error (exit 2)
                 raise TokenizerError(exc.message, hint=exc.hint) from None
         if not Path(path).is_file():
-            raise TokenizerError(f"local model file not found: {path}", hint="set [providers.local] model_path")
+            raise TokenizerError(
+                f"local model file not found: {path}", hint="set [providers.local] model_path"
+            )
         self.path = Path(path)
         self.name = f"local:{model}"
         self.cache_id = f"local:{self.path.resolve()}"

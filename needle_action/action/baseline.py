@@ -32,7 +32,9 @@ class BaselineUnavailable(Exception):
     """The base cannot be measured; the run goes on without a baseline and says why."""
 
 
-def git(args: list[str], cwd: Path, *, check: bool = True, timeout: float = 300) -> subprocess.CompletedProcess:
+def git(
+    args: list[str], cwd: Path, *, check: bool = True, timeout: float = 300
+) -> subprocess.CompletedProcess:
     proc = subprocess.run(["git", *args], cwd=str(cwd), capture_output=True, text=True, timeout=timeout)
     if check and proc.returncode != 0:
         raise BaselineUnavailable(f"git {' '.join(args[:3])} failed: {proc.stderr.strip()[:300]}")
@@ -46,7 +48,9 @@ def ensure_safe_directory(workspace: Path, *, force: bool = False) -> bool:
         return False
     if probe.returncode != 0 and DUBIOUS not in probe.stderr and not force:
         raise BaselineUnavailable(f"not a git repository: {workspace} ({probe.stderr.strip()[:200]})")
-    existing = git(["config", "--global", "--get-all", "safe.directory"], workspace, check=False).stdout.split()
+    existing = git(
+        ["config", "--global", "--get-all", "safe.directory"], workspace, check=False
+    ).stdout.split()
     if str(workspace) not in existing:
         git(["config", "--global", "--add", "safe.directory", str(workspace)], workspace)
     git(["rev-parse", "--git-dir"], workspace)  # raises if git still refuses

@@ -53,8 +53,11 @@ class DataBranchError(Exception):
 def check_branch_name(name: str) -> None:
     """A bad ``data-branch`` input is a usage error (exit 2), found before anything is measured."""
     if not _BRANCH.match(name) or name.endswith(".lock"):
-        raise ConfigError(f"input `data-branch` is not a valid branch name: {name!r}", file="action inputs",
-                          hint="use letters, digits, '.', '_', '-' and '/', e.g. `data-branch: needle-action-data`")
+        raise ConfigError(
+            f"input `data-branch` is not a valid branch name: {name!r}",
+            file="action inputs",
+            hint="use letters, digits, '.', '_', '-' and '/', e.g. `data-branch: needle-action-data`",
+        )
 
 
 def is_default_branch_push(settings: Settings) -> bool:
@@ -65,8 +68,12 @@ def is_default_branch_push(settings: Settings) -> bool:
 def fingerprint(config_bytes: bytes, settings: Settings) -> dict:
     return {
         "config_sha256": hashlib.sha256(config_bytes).hexdigest(),
-        "inputs": {"seed": settings.seed, "trials": settings.trials, "provider": settings.provider,
-                   "recall": settings.recall},
+        "inputs": {
+            "seed": settings.seed,
+            "trials": settings.trials,
+            "provider": settings.provider,
+            "recall": settings.recall,
+        },
         "needle_version": __version__,
     }
 
@@ -81,14 +88,22 @@ def _env(settings: Settings, **extra: str) -> dict[str, str]:
         workflow.mask(basic)
         key = f"http.{settings.server_url.rstrip('/')}/.extraheader"
         # the empty value first drops a header actions/checkout may have persisted (two would clash)
-        env.update(GIT_CONFIG_COUNT="2", GIT_CONFIG_KEY_0=key, GIT_CONFIG_VALUE_0="",
-                   GIT_CONFIG_KEY_1=key, GIT_CONFIG_VALUE_1=f"AUTHORIZATION: basic {basic}")
+        env.update(
+            GIT_CONFIG_COUNT="2",
+            GIT_CONFIG_KEY_0=key,
+            GIT_CONFIG_VALUE_0="",
+            GIT_CONFIG_KEY_1=key,
+            GIT_CONFIG_VALUE_1=f"AUTHORIZATION: basic {basic}",
+        )
     return env
 
 
-def _git(args: list[str], cwd: Path, env: dict[str, str], *, check: bool = True,
-         input: bytes | None = None) -> subprocess.CompletedProcess:
-    proc = subprocess.run(["git", *args], cwd=str(cwd), env=env, input=input, capture_output=True, timeout=300)
+def _git(
+    args: list[str], cwd: Path, env: dict[str, str], *, check: bool = True, input: bytes | None = None
+) -> subprocess.CompletedProcess:
+    proc = subprocess.run(
+        ["git", *args], cwd=str(cwd), env=env, input=input, capture_output=True, timeout=300
+    )
     if check and proc.returncode != 0:
         raise DataBranchError(f"git {' '.join(args[:2])} failed: {_err(proc)}")
     return proc
@@ -104,7 +119,9 @@ def _out(proc: subprocess.CompletedProcess) -> str:
 
 def fetch_tip(workspace: Path, branch: str, env: dict[str, str]) -> str | None:
     """The data branch's tip on origin (fetched one commit deep), or None when it does not exist."""
-    proc = _git(["fetch", "--no-tags", "--depth=1", "origin", f"refs/heads/{branch}"], workspace, env, check=False)
+    proc = _git(
+        ["fetch", "--no-tags", "--depth=1", "origin", f"refs/heads/{branch}"], workspace, env, check=False
+    )
     if proc.returncode != 0:
         if "couldn't find remote ref" in _err(proc).lower():
             return None
@@ -128,10 +145,17 @@ def store(settings: Settings, results: Results, config_bytes: bytes, *, attempts
     env = _env(settings)
     meta = {"commit": sha, "fingerprint": fingerprint(config_bytes, settings)}
     body = results.model_dump_json(indent=2).encode()
-    files = {f"results/{sha}.json": body, f"results/{sha}.meta.json": json.dumps(meta, indent=2).encode(),
-             "results/latest.json": body}
-    bot = {"GIT_AUTHOR_NAME": BOT_NAME, "GIT_AUTHOR_EMAIL": BOT_EMAIL,
-           "GIT_COMMITTER_NAME": BOT_NAME, "GIT_COMMITTER_EMAIL": BOT_EMAIL}
+    files = {
+        f"results/{sha}.json": body,
+        f"results/{sha}.meta.json": json.dumps(meta, indent=2).encode(),
+        "results/latest.json": body,
+    }
+    bot = {
+        "GIT_AUTHOR_NAME": BOT_NAME,
+        "GIT_AUTHOR_EMAIL": BOT_EMAIL,
+        "GIT_COMMITTER_NAME": BOT_NAME,
+        "GIT_COMMITTER_EMAIL": BOT_EMAIL,
+    }
     for _ in range(attempts):  # another main-branch run may push in between: rebuild on its tip
         parent = fetch_tip(ws, branch, env)
         with tempfile.TemporaryDirectory(prefix="needle-data-") as tmp:
@@ -141,14 +165,20 @@ def store(settings: Settings, results: Results, config_bytes: bytes, *, attempts
                 blob = _out(_git(["hash-object", "-w", "--stdin"], ws, idx, input=data))
                 _git(["update-index", "--add", "--cacheinfo", f"100644,{blob},{name}"], ws, idx)
             tree = _out(_git(["write-tree"], ws, idx))
-        commit = _out(_git(["commit-tree", tree, *(["-p", parent] if parent else []),
-                            "-m", f"needle results for {sha}"], ws, {**env, **bot}))
+        commit = _out(
+            _git(
+                ["commit-tree", tree, *(["-p", parent] if parent else []), "-m", f"needle results for {sha}"],
+                ws,
+                {**env, **bot},
+            )
+        )
         push = _git(["push", "--quiet", "origin", f"{commit}:refs/heads/{branch}"], ws, env, check=False)
         if push.returncode == 0:
             return commit
         if not re.search(r"rejected|non-fast-forward|fetch first|stale info", _err(push)):
-            raise DataBranchError(f"could not push `{branch}`: {_err(push)} (the job needs `permissions: "
-                                  "contents: write`)")
+            raise DataBranchError(
+                f"could not push `{branch}`: {_err(push)} (the job needs `permissions: contents: write`)"
+            )
     raise DataBranchError(f"could not push `{branch}`: it kept moving ({attempts} attempts)")
 
 
@@ -197,8 +227,10 @@ def load_base(settings: Settings, base_sha: str) -> tuple[Results | None, str]:
         if config_bytes is None:
             return None, f"The base has no `{rel}`, so its stored results cannot match; {miss}."
         if not isinstance(meta, dict) or meta.get("fingerprint") != fingerprint(config_bytes, settings):
-            return None, (f"The data branch's results for the base {base_sha[:12]} were measured with another "
-                          f"threshold file, inputs or needle version; {miss}.")
+            return None, (
+                f"The data branch's results for the base {base_sha[:12]} were measured with another "
+                f"threshold file, inputs or needle version; {miss}."
+            )
         if len(raw) > MAX_RESULTS_BYTES:
             return None, f"The data branch's results for the base are implausibly large; {miss}."
         with tempfile.TemporaryDirectory(prefix="needle-data-") as tmp:
@@ -212,4 +244,7 @@ def load_base(settings: Settings, base_sha: str) -> tuple[Results | None, str]:
             return None, f"The data branch's results for the base name another commit; {miss}."
     except (DataBranchError, OSError, subprocess.SubprocessError) as exc:
         return None, f"Could not read the data branch `{branch}` ({exc}); {miss}."
-    return results, f"Base results for {base_sha[:12]} read from the data branch `{branch}` (not measured again)."
+    return (
+        results,
+        f"Base results for {base_sha[:12]} read from the data branch `{branch}` (not measured again).",
+    )

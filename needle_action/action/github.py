@@ -70,13 +70,25 @@ class Comment:
     @classmethod
     def from_api(cls, data: dict) -> Comment:
         user = data.get("user") or {}
-        return cls(int(data["id"]), data.get("body") or "", data.get("html_url") or "",
-                   user.get("login") or "", user.get("type") or "")
+        return cls(
+            int(data["id"]),
+            data.get("body") or "",
+            data.get("html_url") or "",
+            user.get("login") or "",
+            user.get("type") or "",
+        )
 
 
 class GitHubClient:
-    def __init__(self, token: str, *, api_url: str = "https://api.github.com", repository: str,
-                 timeout_s: float = 30.0, retries: int = 2) -> None:
+    def __init__(
+        self,
+        token: str,
+        *,
+        api_url: str = "https://api.github.com",
+        repository: str,
+        timeout_s: float = 30.0,
+        retries: int = 2,
+    ) -> None:
         if not token:
             raise GitHubUnauthorized(401, "no token given")
         self.token = token
@@ -146,11 +158,15 @@ class GitHubClient:
         return (bots or found)[0]
 
     def create_comment(self, issue: int, body: str) -> Comment:
-        _, _, data = self._request("POST", f"/repos/{self.repository}/issues/{issue}/comments", {"body": body})
+        _, _, data = self._request(
+            "POST", f"/repos/{self.repository}/issues/{issue}/comments", {"body": body}
+        )
         return Comment.from_api(data)
 
     def update_comment(self, comment_id: int, body: str) -> Comment:
-        _, _, data = self._request("PATCH", f"/repos/{self.repository}/issues/comments/{comment_id}", {"body": body})
+        _, _, data = self._request(
+            "PATCH", f"/repos/{self.repository}/issues/comments/{comment_id}", {"body": body}
+        )
         return Comment.from_api(data)
 
     def get_pull(self, number: int) -> dict:

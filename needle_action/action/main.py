@@ -51,8 +51,10 @@ def missing_key(prompt, settings: Settings, env: dict[str, str]) -> str | None:
     if provider == "anthropic" and not var_set_explicitly(ps) and env.get("ANTHROPIC_AUTH_TOKEN"):
         return None  # the SDK also accepts a bearer token
     if var and not env.get(var):
-        return (f"recall skipped: {var} is not set (pull requests from forks get no secrets); "
-                "budgets still ran offline")
+        return (
+            f"recall skipped: {var} is not set (pull requests from forks get no secrets); "
+            "budgets still ran offline"
+        )
     return None
 
 
@@ -103,9 +105,11 @@ def post_comment(settings: Settings, body: str) -> tuple[str | None, str | None]
         return comment.html_url, None
     except GitHubForbidden:
         why = "this pull request comes from a fork" if pr.from_fork else "the token is read-only"
-        return None, (f"could not comment on the pull request: {why} (GitHub answered 403). Give the job "
-                      "`permissions: pull-requests: write`, or for forks use the workflow_run pattern in "
-                      "docs/action.md. The job summary stands in.")
+        return None, (
+            f"could not comment on the pull request: {why} (GitHub answered 403). Give the job "
+            "`permissions: pull-requests: write`, or for forks use the workflow_run pattern in "
+            "docs/action.md. The job summary stands in."
+        )
     except GitHubUnprocessable as exc:
         return None, f"GitHub rejected the comment (422: {exc.message}); the job summary stands in."
     except GitHubError as exc:
@@ -125,10 +129,15 @@ def token_delta_lines(comparison) -> str:
     for p in comparison.prompts:
         for t in p.tokens:
             where = f"{p.name}[{t.fixture}]" if t.fixture else p.name
-            delta = "new" if t.delta is None and t.base_tokens is None else (
-                "deleted" if t.head_tokens is None else f"{t.delta:+d}")
-            lines.append(f"{where}: {t.base_tokens if t.base_tokens is not None else '-'} -> "
-                         f"{t.head_tokens if t.head_tokens is not None else '-'} ({delta})")
+            delta = (
+                "new"
+                if t.delta is None and t.base_tokens is None
+                else ("deleted" if t.head_tokens is None else f"{t.delta:+d}")
+            )
+            lines.append(
+                f"{where}: {t.base_tokens if t.base_tokens is not None else '-'} -> "
+                f"{t.head_tokens if t.head_tokens is not None else '-'} ({delta})"
+            )
     return "\n".join(lines)
 
 
@@ -141,8 +150,9 @@ def recall_verdict(comparison) -> str:
 
 
 def exit_code(comparison, settings: Settings) -> int:
-    if comparison.failed_under(fail_on_budget=settings.fail_on_budget,
-                               fail_on_recall_regression=settings.fail_on_recall_regression):
+    if comparison.failed_under(
+        fail_on_budget=settings.fail_on_budget, fail_on_recall_regression=settings.fail_on_recall_regression
+    ):
         return EXIT_CHECKS_FAILED
     if comparison.provider_outage and settings.fail_on_provider_outage:
         return EXIT_PROVIDER
@@ -210,11 +220,15 @@ def run(settings: Settings) -> int:
     log(f"measuring the head ({len(head_config.prompts)} prompt(s)) with {settings.config_path}")
     started = time.perf_counter()
     head = measure(head_config, settings, cache)
-    log(f"head measured in {time.perf_counter() - started:.1f}s: {head.totals.calls} model calls, "
-        f"{head.totals.cached_calls} cached")
+    log(
+        f"head measured in {time.perf_counter() - started:.1f}s: {head.totals.calls} model calls, "
+        f"{head.totals.cached_calls} cached"
+    )
     pr = settings.pull_request
     head.commit = pr.head_sha if pr else settings.sha
-    skipped = sorted({p.recall_skipped for p in head.prompts if p.recall_skipped and "not set" in p.recall_skipped})
+    skipped = sorted(
+        {p.recall_skipped for p in head.prompts if p.recall_skipped and "not set" in p.recall_skipped}
+    )
     notes.extend(s[0].upper() + s[1:] + "." for s in skipped)
 
     # base
@@ -231,8 +245,12 @@ def run(settings: Settings) -> int:
                 log(note)
             if base is None:
                 log(f"measuring the base {base_sha[:12]} in a git worktree")
-                base, note = measure_base(settings.workspace, base_sha, settings.config_path,
-                                          lambda cfg: measure(cfg, settings, cache))
+                base, note = measure_base(
+                    settings.workspace,
+                    base_sha,
+                    settings.config_path,
+                    lambda cfg: measure(cfg, settings, cache),
+                )
                 if note:
                     notes.append(note)
                 log(f"base measured: {base.totals.calls} model calls, {base.totals.cached_calls} cached")
@@ -260,17 +278,31 @@ def run(settings: Settings) -> int:
         summary = render_comment(comparison, notes=summary_notes, max_chars=SUMMARY_LIMIT)
     workflow.append_summary(summary, settings.summary_path)
 
-    pr_info = {"number": pr.number if pr else None, "head_sha": head.commit, "base_sha": base_sha, "notes": notes}
-    files = {"head.json": head.model_dump_json(indent=2), "comparison.json": comparison.model_dump_json(indent=2),
-             "comment.md": comment_body, "summary.md": summary, "pr.json": json.dumps(pr_info, indent=2)}
+    pr_info = {
+        "number": pr.number if pr else None,
+        "head_sha": head.commit,
+        "base_sha": base_sha,
+        "notes": notes,
+    }
+    files = {
+        "head.json": head.model_dump_json(indent=2),
+        "comparison.json": comparison.model_dump_json(indent=2),
+        "comment.md": comment_body,
+        "summary.md": summary,
+        "pr.json": json.dumps(pr_info, indent=2),
+    }
     if base is not None:
         files["base.json"] = base.model_dump_json(indent=2)
     report = write_report(settings, files)
 
     outputs = {
         "status": comparison.verdict,
-        "failed": str(comparison.failed_under(fail_on_budget=settings.fail_on_budget,
-                                              fail_on_recall_regression=settings.fail_on_recall_regression)).lower(),
+        "failed": str(
+            comparison.failed_under(
+                fail_on_budget=settings.fail_on_budget,
+                fail_on_recall_regression=settings.fail_on_recall_regression,
+            )
+        ).lower(),
         "token-deltas": token_delta_lines(comparison),
         "recall-verdict": recall_verdict(comparison),
         "report-path": _rel(settings, str(report)) or str(report),  # relative: valid on the host too
@@ -309,8 +341,11 @@ def post_from_report(settings: Settings) -> int:
         raw = (folder / "comparison.json").read_bytes()
         info = json.loads((folder / "pr.json").read_text(encoding="utf-8"))
     except (OSError, ValueError) as exc:
-        raise NeedleError(f"post-report: cannot read the report: {exc}", file=str(folder),
-                          hint="download the artifact the pull_request workflow uploaded first") from None
+        raise NeedleError(
+            f"post-report: cannot read the report: {exc}",
+            file=str(folder),
+            hint="download the artifact the pull_request workflow uploaded first",
+        ) from None
     if len(raw) > MAX_REPORT_BYTES:
         raise NeedleError("post-report: comparison.json is implausibly large", file=str(folder))
     try:
@@ -328,9 +363,11 @@ def post_from_report(settings: Settings) -> int:
     try:
         pull = client.get_pull(number)
         if not head_sha or (pull.get("head") or {}).get("sha") != head_sha:
-            raise NeedleError(f"post-report: PR #{number} is not at the commit this workflow run tested "
-                              f"({str(head_sha)[:12]}); not posting", hint="the PR may have moved on: a newer run "
-                              "will post")
+            raise NeedleError(
+                f"post-report: PR #{number} is not at the commit this workflow run tested "
+                f"({str(head_sha)[:12]}); not posting",
+                hint="the PR may have moved on: a newer run will post",
+            )
         body = render_comment(comparison, summary_url=settings.summary_url, notes=notes)
         comment, created = client.upsert_sticky_comment(number, body, MARKER)
     except GitHubError as exc:
@@ -357,7 +394,9 @@ def main(env: dict[str, str] | None = None) -> int:
         return 130
     except Exception as exc:  # a bug of ours: say so plainly, keep the traceback in the log
         traceback.print_exc()
-        workflow.error(f"needle-action internal error: {type(exc).__name__}: {exc}", title="needle internal error")
+        workflow.error(
+            f"needle-action internal error: {type(exc).__name__}: {exc}", title="needle internal error"
+        )
         return EXIT_CHECKS_FAILED  # not the user's config: no exit 2; the check must not pass
 
 

@@ -123,7 +123,9 @@ def _int(env: dict[str, str], name: str, *, minimum: int = 0) -> int | None:
     try:
         value = int(raw)
     except ValueError:
-        raise ConfigError(f"input `{name}` must be a whole number, got {raw!r}", file="action inputs") from None
+        raise ConfigError(
+            f"input `{name}` must be a whole number, got {raw!r}", file="action inputs"
+        ) from None
     if value < minimum:
         raise ConfigError(f"input `{name}` must be at least {minimum}, got {value}", file="action inputs")
     return value
@@ -153,8 +155,10 @@ def load_settings(env: dict[str, str] | None = None) -> Settings:
     env = dict(os.environ if env is None else env)
     workspace = Path(env.get("GITHUB_WORKSPACE") or os.getcwd())
     if not workspace.is_dir():
-        raise ConfigError(f"GITHUB_WORKSPACE is not a folder: {workspace}", hint="check out the repository first "
-                          "(actions/checkout) before this step")
+        raise ConfigError(
+            f"GITHUB_WORKSPACE is not a folder: {workspace}",
+            hint="check out the repository first (actions/checkout) before this step",
+        )
     event: dict = {}
     event_path = env.get("GITHUB_EVENT_PATH")
     if event_path:
@@ -163,13 +167,16 @@ def load_settings(env: dict[str, str] | None = None) -> Settings:
         except FileNotFoundError:
             raise ConfigError("GITHUB_EVENT_PATH points to a missing file", file=event_path) from None
         except json.JSONDecodeError as exc:
-            raise ConfigError(f"event payload is not JSON: {exc.msg}", file=event_path, line=exc.lineno) from None
+            raise ConfigError(
+                f"event payload is not JSON: {exc.msg}", file=event_path, line=exc.lineno
+            ) from None
         if not isinstance(event, dict):
             raise ConfigError("event payload is not a JSON object", file=event_path)
     provider = _get(env, "provider") or None
     if provider is not None and provider not in ("anthropic", "openai", "local"):
-        raise ConfigError(f"input `provider` must be anthropic, openai or local, got {provider!r}",
-                          file="action inputs")
+        raise ConfigError(
+            f"input `provider` must be anthropic, openai or local, got {provider!r}", file="action inputs"
+        )
     cache_dir = _get(env, "cache-dir")
     post_report = _get(env, "post-report")
     temp = env.get("RUNNER_TEMP")
@@ -188,7 +195,8 @@ def load_settings(env: dict[str, str] | None = None) -> Settings:
         cache_dir=Path(cache_dir) if cache_dir else None,
         data_branch=_get(env, "data-branch") or None,
         post_report=(Path(post_report) if Path(post_report).is_absolute() else workspace / post_report)
-        if post_report else None,
+        if post_report
+        else None,
         workspace=workspace,
         repository=env.get("GITHUB_REPOSITORY") or None,
         event_name=env.get("GITHUB_EVENT_NAME") or None,

@@ -39,13 +39,25 @@ def command(name: str, message: object = "", out: TextIO | None = None, **props:
     return line
 
 
-def error(message: str, *, file: str | None = None, line: int | None = None, title: str | None = None,
-          out: TextIO | None = None) -> str:
+def error(
+    message: str,
+    *,
+    file: str | None = None,
+    line: int | None = None,
+    title: str | None = None,
+    out: TextIO | None = None,
+) -> str:
     return command("error", message, out, file=file, line=line, title=title)
 
 
-def warning(message: str, *, file: str | None = None, line: int | None = None, title: str | None = None,
-            out: TextIO | None = None) -> str:
+def warning(
+    message: str,
+    *,
+    file: str | None = None,
+    line: int | None = None,
+    title: str | None = None,
+    out: TextIO | None = None,
+) -> str:
     return command("warning", message, out, file=file, line=line, title=title)
 
 
@@ -121,7 +133,7 @@ def read_outputs(path: str | Path) -> dict[str, str]:
         if "<<" in line and ("=" not in line or line.index("<<") < line.index("=")):
             name, delim = line.split("<<", 1)
             j = lines.index(delim, i + 1)
-            out[name] = "\n".join(lines[i + 1: j])
+            out[name] = "\n".join(lines[i + 1 : j])
             i = j + 1
             continue
         if "=" in line:

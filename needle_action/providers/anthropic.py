@@ -37,7 +37,10 @@ class AnthropicProvider(RetryingProvider):
         self.key_env, key = find_key(self.settings.api_key_env)
         base_url = self.settings.base_url or os.environ.get("ANTHROPIC_BASE_URL") or None
         self._client = anthropic.AsyncAnthropic(
-            **client_auth(self.key_env, key), base_url=base_url, max_retries=0, timeout=self.settings.timeout_s
+            **client_auth(self.key_env, key),
+            base_url=base_url,
+            max_retries=0,
+            timeout=self.settings.timeout_s,
         )
 
     async def complete(self, prompt: RenderedPrompt, *, max_output_tokens: int) -> Completion:
@@ -55,8 +58,12 @@ class AnthropicProvider(RetryingProvider):
             return Retry("connection error")
         if isinstance(exc, anthropic.APIStatusError):
             return classify_status(
-                exc.status_code, provider=self.name, model=self.model,
-                headers=exc.response.headers, error_type=exc.type, message=exc.api_message,
+                exc.status_code,
+                provider=self.name,
+                model=self.model,
+                headers=exc.response.headers,
+                error_type=exc.type,
+                message=exc.api_message,
                 key_env=self.key_env,
             )
         if isinstance(exc, MalformedResponse | anthropic.APIResponseValidationError | ValueError):
@@ -78,7 +85,7 @@ def find_key(api_key_env: str | None) -> tuple[str, str]:
     raise ProviderUnavailable(
         f"no Anthropic API key: ${names[0]} is not set",
         hint=f"export {names[0]}=... (in the action: pass it from a secret), "
-        "or run recall on the embedded model with provider = \"local\"",
+        'or run recall on the embedded model with provider = "local"',
     )
 
 
@@ -92,7 +99,8 @@ def build_request(model: str, prompt: RenderedPrompt, max_output_tokens: int) ->
     messages = [{"role": m.role, "content": m.content} for m in prompt.messages if m.role != "system"]
     if not messages:
         raise ConfigError(
-            "the prompt has no user message to send", file=prompt.source or None,
+            "the prompt has no user message to send",
+            file=prompt.source or None,
             hint="a prompt needs at least one user turn besides the system text",
         )
     request: dict = {"model": model, "max_tokens": max_output_tokens, "messages": messages}

@@ -67,8 +67,13 @@ def has_chat_template(llm) -> bool:
 class LocalProvider:
     name = "local"
 
-    def __init__(self, model: str = DEFAULT_MODEL, settings: ProviderSettings | None = None,
-                 *, n_ctx: int | None = None) -> None:
+    def __init__(
+        self,
+        model: str = DEFAULT_MODEL,
+        settings: ProviderSettings | None = None,
+        *,
+        n_ctx: int | None = None,
+    ) -> None:
         settings = settings or ProviderSettings()
         self.settings = settings
         self.model_path = settings.model_path
@@ -85,8 +90,11 @@ class LocalProvider:
         out = [{"role": "system", "content": prompt.system}] if prompt.system else []
         out += [{"role": m.role, "content": m.content} for m in prompt.messages]
         if not any(m["role"] == "user" for m in out):
-            raise ConfigError("the prompt has no user message to send", file=prompt.source or None,
-                              hint="a prompt needs at least one user turn besides the system text")
+            raise ConfigError(
+                "the prompt has no user message to send",
+                file=prompt.source or None,
+                hint="a prompt needs at least one user turn besides the system text",
+            )
         return out
 
     def _fit(self, llm, messages: list[dict], max_output_tokens: int):
@@ -118,15 +126,25 @@ class LocalProvider:
                 try:
                     if has_chat_template(llm):
                         resp = llm.create_chat_completion(
-                            messages=messages, max_tokens=max_output_tokens, temperature=0.0, seed=0,
+                            messages=messages,
+                            max_tokens=max_output_tokens,
+                            temperature=0.0,
+                            seed=0,
                         )
-                        return {"text": resp["choices"][0]["message"].get("content") or "",
-                                "usage": resp.get("usage") or {}}
+                        return {
+                            "text": resp["choices"][0]["message"].get("content") or "",
+                            "usage": resp.get("usage") or {},
+                        }
                     resp = llm.create_completion(
-                        prompt=transcript(messages), max_tokens=max_output_tokens, temperature=0.0, seed=0,
+                        prompt=transcript(messages),
+                        max_tokens=max_output_tokens,
+                        temperature=0.0,
+                        seed=0,
                     )
-                    return {"text": first_line(resp["choices"][0].get("text") or ""),
-                            "usage": resp.get("usage") or {}}
+                    return {
+                        "text": first_line(resp["choices"][0].get("text") or ""),
+                        "usage": resp.get("usage") or {},
+                    }
                 except ValueError as exc:
                     m = _TOO_LONG.search(str(exc))
                     if not m:
@@ -147,8 +165,12 @@ class LocalProvider:
         messages = self.messages(prompt)
         resp = await asyncio.to_thread(self._run, messages, max_output_tokens)
         usage = resp["usage"]
-        return Completion(text=resp["text"], input_tokens=usage.get("prompt_tokens"),
-                          output_tokens=usage.get("completion_tokens"), attempts=1)
+        return Completion(
+            text=resp["text"],
+            input_tokens=usage.get("prompt_tokens"),
+            output_tokens=usage.get("completion_tokens"),
+            attempts=1,
+        )
 
     async def aclose(self) -> None:
         return None

@@ -62,7 +62,7 @@ class OpenAICompatProvider(RetryingProvider):
             raise ProviderUnavailable(
                 f"no OpenAI API key: ${self.key_env} is not set",
                 hint=f"export {self.key_env}=..., or set providers.openai.base_url to a self-hosted "
-                "server (vLLM, Ollama, llama.cpp), or use provider = \"local\"",
+                'server (vLLM, Ollama, llama.cpp), or use provider = "local"',
             )
         self._client = openai.AsyncOpenAI(
             api_key=key or PLACEHOLDER_KEY, base_url=self.base_url, max_retries=0, timeout=settings.timeout_s
@@ -72,8 +72,11 @@ class OpenAICompatProvider(RetryingProvider):
         messages = [{"role": "system", "content": prompt.system}] if prompt.system else []
         messages += [{"role": m.role, "content": m.content} for m in prompt.messages]
         if not any(m["role"] == "user" for m in messages):
-            raise ConfigError("the prompt has no user message to send", file=prompt.source or None,
-                              hint="a prompt needs at least one user turn besides the system text")
+            raise ConfigError(
+                "the prompt has no user message to send",
+                file=prompt.source or None,
+                hint="a prompt needs at least one user turn besides the system text",
+            )
         request: dict = {"model": self.model, "messages": messages}
         if self.cloud:
             request["max_completion_tokens"] = max_output_tokens
@@ -103,9 +106,13 @@ class OpenAICompatProvider(RetryingProvider):
             err = body.get("error", body) if isinstance(body, dict) else {}
             message = err.get("message") if isinstance(err, dict) else None
             return classify_status(
-                exc.status_code, provider=self.name, model=self.model, headers=exc.response.headers,
+                exc.status_code,
+                provider=self.name,
+                model=self.model,
+                headers=exc.response.headers,
                 error_type=exc.type or (err.get("type") if isinstance(err, dict) else None),
-                message=message, key_env=self.key_env,
+                message=message,
+                key_env=self.key_env,
             )
         if isinstance(exc, MalformedResponse | openai.APIResponseValidationError | ValueError):
             return Retry("malformed response")

@@ -49,7 +49,9 @@ def price_of(model: str, provider: str | None = None) -> Price | None:
     return best[1] if best else None
 
 
-def estimate_cost(model: str, input_tokens: int, output_tokens: int, *, provider: str | None = None) -> float | None:
+def estimate_cost(
+    model: str, input_tokens: int, output_tokens: int, *, provider: str | None = None
+) -> float | None:
     """Estimated USD for one call, or None when the model's price is unknown."""
     price = price_of(model, provider)
     return None if price is None else price.cost(input_tokens, output_tokens)

@@ -24,8 +24,9 @@ def local_n_ctx(settings: PromptSettings) -> int | None:
     return round_ctx(int(largest * 1.25) + OUTPUT_MARGIN + settings.recall.max_output_tokens)
 
 
-def make_provider(prompt_settings: PromptSettings, *, model: str | None = None,
-                  provider: str | None = None, **kwargs) -> Provider:
+def make_provider(
+    prompt_settings: PromptSettings, *, model: str | None = None, provider: str | None = None, **kwargs
+) -> Provider:
     """The provider for these settings; ``model``/``provider`` override them (CLI flags).
 
     Extra keyword arguments (``sleep``, ``rng``) reach the HTTP providers, for tests.

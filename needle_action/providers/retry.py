@@ -123,8 +123,11 @@ def classify_status(
             status=status,
             hint="check the model id in needle.toml (e.g. claude-sonnet-5-5) and the provider's base_url",
         )
-    return RequestRejected(f"{provider} rejected the request ({label}){detail}", status=status,
-                           hint="this request cannot succeed as sent; see the message above")
+    return RequestRejected(
+        f"{provider} rejected the request ({label}){detail}",
+        status=status,
+        hint="this request cannot succeed as sent; see the message above",
+    )
 
 
 async def call_with_retries(
@@ -207,7 +210,12 @@ class RetryingProvider:
             self.retries += 1
 
         (text, usage_in, usage_out), attempts = await call_with_retries(
-            attempt, self._classify, policy=self.policy, provider=self.name,
-            sleep=self._sleep, rng=self._rng, on_retry=count,
+            attempt,
+            self._classify,
+            policy=self.policy,
+            provider=self.name,
+            sleep=self._sleep,
+            rng=self._rng,
+            on_retry=count,
         )
         return Completion(text=text, input_tokens=usage_in, output_tokens=usage_out, attempts=attempts)

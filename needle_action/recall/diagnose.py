@@ -153,5 +153,7 @@ def diagnose(
         summary=f"Recall falls below {bar} in a pattern that is neither purely positional nor purely "
         f"size-bound ({where}).",
         fix=f"{FIX_EDGES} If failures grow with size, also: "
-        + FIX_SIZE.format(limit=_tokens(effective_context) if effective_context else "the smallest size tested"),
+        + FIX_SIZE.format(
+            limit=_tokens(effective_context) if effective_context else "the smallest size tested"
+        ),
     )

@@ -101,7 +101,9 @@ def _rel(config: Config, path: Path | None) -> str | None:
 
 @functools.cache
 def _context_windows() -> dict:
-    return tomllib.loads((Path(__file__).resolve().parent.parent / "data" / "context_windows.toml").read_text())
+    return tomllib.loads(
+        (Path(__file__).resolve().parent.parent / "data" / "context_windows.toml").read_text()
+    )
 
 
 def context_window(prompt: PromptConfig, provider=None) -> int:
@@ -164,7 +166,9 @@ def settings_hash(
         "provider": prompt.provider,
         "model": prompt.model,
         "tokenizer": [prompt.tokenizer, prompt.tokenizer_safety_factor],
-        "provider_settings": ps.model_dump(mode="json", include={"base_url", "model_path", "n_ctx"}) if ps else None,
+        "provider_settings": ps.model_dump(mode="json", include={"base_url", "model_path", "n_ctx"})
+        if ps
+        else None,
         "recall": recall,
         "filler": _filler_digest(config, prompt) if prompt.recall.filler_globs else None,
     }
@@ -254,7 +258,9 @@ class PromptPlan:
     cells: list[CellRun]
 
 
-def summarize(plan: PromptPlan, provider_name: str, *, calls: int, cost: float, stop_reason: str | None) -> RecallResult:
+def summarize(
+    plan: PromptPlan, provider_name: str, *, calls: int, cost: float, stop_reason: str | None
+) -> RecallResult:
     rs = plan.prompt.recall
     thr = rs.threshold
     cells = [c.to_result(thr) for c in plan.cells]
@@ -444,7 +450,9 @@ async def run_cells(plan: PromptPlan, provider, *, progress=None) -> tuple[int, 
                 spent = _price(
                     plan.prompt,
                     completion.input_tokens if completion.input_tokens is not None else trial.prompt_tokens,
-                    completion.output_tokens if completion.output_tokens is not None else rs.max_output_tokens,
+                    completion.output_tokens
+                    if completion.output_tokens is not None
+                    else rs.max_output_tokens,
                 )
                 cost += spent or 0.0
                 if progress is not None:
@@ -487,8 +495,12 @@ async def _recall_prompt(run: _Run, prompt: PromptConfig, pr: PromptResult, *, b
     # reuse before any counting: an unchanged prompt costs no model call and no tokenizer call
     digest = settings_hash(config, prompt, content_hash=base.content_hash(), fixture=fixture, sizes=sizes)
     base_pr = baseline.prompt(prompt.name) if baseline is not None else None
-    if base_pr is not None and base_pr.recall is not None and base_pr.recall.settings_hash == digest \
-            and not base_pr.recall.partial:
+    if (
+        base_pr is not None
+        and base_pr.recall is not None
+        and base_pr.recall.settings_hash == digest
+        and not base_pr.recall.partial
+    ):
         pr.recall = _reused(base_pr.recall, "baseline")
     elif cache is not None and (hit := cache.get(digest)) is not None:
         pr.recall = _reused(hit, "cache")
@@ -503,7 +515,7 @@ async def _recall_prompt(run: _Run, prompt: PromptConfig, pr: PromptResult, *, b
         sizes = [s for s in sizes if s > builder.base_tokens()]
         if not sizes:
             pr.recall_skipped = (
-                f"sizes = \"auto\": the model's window minus reserve_output_tokens leaves no size above "
+                f'sizes = "auto": the model\'s window minus reserve_output_tokens leaves no size above '
                 f"the prompt's own {builder.base_tokens()} tokens"
             )
             return
@@ -538,8 +550,9 @@ async def _recall_prompt(run: _Run, prompt: PromptConfig, pr: PromptResult, *, b
         totals.provider_unavailable = True
     if calls == 0 and failed:
         return _outage(pr, totals, stop_reason.removeprefix("provider unavailable: "))
-    result = summarize(plan, getattr(provider, "name", prompt.provider), calls=calls, cost=cost,
-                       stop_reason=stop_reason)
+    result = summarize(
+        plan, getattr(provider, "name", prompt.provider), calls=calls, cost=cost, stop_reason=stop_reason
+    )
     pr.recall = result
     pr.recall_skipped = None
     totals.calls += result.calls
@@ -557,8 +570,16 @@ def _outage(pr: PromptResult, totals, message: str) -> None:
     totals.partial = True
 
 
-def run_recall_for_prompts(config: Config, prompts, results: Results, *, baseline=None, overrides=None,
-                           progress: bool = False, cache=None) -> None:
+def run_recall_for_prompts(
+    config: Config,
+    prompts,
+    results: Results,
+    *,
+    baseline=None,
+    overrides=None,
+    progress: bool = False,
+    cache=None,
+) -> None:
     """Fill ``PromptResult.recall`` (or ``recall_skipped``) of RESULTS for each of PROMPTS."""
     store = open_cache(config, cache)
     run = _Run(config, results, progress)

@@ -106,27 +106,107 @@ def repo_passages(
 
 
 _FIRST = (
-    "Ada", "Bruno", "Chiara", "Dmitri", "Elif", "Farid", "Greta", "Hugo", "Ines", "Jonas", "Keiko", "Luca",
-    "Mira", "Nils", "Olga", "Pavel", "Quinn", "Rosa", "Sanjay", "Tove", "Umar", "Vera", "Wim", "Yara",
+    "Ada",
+    "Bruno",
+    "Chiara",
+    "Dmitri",
+    "Elif",
+    "Farid",
+    "Greta",
+    "Hugo",
+    "Ines",
+    "Jonas",
+    "Keiko",
+    "Luca",
+    "Mira",
+    "Nils",
+    "Olga",
+    "Pavel",
+    "Quinn",
+    "Rosa",
+    "Sanjay",
+    "Tove",
+    "Umar",
+    "Vera",
+    "Wim",
+    "Yara",
 )
 _LAST = (
-    "Albers", "Brandt", "Castillo", "Dalgaard", "Eriksen", "Fontaine", "Gallo", "Horvath", "Ivanova",
-    "Jansen", "Kovac", "Lindgren", "Marsh", "Novak", "Ortega", "Petrov", "Quist", "Rinaldi", "Santos",
-    "Thorne", "Ulrich", "Varga", "Whitlock", "Zeller",
+    "Albers",
+    "Brandt",
+    "Castillo",
+    "Dalgaard",
+    "Eriksen",
+    "Fontaine",
+    "Gallo",
+    "Horvath",
+    "Ivanova",
+    "Jansen",
+    "Kovac",
+    "Lindgren",
+    "Marsh",
+    "Novak",
+    "Ortega",
+    "Petrov",
+    "Quist",
+    "Rinaldi",
+    "Santos",
+    "Thorne",
+    "Ulrich",
+    "Varga",
+    "Whitlock",
+    "Zeller",
 )
 _TOWNS = (
-    "Ashford", "Brackley", "Corrow", "Dunmere", "Elsworth", "Farrowdale", "Glenhaven", "Holmbury",
-    "Ivelton", "Kestwick", "Larchmont", "Millbrook", "Northwold", "Oakhurst", "Pembury", "Redmarsh",
-    "Stowmere", "Thornbury", "Upwell", "Westerby",
+    "Ashford",
+    "Brackley",
+    "Corrow",
+    "Dunmere",
+    "Elsworth",
+    "Farrowdale",
+    "Glenhaven",
+    "Holmbury",
+    "Ivelton",
+    "Kestwick",
+    "Larchmont",
+    "Millbrook",
+    "Northwold",
+    "Oakhurst",
+    "Pembury",
+    "Redmarsh",
+    "Stowmere",
+    "Thornbury",
+    "Upwell",
+    "Westerby",
 )
 _MASCOTS = ("Rovers", "Athletic", "Harriers", "United", "Wanderers", "Falcons", "Mariners", "Comets")
 _WEEKDAYS = ("Monday", "Tuesday", "Wednesday", "Thursday", "Friday", "Saturday", "Sunday")
 _MONTHS = (
-    "January", "February", "March", "April", "May", "June", "July", "August", "September", "October",
-    "November", "December",
+    "January",
+    "February",
+    "March",
+    "April",
+    "May",
+    "June",
+    "July",
+    "August",
+    "September",
+    "October",
+    "November",
+    "December",
 )
-_NUMBER_WORDS = {5: "five", 7: "seven", 10: "ten", 14: "fourteen", 15: "fifteen", 21: "twenty-one", 30: "thirty",
-                 45: "forty-five", 60: "sixty", 90: "ninety"}
+_NUMBER_WORDS = {
+    5: "five",
+    7: "seven",
+    10: "ten",
+    14: "fourteen",
+    15: "fifteen",
+    21: "twenty-one",
+    30: "thirty",
+    45: "forty-five",
+    60: "sixty",
+    90: "ninety",
+}
 
 
 def _name(rng: random.Random) -> str:
@@ -149,33 +229,63 @@ def _pick(rng: random.Random, sentences: list[str], low: int, high: int) -> list
 
 
 def _legal(rng: random.Random) -> Passage:
-    heading = rng.choice((
-        "Termination", "Confidentiality", "Limitation of liability", "Governing law", "Force majeure",
-        "Assignment", "Notices", "Payment terms", "Warranties", "Indemnity", "Audit rights", "Data protection",
-    ))
+    heading = rng.choice(
+        (
+            "Termination",
+            "Confidentiality",
+            "Limitation of liability",
+            "Governing law",
+            "Force majeure",
+            "Assignment",
+            "Notices",
+            "Payment terms",
+            "Warranties",
+            "Indemnity",
+            "Audit rights",
+            "Data protection",
+        )
+    )
     a, b = rng.sample(("Supplier", "Customer", "Licensee", "Licensor", "Contractor", "Client"), 2)
     days = rng.choice(list(_NUMBER_WORDS))
-    obligation = rng.choice((
-        "deliver the goods described in the relevant schedule", "remedy any material breach",
-        "return or destroy all confidential material", "pay each undisputed invoice",
-        "maintain adequate professional indemnity insurance", "provide a written report of the incident",
-        "give reasonable access to its premises and records",
-    ))
-    event = rng.choice((
-        "the effective date", "receipt of a valid invoice", "the end of each calendar quarter",
-        "written notice from the other party", "completion of acceptance testing", "the date of termination",
-    ))
-    remedy = rng.choice((
-        "suspend performance", "terminate this agreement", "recover its reasonable costs",
-        "seek injunctive relief", "withhold payment of the disputed amount",
-    ))
+    obligation = rng.choice(
+        (
+            "deliver the goods described in the relevant schedule",
+            "remedy any material breach",
+            "return or destroy all confidential material",
+            "pay each undisputed invoice",
+            "maintain adequate professional indemnity insurance",
+            "provide a written report of the incident",
+            "give reasonable access to its premises and records",
+        )
+    )
+    event = rng.choice(
+        (
+            "the effective date",
+            "receipt of a valid invoice",
+            "the end of each calendar quarter",
+            "written notice from the other party",
+            "completion of acceptance testing",
+            "the date of termination",
+        )
+    )
+    remedy = rng.choice(
+        (
+            "suspend performance",
+            "terminate this agreement",
+            "recover its reasonable costs",
+            "seek injunctive relief",
+            "withhold payment of the disputed amount",
+        )
+    )
     term = rng.choice(("Business Day", "Deliverables", "Confidential Information", "Losses", "Services"))
-    definition = rng.choice((
-        "any day other than a weekend or a public holiday in the place of performance",
-        "all documents, software and other materials supplied under this agreement",
-        "information of a commercial or technical nature disclosed by either party",
-        "all liabilities, costs, damages and expenses, including reasonable legal fees",
-    ))
+    definition = rng.choice(
+        (
+            "any day other than a weekend or a public holiday in the place of performance",
+            "all documents, software and other materials supplied under this agreement",
+            "information of a commercial or technical nature disclosed by either party",
+            "all liabilities, costs, damages and expenses, including reasonable legal fees",
+        )
+    )
     sentences = [
         f"The {a} shall {obligation} within {_NUMBER_WORDS[days]} ({days}) days of {event}.",
         f"Nothing in this clause limits the right of the {b} to {remedy} where the law permits it.",
@@ -190,7 +300,9 @@ def _legal(rng: random.Random) -> Passage:
         "other, which shall not be unreasonably withheld.",
     ]
     n = rng.randint(1, 28)
-    return Passage(f"Clause {n}.{rng.randint(1, 9)} {heading}", " ".join(_pick(rng, sentences, 3, 5)), "generated:legal")
+    return Passage(
+        f"Clause {n}.{rng.randint(1, 9)} {heading}", " ".join(_pick(rng, sentences, 3, 5)), "generated:legal"
+    )
 
 
 def _sports(rng: random.Random) -> Passage:
@@ -213,26 +325,32 @@ def _sports(rng: random.Random) -> Passage:
         f"{rng.randint(1, 14)} points behind the leaders with {rng.randint(3, 15)} games left.",
         f"Attendance has risen by {rng.randint(3, 25)} percent this season, the club reported.",
     ]
-    return Passage(f"Match report: {home} v {away}", " ".join(_pick(rng, sentences, 3, 6)), "generated:sports")
+    return Passage(
+        f"Match report: {home} v {away}", " ".join(_pick(rng, sentences, 3, 6)), "generated:sports"
+    )
 
 
 def _json_records(rng: random.Random) -> Passage:
     records = []
     for _ in range(rng.randint(1, 3)):
         rid = rng.randint(10000, 99999)
-        records.append({
-            "id": rid,
-            "name": f"{rng.choice(('Compact', 'Heavy-duty', 'Folding', 'Insulated', 'Modular'))} "
-                    f"{rng.choice(('shelf unit', 'water bottle', 'desk lamp', 'tool case', 'bike rack'))}",
-            "sku": f"{rng.choice('ABCDEFGHJK')}{rng.choice('LMNPRSTUVW')}-{rng.randint(100, 9999)}",
-            "price": round(rng.uniform(4, 900), 2),
-            "currency": rng.choice(("EUR", "USD", "GBP")),
-            "stock": rng.randint(0, 500),
-            "warehouse": rng.choice(_TOWNS).lower(),
-            "tags": rng.sample(["outdoor", "office", "sale", "new", "bulky", "fragile", "eco"], rng.randint(1, 3)),
-            "updated": f"20{rng.randint(18, 26)}-{rng.randint(1, 12):02d}-{rng.randint(1, 28):02d}",
-            "active": rng.random() < 0.8,
-        })
+        records.append(
+            {
+                "id": rid,
+                "name": f"{rng.choice(('Compact', 'Heavy-duty', 'Folding', 'Insulated', 'Modular'))} "
+                f"{rng.choice(('shelf unit', 'water bottle', 'desk lamp', 'tool case', 'bike rack'))}",
+                "sku": f"{rng.choice('ABCDEFGHJK')}{rng.choice('LMNPRSTUVW')}-{rng.randint(100, 9999)}",
+                "price": round(rng.uniform(4, 900), 2),
+                "currency": rng.choice(("EUR", "USD", "GBP")),
+                "stock": rng.randint(0, 500),
+                "warehouse": rng.choice(_TOWNS).lower(),
+                "tags": rng.sample(
+                    ["outdoor", "office", "sale", "new", "bulky", "fragile", "eco"], rng.randint(1, 3)
+                ),
+                "updated": f"20{rng.randint(18, 26)}-{rng.randint(1, 12):02d}-{rng.randint(1, 28):02d}",
+                "active": rng.random() < 0.8,
+            }
+        )
     text = "\n".join(json.dumps(r, ensure_ascii=False) for r in records)
     return Passage(f"catalog export {records[0]['id']}", text, "generated:json")
 
@@ -269,15 +387,17 @@ def _logs(rng: random.Random) -> Passage:
         m, s = m + s // 60, s % 60
         h, m = (h + m // 60) % 24, m % 60
         level = rng.choices(("INFO", "DEBUG", "WARN", "ERROR"), weights=(6, 3, 2, 1))[0]
-        msg = rng.choice((
-            f"request completed status=200 duration_ms={rng.randint(3, 900)} path=/v2/{rng.choice(('orders', 'users', 'carts'))}",
-            f"cache miss key=user:{rng.randint(1000, 99999)} ttl={rng.choice((60, 300, 3600))}",
-            f"retrying upstream call attempt={rng.randint(2, 5)} backoff_ms={rng.choice((200, 400, 800, 1600))}",
-            f"picked up job {rng.randint(10000, 99999)} from queue {rng.choice(('emails', 'exports', 'thumbnails'))}",
-            f"disk usage at {rng.randint(40, 97)}% on /var/lib/{service}",
-            f"connection pool exhausted, waiting for a free slot (size={rng.choice((10, 20, 50))})",
-            f"config reloaded, {rng.randint(2, 40)} keys changed",
-        ))
+        msg = rng.choice(
+            (
+                f"request completed status=200 duration_ms={rng.randint(3, 900)} path=/v2/{rng.choice(('orders', 'users', 'carts'))}",
+                f"cache miss key=user:{rng.randint(1000, 99999)} ttl={rng.choice((60, 300, 3600))}",
+                f"retrying upstream call attempt={rng.randint(2, 5)} backoff_ms={rng.choice((200, 400, 800, 1600))}",
+                f"picked up job {rng.randint(10000, 99999)} from queue {rng.choice(('emails', 'exports', 'thumbnails'))}",
+                f"disk usage at {rng.randint(40, 97)}% on /var/lib/{service}",
+                f"connection pool exhausted, waiting for a free slot (size={rng.choice((10, 20, 50))})",
+                f"config reloaded, {rng.randint(2, 40)} keys changed",
+            )
+        )
         lines.append(f"{day}T{h:02d}:{m:02d}:{s:02d}Z {level:<5} {service}[{rng.randint(100, 9999)}] {msg}")
     return Passage(f"{service}.log excerpt", "\n".join(lines), "generated:logs")
 
@@ -288,33 +408,48 @@ def _code(rng: random.Random) -> Passage:
     attr = rng.choice(("amount", "weight", "score", "age_days", "priority"))
     limit = rng.choice((10, 25, 50, 100))
     variants = [
-        (f"{noun}s.py", "\n".join([
-            f"def {verb}_{noun}s({noun}s, threshold={rng.randint(1, 99)}, limit={limit}):",
-            f'    """{verb.capitalize()} {noun}s whose {attr} passes the threshold, largest first."""',
-            "    kept = []",
-            f"    for item in {noun}s:",
-            f"        if item.{attr} >= threshold:",
-            "            kept.append(item)",
-            f"    kept.sort(key=lambda item: item.{attr}, reverse=True)",
-            "    return kept[:limit]",
-        ])),
-        (f"{noun}Store.js", "\n".join([
-            f"export function {verb}{noun.capitalize()}s(rows, opts = {{}}) {{",
-            f"  const limit = opts.limit || {limit};",
-            f"  const out = rows.filter((row) => row.{attr} > {rng.randint(0, 50)});",
-            f"  out.sort((a, b) => b.{attr} - a.{attr});",
-            "  return out.slice(0, limit);",
-            "}",
-        ])),
-        (f"{noun}_report.sql", "\n".join([
-            f"SELECT region, COUNT(*) AS {noun}_count, AVG({attr}) AS avg_{attr}",
-            f"FROM {noun}s",
-            f"WHERE created_at >= DATE '20{rng.randint(20, 26)}-{rng.randint(1, 12):02d}-01'",
-            "GROUP BY region",
-            f"HAVING COUNT(*) > {rng.randint(5, 500)}",
-            f"ORDER BY avg_{attr} DESC",
-            f"LIMIT {limit};",
-        ])),
+        (
+            f"{noun}s.py",
+            "\n".join(
+                [
+                    f"def {verb}_{noun}s({noun}s, threshold={rng.randint(1, 99)}, limit={limit}):",
+                    f'    """{verb.capitalize()} {noun}s whose {attr} passes the threshold, largest first."""',
+                    "    kept = []",
+                    f"    for item in {noun}s:",
+                    f"        if item.{attr} >= threshold:",
+                    "            kept.append(item)",
+                    f"    kept.sort(key=lambda item: item.{attr}, reverse=True)",
+                    "    return kept[:limit]",
+                ]
+            ),
+        ),
+        (
+            f"{noun}Store.js",
+            "\n".join(
+                [
+                    f"export function {verb}{noun.capitalize()}s(rows, opts = {{}}) {{",
+                    f"  const limit = opts.limit || {limit};",
+                    f"  const out = rows.filter((row) => row.{attr} > {rng.randint(0, 50)});",
+                    f"  out.sort((a, b) => b.{attr} - a.{attr});",
+                    "  return out.slice(0, limit);",
+                    "}",
+                ]
+            ),
+        ),
+        (
+            f"{noun}_report.sql",
+            "\n".join(
+                [
+                    f"SELECT region, COUNT(*) AS {noun}_count, AVG({attr}) AS avg_{attr}",
+                    f"FROM {noun}s",
+                    f"WHERE created_at >= DATE '20{rng.randint(20, 26)}-{rng.randint(1, 12):02d}-01'",
+                    "GROUP BY region",
+                    f"HAVING COUNT(*) > {rng.randint(5, 500)}",
+                    f"ORDER BY avg_{attr} DESC",
+                    f"LIMIT {limit};",
+                ]
+            ),
+        ),
     ]
     title, text = rng.choice(variants)
     return Passage(title, text, "generated:code")
@@ -322,7 +457,9 @@ def _code(rng: random.Random) -> Passage:
 
 def _meeting(rng: random.Random) -> Passage:
     people = rng.sample(_FIRST, 3)
-    topic = rng.choice(("the spring release", "office move", "hiring plan", "supplier review", "budget for next year"))
+    topic = rng.choice(
+        ("the spring release", "office move", "hiring plan", "supplier review", "budget for next year")
+    )
     sentences = [
         f"Attendees: {', '.join(people)}. Topic: {topic}.",
         f"{people[0]} summarised the status: {rng.randint(2, 9)} of {rng.randint(10, 14)} tasks are done.",
@@ -336,7 +473,9 @@ def _meeting(rng: random.Random) -> Passage:
 
 
 def _manual(rng: random.Random) -> Passage:
-    device = rng.choice(("espresso machine", "label printer", "cordless drill", "air purifier", "e-bike charger"))
+    device = rng.choice(
+        ("espresso machine", "label printer", "cordless drill", "air purifier", "e-bike charger")
+    )
     part = rng.choice(("filter", "battery", "drip tray", "guide rail", "fan cover"))
     sentences = [
         f"Before cleaning the {device}, switch it off and let it cool for at least {rng.choice((10, 15, 30))} minutes.",
@@ -347,7 +486,9 @@ def _manual(rng: random.Random) -> Passage:
         f"Store the {device} between {rng.randint(0, 10)} and {rng.randint(25, 35)} degrees Celsius.",
         "Keep the original packaging for transport and for warranty returns.",
     ]
-    return Passage(f"{device.capitalize()} manual: {part}", " ".join(_pick(rng, sentences, 3, 5)), "generated:manual")
+    return Passage(
+        f"{device.capitalize()} manual: {part}", " ".join(_pick(rng, sentences, 3, 5)), "generated:manual"
+    )
 
 
 GENRES: dict[str, Callable[[random.Random], Passage]] = {

@@ -49,7 +49,12 @@ SECOND_HOP_DEPTH = 0.95
 _TITLE_KEYS = {"title", "name", "heading", "subject", "source", "filename", "file", "url", "label", "id"}
 _BODY_KEYS = ("text", "content", "body", "page_content", "chunk", "message", "snippet")
 _NEEDLE_TITLES = (
-    "Operations note", "Internal memo", "Records update", "Team bulletin", "Reference sheet", "Status digest",
+    "Operations note",
+    "Internal memo",
+    "Records update",
+    "Team bulletin",
+    "Reference sheet",
+    "Status digest",
 )
 # sentence ends where a fact may go: after . ! ? (and a closing quote/bracket) before whitespace
 _BOUNDARY = re.compile(r"[.!?][\"')\]]?(?=\s)|\n")
@@ -150,11 +155,11 @@ def _detect_shape(value: Any, var: str, where: dict) -> _Shape:
             if not candidates:
                 raise ConfigError(f"the items of {var!r} have only a role, no text field", **where)
             named = [k for k in candidates if k.lower() in _BODY_KEYS]
-            body_key = named[0] if named else max(
-                candidates, key=lambda k: sum(len(v[k]) for v in value)
-            )
+            body_key = named[0] if named else max(candidates, key=lambda k: sum(len(v[k]) for v in value))
             titles = tuple(k for k in candidates if k != body_key and k.lower() in _TITLE_KEYS)
-            return _Shape("list_dict", items=list(value), body_key=body_key, role_key=role_key, title_keys=titles)
+            return _Shape(
+                "list_dict", items=list(value), body_key=body_key, role_key=role_key, title_keys=titles
+            )
         raise ConfigError(
             f"the items of {var!r} mix types; recall needs all strings or all tables/dicts", **where
         )
@@ -202,9 +207,7 @@ class _Stream:
         shape = self.b._shape
         passages = list(islice(self._gen, self.BATCH))
         start = len(self.units)
-        items = [
-            shape.item(p.text, p.title, index=start + i, needle=False) for i, p in enumerate(passages)
-        ]
+        items = [shape.item(p.text, p.title, index=start + i, needle=False) for i, p in enumerate(passages)]
         for u in self.b._make_units(items):
             self.units.append(u)
             self._append_cum(u)
@@ -273,7 +276,10 @@ class HaystackBuilder:
 
         self.config, self.prompt, self.counter, self.seed = config, prompt, counter, seed
         where = {"file": config.path, "line": config.line_of(f"prompts.{prompt.name}")}
-        for key, what in (("context_var", "the context (the haystack slot)"), ("question_var", "the question")):
+        for key, what in (
+            ("context_var", "the context (the haystack slot)"),
+            ("question_var", "the question"),
+        ):
             if not getattr(prompt, key):
                 raise ConfigError(
                     f"prompt {prompt.name!r} has no {key}: recall needs to know which variable holds {what}",
@@ -338,7 +344,11 @@ class HaystackBuilder:
 
     def _default_question(self) -> str:
         q = self.variables.get(self.question_var)
-        return q if isinstance(q, str) and q else "What is the secret launch codeword? Answer with only the codeword."
+        return (
+            q
+            if isinstance(q, str) and q
+            else "What is the secret launch codeword? Answer with only the codeword."
+        )
 
     def _calibrate(self) -> None:
         """Learn the template's per-item overhead from the fixture's own items (or a few generated ones)."""
@@ -478,7 +488,7 @@ class HaystackBuilder:
                 "empty context and only the needle",
                 file=self.config.path,
                 line=self.config.line_of(f"prompts.{self.prompt.name}"),
-                hint=f"use sizes above {floor} tokens, or sizes = \"auto\"",
+                hint=f'use sizes above {floor} tokens, or sizes = "auto"',
             )
         tol = max(2, size // 200)
         best: tuple[int, RenderedPrompt, int] = (abs(size - floor), floor_prompt, floor)

@@ -93,8 +93,14 @@ def _codeword(rng: random.Random) -> Needle:
 # --- sentence ----------------------------------------------------------------------------------
 
 _ITEMS = (
-    "damaged cargo rack", "cracked display panel", "leaking coffee machine", "bent wheel rim",
-    "faulty battery charger", "scratched oak desk", "noisy ceiling fan", "broken garden pump",
+    "damaged cargo rack",
+    "cracked display panel",
+    "leaking coffee machine",
+    "bent wheel rim",
+    "faulty battery charger",
+    "scratched oak desk",
+    "noisy ceiling fan",
+    "broken garden pump",
 )
 _PLACES = ("Lisbon", "Tampere", "Bristol", "Ghent", "Valencia", "Kraków", "Oulu", "Porto")
 _TEAMS = ("billing", "logistics", "field service", "procurement", "warranty", "facilities")
@@ -198,8 +204,14 @@ def _distractors(rng: random.Random) -> Needle:
 # --- multihop ----------------------------------------------------------------------------------
 
 _ENTITIES = (
-    "Project Heron", "the Marlow account", "the Quayside branch", "the Ferris contract",
-    "Operation Bluebell", "the Ashdown estate", "the Kestrel pilot", "the Northgate archive",
+    "Project Heron",
+    "the Marlow account",
+    "the Quayside branch",
+    "the Ferris contract",
+    "Operation Bluebell",
+    "the Ashdown estate",
+    "the Kestrel pilot",
+    "the Northgate archive",
 )
 _SECRETS = (
     ("recovery code", "code"),
@@ -219,7 +231,8 @@ def _multihop(rng: random.Random) -> Needle:
     first = f"{entity[0].upper()}{entity[1:]} was assigned {key}."
     second = f"{noun.capitalize()} {numbers[0]} holds the {secret} {values[0]}."
     decoys = tuple(
-        f"{noun.capitalize()} {n} holds the {secret} {v}." for n, v in zip(numbers[1:], values[1:], strict=True)
+        f"{noun.capitalize()} {n} holds the {secret} {v}."
+        for n, v in zip(numbers[1:], values[1:], strict=True)
     )
     return Needle(
         style="multihop",
@@ -246,7 +259,7 @@ def _custom(settings: RecallSettings, rng: random.Random) -> Needle:
     if "{value}" in spec.question:
         raise ConfigError(
             "a custom needle's question must not contain {value}: it would give the answer away",
-            hint="ask for the value, e.g. question = \"What is the staging password? Answer with only the password.\"",
+            hint='ask for the value, e.g. question = "What is the staging password? Answer with only the password."',
         )
     value = make_value(rng)
     return Needle(
@@ -270,4 +283,6 @@ def make_needle(settings: RecallSettings, rng: random.Random) -> Needle:
         return _multihop(rng)
     if style == "custom":
         return _custom(settings, rng)
-    raise ConfigError(f"unknown needle style {style!r}", hint="codeword, sentence, distractors, multihop or custom")
+    raise ConfigError(
+        f"unknown needle style {style!r}", hint="codeword, sentence, distractors, multihop or custom"
+    )

@@ -118,9 +118,7 @@ def trials_to_decide(hits: int, trials: int, planned: int, threshold: float) -> 
 # -- effective context length ---------------------------------------------------------------
 
 
-def effective_context(
-    sizes: Sequence[int], status_by_size: dict[int, Iterable[str]]
-) -> int | None:
+def effective_context(sizes: Sequence[int], status_by_size: dict[int, Iterable[str]]) -> int | None:
     """RULER-style effective length: the largest size such that it and every smaller size pass at
     every depth. ``None`` when even the smallest size does not."""
     best = None

@@ -22,14 +22,30 @@ GITHUB_COMMENT_LIMIT = 65536
 TEMPLATES = Path(__file__).parent / "templates"
 
 TIER_EMOJI = {"green": "🟢", "yellow": "🟡", "red": "🔴"}
-STATUS_LABEL = {"new": "new", "deleted": "deleted", "renamed": "renamed", "changed": "changed", "unchanged": ""}
+STATUS_LABEL = {
+    "new": "new",
+    "deleted": "deleted",
+    "renamed": "renamed",
+    "changed": "changed",
+    "unchanged": "",
+}
 VERDICT_LABEL = {
-    "ok": "ok", "regressed": "**regressed**", "improved": "improved", "inconclusive": "inconclusive",
-    "below-threshold": "**below threshold**", "new": "new", "removed": "removed", "not-run": "not run",
+    "ok": "ok",
+    "regressed": "**regressed**",
+    "improved": "improved",
+    "inconclusive": "inconclusive",
+    "below-threshold": "**below threshold**",
+    "new": "new",
+    "removed": "removed",
+    "not-run": "not run",
 }
 DIAGNOSIS_LABEL = {
-    "all-pass": "All pass", "lost-in-the-middle": "Lost in the middle", "size-limited": "Size-limited",
-    "flaky": "Flaky", "inconclusive": "Inconclusive", "mixed-failure": "Mixed failure",
+    "all-pass": "All pass",
+    "lost-in-the-middle": "Lost in the middle",
+    "size-limited": "Size-limited",
+    "flaky": "Flaky",
+    "inconclusive": "Inconclusive",
+    "mixed-failure": "Mixed failure",
 }
 # detail levels, richest first; the comment drops to the next one while it is too long
 LEVELS = ("full", "no-answers", "no-cells", "changed-only", "minimal")
@@ -103,7 +119,11 @@ def _heat_cell(c: CellDelta | None, rc: RecallComparison, with_base: bool) -> Tr
     if c is None:
         return Trusted("⬜")
     head = square(c.head_rate, rc.threshold, c.head_trials)
-    mark = " ‼️" if c.verdict in ("regressed", "below-threshold") else (" ❔" if c.verdict == "inconclusive" else "")
+    mark = (
+        " ‼️"
+        if c.verdict in ("regressed", "below-threshold")
+        else (" ❔" if c.verdict == "inconclusive" else "")
+    )
     if not with_base:
         return Trusted(head + mark)
     base = square(c.base_rate, rc.threshold, c.base_trials)
@@ -128,11 +148,21 @@ def _environment() -> jinja2.Environment:
     env.filters.update(
         code=lambda v, limit=120: Trusted(sanitize.code(v, limit)),
         text=lambda v, limit=300: Trusted(sanitize.inline(v, limit)),
-        signed=_signed, pts=_pts, num=_num, rate=_rate, depth=_depth, money=_money,
-        delta=_delta_cell, trusted=Trusted,
+        signed=_signed,
+        pts=_pts,
+        num=_num,
+        rate=_rate,
+        depth=_depth,
+        money=_money,
+        delta=_delta_cell,
+        trusted=Trusted,
         tier=lambda t: Trusted(TIER_EMOJI[t]),
-        verdict=lambda v: Trusted(VERDICT_LABEL[v]) if v in VERDICT_LABEL else Trusted(sanitize.inline(v, 40)),
-        diagnosis=lambda k: Trusted(DIAGNOSIS_LABEL[k]) if k in DIAGNOSIS_LABEL else Trusted(sanitize.inline(k, 40)),
+        verdict=lambda v: (
+            Trusted(VERDICT_LABEL[v]) if v in VERDICT_LABEL else Trusted(sanitize.inline(v, 40))
+        ),
+        diagnosis=lambda k: (
+            Trusted(DIAGNOSIS_LABEL[k]) if k in DIAGNOSIS_LABEL else Trusted(sanitize.inline(k, 40))
+        ),
         short=lambda sha: Trusted(sanitize.code((sha or "")[:7])) if sha else Trusted("–"),
     )
     env.globals.update(heat=_heat_cell, square=square, MARKER=Trusted(MARKER), STATUS_LABEL=STATUS_LABEL)
@@ -154,8 +184,13 @@ def _render(name: str, comparison: Comparison, **ctx) -> str:
     return _BLANKS.sub("\n\n", text)  # template whitespace, not content: at most one blank line
 
 
-def render_comment(comparison: Comparison, *, summary_url: str | None = None, max_chars: int = GITHUB_COMMENT_LIMIT,
-                   notes: list[str] | None = None) -> str:
+def render_comment(
+    comparison: Comparison,
+    *,
+    summary_url: str | None = None,
+    max_chars: int = GITHUB_COMMENT_LIMIT,
+    notes: list[str] | None = None,
+) -> str:
     """The sticky PR comment; starts with MARKER; at most MAX_CHARS characters.
 
     When the full comment is too long, detail sections are dropped level by level (answers, cell
@@ -164,8 +199,14 @@ def render_comment(comparison: Comparison, *, summary_url: str | None = None, ma
     url = Trusted(summary_url) if summary_url and summary_url.startswith(("https://", "http://")) else None
     extra = list(notes or [])
     for level in LEVELS:
-        text = _render("comment.md.j2", comparison, level=level, summary_url=url, extra_notes=extra,
-                       trimmed=level != "full")
+        text = _render(
+            "comment.md.j2",
+            comparison,
+            level=level,
+            summary_url=url,
+            extra_notes=extra,
+            trimmed=level != "full",
+        )
         if len(text) <= max_chars:
             return text
     # still too long (hundreds of prompts): hard cut on a line boundary, keep the pointer
@@ -180,5 +221,11 @@ def render_comment(comparison: Comparison, *, summary_url: str | None = None, ma
 
 def render_summary(comparison: Comparison, *, notes: list[str] | None = None) -> str:
     """The fuller report for GITHUB_STEP_SUMMARY (no size pressure below GitHub's 1 MiB)."""
-    return _render("summary.md.j2", comparison, level="full", summary_url=None, extra_notes=list(notes or []),
-                   trimmed=False)
+    return _render(
+        "summary.md.j2",
+        comparison,
+        level="full",
+        summary_url=None,
+        extra_notes=list(notes or []),
+        trimmed=False,
+    )

@@ -172,7 +172,9 @@ def _print_recall_prompt(p) -> None:
     texts = {k: _recall_cell(c) for k, c in grid.items()}
     width = max([len(t) for t, _ in texts.values()] + [len("100%"), 10])
     size_w = max(len("size \\ depth"), *(len(f"{s:,} tok") for s in sizes))
-    click.echo("  " + "size \\ depth".ljust(size_w) + "  " + "  ".join(f"{d:.0%}".ljust(width) for d in depths))
+    click.echo(
+        "  " + "size \\ depth".ljust(size_w) + "  " + "  ".join(f"{d:.0%}".ljust(width) for d in depths)
+    )
     for s in sizes:
         row = []
         for d in depths:
@@ -183,28 +185,42 @@ def _print_recall_prompt(p) -> None:
         if any(o is not None for o in offsets):
             cells = "  ".join(("-" if o is None else f"@{o:,}").ljust(width) for o in offsets)
             click.echo(click.style("  " + "needle at".rjust(size_w) + "  " + cells.rstrip(), dim=True))
-    click.echo(click.style(
-        "  ✓ pass  ✗ fail  ? undecided · hits/trials · Wilson 95% interval · * stopped early (verdict settled)"
-        " · @ token offset of the needle in the prompt", dim=True))
+    click.echo(
+        click.style(
+            "  ✓ pass  ✗ fail  ? undecided · hits/trials · Wilson 95% interval · * stopped early (verdict settled)"
+            " · @ token offset of the needle in the prompt",
+            dim=True,
+        )
+    )
 
     eff = f"{r.effective_context:,} tokens" if r.effective_context else "below the smallest size tested"
     rel = f"{r.effective_context_relative:,} tokens" if r.effective_context_relative else "-"
-    click.echo(f"  effective context: {eff} (worst depth >= {r.threshold:.0%}); "
-               f"relative to the smallest size: {rel}")
+    click.echo(
+        f"  effective context: {eff} (worst depth >= {r.threshold:.0%}); relative to the smallest size: {rel}"
+    )
     kind = r.diagnosis.kind
-    click.echo(f"  diagnosis: {click.style(kind, fg=_DIAG_COLOUR.get(kind, 'red'), bold=True)}: {r.diagnosis.summary}")
+    click.echo(
+        f"  diagnosis: {click.style(kind, fg=_DIAG_COLOUR.get(kind, 'red'), bold=True)}: {r.diagnosis.summary}"
+    )
     if kind != "all-pass":
         click.echo(f"  fix: {r.diagnosis.fix}")
     misses = [(c, a) for c in r.cells if c.status != "pass" for a in c.answers if not a.hit][:3]
     for c, a in misses:
-        click.echo(click.style(
-            f"  missed at {c.depth:.0%} of {c.size:,} tok: answered \"{_plain(a.answer)}\" (expected {_plain(a.needle)})",
-            dim=True))
+        click.echo(
+            click.style(
+                f'  missed at {c.depth:.0%} of {c.size:,} tok: answered "{_plain(a.answer)}" (expected {_plain(a.needle)})',
+                dim=True,
+            )
+        )
     if r.reused_from:
         calls = f"0 new calls (reused from {r.reused_from}: {r.cached_calls:,} calls)"
     else:
         calls = f"{r.calls:,} calls, {r.saved_calls:,} saved by early stopping"
-    cost = f"${r.cost_usd:.4f}" if r.cost_known else "unknown (no price for this model: max_cost_usd is not enforced)"
+    cost = (
+        f"${r.cost_usd:.4f}"
+        if r.cost_known
+        else "unknown (no price for this model: max_cost_usd is not enforced)"
+    )
     click.echo(f"  calls: {calls} · cost {cost}")
     if r.partial:
         click.echo(click.style(f"  PARTIAL: {r.partial_reason}", fg="yellow", bold=True))

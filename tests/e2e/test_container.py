@@ -55,7 +55,11 @@ class Engine:
         self.kind = kind
 
     def build(self) -> subprocess.CompletedProcess:
-        cmd = [str(SCRIPT), str(ROOT), TAG] if self.kind == "podman" else ["docker", "build", "-t", TAG, str(ROOT)]
+        cmd = (
+            [str(SCRIPT), str(ROOT), TAG]
+            if self.kind == "podman"
+            else ["docker", "build", "-t", TAG, str(ROOT)]
+        )
         return subprocess.run(cmd, capture_output=True, text=True, timeout=BUILD_TIMEOUT)
 
     def run(self, args: list[str], cmd: list[str], *, timeout: int = 600) -> subprocess.CompletedProcess:
@@ -80,7 +84,9 @@ def _pick_engine() -> Engine:
 def engine() -> Engine:
     eng = _pick_engine()
     proc = eng.build()
-    assert proc.returncode == 0, f"image build failed (exit {proc.returncode}):\n{proc.stdout[-6000:]}\n{proc.stderr[-6000:]}"
+    assert proc.returncode == 0, (
+        f"image build failed (exit {proc.returncode}):\n{proc.stdout[-6000:]}\n{proc.stderr[-6000:]}"
+    )
     return eng
 
 
@@ -128,7 +134,9 @@ def _tiktoken_examples(tmp: Path) -> Path:
     dst = tmp / "examples"
     shutil.copytree(EXAMPLES, dst, ignore=shutil.ignore_patterns(".needle-cache", "__pycache__"))
     text = (dst / "needle.toml").read_text()
-    assert 'tokenizer = "local"' in text and 'model = "gemma3-270m"' in text, "examples/needle.toml changed shape"
+    assert 'tokenizer = "local"' in text and 'model = "gemma3-270m"' in text, (
+        "examples/needle.toml changed shape"
+    )
     text = text.replace('tokenizer = "local"', 'tokenizer = "tiktoken:o200k_base"')
     text = text.replace('model = "gemma3-270m"', 'model = "gpt-4o"')
     (dst / "needle-tiktoken.toml").write_text(text)
@@ -159,14 +167,29 @@ def test_image_counts_tokens_offline_and_is_lean(engine, tmp_path):
     assert s["budget"].endswith("rc=0"), _fail(proc)
     inside = json.loads(s["results"])
     assert inside["schema_version"] == 1 and inside["prompts"], inside
-    assert all(c["count"]["counter"] == "tiktoken:o200k_base" and c["count"]["exact"]
-               for p in inside["prompts"] for c in p["cases"])
+    assert all(
+        c["count"]["counter"] == "tiktoken:o200k_base" and c["count"]["exact"]
+        for p in inside["prompts"]
+        for c in p["cases"]
+    )
 
     # ... and counted exactly what the host counts
     host_json = tmp_path / "host.json"
-    host = subprocess.run([sys.executable, "-m", "needle_action", "budget", "--config",
-                           str(examples / "needle-tiktoken.toml"), "--json", str(host_json)],
-                          capture_output=True, text=True, timeout=300)
+    host = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "needle_action",
+            "budget",
+            "--config",
+            str(examples / "needle-tiktoken.toml"),
+            "--json",
+            str(host_json),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert host.returncode == 0, _fail(host)
     assert _case_tokens(inside) == _case_tokens(json.loads(host_json.read_text()))
 
@@ -261,18 +284,27 @@ def _github_dirs(tmp: Path, base: str, head: str) -> dict[str, Path]:
     return dirs
 
 
-def _runner_args(origin: Path, workspace: Path, dirs: dict[str, Path], head: str,
-                 gh: FakeGitHub, fake: FakeAnthropic) -> list[str]:
+def _runner_args(
+    origin: Path, workspace: Path, dirs: dict[str, Path], head: str, gh: FakeGitHub, fake: FakeAnthropic
+) -> list[str]:
     env = {
-        "HOME": "/github/home", "CI": "true", "GITHUB_ACTIONS": "true",
-        "GITHUB_EVENT_NAME": "pull_request", "GITHUB_EVENT_PATH": "/github/workflow/event.json",
-        "GITHUB_WORKSPACE": "/github/workspace", "GITHUB_REPOSITORY": REPO, "GITHUB_SHA": head,
-        "GITHUB_RUN_ID": "777", "GITHUB_API_URL": gh.api_url, "GITHUB_SERVER_URL": "https://github.com",
+        "HOME": "/github/home",
+        "CI": "true",
+        "GITHUB_ACTIONS": "true",
+        "GITHUB_EVENT_NAME": "pull_request",
+        "GITHUB_EVENT_PATH": "/github/workflow/event.json",
+        "GITHUB_WORKSPACE": "/github/workspace",
+        "GITHUB_REPOSITORY": REPO,
+        "GITHUB_SHA": head,
+        "GITHUB_RUN_ID": "777",
+        "GITHUB_API_URL": gh.api_url,
+        "GITHUB_SERVER_URL": "https://github.com",
         "GITHUB_OUTPUT": "/github/file_commands/set_output_e2e",
         "GITHUB_STEP_SUMMARY": "/github/file_commands/step_summary_e2e",
         # mapped to /github/runner_temp since actions/runner#4011 (older runners passed the host path)
         "RUNNER_TEMP": "/github/runner_temp",
-        "ANTHROPIC_BASE_URL": fake.base_url, "ANTHROPIC_API_KEY": fake.api_key,
+        "ANTHROPIC_BASE_URL": fake.base_url,
+        "ANTHROPIC_API_KEY": fake.api_key,
     }
     declared = yaml.safe_load((ROOT / "action.yml").read_text())["inputs"]
     for name, spec in declared.items():  # the runner sets every input, at its default if not given
@@ -283,13 +315,19 @@ def _runner_args(origin: Path, workspace: Path, dirs: dict[str, Path], head: str
     for k, v in env.items():
         args += ["-e", f"{k}={v}"]
     args += [
-        "-v", f"{workspace}:/github/workspace",
-        "-v", f"{dirs['home']}:/github/home",
-        "-v", f"{dirs['workflow']}:/github/workflow",
-        "-v", f"{dirs['file_commands']}:/github/file_commands",
-        "-v", f"{dirs['runner_temp']}:/github/runner_temp",
+        "-v",
+        f"{workspace}:/github/workspace",
+        "-v",
+        f"{dirs['home']}:/github/home",
+        "-v",
+        f"{dirs['workflow']}:/github/workflow",
+        "-v",
+        f"{dirs['file_commands']}:/github/file_commands",
+        "-v",
+        f"{dirs['runner_temp']}:/github/runner_temp",
         # the clone's origin, at the same path, so `git fetch` of the base works inside
-        "-v", f"{origin}:{origin}:ro",
+        "-v",
+        f"{origin}:{origin}:ro",
     ]
     return args
 

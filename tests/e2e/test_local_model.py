@@ -45,8 +45,13 @@ def haystack(sentences: int, needle: str, depth: float) -> str:
 def ask(provider: LocalProvider, context: str, question: str) -> tuple[str, int | None]:
     prompt = RenderedPrompt(
         system=None,
-        messages=(Message("user", f"Read the notes below, then answer the question.\n\n<notes>\n{context}\n</notes>\n\n"
-                                  f"Question: {question}\nAnswer with the code only."),),
+        messages=(
+            Message(
+                "user",
+                f"Read the notes below, then answer the question.\n\n<notes>\n{context}\n</notes>\n\n"
+                f"Question: {question}\nAnswer with the code only.",
+            ),
+        ),
         source="tests/e2e/inline",
     )
 
@@ -77,7 +82,9 @@ def test_gemma_finds_the_needle_in_a_small_haystack():
     answers = []
     for code, depth, place in cases:
         needle = f"The secret code for the {place} is {code}."
-        text, input_tokens = ask(provider, haystack(78, needle, depth), f"What is the secret code for the {place}?")
+        text, input_tokens = ask(
+            provider, haystack(78, needle, depth), f"What is the secret code for the {place}?"
+        )
         answers.append((code, text, input_tokens))
     print("\n" + "\n".join(f"{c}: {t!r} ({n} prompt tokens)" for c, t, n in answers))
     for code, text, input_tokens in answers:

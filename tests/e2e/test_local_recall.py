@@ -70,9 +70,21 @@ def test_needle_recall_runs_end_to_end_on_the_embedded_model(tmp_path: Path):
     env = {**os.environ, "NEEDLE_CACHE_DIR": str(tmp_path / "cache")}
     env.pop("ANTHROPIC_API_KEY", None)
     proc = subprocess.run(
-        [sys.executable, "-m", "needle_action", "recall", "--config", str(tmp_path / "needle.toml"),
-         "--json", str(out), "--no-progress"],
-        capture_output=True, text=True, env=env, timeout=900,
+        [
+            sys.executable,
+            "-m",
+            "needle_action",
+            "recall",
+            "--config",
+            str(tmp_path / "needle.toml"),
+            "--json",
+            str(out),
+            "--no-progress",
+        ],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=900,
     )
     assert proc.returncode in (0, 1), proc.stderr[-2000:]
     assert "Traceback" not in proc.stderr
@@ -90,9 +102,21 @@ def test_needle_recall_runs_end_to_end_on_the_embedded_model(tmp_path: Path):
     assert all(a["needle"] for a in cell["answers"])
     # the same seed gives the same needles and (greedy decoding) the same answers: rerun from cache
     again = subprocess.run(
-        [sys.executable, "-m", "needle_action", "recall", "--config", str(tmp_path / "needle.toml"),
-         "--json", str(out), "--no-progress"],
-        capture_output=True, text=True, env=env, timeout=900,
+        [
+            sys.executable,
+            "-m",
+            "needle_action",
+            "recall",
+            "--config",
+            str(tmp_path / "needle.toml"),
+            "--json",
+            str(out),
+            "--no-progress",
+        ],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=900,
     )
     assert again.returncode == proc.returncode
     assert json.loads(out.read_text())["prompts"][0]["recall"]["calls"] == 0  # served from the cache

@@ -64,13 +64,37 @@ DEFAULT_API_KEY = "sk-ant-test-fake-0000"
 # Fields the Messages API accepts on POST /v1/messages (the SDK's create() body, plus the
 # sampling parameters older models accept and Claude 5.x rejects).
 MESSAGES_FIELDS = {
-    "max_tokens", "messages", "model", "cache_control", "container", "diagnostics",
-    "inference_geo", "metadata", "output_config", "service_tier", "speed", "stop_sequences",
-    "stream", "system", "thinking", "tool_choice", "tools", "temperature", "top_p", "top_k",
+    "max_tokens",
+    "messages",
+    "model",
+    "cache_control",
+    "container",
+    "diagnostics",
+    "inference_geo",
+    "metadata",
+    "output_config",
+    "service_tier",
+    "speed",
+    "stop_sequences",
+    "stream",
+    "system",
+    "thinking",
+    "tool_choice",
+    "tools",
+    "temperature",
+    "top_p",
+    "top_k",
 }
 COUNT_FIELDS = {
-    "messages", "model", "cache_control", "output_config", "system", "thinking", "tool_choice",
-    "tools", "speed",
+    "messages",
+    "model",
+    "cache_control",
+    "output_config",
+    "system",
+    "thinking",
+    "tool_choice",
+    "tools",
+    "speed",
 }
 SAMPLING_PARAMS = ("temperature", "top_p", "top_k")
 # claude-sonnet-5, claude-opus-5-5, claude-haiku-5-5, ...: the generation that rejects sampling params
@@ -173,8 +197,9 @@ class FakeAnthropic:
         handler = type("Handler", (_Handler,), {"fake": self})
         server = _Server(("127.0.0.1", 0), handler)
         self._server = server
-        self._thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05},
-                                        name="fake-anthropic", daemon=True)
+        self._thread = threading.Thread(
+            target=server.serve_forever, kwargs={"poll_interval": 0.05}, name="fake-anthropic", daemon=True
+        )
         self._thread.start()
         return self
 
@@ -299,9 +324,13 @@ def _validate(fake: FakeAnthropic, body: object, *, count_only: bool) -> None:
         if isinstance(mt, bool) or not isinstance(mt, int):
             raise ApiError(400, "invalid_request_error", "max_tokens: Field required")
         if mt < 1:
-            raise ApiError(400, "invalid_request_error", "max_tokens: Input should be greater than or equal to 1")
+            raise ApiError(
+                400, "invalid_request_error", "max_tokens: Input should be greater than or equal to 1"
+            )
         if body.get("stream"):
-            raise ApiError(400, "invalid_request_error", "stream: this fake serves non-streaming requests only")
+            raise ApiError(
+                400, "invalid_request_error", "stream: this fake serves non-streaming requests only"
+            )
     messages = body.get("messages")
     if not isinstance(messages, list) or not messages:
         raise ApiError(400, "invalid_request_error", "messages: at least one message is required")
@@ -309,12 +338,15 @@ def _validate(fake: FakeAnthropic, body: object, *, count_only: bool) -> None:
         role = m.get("role") if isinstance(m, dict) else None
         if role == "system":
             raise ApiError(
-                400, "invalid_request_error",
+                400,
+                "invalid_request_error",
                 f'messages.{i}.role: Unexpected role "system". The Messages API accepts a top-level '
-                "`system` parameter, not \"system\" as an input message role.",
+                '`system` parameter, not "system" as an input message role.',
             )
         if role not in ("user", "assistant"):
-            raise ApiError(400, "invalid_request_error", f"messages.{i}.role: Input should be 'user' or 'assistant'")
+            raise ApiError(
+                400, "invalid_request_error", f"messages.{i}.role: Input should be 'user' or 'assistant'"
+            )
         content = m.get("content")
         if not isinstance(content, str | list):
             raise ApiError(400, "invalid_request_error", f"messages.{i}.content: Field required")
@@ -323,8 +355,11 @@ def _validate(fake: FakeAnthropic, body: object, *, count_only: bool) -> None:
     if _CLAUDE5.match(model):
         for p in SAMPLING_PARAMS:
             if p in body:
-                raise ApiError(400, "invalid_request_error",
-                               f"`{p}` is not supported for this model. Remove it from the request.")
+                raise ApiError(
+                    400,
+                    "invalid_request_error",
+                    f"`{p}` is not supported for this model. Remove it from the request.",
+                )
 
 
 class _Handler(BaseHTTPRequestHandler):
@@ -360,11 +395,15 @@ class _Handler(BaseHTTPRequestHandler):
     def _send_error(self, err: ApiError, *, injected: bool = False) -> None:
         if not injected:  # injected faults are counted under their kind
             self.fake._count(str(err.status))
-        self._send_json(err.status, {
-            "type": "error",
-            "error": {"type": err.kind, "message": err.message},
-            "request_id": self.fake._next_id("req_"),
-        }, err.headers)
+        self._send_json(
+            err.status,
+            {
+                "type": "error",
+                "error": {"type": err.kind, "message": err.message},
+                "request_id": self.fake._next_id("req_"),
+            },
+            err.headers,
+        )
 
     def _drop(self) -> None:
         """Close the socket without an answer: the client sees a dropped connection."""
@@ -425,7 +464,7 @@ class _Handler(BaseHTTPRequestHandler):
         if "anthropic-version" not in headers:
             raise ApiError(400, "invalid_request_error", "anthropic-version: header is required")
         auth = headers.get("authorization", "")
-        key = auth[len("Bearer "):] if auth.startswith("Bearer ") else headers.get("x-api-key")
+        key = auth[len("Bearer ") :] if auth.startswith("Bearer ") else headers.get("x-api-key")
         if not key:
             raise ApiError(401, "authentication_error", "x-api-key header is required")
         if key != self.fake.api_key:
@@ -434,11 +473,15 @@ class _Handler(BaseHTTPRequestHandler):
     def _inject(self, fault: str) -> None:
         f = self.fake.faults
         if fault == "429":
-            return self._send_error(ApiError(
-                429, "rate_limit_error",
-                "This request would exceed your organization's rate limit. Please try again later.",
-                {"retry-after": f"{f.retry_after_s:g}"},
-            ), injected=True)
+            return self._send_error(
+                ApiError(
+                    429,
+                    "rate_limit_error",
+                    "This request would exceed your organization's rate limit. Please try again later.",
+                    {"retry-after": f"{f.retry_after_s:g}"},
+                ),
+                injected=True,
+            )
         if fault == "529":
             return self._send_error(ApiError(529, "overloaded_error", "Overloaded"), injected=True)
         if fault == "500":
@@ -456,9 +499,12 @@ class _Handler(BaseHTTPRequestHandler):
         fake = self.fake
         input_tokens = fake.prompt_tokens(body)
         if input_tokens + body["max_tokens"] > fake.context_window:
-            raise ApiError(400, "invalid_request_error",
-                           f"prompt is too long: {input_tokens} tokens > "
-                           f"{fake.context_window - body['max_tokens']} maximum")
+            raise ApiError(
+                400,
+                "invalid_request_error",
+                f"prompt is too long: {input_tokens} tokens > "
+                f"{fake.context_window - body['max_tokens']} maximum",
+            )
         try:
             text = str(fake.responder(body))
         except Exception as exc:  # a bug in a test's responder: record it, answer like a server bug
@@ -474,25 +520,29 @@ class _Handler(BaseHTTPRequestHandler):
             stop_reason = "max_tokens"
         enc_count = len(ids)
         fake._count("ok")
-        self._send_json(200, {
-            "id": fake._next_id("msg_"),
-            "type": "message",
-            "role": "assistant",
-            "model": body["model"],
-            "content": [{"type": "text", "text": text}],
-            "stop_reason": stop_reason,
-            "stop_sequence": None,
-            "usage": {
-                "input_tokens": input_tokens,
-                "output_tokens": max(1, enc_count),
-                "cache_creation_input_tokens": 0,
-                "cache_read_input_tokens": 0,
-                "service_tier": "standard",
+        self._send_json(
+            200,
+            {
+                "id": fake._next_id("msg_"),
+                "type": "message",
+                "role": "assistant",
+                "model": body["model"],
+                "content": [{"type": "text", "text": text}],
+                "stop_reason": stop_reason,
+                "stop_sequence": None,
+                "usage": {
+                    "input_tokens": input_tokens,
+                    "output_tokens": max(1, enc_count),
+                    "cache_creation_input_tokens": 0,
+                    "cache_read_input_tokens": 0,
+                    "service_tier": "standard",
+                },
             },
-        })
+        )
 
 
 # ---- pytest fixtures ---------------------------------------------------------------------------
+
 
 @pytest.fixture(name="fake_anthropic")
 def fake_anthropic_fixture():

@@ -83,15 +83,19 @@ class FakeGitHub:
         return f"http://{host}:{port}{self.prefix}"
 
     # ------------------------------------------------------------------ helpers for tests
-    def seed_comment(self, repo: str, issue: int, body: str, *, login: str = "someone", kind: str = "User") -> dict:
+    def seed_comment(
+        self, repo: str, issue: int, body: str, *, login: str = "someone", kind: str = "User"
+    ) -> dict:
         owner, name = repo.split("/")
         return self._add(owner, name, issue, body, login, kind)
 
-    def add_pull(self, repo: str, number: int, *, head_sha: str, base_sha: str,
-                 head_repo: str | None = None) -> None:
+    def add_pull(
+        self, repo: str, number: int, *, head_sha: str, base_sha: str, head_repo: str | None = None
+    ) -> None:
         owner, name = repo.split("/")
         self.pulls[(owner, name, number)] = {
-            "number": number, "state": "open",
+            "number": number,
+            "state": "open",
             "head": {"sha": head_sha, "repo": {"full_name": head_repo or repo}},
             "base": {"sha": base_sha, "repo": {"full_name": repo}},
         }
@@ -142,21 +146,35 @@ class FakeGitHub:
             try:
                 body = json.loads(raw)
             except ValueError:
-                return self._reply(h, method, url.path, query, None, 400, {"message": "Problems parsing JSON"})
+                return self._reply(
+                    h, method, url.path, query, None, 400, {"message": "Problems parsing JSON"}
+                )
         auth = h.headers.get("Authorization")
         token = None
         if auth and auth.split(" ", 1)[0].lower() in ("bearer", "token") and " " in auth:
             token = auth.split(" ", 1)[1]
         if token not in self.tokens:
-            return self._reply(h, method, url.path, query, body, 401,
-                               {"message": "Bad credentials", "documentation_url": "https://docs.github.com/rest"})
+            return self._reply(
+                h,
+                method,
+                url.path,
+                query,
+                body,
+                401,
+                {"message": "Bad credentials", "documentation_url": "https://docs.github.com/rest"},
+            )
         path = url.path
         if self.prefix and path.startswith(self.prefix):
-            path = path[len(self.prefix):]
+            path = path[len(self.prefix) :]
         parts = [p for p in path.split("/") if p]
         # /repos/{o}/{r}/issues/{n}/comments
-        if len(parts) == 6 and parts[0] == "repos" and parts[3] == "issues" and parts[5] == "comments" \
-                and parts[4].isdigit():
+        if (
+            len(parts) == 6
+            and parts[0] == "repos"
+            and parts[3] == "issues"
+            and parts[5] == "comments"
+            and parts[4].isdigit()
+        ):
             owner, repo, issue = parts[1], parts[2], int(parts[4])
             if method == "GET":
                 return self._list(h, url.path, query, body, owner, repo, issue)
@@ -165,21 +183,42 @@ class FakeGitHub:
                     return self._forbidden(h, method, url.path, query, body)
                 text = (body or {}).get("body")
                 if not isinstance(text, str):
-                    return self._reply(h, method, url.path, query, body, 422, _unprocessable("body is missing"))
+                    return self._reply(
+                        h, method, url.path, query, body, 422, _unprocessable("body is missing")
+                    )
                 if len(text) > MAX_BODY:
-                    return self._reply(h, method, url.path, query, body, 422,
-                                       _unprocessable(f"body is too long (maximum is {MAX_BODY} characters)"))
+                    return self._reply(
+                        h,
+                        method,
+                        url.path,
+                        query,
+                        body,
+                        422,
+                        _unprocessable(f"body is too long (maximum is {MAX_BODY} characters)"),
+                    )
                 comment = self._add(owner, repo, issue, text, self.bot_login, "Bot")
                 return self._reply(h, method, url.path, query, body, 201, comment)
         # /repos/{o}/{r}/pulls/{n}
-        if len(parts) == 5 and parts[0] == "repos" and parts[3] == "pulls" and parts[4].isdigit() and method == "GET":
+        if (
+            len(parts) == 5
+            and parts[0] == "repos"
+            and parts[3] == "pulls"
+            and parts[4].isdigit()
+            and method == "GET"
+        ):
             pull = self.pulls.get((parts[1], parts[2], int(parts[4])))
             if pull is None:
                 return self._reply(h, method, url.path, query, body, 404, {"message": "Not Found"})
             return self._reply(h, method, url.path, query, body, 200, pull)
         # /repos/{o}/{r}/issues/comments/{id}
-        if len(parts) == 6 and parts[0] == "repos" and parts[3] == "issues" and parts[4] == "comments" \
-                and parts[5].isdigit() and method == "PATCH":
+        if (
+            len(parts) == 6
+            and parts[0] == "repos"
+            and parts[3] == "issues"
+            and parts[4] == "comments"
+            and parts[5].isdigit()
+            and method == "PATCH"
+        ):
             owner, repo, cid = parts[1], parts[2], int(parts[5])
             if self.tokens[token] != "write":
                 return self._forbidden(h, method, url.path, query, body)
@@ -188,8 +227,15 @@ class FakeGitHub:
                 return self._reply(h, method, url.path, query, body, 404, {"message": "Not Found"})
             text = (body or {}).get("body")
             if not isinstance(text, str) or len(text) > MAX_BODY:
-                return self._reply(h, method, url.path, query, body, 422,
-                                   _unprocessable(f"body is too long (maximum is {MAX_BODY} characters)"))
+                return self._reply(
+                    h,
+                    method,
+                    url.path,
+                    query,
+                    body,
+                    422,
+                    _unprocessable(f"body is too long (maximum is {MAX_BODY} characters)"),
+                )
             with self._lock:
                 comment["body"] = text
                 comment["updated_at"] = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
@@ -204,12 +250,12 @@ class FakeGitHub:
             return self._reply(h, "GET", path, query, body, 422, _unprocessable("invalid pagination"))
         items = self.comments.get((owner, repo, issue), [])
         last = max(1, -(-len(items) // per_page))
-        chunk = items[(page - 1) * per_page: page * per_page]
+        chunk = items[(page - 1) * per_page : page * per_page]
         links = []
 
         def link(p: int, rel: str) -> str:
             q = urlencode({**query, "per_page": per_page, "page": p})
-            return f'<{self.api_url}{path[len(self.prefix):] if self.prefix else path}?{q}>; rel="{rel}"'
+            return f'<{self.api_url}{path[len(self.prefix) :] if self.prefix else path}?{q}>; rel="{rel}"'
 
         if page < last:
             links += [link(page + 1, "next"), link(last, "last")]
@@ -219,11 +265,19 @@ class FakeGitHub:
         return self._reply(h, "GET", path, query, body, 200, chunk, headers)
 
     def _forbidden(self, h, method, path, query, body) -> None:
-        return self._reply(h, method, path, query, body, 403, {
-            "message": "Resource not accessible by integration",
-            "documentation_url": "https://docs.github.com/rest/issues/comments#create-an-issue-comment",
-            "status": "403",
-        })
+        return self._reply(
+            h,
+            method,
+            path,
+            query,
+            body,
+            403,
+            {
+                "message": "Resource not accessible by integration",
+                "documentation_url": "https://docs.github.com/rest/issues/comments#create-an-issue-comment",
+                "status": "403",
+            },
+        )
 
     def _reply(self, h, method, path, query, body, status, payload, headers=None) -> None:
         self.requests.append(LoggedRequest(method, path, query, h.headers.get("Authorization"), status, body))

@@ -27,9 +27,15 @@ class _Server(ThreadingHTTPServer):
 
 
 class FakeOpenAI:
-    def __init__(self, responder: Callable[[dict], str] | None = None, *, api_key: str | None = None,
-                 models: Iterable[str] | None = None, fail_first: dict[int | str, int] | None = None,
-                 retry_after_s: float = 0.05) -> None:
+    def __init__(
+        self,
+        responder: Callable[[dict], str] | None = None,
+        *,
+        api_key: str | None = None,
+        models: Iterable[str] | None = None,
+        fail_first: dict[int | str, int] | None = None,
+        retry_after_s: float = 0.05,
+    ) -> None:
         self.responder = responder or (lambda _req: "fake answer")
         self.api_key = api_key
         self.models = set(models) if models is not None else None
@@ -42,7 +48,9 @@ class FakeOpenAI:
 
     def __enter__(self) -> FakeOpenAI:
         self._server = _Server(("127.0.0.1", 0), type("H", (_Handler,), {"fake": self}))
-        threading.Thread(target=self._server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True).start()
+        threading.Thread(
+            target=self._server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True
+        ).start()
         return self
 
     def __exit__(self, *exc) -> None:
@@ -102,8 +110,12 @@ class _Handler(BaseHTTPRequestHandler):
         if not isinstance(body, dict) or not isinstance(body.get("messages"), list) or not body.get("model"):
             return self._error(400, "messages and model are required", "invalid_request_error")
         if fake.models is not None and body["model"] not in fake.models:
-            return self._error(404, f"The model `{body['model']}` does not exist or you do not have access to it.",
-                               "invalid_request_error", "model_not_found")
+            return self._error(
+                404,
+                f"The model `{body['model']}` does not exist or you do not have access to it.",
+                "invalid_request_error",
+                "model_not_found",
+            )
         if planned == "malformed":
             with fake.lock:
                 fake.calls["malformed"] += 1
@@ -115,13 +127,27 @@ class _Handler(BaseHTTPRequestHandler):
         prompt_tokens = sum(len(str(m.get("content", "")).split()) for m in body["messages"])
         with fake.lock:
             fake.calls["ok"] += 1
-        self._send(200, json.dumps({
-            "id": "chatcmpl-fake",
-            "object": "chat.completion",
-            "created": int(time.time()),
-            "model": body["model"],
-            "choices": [{"index": 0, "message": {"role": "assistant", "content": text},
-                         "finish_reason": "stop", "logprobs": None}],
-            "usage": {"prompt_tokens": prompt_tokens, "completion_tokens": len(text.split()),
-                      "total_tokens": prompt_tokens + len(text.split())},
-        }).encode())
+        self._send(
+            200,
+            json.dumps(
+                {
+                    "id": "chatcmpl-fake",
+                    "object": "chat.completion",
+                    "created": int(time.time()),
+                    "model": body["model"],
+                    "choices": [
+                        {
+                            "index": 0,
+                            "message": {"role": "assistant", "content": text},
+                            "finish_reason": "stop",
+                            "logprobs": None,
+                        }
+                    ],
+                    "usage": {
+                        "prompt_tokens": prompt_tokens,
+                        "completion_tokens": len(text.split()),
+                        "total_tokens": prompt_tokens + len(text.split()),
+                    },
+                }
+            ).encode(),
+        )

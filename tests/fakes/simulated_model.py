@@ -225,8 +225,11 @@ class SimulatedModel:
         target: tuple[int, str] | None = None
         positions: list[int] = []
         # multi-hop: a bridge sentence without a value that the question points at names the key
-        bridges = [(len(qwords & _words(s)), pos, s) for pos, s in _sentences_matching(text, BRIDGE_RE)
-                   if not VALUE_RE.search(s) and pos not in q_span]
+        bridges = [
+            (len(qwords & _words(s)), pos, s)
+            for pos, s in _sentences_matching(text, BRIDGE_RE)
+            if not VALUE_RE.search(s) and pos not in q_span
+        ]
         if bridges:
             overlap, pos_a, sent_a = max(bridges, key=lambda b: (b[0], -b[1]))
             key = BRIDGE_RE.search(sent_a).group(0).lower()

@@ -58,7 +58,7 @@ reserve_output_tokens = 256
 
 [defaults.recall]
 sizes = {sizes_toml}
-depths = [{', '.join(repr(float(d)) for d in depths)}]
+depths = [{", ".join(repr(float(d)) for d in depths)}]
 trials = {trials}
 threshold = 0.8
 concurrency = {concurrency}
@@ -90,10 +90,17 @@ seed = {s}
 
 
 def run(
-    config_path: Path, *, cache=False, baseline: Results | None = None, only: list[str] | None = None, **overrides
+    config_path: Path,
+    *,
+    cache=False,
+    baseline: Results | None = None,
+    only: list[str] | None = None,
+    **overrides,
 ) -> Results:
     config = load_config(config_path)
-    return run_recall(config, baseline=baseline, only=only, overrides=RecallOverrides(**overrides), cache=cache)
+    return run_recall(
+        config, baseline=baseline, only=only, overrides=RecallOverrides(**overrides), cache=cache
+    )
 
 
 def verdicts(results: Results, name: str = "qa") -> dict[tuple[int, float], str]:

@@ -116,14 +116,20 @@ def make_project(tmp: Path, change=None, *, base_growth: str = "10%") -> Project
     return Project(tmp, origin, workspace, base_sha, head_sha, home)
 
 
-def runner_env(p: Project, gh: FakeGitHub, fake: FakeAnthropic | None, *, token="test-token", **inputs) -> dict:
+def runner_env(
+    p: Project, gh: FakeGitHub, fake: FakeAnthropic | None, *, token="test-token", **inputs
+) -> dict:
     event = {
         "action": "synchronize",
         "number": PR,
         "pull_request": {
             "number": PR,
             "base": {"sha": p.base_sha, "ref": "main", "repo": {"full_name": REPO}},
-            "head": {"sha": p.head_sha, "ref": "feature", "repo": {"full_name": inputs.pop("head_repo", REPO)}},
+            "head": {
+                "sha": p.head_sha,
+                "ref": "feature",
+                "repo": {"full_name": inputs.pop("head_repo", REPO)},
+            },
         },
         "repository": {"full_name": REPO},
     }
@@ -133,13 +139,22 @@ def runner_env(p: Project, gh: FakeGitHub, fake: FakeAnthropic | None, *, token=
     for name in ("output", "summary"):
         (p.tmp / name).write_text("")
     env = {
-        "PATH": os.environ["PATH"], "HOME": str(p.home), "LANG": "C.UTF-8",
+        "PATH": os.environ["PATH"],
+        "HOME": str(p.home),
+        "LANG": "C.UTF-8",
         "TIKTOKEN_CACHE_DIR": os.environ["TIKTOKEN_CACHE_DIR"],
-        "CI": "true", "GITHUB_ACTIONS": "true", "GITHUB_EVENT_NAME": "pull_request",
-        "GITHUB_EVENT_PATH": str(event_path), "GITHUB_WORKSPACE": str(p.workspace),
-        "GITHUB_REPOSITORY": REPO, "GITHUB_SHA": p.head_sha, "GITHUB_RUN_ID": "4242",
-        "GITHUB_API_URL": gh.api_url, "GITHUB_SERVER_URL": "https://github.com",
-        "GITHUB_OUTPUT": str(p.tmp / "output"), "GITHUB_STEP_SUMMARY": str(p.tmp / "summary"),
+        "CI": "true",
+        "GITHUB_ACTIONS": "true",
+        "GITHUB_EVENT_NAME": "pull_request",
+        "GITHUB_EVENT_PATH": str(event_path),
+        "GITHUB_WORKSPACE": str(p.workspace),
+        "GITHUB_REPOSITORY": REPO,
+        "GITHUB_SHA": p.head_sha,
+        "GITHUB_RUN_ID": "4242",
+        "GITHUB_API_URL": gh.api_url,
+        "GITHUB_SERVER_URL": "https://github.com",
+        "GITHUB_OUTPUT": str(p.tmp / "output"),
+        "GITHUB_STEP_SUMMARY": str(p.tmp / "summary"),
         "RUNNER_TEMP": str(p.tmp / "runner_temp"),
     }
     # every input of action.yml, at its default unless given (the runner sets them all)
@@ -168,8 +183,14 @@ class Run:
 def run_action(p: Project, env: dict) -> Run:
     (p.tmp / "output").write_text("")
     (p.tmp / "summary").write_text("")
-    proc = subprocess.run([sys.executable, str(ROOT / "entrypoint.py")], cwd=p.workspace, env=env,
-                          capture_output=True, text=True, timeout=600)
+    proc = subprocess.run(
+        [sys.executable, str(ROOT / "entrypoint.py")],
+        cwd=p.workspace,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     outputs = read_outputs(p.tmp / "output")
     report = p.workspace / outputs["report-path"] if outputs.get("report-path") else None
     assert report is None or not Path(outputs["report-path"]).is_absolute()  # valid on the host too
@@ -200,7 +221,9 @@ def test_unchanged_pr_two_runs_one_comment_and_a_free_base(tmp_path, fake_model)
         assert base["totals"]["calls"] == 0 and base["totals"]["cached_calls"] > 0  # the base cost nothing
         assert base["commit"] == p.base_sha
         assert first.outputs["status"] == "pass" and first.outputs["recall-verdict"] == "pass"
-        assert first.outputs["comment-url"].startswith("https://github.com/octo/widgets/pull/17#issuecomment-")
+        assert first.outputs["comment-url"].startswith(
+            "https://github.com/octo/widgets/pull/17#issuecomment-"
+        )
         assert "rag_answer[fixtures/rag_answer/typical.yaml]:" in first.outputs["token-deltas"]
         assert "(+0)" in first.outputs["token-deltas"]
         assert "# needle: ✅" in first.summary
@@ -229,10 +252,17 @@ def test_growth_beyond_max_growth_fails_with_an_annotation_on_the_template(tmp_p
     with FakeGitHub() as gh:
         r = run_action(p, runner_env(p, gh, None, recall="false"))
         assert r.code == 1, r.stdout + r.stderr
-        changed_line = 1 + next(i for i, line in enumerate((p.workspace / "prompts/rag_answer.j2").read_text()
-                                                            .splitlines()) if line.startswith("Style rule 1:"))
-        m = re.search(r"^::error file=prompts/rag_answer\.j2,line=(\d+),title=needle%3A rag_answer grew beyond "
-                      r"max_growth::rag_answer \[fixtures/rag_answer/typical\.yaml\]: grew by \d+ tokens", r.stdout, re.M)
+        changed_line = 1 + next(
+            i
+            for i, line in enumerate((p.workspace / "prompts/rag_answer.j2").read_text().splitlines())
+            if line.startswith("Style rule 1:")
+        )
+        m = re.search(
+            r"^::error file=prompts/rag_answer\.j2,line=(\d+),title=needle%3A rag_answer grew beyond "
+            r"max_growth::rag_answer \[fixtures/rag_answer/typical\.yaml\]: grew by \d+ tokens",
+            r.stdout,
+            re.M,
+        )
         assert m, r.stdout
         assert int(m.group(1)) == changed_line
         assert r.outputs["status"] == "fail-budget" and r.outputs["failed"] == "true"
@@ -242,15 +272,20 @@ def test_growth_beyond_max_growth_fails_with_an_annotation_on_the_template(tmp_p
 
         # the same PR with fail-on-budget: false passes, still reported
         r2 = run_action(p, runner_env(p, gh, None, recall="false", fail_on_budget="false"))
-        assert r2.code == 0 and r2.outputs["failed"] == "false" and "::error file=prompts/rag_answer.j2" in r2.stdout
+        assert (
+            r2.code == 0
+            and r2.outputs["failed"] == "false"
+            and "::error file=prompts/rag_answer.j2" in r2.stdout
+        )
 
 
 def test_moving_key_content_into_the_middle_loses_recall_and_is_flagged(tmp_path, fake_model):
     def restructure(repo: Path):
         t = repo / "prompts" / "rag_answer.j2"
-        text = t.read_text().replace("Question: {{ question }}",
-                                     "Before you answer, follow the house style.\n" + STYLE_GUIDE
-                                     + "\n\nQuestion: {{ question }}")
+        text = t.read_text().replace(
+            "Question: {{ question }}",
+            "Before you answer, follow the house style.\n" + STYLE_GUIDE + "\n\nQuestion: {{ question }}",
+        )
         t.write_text(text)
         cfg = repo / "needle.toml"  # the PR accepts the longer prompt on purpose
         cfg.write_text(cfg.read_text().replace('max_growth = "10%"', 'max_growth = "300%"'))
@@ -260,8 +295,12 @@ def test_moving_key_content_into_the_middle_loses_recall_and_is_flagged(tmp_path
         r = run_action(p, runner_env(p, gh, fake_model))
         assert r.code == 1, r.stdout + r.stderr
         assert r.outputs["status"] == "fail-recall" and r.outputs["recall-verdict"] == "regressed"
-        assert re.search(r"^::error file=prompts/rag_answer\.j2,line=\d+,title=needle%3A rag_answer recall "
-                         r"regressed::rag_answer: recall at 1500 tokens, depth 1 fell from", r.stdout, re.M), r.stdout
+        assert re.search(
+            r"^::error file=prompts/rag_answer\.j2,line=\d+,title=needle%3A rag_answer recall "
+            r"regressed::rag_answer: recall at 1500 tokens, depth 1 fell from",
+            r.stdout,
+            re.M,
+        ), r.stdout
         comp = json.loads((r.report / "comparison.json").read_text())
         cells = {c["depth"]: c for c in comp["prompts"][0]["recall"]["cells"]}
         assert cells[1.0]["verdict"] == "regressed" and cells[1.0]["p_value"] < 0.05
@@ -273,12 +312,16 @@ def test_moving_key_content_into_the_middle_loses_recall_and_is_flagged(tmp_path
 def test_fork_with_read_only_token_writes_the_summary_and_does_not_crash(tmp_path, fake_model):
     p = make_project(tmp_path)
     with FakeGitHub(tokens={"ro-token": "read"}) as gh:
-        r = run_action(p, runner_env(p, gh, fake_model, token="ro-token", head_repo="mallory/widgets", recall="false"))
+        r = run_action(
+            p, runner_env(p, gh, fake_model, token="ro-token", head_repo="mallory/widgets", recall="false")
+        )
         assert r.code == 0, r.stdout + r.stderr
         assert "Traceback" not in r.stderr
         assert gh.issue_comments(REPO, PR) == [] and r.outputs["comment-url"] == ""
-        assert "::warning::needle: could not comment on the pull request: this pull request comes from a fork" \
+        assert (
+            "::warning::needle: could not comment on the pull request: this pull request comes from a fork"
             in r.stdout
+        )
         assert "# needle: ✅" in r.summary and "workflow\\_run pattern" in r.summary
         assert (r.report / "comment.md").read_text().startswith(MARKER)
 
@@ -300,7 +343,7 @@ def test_fork_without_api_key_runs_budgets_and_skips_recall_with_a_note(tmp_path
 def test_bad_input_and_bad_config_exit_2_without_traceback(tmp_path):
     def break_config(repo: Path):
         cfg = repo / "needle.toml"
-        cfg.write_text(cfg.read_text().replace("max_input_tokens = 6000\n", "max_input_tokens = \"lots\"\n", 1))
+        cfg.write_text(cfg.read_text().replace("max_input_tokens = 6000\n", 'max_input_tokens = "lots"\n', 1))
 
     p = make_project(tmp_path, break_config)
     with FakeGitHub() as gh:
@@ -318,8 +361,12 @@ def test_fork_workflow_run_pattern_posts_a_resanitised_comment_for_the_right_com
     p = make_project(tmp_path)
     with FakeGitHub(tokens={"ro-token": "read", "test-token": "write"}) as gh:
         # 1. on: pull_request from a fork: read-only token, no comment, the report is the artifact
-        measured = run_action(p, runner_env(p, gh, None, token="ro-token", head_repo="mallory/widgets",
-                                            recall="false", comment="false"))
+        measured = run_action(
+            p,
+            runner_env(
+                p, gh, None, token="ro-token", head_repo="mallory/widgets", recall="false", comment="false"
+            ),
+        )
         assert measured.code == 0 and gh.count("POST") == 0, measured.stdout + measured.stderr
         artifact = tmp_path / "artifact"
         shutil.copytree(measured.report, artifact)
@@ -329,8 +376,9 @@ def test_fork_workflow_run_pattern_posts_a_resanitised_comment_for_the_right_com
         gh.add_pull(REPO, PR, head_sha=p.head_sha, base_sha=p.base_sha, head_repo="mallory/widgets")
         env = runner_env(p, gh, None, post_report=str(artifact))
         env["GITHUB_EVENT_NAME"] = "workflow_run"
-        Path(env["GITHUB_EVENT_PATH"]).write_text(json.dumps(
-            {"action": "completed", "workflow_run": {"head_sha": p.head_sha, "pull_requests": []}}))
+        Path(env["GITHUB_EVENT_PATH"]).write_text(
+            json.dumps({"action": "completed", "workflow_run": {"head_sha": p.head_sha, "pull_requests": []}})
+        )
         posted = run_action(p, env)
         assert posted.code == 0, posted.stdout + posted.stderr
         (comment,) = gh.issue_comments(REPO, PR)

@@ -44,8 +44,13 @@ def _runs(config, seeds):
 def test_noise_alone_is_not_flagged(tmp_path, fake_env):
     # a curve with middling rates (most variance per trial) and a drop in the middle, so cells differ
     fake = fake_env(u_shape(edge=0.9, middle=0.6, margin=0.05))
-    config = write_project(tmp_path, sizes=(400,), depths=(0.0, 0.5, 1.0), trials=10,
-                           recall_extra=f"early_stop = false\nalpha = {ALPHA}\nmin_drop = 0.2")
+    config = write_project(
+        tmp_path,
+        sizes=(400,),
+        depths=(0.0, 0.5, 1.0),
+        trials=10,
+        recall_extra=f"early_stop = false\nalpha = {ALPHA}\nmin_drop = 0.2",
+    )
     results = _runs(config, range(PAIRS + 1))  # pair i = (seed i, seed i + 1)
     assert all(r.prompts[0].recall is not None and not r.prompts[0].recall.partial for r in results)
     flagged_pairs = cells = flagged_cells = big_drops = 0
@@ -56,21 +61,32 @@ def test_noise_alone_is_not_flagged(tmp_path, fake_env):
         flagged_pairs += c.recall_regressed
         cells += len(rc.cells)
         flagged_cells += sum(x.verdict == "regressed" for x in rc.cells)
-        big_drops += sum(x.drop >= 0.2 for x in rc.cells)  # what a rule without a significance test would flag
+        big_drops += sum(
+            x.drop >= 0.2 for x in rc.cells
+        )  # what a rule without a significance test would flag
     pair_rate, cell_rate = flagged_pairs / PAIRS, flagged_cells / cells
-    print(f"\nnoise only: {flagged_pairs}/{PAIRS} seed pairs flagged ({pair_rate:.1%}), "
-          f"{flagged_cells}/{cells} cells ({cell_rate:.1%}); alpha={ALPHA}; "
-          f"{big_drops} cells dropped by >= min_drop by chance; "
-          f"{fake.calls['messages']} model calls")
+    print(
+        f"\nnoise only: {flagged_pairs}/{PAIRS} seed pairs flagged ({pair_rate:.1%}), "
+        f"{flagged_cells}/{cells} cells ({cell_rate:.1%}); alpha={ALPHA}; "
+        f"{big_drops} cells dropped by >= min_drop by chance; "
+        f"{fake.calls['messages']} model calls"
+    )
     assert big_drops > 0  # the noise is real: a drop-only rule would have blocked pull requests
     assert cell_rate <= ALPHA
-    assert pair_rate <= 2 * ALPHA  # three cells per pair: family-wise at most ~3 alpha, Fisher is conservative
+    assert (
+        pair_rate <= 2 * ALPHA
+    )  # three cells per pair: family-wise at most ~3 alpha, Fisher is conservative
 
 
 def test_a_real_drop_is_flagged_at_the_same_settings(tmp_path, fake_env):
     """The power side of the same test: a middle that really collapses is caught."""
-    config = write_project(tmp_path, sizes=(400,), depths=(0.0, 0.5, 1.0), trials=10,
-                           recall_extra=f"early_stop = false\nalpha = {ALPHA}\nmin_drop = 0.2")
+    config = write_project(
+        tmp_path,
+        sizes=(400,),
+        depths=(0.0, 0.5, 1.0),
+        trials=10,
+        recall_extra=f"early_stop = false\nalpha = {ALPHA}\nmin_drop = 0.2",
+    )
     fake_env(flat(0.9))
     base = run(config, seed=1)
     fake_env(u_shape(edge=0.9, middle=0.1, margin=0.05))  # a second fake: the head's "model" loses the middle

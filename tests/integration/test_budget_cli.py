@@ -57,8 +57,20 @@ def test_bundled_examples_pass_as_shipped(tmp_path):
     """The README's command, as a user runs it: a real process on the untouched examples/."""
     out = tmp_path / "results.json"
     proc = subprocess.run(
-        [sys.executable, "-m", "needle_action", "budget", "--config", str(EXAMPLES / "needle.toml"), "--json", str(out)],
-        capture_output=True, text=True, timeout=300, env={**os.environ, "PYTHONPATH": str(REPO)},
+        [
+            sys.executable,
+            "-m",
+            "needle_action",
+            "budget",
+            "--config",
+            str(EXAMPLES / "needle.toml"),
+            "--json",
+            str(out),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**os.environ, "PYTHONPATH": str(REPO)},
     )
     assert proc.returncode == 0, proc.stdout + proc.stderr
     results = load_results(out)
@@ -72,7 +84,14 @@ def test_examples_pass_and_json_is_a_valid_results_file(examples, tmp_path):
     out = tmp_path / "out" / "results.json"
     result = budget("--config", str(examples / "needle.toml"), "--json", str(out))
     assert result.exit_code == 0, result.output
-    for name in ("rag_answer", "support_agent", "summarize_ticket", "typical.yaml", "worst.json", "long.yaml"):
+    for name in (
+        "rag_answer",
+        "support_agent",
+        "summarize_ticket",
+        "typical.yaml",
+        "worst.json",
+        "long.yaml",
+    ):
         assert name in result.output
     assert "budget PASS: 6 cases in 3 prompts, 6 passed, 0 failed" in result.output
 
@@ -154,7 +173,11 @@ def test_absolute_growth_limit_and_a_new_prompt(examples, tmp_path):
     assert budget("--config", str(cfg), "--prompt", "rag_answer", "--json", str(base)).exit_code == 0
     cfg.write_text(cfg.read_text().replace('max_growth = "10%"', "max_growth = 5"))
     tpl = examples / "prompts" / "rag_answer.j2"
-    tpl.write_text(tpl.read_text().replace("Question: {{ question }}", "Question (answer carefully, in English): {{ question }}"))
+    tpl.write_text(
+        tpl.read_text().replace(
+            "Question: {{ question }}", "Question (answer carefully, in English): {{ question }}"
+        )
+    )
     out = tmp_path / "head.json"
     result = budget("--config", str(cfg), "--baseline", str(base), "--json", str(out))
     assert result.exit_code == 1, result.output

@@ -52,91 +52,239 @@ def _t(toml: str) -> str:
 
 CASES = [
     # ---- the threshold file
-    Case("toml-syntax", "needle.toml:2", _t('[prompts.rag]\ntemplate = \n'), words="TOML syntax"),
-    Case("toml-unterminated-string", "needle.toml:3", _t('[prompts.rag]\ntemplate = "prompts/rag.j2"\nmodel = "x\n')),
-    Case("toml-duplicate-table", "needle.toml:5",
-         _t('[prompts.rag]\ntemplate = "prompts/rag.j2"\n\n# again\n[prompts.rag]\nmodel = "x"\n')),
-    Case("unknown-key-prompt", "needle.toml:3", _t('[prompts.rag]\ntemplate = "prompts/rag.j2"\ntemplat = "x"\n'),
-         words="did you mean 'template'"),
-    Case("unknown-key-defaults-recall", "needle.toml:3",
-         _t('[defaults.recall]\nsizes = [2000]\ndepth = [0.5]\n[prompts.rag]\ntemplate = "prompts/rag.j2"\n'),
-         words="did you mean 'depths'"),
-    Case("unknown-top-level-table", "needle.toml:1", _t('[default]\nmodel = "x"\n[prompts.rag]\ntemplate = "prompts/rag.j2"\n'),
-         words="[defaults]"),
-    Case("wrong-type", "needle.toml:3", _t('[prompts.rag]\ntemplate = "prompts/rag.j2"\nmax_input_tokens = "many"\n')),
-    Case("bad-growth", "needle.toml:2", _t('[defaults]\nmax_growth = "ten"\n[prompts.rag]\ntemplate = "prompts/rag.j2"\n')),
-    Case("bad-tokenizer", "needle.toml:3", _t('[prompts.rag]\ntemplate = "prompts/rag.j2"\ntokenizer = "gpt2"\n')),
-    Case("unknown-tiktoken-encoding", "needle.toml:3",
-         _t('[prompts.rag]\ntemplate = "prompts/rag.j2"\ntokenizer = "tiktoken:p50k_base"\n')),
-    Case("bad-provider-literal", "needle.toml:3", _t('[prompts.rag]\ntemplate = "prompts/rag.j2"\nprovider = "bedrock"\n')),
-    Case("depth-out-of-range-inherited", "needle.toml:2",
-         _t('[defaults.recall]\ndepths = [0.5, 2]\n\n[prompts.rag]\ntemplate = "prompts/rag.j2"\n')),
-    Case("threshold-too-high", "needle.toml:5",
-         _t('[prompts.rag]\ntemplate = "prompts/rag.j2"\n\n[prompts.rag.recall]\nthreshold = 1.5\n')),
-    Case("regex-scoring-without-regex", "needle.toml:4",
-         _t('[prompts.rag]\ntemplate = "prompts/rag.j2"\n\n[prompts.rag.recall]\nscoring = "regex"\n')),
-    Case("custom-needle-missing-question", "needle.toml:1",
-         _t('[[defaults.recall.needles]]\nfact = "x"\n\n[prompts.rag]\ntemplate = "prompts/rag.j2"\n')),
-    Case("unknown-provider-table", "needle.toml:1",
-         _t('[defaults.providers.openia]\nbase_url = "http://x"\n[prompts.rag]\ntemplate = "prompts/rag.j2"\n')),
-    Case("template-in-defaults", "needle.toml:2", _t('[defaults]\ntemplate = "t.j2"\n[prompts.rag]\ntemplate = "prompts/rag.j2"\n')),
+    Case("toml-syntax", "needle.toml:2", _t("[prompts.rag]\ntemplate = \n"), words="TOML syntax"),
+    Case(
+        "toml-unterminated-string",
+        "needle.toml:3",
+        _t('[prompts.rag]\ntemplate = "prompts/rag.j2"\nmodel = "x\n'),
+    ),
+    Case(
+        "toml-duplicate-table",
+        "needle.toml:5",
+        _t('[prompts.rag]\ntemplate = "prompts/rag.j2"\n\n# again\n[prompts.rag]\nmodel = "x"\n'),
+    ),
+    Case(
+        "unknown-key-prompt",
+        "needle.toml:3",
+        _t('[prompts.rag]\ntemplate = "prompts/rag.j2"\ntemplat = "x"\n'),
+        words="did you mean 'template'",
+    ),
+    Case(
+        "unknown-key-defaults-recall",
+        "needle.toml:3",
+        _t('[defaults.recall]\nsizes = [2000]\ndepth = [0.5]\n[prompts.rag]\ntemplate = "prompts/rag.j2"\n'),
+        words="did you mean 'depths'",
+    ),
+    Case(
+        "unknown-top-level-table",
+        "needle.toml:1",
+        _t('[default]\nmodel = "x"\n[prompts.rag]\ntemplate = "prompts/rag.j2"\n'),
+        words="[defaults]",
+    ),
+    Case(
+        "wrong-type",
+        "needle.toml:3",
+        _t('[prompts.rag]\ntemplate = "prompts/rag.j2"\nmax_input_tokens = "many"\n'),
+    ),
+    Case(
+        "bad-growth",
+        "needle.toml:2",
+        _t('[defaults]\nmax_growth = "ten"\n[prompts.rag]\ntemplate = "prompts/rag.j2"\n'),
+    ),
+    Case(
+        "bad-tokenizer",
+        "needle.toml:3",
+        _t('[prompts.rag]\ntemplate = "prompts/rag.j2"\ntokenizer = "gpt2"\n'),
+    ),
+    Case(
+        "unknown-tiktoken-encoding",
+        "needle.toml:3",
+        _t('[prompts.rag]\ntemplate = "prompts/rag.j2"\ntokenizer = "tiktoken:p50k_base"\n'),
+    ),
+    Case(
+        "bad-provider-literal",
+        "needle.toml:3",
+        _t('[prompts.rag]\ntemplate = "prompts/rag.j2"\nprovider = "bedrock"\n'),
+    ),
+    Case(
+        "depth-out-of-range-inherited",
+        "needle.toml:2",
+        _t('[defaults.recall]\ndepths = [0.5, 2]\n\n[prompts.rag]\ntemplate = "prompts/rag.j2"\n'),
+    ),
+    Case(
+        "threshold-too-high",
+        "needle.toml:5",
+        _t('[prompts.rag]\ntemplate = "prompts/rag.j2"\n\n[prompts.rag.recall]\nthreshold = 1.5\n'),
+    ),
+    Case(
+        "regex-scoring-without-regex",
+        "needle.toml:4",
+        _t('[prompts.rag]\ntemplate = "prompts/rag.j2"\n\n[prompts.rag.recall]\nscoring = "regex"\n'),
+    ),
+    Case(
+        "custom-needle-missing-question",
+        "needle.toml:1",
+        _t('[[defaults.recall.needles]]\nfact = "x"\n\n[prompts.rag]\ntemplate = "prompts/rag.j2"\n'),
+    ),
+    Case(
+        "unknown-provider-table",
+        "needle.toml:1",
+        _t(
+            '[defaults.providers.openia]\nbase_url = "http://x"\n[prompts.rag]\ntemplate = "prompts/rag.j2"\n'
+        ),
+    ),
+    Case(
+        "template-in-defaults",
+        "needle.toml:2",
+        _t('[defaults]\ntemplate = "t.j2"\n[prompts.rag]\ntemplate = "prompts/rag.j2"\n'),
+    ),
     Case("no-prompts", "needle.toml:1", _t('[defaults]\nmodel = "x"\n'), words="no prompts"),
     Case("prompt-without-template", "needle.toml:1", _t('[prompts.rag]\nmodel = "x"\n'), words="template"),
-    Case("template-missing", "needle.toml:2", _t('[prompts.rag]\ntemplate = "prompts/rga.j2"\n'), words="not found"),
-    Case("template-absolute", "needle.toml:2", _t('[prompts.rag]\ntemplate = "/etc/passwd"\n'), words="absolute"),
+    Case(
+        "template-missing",
+        "needle.toml:2",
+        _t('[prompts.rag]\ntemplate = "prompts/rga.j2"\n'),
+        words="not found",
+    ),
+    Case(
+        "template-absolute",
+        "needle.toml:2",
+        _t('[prompts.rag]\ntemplate = "/etc/passwd"\n'),
+        words="absolute",
+    ),
     Case("template-dotdot", "needle.toml:2", _t('[prompts.rag]\ntemplate = "../outside.j2"\n'), words=".."),
-    Case("template-symlink-escape", "needle.toml:2", _t('[prompts.rag]\ntemplate = "prompts/link.j2"\n'),
-         symlinks={"prompts/link.j2": "outside.j2"}, words="symlink"),
-    Case("fixture-missing", "needle.toml:5",
-         _t('[prompts.rag]\ntemplate = "prompts/rag.j2"\nfixtures = [\n  "fixtures/rag.yaml",\n  "fixtures/nope.yaml",\n]\n')),
-    Case("fixture-glob-empty", "needle.toml:3",
-         _t('[prompts.rag]\ntemplate = "prompts/rag.j2"\nfixtures = ["fixtures/*.json"]\n'), words="matches no files"),
-    Case("fixture-duplicate", "needle.toml:3",
-         _t('[prompts.rag]\ntemplate = "prompts/rag.j2"\nfixtures = ["fixtures/*.yaml", "fixtures/rag.yaml"]\n'),
-         words="twice"),
-    Case("fixture-dotdot", "needle.toml:3",
-         _t('[prompts.rag]\ntemplate = "prompts/rag.j2"\nfixtures = ["../secrets.yaml"]\n'), words=".."),
-    Case("fixture-wrong-extension", "needle.toml:3",
-         _t('[prompts.rag]\ntemplate = "prompts/rag.j2"\nfixtures = ["fixtures/rag.txt"]\n'),
-         files={"fixtures/rag.txt": "x"}, words="extension"),
+    Case(
+        "template-symlink-escape",
+        "needle.toml:2",
+        _t('[prompts.rag]\ntemplate = "prompts/link.j2"\n'),
+        symlinks={"prompts/link.j2": "outside.j2"},
+        words="symlink",
+    ),
+    Case(
+        "fixture-missing",
+        "needle.toml:5",
+        _t(
+            '[prompts.rag]\ntemplate = "prompts/rag.j2"\nfixtures = [\n  "fixtures/rag.yaml",\n  "fixtures/nope.yaml",\n]\n'
+        ),
+    ),
+    Case(
+        "fixture-glob-empty",
+        "needle.toml:3",
+        _t('[prompts.rag]\ntemplate = "prompts/rag.j2"\nfixtures = ["fixtures/*.json"]\n'),
+        words="matches no files",
+    ),
+    Case(
+        "fixture-duplicate",
+        "needle.toml:3",
+        _t(
+            '[prompts.rag]\ntemplate = "prompts/rag.j2"\nfixtures = ["fixtures/*.yaml", "fixtures/rag.yaml"]\n'
+        ),
+        words="twice",
+    ),
+    Case(
+        "fixture-dotdot",
+        "needle.toml:3",
+        _t('[prompts.rag]\ntemplate = "prompts/rag.j2"\nfixtures = ["../secrets.yaml"]\n'),
+        words="..",
+    ),
+    Case(
+        "fixture-wrong-extension",
+        "needle.toml:3",
+        _t('[prompts.rag]\ntemplate = "prompts/rag.j2"\nfixtures = ["fixtures/rag.txt"]\n'),
+        files={"fixtures/rag.txt": "x"},
+        words="extension",
+    ),
     Case("bad-prompt-name", "needle.toml:1", _t('[prompts."rag answer"]\ntemplate = "prompts/rag.j2"\n')),
     # ---- templates
-    Case("template-syntax", "prompts/rag.j2:3", files={"prompts/rag.j2": "system:\nok\n{% for d in %}\n"},
-         words="syntax"),
-    Case("template-unclosed-block", "prompts/rag.j2:2",
-         files={"prompts/rag.j2": "a\n{% if question %}\nb\n"}),
-    Case("template-undefined", "prompts/rag.j2:4",
-         files={"prompts/rag.j2": "system:\nx\nuser:\n{{ questoin }}\n"}, words="questoin"),
-    Case("template-undefined-attribute", "prompts/rag.j2:2",
-         files={"prompts/rag.j2": "x\n{{ documents.first.title }}\n"}),
-    Case("include-missing", "prompts/rag.j2:2", files={"prompts/rag.j2": "x\n{% include 'partials/none.j2' %}\n"},
-         words="not found"),
-    Case("include-syntax-error", "prompts/partials/p.j2:2",
-         files={"prompts/rag.j2": "{% include 'partials/p.j2' %}", "prompts/partials/p.j2": "ok\n{{ x + }}\n"}),
-    Case("include-undefined", "prompts/partials/p.j2:3",
-         files={"prompts/rag.j2": "a\n{% include 'partials/p.j2' %}", "prompts/partials/p.j2": "1\n2\n{{ nope }}\n"}),
+    Case(
+        "template-syntax",
+        "prompts/rag.j2:3",
+        files={"prompts/rag.j2": "system:\nok\n{% for d in %}\n"},
+        words="syntax",
+    ),
+    Case(
+        "template-unclosed-block", "prompts/rag.j2:2", files={"prompts/rag.j2": "a\n{% if question %}\nb\n"}
+    ),
+    Case(
+        "template-undefined",
+        "prompts/rag.j2:4",
+        files={"prompts/rag.j2": "system:\nx\nuser:\n{{ questoin }}\n"},
+        words="questoin",
+    ),
+    Case(
+        "template-undefined-attribute",
+        "prompts/rag.j2:2",
+        files={"prompts/rag.j2": "x\n{{ documents.first.title }}\n"},
+    ),
+    Case(
+        "include-missing",
+        "prompts/rag.j2:2",
+        files={"prompts/rag.j2": "x\n{% include 'partials/none.j2' %}\n"},
+        words="not found",
+    ),
+    Case(
+        "include-syntax-error",
+        "prompts/partials/p.j2:2",
+        files={"prompts/rag.j2": "{% include 'partials/p.j2' %}", "prompts/partials/p.j2": "ok\n{{ x + }}\n"},
+    ),
+    Case(
+        "include-undefined",
+        "prompts/partials/p.j2:3",
+        files={
+            "prompts/rag.j2": "a\n{% include 'partials/p.j2' %}",
+            "prompts/partials/p.j2": "1\n2\n{{ nope }}\n",
+        },
+    ),
     Case("template-runtime-error", "prompts/rag.j2:2", files={"prompts/rag.j2": "x\n{{ 1 / 0 }}\n"}),
-    Case("template-two-systems", "prompts/rag.j2:5",
-         files={"prompts/rag.j2": "system:\na\nuser:\nb\nsystem:\nc\n"}, words="more than one system"),
+    Case(
+        "template-two-systems",
+        "prompts/rag.j2:5",
+        files={"prompts/rag.j2": "system:\na\nuser:\nb\nsystem:\nc\n"},
+        words="more than one system",
+    ),
     Case("template-not-utf8", "prompts/rag.j2:2", files={"prompts/rag.j2": "ok\n\udcff bad\n"}),
-    Case("prompty-front-matter-yaml", "prompts/s.prompty:3",
-         _t('[prompts.rag]\ntemplate = "prompts/s.prompty"\n'),
-         files={"prompts/s.prompty": "---\nname: s\nsample: {a: [1, 2}\n---\nuser:\nhi\n"}),
-    Case("prompty-unclosed-front-matter", "prompts/s.prompty:1",
-         _t('[prompts.rag]\ntemplate = "prompts/s.prompty"\n'), files={"prompts/s.prompty": "---\nname: s\nhi\n"}),
-    Case("prompty-body-undefined", "prompts/s.prompty:7",
-         _t('[prompts.rag]\ntemplate = "prompts/s.prompty"\n'),
-         files={"prompts/s.prompty": "---\nname: s\nsample:\n  q: x\n---\nuser:\n{{ q }} {{ missing }}\n"}),
+    Case(
+        "prompty-front-matter-yaml",
+        "prompts/s.prompty:3",
+        _t('[prompts.rag]\ntemplate = "prompts/s.prompty"\n'),
+        files={"prompts/s.prompty": "---\nname: s\nsample: {a: [1, 2}\n---\nuser:\nhi\n"},
+    ),
+    Case(
+        "prompty-unclosed-front-matter",
+        "prompts/s.prompty:1",
+        _t('[prompts.rag]\ntemplate = "prompts/s.prompty"\n'),
+        files={"prompts/s.prompty": "---\nname: s\nhi\n"},
+    ),
+    Case(
+        "prompty-body-undefined",
+        "prompts/s.prompty:7",
+        _t('[prompts.rag]\ntemplate = "prompts/s.prompty"\n'),
+        files={"prompts/s.prompty": "---\nname: s\nsample:\n  q: x\n---\nuser:\n{{ q }} {{ missing }}\n"},
+    ),
     # ---- fixtures
-    Case("fixture-yaml-syntax", "fixtures/rag.yaml:3",
-         files={"fixtures/rag.yaml": "documents:\n  - a\n question: [b\n"}),
-    Case("fixture-json-syntax", "fixtures/rag.json:4",
-         _t('[prompts.rag]\ntemplate = "prompts/rag.j2"\nfixtures = ["fixtures/rag.json"]\n'),
-         files={"fixtures/rag.json": '{\n  "documents": ["a"],\n  "question": "x",\n}\n'}),
-    Case("fixture-toml-syntax", "fixtures/rag.toml:2",
-         _t('[prompts.rag]\ntemplate = "prompts/rag.j2"\nfixtures = ["fixtures/rag.toml"]\n'),
-         files={"fixtures/rag.toml": 'question = "x"\ndocuments = [\n'.rstrip("\n") + "\n\n"}),
-    Case("fixture-top-level-list", "fixtures/rag.yaml:1", files={"fixtures/rag.yaml": "- a\n- b\n"}, words="mapping"),
+    Case(
+        "fixture-yaml-syntax",
+        "fixtures/rag.yaml:3",
+        files={"fixtures/rag.yaml": "documents:\n  - a\n question: [b\n"},
+    ),
+    Case(
+        "fixture-json-syntax",
+        "fixtures/rag.json:4",
+        _t('[prompts.rag]\ntemplate = "prompts/rag.j2"\nfixtures = ["fixtures/rag.json"]\n'),
+        files={"fixtures/rag.json": '{\n  "documents": ["a"],\n  "question": "x",\n}\n'},
+    ),
+    Case(
+        "fixture-toml-syntax",
+        "fixtures/rag.toml:2",
+        _t('[prompts.rag]\ntemplate = "prompts/rag.j2"\nfixtures = ["fixtures/rag.toml"]\n'),
+        files={"fixtures/rag.toml": 'question = "x"\ndocuments = [\n'.rstrip("\n") + "\n\n"},
+    ),
+    Case(
+        "fixture-top-level-list",
+        "fixtures/rag.yaml:1",
+        files={"fixtures/rag.yaml": "- a\n- b\n"},
+        words="mapping",
+    ),
 ]
 
 
@@ -211,7 +359,11 @@ def test_real_process_no_traceback(tmp_path):
     env = {**os.environ, "NEEDLE_TEST_SECRET": SECRET, "PYTHONPATH": str(REPO)}
     proc = subprocess.run(
         [sys.executable, "-m", "needle_action", "render", "rag", "--config", "needle.toml"],
-        cwd=repo, env=env, capture_output=True, text=True, timeout=60,
+        cwd=repo,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
     )
     assert proc.returncode == 2
     assert proc.stderr.startswith("error: needle.toml:2:") and "Traceback" not in proc.stderr + proc.stdout
@@ -260,7 +412,8 @@ PAYLOADS = [
 def test_injection_payloads_are_refused_and_leak_nothing(tmp_path, monkeypatch, payload):
     monkeypatch.setenv("NEEDLE_TEST_SECRET", SECRET)
     case = Case(
-        "ssti", "",
+        "ssti",
+        "",
         files={"prompts/rag.j2": "system:\nhello\nuser:\n" + payload + "\n{{ question }}\n"},
         symlinks={"prompts/link.j2": "outside.j2"},
     )
@@ -277,7 +430,8 @@ def test_injection_payloads_are_refused_and_leak_nothing(tmp_path, monkeypatch, 
 def test_secret_references_in_fixtures_and_prompty_stay_literal(tmp_path, monkeypatch):
     monkeypatch.setenv("NEEDLE_TEST_SECRET", SECRET)
     case = Case(
-        "env-refs", "",
+        "env-refs",
+        "",
         _t('[prompts.rag]\ntemplate = "prompts/s.prompty"\nfixtures = ["fixtures/rag.yaml"]\n'),
         files={
             "prompts/s.prompty": "---\nname: s\nmodel:\n  configuration:\n    api_key: ${env:NEEDLE_TEST_SECRET}\n"

@@ -61,9 +61,15 @@ def setup(tmp_path):
 def push_run(main: Project, gh: FakeGitHub, fake: FakeAnthropic):
     env = runner_env(main, gh, fake, **INPUTS)
     env.update(GITHUB_EVENT_NAME="push", GITHUB_REF="refs/heads/main", GITHUB_SHA=main.base_sha)
-    Path(env["GITHUB_EVENT_PATH"]).write_text(json.dumps({
-        "ref": "refs/heads/main", "after": main.base_sha,
-        "repository": {"full_name": REPO, "default_branch": "main"}}))
+    Path(env["GITHUB_EVENT_PATH"]).write_text(
+        json.dumps(
+            {
+                "ref": "refs/heads/main",
+                "after": main.base_sha,
+                "repository": {"full_name": REPO, "default_branch": "main"},
+            }
+        )
+    )
     return run_action(main, env)
 
 
@@ -77,20 +83,34 @@ def test_push_stores_results_and_the_pr_reads_its_base_from_the_data_branch(setu
         pushed = push_run(main, gh, fake_model)
         assert pushed.code == 0, pushed.stdout + pushed.stderr
         assert gh.issue_comments(REPO, PR) == []  # a push has no PR to comment on
-        assert sorted(_ls(bare)) == sorted([f"results/{p.base_sha}.json", f"results/{p.base_sha}.meta.json",
-                                            "results/latest.json"])
+        assert sorted(_ls(bare)) == sorted(
+            [f"results/{p.base_sha}.json", f"results/{p.base_sha}.meta.json", "results/latest.json"]
+        )
         stored = json.loads(_git(bare, "show", f"{BRANCH}:results/{p.base_sha}.json"))
-        assert stored == json.loads((pushed.report / "head.json").read_text()) and stored["commit"] == p.base_sha
+        assert (
+            stored == json.loads((pushed.report / "head.json").read_text()) and stored["commit"] == p.base_sha
+        )
         assert stored["totals"]["calls"] > 0
-        assert _git(bare, "log", "-1", "--format=%an <%ae> parents=%P", BRANCH) == \
-            "github-actions[bot] <41898282+github-actions[bot]@users.noreply.github.com> parents="  # orphan
-        logged = [line for line in (pushed.stdout + pushed.stderr).splitlines() if not line.startswith("::add-mask::")]
-        assert not [line for line in logged if "test-token" in line or "eC1hY2Nlc3MtdG9rZW46dGVzdC10b2tlbg" in line]
+        assert (
+            _git(bare, "log", "-1", "--format=%an <%ae> parents=%P", BRANCH)
+            == "github-actions[bot] <41898282+github-actions[bot]@users.noreply.github.com> parents="
+        )  # orphan
+        logged = [
+            line
+            for line in (pushed.stdout + pushed.stderr).splitlines()
+            if not line.startswith("::add-mask::")
+        ]
+        assert not [
+            line for line in logged if "test-token" in line or "eC1hY2Nlc3MtdG9rZW46dGVzdC10b2tlbg" in line
+        ]
         # plumbing only: the workspace's config, branch and index are as the checkout left them
         assert "extraheader" not in _git(main.workspace, "config", "--local", "--list")
         assert _git(main.workspace, "rev-parse", "--abbrev-ref", "HEAD") == "main"
         assert _git(main.workspace, "diff", "--cached", "--name-only") == ""
-        assert "Results stored on the data branch" in pushed.summary and f"results/{p.base_sha}.json" in pushed.summary
+        assert (
+            "Results stored on the data branch" in pushed.summary
+            and f"results/{p.base_sha}.json" in pushed.summary
+        )
 
         # a second main-branch run adds a commit on top instead of replacing the branch
         again = push_run(main, gh, fake_model)
@@ -122,11 +142,16 @@ def _commit_on_data_branch(tmp: Path, bare: Path, path: str, text: str) -> None:
     _git(clone, "push", "-q", "origin", BRANCH)
 
 
-@pytest.mark.parametrize("path, text, why", [
-    ("results/{sha}.json", '{"schema_version": 1, "prompts": "oops"', "invalid"),
-    ("results/{sha}.meta.json", '{"fingerprint": {"config_sha256": "0"}}', "another threshold file"),
-])
-def test_a_corrupt_or_mismatched_data_branch_falls_back_to_measuring(setup, fake_model, tmp_path, path, text, why):
+@pytest.mark.parametrize(
+    "path, text, why",
+    [
+        ("results/{sha}.json", '{"schema_version": 1, "prompts": "oops"', "invalid"),
+        ("results/{sha}.meta.json", '{"fingerprint": {"config_sha256": "0"}}', "another threshold file"),
+    ],
+)
+def test_a_corrupt_or_mismatched_data_branch_falls_back_to_measuring(
+    setup, fake_model, tmp_path, path, text, why
+):
     p, bare, main = setup
     with FakeGitHub() as gh:
         assert push_run(main, gh, fake_model).code == 0
@@ -150,8 +175,9 @@ def test_no_data_branch_yet_measures_the_base_and_a_bad_name_is_a_usage_error(se
         assert "not found on origin" in pr.stdout and "in a git worktree" in pr.stdout
         bad = run_action(p, runner_env(p, gh, None, data_branch="../x"))
         assert bad.code == 2 and "data-branch" in bad.stdout and "Traceback" not in bad.stderr
-    assert subprocess.run(["git", "check-ref-format", "--branch", BRANCH], capture_output=True).returncode == 0
-
+    assert (
+        subprocess.run(["git", "check-ref-format", "--branch", BRANCH], capture_output=True).returncode == 0
+    )
 
 
 def test_the_push_header_replaces_a_persisted_one_and_stays_out_of_the_repository(setup):
@@ -182,9 +208,16 @@ def test_the_push_header_replaces_a_persisted_one_and_stays_out_of_the_repositor
         key = f"http.{url}/.extraheader"
         _git(main.workspace, "config", "--local", key, "AUTHORIZATION: basic cGVyc2lzdGVk")
         env = _env(Settings(github_token="s3cret", workspace=main.workspace, server_url=url))
-        subprocess.run(["git", "ls-remote", f"{url}/octo/widgets.git"], cwd=main.workspace, env=env,
-                       capture_output=True, timeout=60)
+        subprocess.run(
+            ["git", "ls-remote", f"{url}/octo/widgets.git"],
+            cwd=main.workspace,
+            env=env,
+            capture_output=True,
+            timeout=60,
+        )
     finally:
         server.shutdown()
-    assert seen and all(h == ["basic eC1hY2Nlc3MtdG9rZW46czNjcmV0"] for h in seen)  # b64("x-access-token:s3cret")
+    assert seen and all(
+        h == ["basic eC1hY2Nlc3MtdG9rZW46czNjcmV0"] for h in seen
+    )  # b64("x-access-token:s3cret")
     assert _git(main.workspace, "config", "--local", "--get-all", key) == "AUTHORIZATION: basic cGVyc2lzdGVk"

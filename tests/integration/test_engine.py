@@ -189,9 +189,11 @@ def test_overrides_apply_and_invalid_trials_is_a_config_error(tmp_path, fake):
 def test_prompts_without_slots_or_disabled_are_skipped_with_a_reason(tmp_path, fake):
     cfg = write_project(tmp_path)
     text = cfg.read_text()
-    cfg.write_text(text + '\n[prompts.plain]\ntemplate = "prompts/qa.j2"\nfixtures = ["fixtures/qa.yaml"]\n'
-                   '\n[prompts.off]\ntemplate = "prompts/qa.j2"\nfixtures = ["fixtures/qa.yaml"]\n'
-                   'context_var = "notes"\nquestion_var = "question"\n[prompts.off.recall]\nenabled = false\n')
+    cfg.write_text(
+        text + '\n[prompts.plain]\ntemplate = "prompts/qa.j2"\nfixtures = ["fixtures/qa.yaml"]\n'
+        '\n[prompts.off]\ntemplate = "prompts/qa.j2"\nfixtures = ["fixtures/qa.yaml"]\n'
+        'context_var = "notes"\nquestion_var = "question"\n[prompts.off.recall]\nenabled = false\n'
+    )
     res = run(cfg, trials=1)
     assert "context_var" in res.prompt("plain").recall_skipped
     assert res.prompt("off").recall_skipped == "recall.enabled = false"
@@ -212,8 +214,13 @@ def test_context_window_from_table_and_local_n_ctx(tmp_path):
     assert engine.context_window(prompt.model_copy(update={"model": "gpt-4.1-mini"})) == 1_047_576
     from needle_action.config import ProviderSettings
 
-    local = prompt.model_copy(update={"provider": "local", "model": "gemma3-270m",
-                                      "providers": {"local": ProviderSettings(n_ctx=4096)}})
+    local = prompt.model_copy(
+        update={
+            "provider": "local",
+            "model": "gemma3-270m",
+            "providers": {"local": ProviderSettings(n_ctx=4096)},
+        }
+    )
     assert engine.context_window(local) == 4096
 
 
@@ -231,11 +238,22 @@ def _put_many(path: str, worker: int) -> int:
 
     store = ResultCache(path)
     for i in range(15):
-        store.put(RecallResult(
-            provider="anthropic", model="m", fixture=None, needle_style="codeword", scoring="strict",
-            threshold=0.8, seed=i, settings_hash=f"{worker}-{i}", cells=[], effective_context=None,
-            diagnosis=RecallDiagnosis(kind="all-pass", summary="s", fix="f"), calls=i,
-        ))
+        store.put(
+            RecallResult(
+                provider="anthropic",
+                model="m",
+                fixture=None,
+                needle_style="codeword",
+                scoring="strict",
+                threshold=0.8,
+                seed=i,
+                settings_hash=f"{worker}-{i}",
+                cells=[],
+                effective_context=None,
+                diagnosis=RecallDiagnosis(kind="all-pass", summary="s", fix="f"),
+                calls=i,
+            )
+        )
         assert store.get(f"{worker}-{i}").calls == i
     return worker
 

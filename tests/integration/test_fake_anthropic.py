@@ -18,8 +18,13 @@ MODEL = "claude-sonnet-5-5"
 
 
 def client(fake: FakeAnthropic, **kw) -> anthropic.Anthropic:
-    return anthropic.Anthropic(base_url=fake.base_url, api_key=kw.pop("api_key", fake.api_key),
-                               max_retries=0, timeout=kw.pop("timeout", 5.0), **kw)
+    return anthropic.Anthropic(
+        base_url=fake.base_url,
+        api_key=kw.pop("api_key", fake.api_key),
+        max_retries=0,
+        timeout=kw.pop("timeout", 5.0),
+        **kw,
+    )
 
 
 def test_message_round_trip_and_request_log():
@@ -31,7 +36,9 @@ def test_message_round_trip_and_request_log():
 
     with FakeAnthropic(responder) as fake:
         msg = client(fake).messages.create(
-            model=MODEL, max_tokens=50, system="Be brief.",
+            model=MODEL,
+            max_tokens=50,
+            system="Be brief.",
             messages=[{"role": "user", "content": "What is the codeword?"}],
         )
         assert isinstance(msg, anthropic.types.Message)
@@ -55,7 +62,8 @@ def test_count_tokens_endpoint_counts_system_and_messages():
         system = "You answer questions about the documents."
         text = "Document 1: the vault code is 4417.\nWhat is the vault code?"
         res = client(fake).messages.count_tokens(
-            model=MODEL, system=system, messages=[{"role": "user", "content": text}])
+            model=MODEL, system=system, messages=[{"role": "user", "content": text}]
+        )
         assert res.input_tokens == fake.count_tokens(system + "\n" + text)
         assert fake.calls["count_tokens"] == 1
 
@@ -63,7 +71,8 @@ def test_count_tokens_endpoint_counts_system_and_messages():
 def test_max_tokens_cuts_the_answer():
     with FakeAnthropic(lambda r: "word " * 100) as fake:
         msg = client(fake).messages.create(
-            model=MODEL, max_tokens=5, messages=[{"role": "user", "content": "talk"}])
+            model=MODEL, max_tokens=5, messages=[{"role": "user", "content": "talk"}]
+        )
         assert msg.stop_reason == "max_tokens"
         assert msg.usage.output_tokens == 5
         assert len(msg.content[0].text.split()) <= 5
@@ -73,14 +82,20 @@ def test_claude5_rejects_temperature_like_the_real_api():
     with FakeAnthropic() as fake:
         with pytest.raises(anthropic.BadRequestError) as info:
             client(fake).messages.create(
-                model=MODEL, max_tokens=5, messages=[{"role": "user", "content": "hi"}],
-                extra_body={"temperature": 0.0})
+                model=MODEL,
+                max_tokens=5,
+                messages=[{"role": "user", "content": "hi"}],
+                extra_body={"temperature": 0.0},
+            )
         assert info.value.type == "invalid_request_error"
         assert "temperature" in info.value.api_message
         # an older model still accepts it
         msg = client(fake).messages.create(
-            model="claude-opus-4-6", max_tokens=5, messages=[{"role": "user", "content": "hi"}],
-            extra_body={"temperature": 0.0})
+            model="claude-opus-4-6",
+            max_tokens=5,
+            messages=[{"role": "user", "content": "hi"}],
+            extra_body={"temperature": 0.0},
+        )
         assert msg.content[0].text
 
 
@@ -88,27 +103,39 @@ def test_request_errors_map_to_sdk_exceptions():
     with FakeAnthropic() as fake:
         with pytest.raises(anthropic.AuthenticationError) as info:
             client(fake, api_key="sk-wrong").messages.create(
-                model=MODEL, max_tokens=5, messages=[{"role": "user", "content": "hi"}])
+                model=MODEL, max_tokens=5, messages=[{"role": "user", "content": "hi"}]
+            )
         assert info.value.type == "authentication_error" and info.value.request_id
         with pytest.raises(anthropic.NotFoundError) as info:
             client(fake).messages.create(
-                model="claude-nonexistent-9", max_tokens=5, messages=[{"role": "user", "content": "hi"}])
+                model="claude-nonexistent-9", max_tokens=5, messages=[{"role": "user", "content": "hi"}]
+            )
         assert info.value.type == "not_found_error"
         with pytest.raises(anthropic.BadRequestError, match="system"):
             client(fake).messages.create(
-                model=MODEL, max_tokens=5, messages=[{"role": "system", "content": "x"},
-                                                     {"role": "user", "content": "hi"}])
+                model=MODEL,
+                max_tokens=5,
+                messages=[{"role": "system", "content": "x"}, {"role": "user", "content": "hi"}],
+            )
         with pytest.raises(anthropic.BadRequestError, match="Extra inputs"):
             client(fake).messages.create(
-                model=MODEL, max_tokens=5, messages=[{"role": "user", "content": "hi"}],
-                extra_body={"frobnicate": True})
+                model=MODEL,
+                max_tokens=5,
+                messages=[{"role": "user", "content": "hi"}],
+                extra_body={"frobnicate": True},
+            )
         assert fake.calls["401"] == 1 and fake.calls["404"] == 1 and fake.calls["400"] == 2
 
 
 def test_x_api_key_header_is_accepted():
     with FakeAnthropic() as fake:
-        c = anthropic.Anthropic(base_url=fake.base_url, auth_token=None, api_key=None,
-                                default_headers={"x-api-key": fake.api_key}, max_retries=0)
+        c = anthropic.Anthropic(
+            base_url=fake.base_url,
+            auth_token=None,
+            api_key=None,
+            default_headers={"x-api-key": fake.api_key},
+            max_retries=0,
+        )
         msg = c.messages.create(model=MODEL, max_tokens=5, messages=[{"role": "user", "content": "hi"}])
         assert msg.content[0].text
 
@@ -117,22 +144,27 @@ def test_prompt_beyond_the_context_window_is_refused():
     with FakeAnthropic(context_window=50) as fake:
         with pytest.raises(anthropic.BadRequestError, match="prompt is too long"):
             client(fake).messages.create(
-                model=MODEL, max_tokens=10, messages=[{"role": "user", "content": "lorem ipsum " * 40}])
+                model=MODEL, max_tokens=10, messages=[{"role": "user", "content": "lorem ipsum " * 40}]
+            )
 
 
-@pytest.mark.parametrize("kind,exc", [
-    ("429", anthropic.RateLimitError),
-    ("529", anthropic.OverloadedError),
-    ("500", anthropic.InternalServerError),
-    ("disconnect", anthropic.APIConnectionError),
-    ("timeout", anthropic.APITimeoutError),
-])
+@pytest.mark.parametrize(
+    "kind,exc",
+    [
+        ("429", anthropic.RateLimitError),
+        ("529", anthropic.OverloadedError),
+        ("500", anthropic.InternalServerError),
+        ("disconnect", anthropic.APIConnectionError),
+        ("timeout", anthropic.APITimeoutError),
+    ],
+)
 def test_each_fault_kind_surfaces_as_the_sdk_error(kind, exc):
     faults = Faults(rate=1.0, kinds=(kind,), hold_s=1.0, retry_after_s=2)
     with FakeAnthropic(faults=faults) as fake:
         with pytest.raises(exc) as info:
             client(fake, timeout=0.3).messages.create(
-                model=MODEL, max_tokens=5, messages=[{"role": "user", "content": "hi"}])
+                model=MODEL, max_tokens=5, messages=[{"role": "user", "content": "hi"}]
+            )
         if kind == "429":
             assert info.value.response.headers["retry-after"] == "2"
             assert info.value.type == "rate_limit_error"
@@ -145,7 +177,8 @@ def test_malformed_body_fails_to_parse():
     with FakeAnthropic(faults=Faults(rate=1.0, kinds=("malformed",))) as fake:
         with pytest.raises(ValueError):  # json.JSONDecodeError from the SDK's response.json()
             client(fake).messages.create(
-                model=MODEL, max_tokens=5, messages=[{"role": "user", "content": "hi"}])
+                model=MODEL, max_tokens=5, messages=[{"role": "user", "content": "hi"}]
+            )
         assert fake.calls["malformed"] == 1
 
 
@@ -189,10 +222,14 @@ def test_concurrent_async_clients_are_all_served_with_latency():
     async def main(fake):
         c = anthropic.AsyncAnthropic(base_url=fake.base_url, api_key=fake.api_key, max_retries=0)
         try:
-            msgs = await asyncio.gather(*[
-                c.messages.create(model=MODEL, max_tokens=5, messages=[{"role": "user", "content": f"n{i}"}])
-                for i in range(32)
-            ])
+            msgs = await asyncio.gather(
+                *[
+                    c.messages.create(
+                        model=MODEL, max_tokens=5, messages=[{"role": "user", "content": f"n{i}"}]
+                    )
+                    for i in range(32)
+                ]
+            )
         finally:
             await c.close()
         return msgs

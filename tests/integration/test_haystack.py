@@ -152,8 +152,10 @@ def test_multihop_second_fact_goes_near_the_end(examples):
     size = 5000
     for depth in (0.0, 0.5, 1.0):
         trial = builder.build(size, depth, needle, trial=0)
-        first, second = (trial.rendered.messages.index(next(m for m in trial.rendered.messages if m.content.strip() == f))
-                         for f in needle.facts)
+        first, second = (
+            trial.rendered.messages.index(next(m for m in trial.rendered.messages if m.content.strip() == f))
+            for f in needle.facts
+        )
         assert first <= second
         assert second >= len(trial.rendered.messages) - 6  # among the last turns, before the question
         assert BRIDGE_RE.search(needle.facts[0]).group(0).lower() in needle.facts[1].lower()
@@ -169,7 +171,11 @@ def test_only_the_needle_brings_values_into_the_prompt(examples):
             needle = _needle(style, name)
             trial = builder.build(6000, 0.5, needle, trial=2)
             found = set(VALUE_RE.findall(_full_text(trial)))
-            expected = {VALUE_RE.search(f).group(0) for f in (*needle.facts, *needle.distractors) if VALUE_RE.search(f)}
+            expected = {
+                VALUE_RE.search(f).group(0)
+                for f in (*needle.facts, *needle.distractors)
+                if VALUE_RE.search(f)
+            }
             assert found == expected
             bridges = {b.lower() for b in BRIDGE_RE.findall(_full_text(trial))}
             wanted = {b.lower() for f in (*needle.facts, *needle.distractors) for b in BRIDGE_RE.findall(f)}
@@ -214,26 +220,32 @@ def test_same_trial_shares_filler_across_depths(examples):
 def _write(tmp_path: Path, template: str, fixture: str, extra: str = "") -> object:
     (tmp_path / "t.j2").write_text(textwrap.dedent(template))
     (tmp_path / "f.yaml").write_text(textwrap.dedent(fixture))
-    (tmp_path / "needle.toml").write_text(textwrap.dedent(f"""
+    (tmp_path / "needle.toml").write_text(
+        textwrap.dedent(f"""
         [prompts.p]
         template = "t.j2"
         fixtures = ["f.yaml"]
         context_var = "ctx"
         question_var = "q"
         {extra}
-    """))
+    """)
+    )
     return load_config(tmp_path / "needle.toml")
 
 
 def test_list_of_strings_slot(tmp_path):
-    config = _write(tmp_path, """\
+    config = _write(
+        tmp_path,
+        """\
         system:
         Answer from the notes.
         user:
         {% for n in ctx %}- {{ n }}
         {% endfor %}
         {{ q }}
-        """, "q: What?\nctx:\n  - first note about the weather today\n  - second note about lunch\n")
+        """,
+        "q: What?\nctx:\n  - first note about the weather today\n  - second note about lunch\n",
+    )
     builder = _builder(config, "p")
     assert builder._shape.kind == "list_str"
     trial = builder.build(1500, 0.5, _needle(), trial=0)
@@ -247,11 +259,17 @@ def test_filler_globs_extend_the_fixture_before_generated_prose(tmp_path):
         "The first paragraph of our own guide explains the setup of the lab bench.\n\n"
         "The second paragraph of our guide explains cleaning the lab bench afterwards."
     )
-    config = _write(tmp_path, "user:\n{{ ctx }}\n\n{{ q }}\n", "q: What?\nctx: Our own ticket text opens the slot.\n",
-                    extra='[prompts.p.recall]\nfiller_globs = ["docs/*.md"]')
+    config = _write(
+        tmp_path,
+        "user:\n{{ ctx }}\n\n{{ q }}\n",
+        "q: What?\nctx: Our own ticket text opens the slot.\n",
+        extra='[prompts.p.recall]\nfiller_globs = ["docs/*.md"]',
+    )
     trial = _builder(config, "p").build(1200, 1.0, _needle(), trial=0)
     text = trial.rendered.messages[0].content
-    own, first, second = (text.index(s) for s in ("Our own ticket", "The first paragraph", "The second paragraph"))
+    own, first, second = (
+        text.index(s) for s in ("Our own ticket", "The first paragraph", "The second paragraph")
+    )
     assert own < first < second
     assert len(text) > text.index("cleaning the lab bench") + 1000  # then generated filler
 
@@ -287,8 +305,11 @@ def test_missing_slots_and_unusable_fixtures_are_config_errors(tmp_path):
 
 
 def test_template_that_hides_the_context_is_a_template_error(tmp_path):
-    config = _write(tmp_path, "user:\n{{ ctx | length }} characters of context. {{ q }}\n",
-                    "q: What?\nctx: Some text here.\n")
+    config = _write(
+        tmp_path,
+        "user:\n{{ ctx | length }} characters of context. {{ q }}\n",
+        "q: What?\nctx: Some text here.\n",
+    )
     with pytest.raises(TemplateError, match="does not appear in the rendered prompt"):
         _builder(config, "p").build(300, 0.5, _needle(), trial=0)
 
@@ -302,7 +323,8 @@ def test_anthropic_counter_sizes_with_few_count_tokens_calls(examples, monkeypat
     with FakeAnthropic() as fake:
         monkeypatch.setenv("ANTHROPIC_API_KEY", fake.api_key)
         counter = AnthropicCounter(
-            model="claude-sonnet-5-5", provider_settings=ProviderSettings(base_url=fake.base_url, max_retries=0)
+            model="claude-sonnet-5-5",
+            provider_settings=ProviderSettings(base_url=fake.base_url, max_retries=0),
         )
         prompt = examples.prompts["rag_answer"].model_copy(update={"tokenizer": "anthropic"})
         builder = HaystackBuilder(examples, prompt, counter, seed=0)
@@ -310,6 +332,8 @@ def test_anthropic_counter_sizes_with_few_count_tokens_calls(examples, monkeypat
         for depth in (0.0, 0.5, 1.0):
             trial = builder.build(6000, depth, _needle("codeword", depth), trial=0)
             assert abs(trial.prompt_tokens - 6000) <= 60
-            assert trial.prompt_tokens == fake.prompt_tokens(trial.rendered.to_json())  # the server's own count
+            assert trial.prompt_tokens == fake.prompt_tokens(
+                trial.rendered.to_json()
+            )  # the server's own count
         per_trial = (fake.calls["count_tokens"] - before) / 3
         assert per_trial <= 8  # a handful of whole-prompt counts, not one call per filler unit

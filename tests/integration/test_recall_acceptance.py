@@ -55,8 +55,12 @@ def rate_over_seeds(fake, tmp_path, curve, accept, **project) -> tuple[float, di
 
 def test_u_shaped_curve_is_diagnosed_lost_in_the_middle(tmp_path, fake):
     rate, kinds = rate_over_seeds(
-        fake, tmp_path, U_SHAPE, lambda r: r.diagnosis.kind == "lost-in-the-middle",
-        sizes=(400, 800), depths=(0.0, 0.25, 0.5, 1.0),
+        fake,
+        tmp_path,
+        U_SHAPE,
+        lambda r: r.diagnosis.kind == "lost-in-the-middle",
+        sizes=(400, 800),
+        depths=(0.0, 0.25, 0.5, 1.0),
     )
     print(f"\nU-shape -> lost-in-the-middle in {rate:.0%} of {SEEDS} seeds; all diagnoses: {kinds}")
     assert rate >= FLOOR
@@ -64,7 +68,12 @@ def test_u_shaped_curve_is_diagnosed_lost_in_the_middle(tmp_path, fake):
 
 def test_flat_high_curve_is_all_pass(tmp_path, fake):
     rate, kinds = rate_over_seeds(
-        fake, tmp_path, FLAT_HIGH, lambda r: r.diagnosis.kind == "all-pass", sizes=(400, 1200), depths=(0.0, 0.5, 1.0)
+        fake,
+        tmp_path,
+        FLAT_HIGH,
+        lambda r: r.diagnosis.kind == "all-pass",
+        sizes=(400, 1200),
+        depths=(0.0, 0.5, 1.0),
     )
     print(f"\nflat 0.99 -> all-pass in {rate:.0%} of {SEEDS} seeds; all diagnoses: {kinds}")
     assert rate >= FLOOR
@@ -72,9 +81,15 @@ def test_flat_high_curve_is_all_pass(tmp_path, fake):
 
 def test_cliff_is_size_limited_with_the_right_effective_length(tmp_path, fake):
     def accept(r):
-        return r.diagnosis.kind == "size-limited" and r.effective_context == 800 and "800 tokens" in r.diagnosis.summary
+        return (
+            r.diagnosis.kind == "size-limited"
+            and r.effective_context == 800
+            and "800 tokens" in r.diagnosis.summary
+        )
 
-    rate, kinds = rate_over_seeds(fake, tmp_path, CLIFF, accept, sizes=(400, 800, 1200), depths=(0.0, 0.5, 1.0))
+    rate, kinds = rate_over_seeds(
+        fake, tmp_path, CLIFF, accept, sizes=(400, 800, 1200), depths=(0.0, 0.5, 1.0)
+    )
     print(f"\ncliff at 1000 tokens -> size-limited, effective 800, in {rate:.0%} of {SEEDS} seeds; {kinds}")
     assert rate >= FLOOR
 

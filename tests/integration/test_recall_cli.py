@@ -86,7 +86,10 @@ def test_a_cap_is_reported_as_partial(tmp_path, fake):
     assert "PARTIAL: max_calls (6) reached" in res.stdout and "PARTIAL RUN" in res.stdout
     assert "inconclusive" in res.stdout
     data = json.loads(out.read_text())
-    assert data["totals"]["partial"] and data["prompts"][0]["recall"]["partial_reason"] == "max_calls (6) reached"
+    assert (
+        data["totals"]["partial"]
+        and data["prompts"][0]["recall"]["partial_reason"] == "max_calls (6) reached"
+    )
 
 
 def test_refused_key_exits_3_without_leaking_it(tmp_path, fake):

@@ -30,7 +30,9 @@ def tool(name: str) -> str:
 
 def run(*args: str | Path, cwd: Path = REPO) -> subprocess.CompletedProcess:
     env = {**os.environ, "NO_COLOR": "1"}
-    return subprocess.run([str(a) for a in args], cwd=cwd, capture_output=True, text=True, timeout=120, env=env)
+    return subprocess.run(
+        [str(a) for a in args], cwd=cwd, capture_output=True, text=True, timeout=120, env=env
+    )
 
 
 def report(proc: subprocess.CompletedProcess) -> str:
@@ -60,7 +62,9 @@ def bad_repo(tmp_path: Path) -> Path:
     (tmp_path / ".github" / "workflows").mkdir(parents=True)
     (tmp_path / ".github" / "workflows" / "bad.yml").write_text(BAD_WORKFLOW)
     (tmp_path / "action.yml").write_text((REPO / "action.yml").read_text())
-    (tmp_path / "Dockerfile").write_text("FROM debian:bookworm-slim\nRUN apt-get update && apt-get install -y git\n")
+    (tmp_path / "Dockerfile").write_text(
+        "FROM debian:bookworm-slim\nRUN apt-get update && apt-get install -y git\n"
+    )
     # actionlint resolves `uses: ./` against the git repository's root
     subprocess.run(["git", "init", "-q", str(tmp_path)], check=True)
     return tmp_path

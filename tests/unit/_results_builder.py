@@ -14,46 +14,110 @@ from needle_action.results import (
 )
 
 
-def case(tokens: int, *, fixture: str | None = "fx/a.yaml", max_input: int | None = 8000, reserve: int = 500,
-         growth: str | None = "10%", h: str | None = None) -> BudgetCase:
+def case(
+    tokens: int,
+    *,
+    fixture: str | None = "fx/a.yaml",
+    max_input: int | None = 8000,
+    reserve: int = 500,
+    growth: str | None = "10%",
+    h: str | None = None,
+) -> BudgetCase:
     headroom = None if max_input is None else max_input - tokens - reserve
     return BudgetCase(
-        fixture=fixture, content_hash=h or f"hash-{fixture}-{tokens}",
+        fixture=fixture,
+        content_hash=h or f"hash-{fixture}-{tokens}",
         count=TokenCount(tokens=tokens, raw_tokens=tokens, counter="tiktoken:o200k_base", exact=True),
-        max_input_tokens=max_input, reserve_output_tokens=reserve, headroom=headroom, max_growth=growth,
+        max_input_tokens=max_input,
+        reserve_output_tokens=reserve,
+        headroom=headroom,
+        max_growth=growth,
         status="fail" if headroom is not None and headroom < 0 else "pass",
     )
 
 
-def cell(size: int, depth: float, hits: int, trials: int, *, threshold: float = 0.8, answers=(),
-         planned: int | None = None) -> RecallCell:
+def cell(
+    size: int,
+    depth: float,
+    hits: int,
+    trials: int,
+    *,
+    threshold: float = 0.8,
+    answers=(),
+    planned: int | None = None,
+) -> RecallCell:
     rate = hits / trials if trials else None
     return RecallCell(
-        size=size, depth=depth, hits=hits, trials=trials, planned_trials=planned or trials, rate=rate,
-        ci_low=0.0, ci_high=1.0,
+        size=size,
+        depth=depth,
+        hits=hits,
+        trials=trials,
+        planned_trials=planned or trials,
+        rate=rate,
+        ci_low=0.0,
+        ci_high=1.0,
         status="pass" if rate is not None and rate >= threshold else "fail",
         answers=[RecallAnswer(trial=i, needle=n, answer=a, hit=False) for i, (n, a) in enumerate(answers)],
     )
 
 
-def recall(grid: dict[tuple[int, float], tuple[int, int]], *, model: str = "claude-sonnet-5-5",
-           threshold: float = 0.8, alpha: float = 0.05, min_drop: float = 0.2, kind: str = "all-pass",
-           answers: dict | None = None, calls: int = 0, planned: int | None = None) -> RecallResult:
-    cells = [cell(s, d, h, n, threshold=threshold, answers=(answers or {}).get((s, d), ()), planned=planned)
-             for (s, d), (h, n) in sorted(grid.items())]
+def recall(
+    grid: dict[tuple[int, float], tuple[int, int]],
+    *,
+    model: str = "claude-sonnet-5-5",
+    threshold: float = 0.8,
+    alpha: float = 0.05,
+    min_drop: float = 0.2,
+    kind: str = "all-pass",
+    answers: dict | None = None,
+    calls: int = 0,
+    planned: int | None = None,
+) -> RecallResult:
+    cells = [
+        cell(s, d, h, n, threshold=threshold, answers=(answers or {}).get((s, d), ()), planned=planned)
+        for (s, d), (h, n) in sorted(grid.items())
+    ]
     return RecallResult(
-        provider="anthropic", model=model, fixture="fx/a.yaml", needle_style="codeword", scoring="strict",
-        threshold=threshold, seed=0, alpha=alpha, min_drop=min_drop, settings_hash="s" + str(sorted(grid.items())),
-        cells=cells, effective_context=max(s for s, _ in grid), diagnosis=RecallDiagnosis(
-            kind=kind, summary=f"summary of {kind}", fix="Move key content to the edges and the question last."),
-        calls=calls, status="fail" if any(c.status == "fail" for c in cells) else "pass",
+        provider="anthropic",
+        model=model,
+        fixture="fx/a.yaml",
+        needle_style="codeword",
+        scoring="strict",
+        threshold=threshold,
+        seed=0,
+        alpha=alpha,
+        min_drop=min_drop,
+        settings_hash="s" + str(sorted(grid.items())),
+        cells=cells,
+        effective_context=max(s for s, _ in grid),
+        diagnosis=RecallDiagnosis(
+            kind=kind,
+            summary=f"summary of {kind}",
+            fix="Move key content to the edges and the question last.",
+        ),
+        calls=calls,
+        status="fail" if any(c.status == "fail" for c in cells) else "pass",
     )
 
 
-def prompt(name: str, cases, *, template: str | None = None, rec: RecallResult | None = None,
-           skipped: str | None = None, line: int = 12) -> PromptResult:
-    return PromptResult(name=name, template=template or f"prompts/{name}.j2", template_line=line,
-                        model="claude-sonnet-5-5", cases=list(cases), recall=rec, recall_skipped=skipped)
+def prompt(
+    name: str,
+    cases,
+    *,
+    template: str | None = None,
+    rec: RecallResult | None = None,
+    skipped: str | None = None,
+    line: int = 12,
+) -> PromptResult:
+    return PromptResult(
+        name=name,
+        template=template or f"prompts/{name}.j2",
+        template_line=line,
+        model="claude-sonnet-5-5",
+        cases=list(cases),
+        recall=rec,
+        recall_skipped=skipped,
+    )
 
 
 def results(*prompts: PromptResult, commit: str = "a" * 40) -> Results:

@@ -14,10 +14,17 @@ from needle_action.errors import ConfigError
 
 def test_annotation_escaping_blocks_command_injection():
     out = io.StringIO()
-    line = workflow.error("50% done\r\n::set-output name=x::pwned", file="prompts/a,b:c.j2\n::warning::x",
-                          line=3, title="t: 1, 2", out=out)
-    assert line == ("::error file=prompts/a%2Cb%3Ac.j2%0A%3A%3Awarning%3A%3Ax,line=3,title=t%3A 1%2C 2::"
-                    "50%25 done%0D%0A::set-output name=x::pwned")
+    line = workflow.error(
+        "50% done\r\n::set-output name=x::pwned",
+        file="prompts/a,b:c.j2\n::warning::x",
+        line=3,
+        title="t: 1, 2",
+        out=out,
+    )
+    assert line == (
+        "::error file=prompts/a%2Cb%3Ac.j2%0A%3A%3Awarning%3A%3Ax,line=3,title=t%3A 1%2C 2::"
+        "50%25 done%0D%0A::set-output name=x::pwned"
+    )
     assert out.getvalue().count("\n") == 1  # one command, one line
 
 
@@ -31,11 +38,23 @@ def test_outputs_are_multiline_safe(tmp_path):
 
 def test_masks_keys_found_in_env():
     out = io.StringIO()
-    names = workflow.mask_secrets_in_env({"ANTHROPIC_API_KEY": "sk-1\nsk-2", "INPUT_GITHUB-TOKEN": "ghs_x",
-                                          "OPENAI_API_KEY": "", "HOME": "/root", "MY_SERVICE_TOKEN": "abcd"}, out)
+    names = workflow.mask_secrets_in_env(
+        {
+            "ANTHROPIC_API_KEY": "sk-1\nsk-2",
+            "INPUT_GITHUB-TOKEN": "ghs_x",
+            "OPENAI_API_KEY": "",
+            "HOME": "/root",
+            "MY_SERVICE_TOKEN": "abcd",
+        },
+        out,
+    )
     assert names == ["ANTHROPIC_API_KEY", "INPUT_GITHUB-TOKEN", "MY_SERVICE_TOKEN"]
-    assert out.getvalue().splitlines() == ["::add-mask::sk-1", "::add-mask::sk-2", "::add-mask::ghs_x",
-                                           "::add-mask::abcd"]
+    assert out.getvalue().splitlines() == [
+        "::add-mask::sk-1",
+        "::add-mask::sk-2",
+        "::add-mask::ghs_x",
+        "::add-mask::abcd",
+    ]
 
 
 def test_stop_commands_wraps_untrusted_text():
@@ -54,15 +73,38 @@ def test_input_names_keep_hyphens():
 
 def _env(tmp_path, **extra):
     event = tmp_path / "event.json"
-    event.write_text(json.dumps({"pull_request": {"number": 5, "base": {"sha": "b" * 40, "repo": {"full_name": "o/r"}},
-                                                  "head": {"sha": "h" * 40, "repo": {"full_name": "fork/r"}}}}))
-    return {"GITHUB_WORKSPACE": str(tmp_path), "GITHUB_EVENT_PATH": str(event), "GITHUB_REPOSITORY": "o/r",
-            "GITHUB_RUN_ID": "7", **extra}
+    event.write_text(
+        json.dumps(
+            {
+                "pull_request": {
+                    "number": 5,
+                    "base": {"sha": "b" * 40, "repo": {"full_name": "o/r"}},
+                    "head": {"sha": "h" * 40, "repo": {"full_name": "fork/r"}},
+                }
+            }
+        )
+    )
+    return {
+        "GITHUB_WORKSPACE": str(tmp_path),
+        "GITHUB_EVENT_PATH": str(event),
+        "GITHUB_REPOSITORY": "o/r",
+        "GITHUB_RUN_ID": "7",
+        **extra,
+    }
 
 
 def test_settings_from_a_runner_environment(tmp_path):
-    s = load_settings(_env(tmp_path, **{"INPUT_GITHUB-TOKEN": "t", "INPUT_FAIL-ON-BUDGET": "False",
-                                        "INPUT_SEED": "12", "GITHUB_API_URL": "https://ghe.example/api/v3/"}))
+    s = load_settings(
+        _env(
+            tmp_path,
+            **{
+                "INPUT_GITHUB-TOKEN": "t",
+                "INPUT_FAIL-ON-BUDGET": "False",
+                "INPUT_SEED": "12",
+                "GITHUB_API_URL": "https://ghe.example/api/v3/",
+            },
+        )
+    )
     assert s.github_token == "t" and s.fail_on_budget is False and s.fail_on_recall_regression is True
     assert s.seed == 12 and s.api_url == "https://ghe.example/api/v3"
     assert s.pull_request.number == 5 and s.pull_request.from_fork
@@ -70,12 +112,15 @@ def test_settings_from_a_runner_environment(tmp_path):
     assert s.resolved_cache_dir == tmp_path / ".needle-cache"
 
 
-@pytest.mark.parametrize(("name", "value", "words"), [
-    ("INPUT_COMMENT", "perhaps", "true or false"),
-    ("INPUT_SEED", "x", "whole number"),
-    ("INPUT_TRIALS", "0", "at least 1"),
-    ("INPUT_PROVIDER", "bard", "anthropic, openai or local"),
-])
+@pytest.mark.parametrize(
+    ("name", "value", "words"),
+    [
+        ("INPUT_COMMENT", "perhaps", "true or false"),
+        ("INPUT_SEED", "x", "whole number"),
+        ("INPUT_TRIALS", "0", "at least 1"),
+        ("INPUT_PROVIDER", "bard", "anthropic, openai or local"),
+    ],
+)
 def test_bad_inputs_are_config_errors(tmp_path, name, value, words):
     with pytest.raises(ConfigError, match=words):
         load_settings(_env(tmp_path, **{name: value}))

@@ -11,7 +11,9 @@ from needle_action.results import BudgetCase, PromptResult, TokenCount
 
 
 def rendered(fixture: str | None = "fixtures/typical.yaml", text: str = "hello") -> RenderedPrompt:
-    return RenderedPrompt(system="be brief", messages=(Message("user", text),), source="p.j2", fixture=fixture)
+    return RenderedPrompt(
+        system="be brief", messages=(Message("user", text),), source="p.j2", fixture=fixture
+    )
 
 
 def count(tokens: int, *, counter: str = "tiktoken:o200k_base", factor: float = 1.0) -> TokenCount:
@@ -43,7 +45,9 @@ def base_with(*cases: tuple[str | None, int], counter: str = "tiktoken:o200k_bas
 
 
 def test_fits_with_headroom():
-    case = evaluate_case(settings(max_input_tokens=2000, reserve_output_tokens=500), rendered(), count(1200), None)
+    case = evaluate_case(
+        settings(max_input_tokens=2000, reserve_output_tokens=500), rendered(), count(1200), None
+    )
     assert case.status == "pass"
     assert case.headroom == 300
     assert case.reasons == []
@@ -70,7 +74,9 @@ def test_over_budget_reason_is_a_sentence_with_the_numbers():
 
 
 def test_reserve_alone_can_break_the_budget():
-    case = evaluate_case(settings(max_input_tokens=1000, reserve_output_tokens=1000), rendered(), count(1), None)
+    case = evaluate_case(
+        settings(max_input_tokens=1000, reserve_output_tokens=1000), rendered(), count(1), None
+    )
     assert case.status == "fail"
 
 
@@ -81,7 +87,9 @@ def test_no_budget_means_no_absolute_check():
 
 
 def test_budget_uses_tokens_after_the_safety_factor():
-    c = TokenCount(tokens=1150, raw_tokens=1000, counter="tiktoken:o200k_base", exact=False, safety_factor=1.15)
+    c = TokenCount(
+        tokens=1150, raw_tokens=1000, counter="tiktoken:o200k_base", exact=False, safety_factor=1.15
+    )
     case = evaluate_case(settings(max_input_tokens=1600, reserve_output_tokens=500), rendered(), c, None)
     assert case.status == "fail"
     assert case.headroom == -50
@@ -115,7 +123,9 @@ def test_growth_absolute_tokens():
 
 
 def test_shrinking_never_fails_growth():
-    case = evaluate_case(settings(max_growth="0%"), rendered(), count(800), base_with(("fixtures/typical.yaml", 1000)))
+    case = evaluate_case(
+        settings(max_growth="0%"), rendered(), count(800), base_with(("fixtures/typical.yaml", 1000))
+    )
     assert case.status == "pass"
     assert case.growth_tokens == -200
     assert case.growth_percent == pytest.approx(-20.0)
@@ -138,7 +148,12 @@ def test_new_fixture_is_not_compared_with_another_fixture():
     base = base_with(("fixtures/typical.yaml", 100))
     head = ["fixtures/typical.yaml", "fixtures/worst.yaml"]
     case = evaluate_case(
-        settings(max_growth="10%"), rendered("fixtures/worst.yaml"), count(5000), base, index=1, head_fixtures=head
+        settings(max_growth="10%"),
+        rendered("fixtures/worst.yaml"),
+        count(5000),
+        base,
+        index=1,
+        head_fixtures=head,
     )
     assert case.status == "pass"
     assert case.baseline_tokens is None
@@ -161,7 +176,9 @@ def test_changed_counter_is_noted_in_the_growth_reason():
 
 
 def test_zero_token_base_any_growth_beyond_absolute_limit():
-    case = evaluate_case(settings(max_growth="10%"), rendered(), count(5), base_with(("fixtures/typical.yaml", 0)))
+    case = evaluate_case(
+        settings(max_growth="10%"), rendered(), count(5), base_with(("fixtures/typical.yaml", 0))
+    )
     assert case.status == "fail"
     assert case.growth_percent is None
     assert case.reasons == ["grew 5 tokens vs base (limit 10%)"]
@@ -188,7 +205,10 @@ def test_match_renamed_fixture_by_index():
 
 def test_match_the_only_case_when_renamed():
     base = base_with(("fixtures/old.yaml", 7))
-    assert match_base_case(base, "fixtures/new.yaml", index=3, head_fixtures=["fixtures/new.yaml"]).count.tokens == 7
+    assert (
+        match_base_case(base, "fixtures/new.yaml", index=3, head_fixtures=["fixtures/new.yaml"]).count.tokens
+        == 7
+    )
 
 
 def test_no_fallback_without_knowing_the_head_fixtures():

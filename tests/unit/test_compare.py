@@ -24,18 +24,30 @@ def test_fisher_matches_hypergeometric_by_hand():
 
 
 def test_unchanged_new_deleted_renamed_changed():
-    base = results(prompt("a", [case(100, h="A")]), prompt("b", [case(200, h="B")]),
-                   prompt("old_name", [case(300, h="R")], template="p/r.j2"),
-                   prompt("moved", [case(50, h="M1")], template="p/moved.j2"),
-                   prompt("gone", [case(10, h="G")], template="p/gone.j2"))
-    head = results(prompt("a", [case(100, h="A")]), prompt("b", [case(205, h="B2")]),
-                   prompt("new_name", [case(300, h="R")], template="p/r2.j2"),  # same content, new path
-                   prompt("moved_too", [case(52, h="M2")], template="p/moved.j2"),  # same path, new name
-                   prompt("fresh", [case(10, h="F")]))
+    base = results(
+        prompt("a", [case(100, h="A")]),
+        prompt("b", [case(200, h="B")]),
+        prompt("old_name", [case(300, h="R")], template="p/r.j2"),
+        prompt("moved", [case(50, h="M1")], template="p/moved.j2"),
+        prompt("gone", [case(10, h="G")], template="p/gone.j2"),
+    )
+    head = results(
+        prompt("a", [case(100, h="A")]),
+        prompt("b", [case(205, h="B2")]),
+        prompt("new_name", [case(300, h="R")], template="p/r2.j2"),  # same content, new path
+        prompt("moved_too", [case(52, h="M2")], template="p/moved.j2"),  # same path, new name
+        prompt("fresh", [case(10, h="F")]),
+    )
     c = compare(base, head)
     status = {p.name: p.status for p in c.prompts}
-    assert status == {"a": "unchanged", "b": "changed", "new_name": "renamed", "moved_too": "renamed",
-                      "fresh": "new", "gone": "deleted"}
+    assert status == {
+        "a": "unchanged",
+        "b": "changed",
+        "new_name": "renamed",
+        "moved_too": "renamed",
+        "fresh": "new",
+        "gone": "deleted",
+    }
     assert c.prompt("new_name").renamed_from == "old_name"
     assert c.prompt("moved_too").tokens[0].delta == 2  # compared with its old self
     assert c.verdict == "pass" and not c.failed
@@ -53,7 +65,9 @@ def test_growth_over_max_growth_fails_with_location():
 
 def test_growth_exactly_at_limit_passes_and_tokens_growth_is_absolute():
     assert not compare(results(prompt("r", [case(1000)])), results(prompt("r", [case(1100)]))).failed
-    c = compare(results(prompt("r", [case(1000, growth="50")])), results(prompt("r", [case(1051, growth="50")])))
+    c = compare(
+        results(prompt("r", [case(1000, growth="50")])), results(prompt("r", [case(1051, growth="50")]))
+    )
     assert c.budget_failed and c.prompts[0].tokens[0].growth_allowed == 50
 
 
@@ -116,8 +130,10 @@ def test_big_drop_cut_short_by_early_stopping_is_inconclusive_not_ok():
     cells = compare(base, head).prompts[0].recall.cells
     assert all(x.p_value > 0.05 and x.verdict == "inconclusive" for x in cells)
     # the same counts with every planned trial run are just noise
-    full = compare(results(prompt("r", [], rec=recall(grid({0.5: (8, 8)})))),
-                   results(prompt("r", [], rec=recall(grid({0.5: (3, 6)})))))
+    full = compare(
+        results(prompt("r", [], rec=recall(grid({0.5: (8, 8)})))),
+        results(prompt("r", [], rec=recall(grid({0.5: (3, 6)})))),
+    )
     assert {x.verdict for x in full.prompts[0].recall.cells} == {"ok"}
 
 

@@ -187,7 +187,9 @@ def test_wrong_type_and_growth(tmp_path):
 
 
 def test_model_level_validator_points_at_table(tmp_path):
-    cfg = make_repo(tmp_path, '[prompts.rag]\ntemplate = "prompts/a.j2"\n\n[prompts.rag.recall]\nscoring = "regex"\n')
+    cfg = make_repo(
+        tmp_path, '[prompts.rag]\ntemplate = "prompts/a.j2"\n\n[prompts.rag.recall]\nscoring = "regex"\n'
+    )
     err = error_of(cfg)
     assert "answer_regex" in err.message and err.location.line == 4
 
@@ -281,7 +283,8 @@ def test_glob_matching_nothing(tmp_path):
 
 def test_duplicate_fixtures(tmp_path):
     cfg = make_repo(
-        tmp_path, '[prompts.rag]\ntemplate = "prompts/a.j2"\nfixtures = ["fixtures/a.yaml", "fixtures/*.yaml"]\n'
+        tmp_path,
+        '[prompts.rag]\ntemplate = "prompts/a.j2"\nfixtures = ["fixtures/a.yaml", "fixtures/*.yaml"]\n',
     )
     err = error_of(cfg)
     assert "twice" in err.message and err.location.line == 3
@@ -299,14 +302,19 @@ def test_fixture_glob_through_symlink_outside(tmp_path):
 
 def test_unsupported_fixture_extension(tmp_path):
     cfg = make_repo(
-        tmp_path, '[prompts.rag]\ntemplate = "prompts/a.j2"\nfixtures = ["fixtures/a.txt"]\n', {"fixtures/a.txt": "x"}
+        tmp_path,
+        '[prompts.rag]\ntemplate = "prompts/a.j2"\nfixtures = ["fixtures/a.txt"]\n',
+        {"fixtures/a.txt": "x"},
     )
     err = error_of(cfg)
     assert "extension" in err.message and err.location.line == 3
 
 
 def test_filler_globs_are_checked(tmp_path):
-    cfg = make_repo(tmp_path, '[defaults.recall]\nfiller_globs = ["docs/*.md"]\n\n[prompts.rag]\ntemplate = "prompts/a.j2"\n')
+    cfg = make_repo(
+        tmp_path,
+        '[defaults.recall]\nfiller_globs = ["docs/*.md"]\n\n[prompts.rag]\ntemplate = "prompts/a.j2"\n',
+    )
     err = error_of(cfg)
     assert "matches no files" in err.message and err.location.line == 2
 
@@ -326,21 +334,36 @@ def test_error_format_is_file_line_message_and_hint(tmp_path):
 
 
 def test_list_entries_and_union_types_read_naturally(tmp_path):
-    err = error_of(make_repo(tmp_path, '[prompts.rag]\ntemplate = "prompts/a.j2"\n\n[prompts.rag.recall]\ndepths = [0.1, "x"]\n'))
+    err = error_of(
+        make_repo(
+            tmp_path,
+            '[prompts.rag]\ntemplate = "prompts/a.j2"\n\n[prompts.rag.recall]\ndepths = [0.1, "x"]\n',
+        )
+    )
     assert err.message.startswith("entry 2 of 'depths' in [prompts.rag.recall]") and err.location.line == 5
-    err = error_of(make_repo(tmp_path, '[prompts.rag]\ntemplate = "prompts/a.j2"\n\n[prompts.rag.recall]\nsizes = "big"\n'))
+    err = error_of(
+        make_repo(
+            tmp_path, '[prompts.rag]\ntemplate = "prompts/a.j2"\n\n[prompts.rag.recall]\nsizes = "big"\n'
+        )
+    )
     assert err.message.startswith("'sizes' in [prompts.rag.recall]") and "list[int]" not in err.message
     assert "more problem" not in err.message and "auto" in err.hint
 
 
 def test_a_key_pasted_into_api_key_env_is_refused_without_echoing_it(tmp_path):
     secret = "sk-ant-api03-PASTED-BY-MISTAKE"
-    cfg = make_repo(tmp_path, f'[prompts.rag]\ntemplate = "prompts/a.j2"\n\n'
-                              f'[prompts.rag.providers.anthropic]\napi_key_env = "{secret}"\n')
+    cfg = make_repo(
+        tmp_path,
+        f'[prompts.rag]\ntemplate = "prompts/a.j2"\n\n'
+        f'[prompts.rag.providers.anthropic]\napi_key_env = "{secret}"\n',
+    )
     err = error_of(cfg)
     assert err.location.line == 5 and "api_key_env must name an environment variable" in err.message
     assert secret not in err.format()
     # a plain variable name is still accepted
-    make_repo(tmp_path, '[prompts.rag]\ntemplate = "prompts/a.j2"\n\n'
-                        '[prompts.rag.providers.anthropic]\napi_key_env = "TEAM_CLAUDE_KEY"\n')
+    make_repo(
+        tmp_path,
+        '[prompts.rag]\ntemplate = "prompts/a.j2"\n\n'
+        '[prompts.rag.providers.anthropic]\napi_key_env = "TEAM_CLAUDE_KEY"\n',
+    )
     assert load_config(cfg).prompts["rag"].providers["anthropic"].api_key_env == "TEAM_CLAUDE_KEY"

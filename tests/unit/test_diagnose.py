@@ -14,8 +14,14 @@ THR = 0.8
 def cell(size: int, depth: float, hits: int, trials: int = 5, planned: int = 5) -> RecallCell:
     low, high = stats.wilson_interval(hits, trials)
     return RecallCell(
-        size=size, depth=depth, hits=hits, trials=trials, planned_trials=planned,
-        rate=hits / trials if trials else None, ci_low=low, ci_high=high,
+        size=size,
+        depth=depth,
+        hits=hits,
+        trials=trials,
+        planned_trials=planned,
+        rate=hits / trials if trials else None,
+        ci_low=low,
+        ci_high=high,
         status=stats.cell_status(hits, trials, planned, THR),
     )
 

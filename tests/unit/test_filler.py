@@ -57,7 +57,9 @@ def test_split_paragraphs_cuts_long_blocks_at_sentences():
 def test_repo_passages_stay_under_the_root_and_skip_binaries(tmp_path: Path):
     root = tmp_path / "repo"
     (root / "docs").mkdir(parents=True)
-    (root / "docs" / "a.md").write_text("First paragraph of docs, long enough to keep.\n\nSecond one mentions QZT-4821-KLM in passing, also long enough.")
+    (root / "docs" / "a.md").write_text(
+        "First paragraph of docs, long enough to keep.\n\nSecond one mentions QZT-4821-KLM in passing, also long enough."
+    )
     (root / "docs" / "bin.md").write_bytes(b"binary\x00data that is long enough to be a paragraph........")
     outside = tmp_path / "secret.md"
     outside.write_text("Outside the root: must never be read into a prompt.")
@@ -70,6 +72,8 @@ def test_repo_passages_stay_under_the_root_and_skip_binaries(tmp_path: Path):
 
 
 def test_repo_passages_respect_the_total_cap(tmp_path: Path):
-    (tmp_path / "big.txt").write_text("\n\n".join(f"Paragraph {i} with a little more text in it, enough to keep." for i in range(500)))
+    (tmp_path / "big.txt").write_text(
+        "\n\n".join(f"Paragraph {i} with a little more text in it, enough to keep." for i in range(500))
+    )
     got = repo_passages(tmp_path, ["*.txt"], max_total_chars=1000)
     assert 10 <= len(got) <= 25

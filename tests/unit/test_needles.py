@@ -54,7 +54,9 @@ def test_values_use_consonants_only_so_they_never_spell_words():
 def test_distractors_are_look_alikes_about_other_subjects():
     for needle in _needles("distractors", 3, 100):
         assert len(needle.distractors) == 3
-        shared = set(needle.facts[0].split()) & set.intersection(*(set(d.split()) for d in needle.distractors))
+        shared = set(needle.facts[0].split()) & set.intersection(
+            *(set(d.split()) for d in needle.distractors)
+        )
         assert len(shared) >= 3  # same template...
         assert len({needle.facts[0], *needle.distractors}) == 4  # ...different subjects and values
         # the question names the subject of the real fact, none of the distractors' subjects
@@ -79,7 +81,9 @@ def test_multihop_needs_both_facts():
 def test_custom_needles_substitute_a_fresh_value():
     settings = RecallSettings(
         needle="custom",
-        needles=[NeedleSpec(fact="The staging password is {value}.", question="What is the staging password?")],
+        needles=[
+            NeedleSpec(fact="The staging password is {value}.", question="What is the staging password?")
+        ],
     )
     a = make_needle(settings, random.Random(1))
     b = make_needle(settings, random.Random(2))
@@ -92,7 +96,9 @@ def test_custom_needles_substitute_a_fresh_value():
 def test_custom_answer_template_is_honoured():
     settings = RecallSettings(
         needle="custom",
-        needles=[NeedleSpec(fact="Room {value} is free.", question="Which room is free?", answer="room {value}")],
+        needles=[
+            NeedleSpec(fact="Room {value} is free.", question="Which room is free?", answer="room {value}")
+        ],
     )
     needle = make_needle(settings, random.Random(3))
     assert needle.answer.startswith("room ") and VALUE_RE.search(needle.answer)
@@ -101,7 +107,10 @@ def test_custom_answer_template_is_honoured():
 @pytest.mark.parametrize(
     "spec, message",
     [
-        (NeedleSpec(fact="The password is secret.", question="What is the password?"), "must contain {value}"),
+        (
+            NeedleSpec(fact="The password is secret.", question="What is the password?"),
+            "must contain {value}",
+        ),
         (NeedleSpec(fact="It is {value}.", question="Is it {value}?"), "give the answer away"),
     ],
 )

@@ -15,9 +15,18 @@ EVIL = "@octocat <img src=x onerror=alert(1)> | ``` [x](https://evil)"
 
 def _lost_middle(answer=EVIL, name="rag", fixture="fx/a.yaml"):
     base = results(prompt(name, [case(1000, fixture=fixture)], rec=recall(grid(FULL))))
-    head = results(prompt(name, [case(1060, fixture=fixture)], rec=recall(
-        grid({0.0: (5, 5), 0.5: (0, 5), 1.0: (5, 5)}), kind="lost-in-the-middle",
-        answers={(2000, 0.5): [("K3X9", answer)] * 3})), commit="b" * 40)
+    head = results(
+        prompt(
+            name,
+            [case(1060, fixture=fixture)],
+            rec=recall(
+                grid({0.0: (5, 5), 0.5: (0, 5), 1.0: (5, 5)}),
+                kind="lost-in-the-middle",
+                answers={(2000, 0.5): [("K3X9", answer)] * 3},
+            ),
+        ),
+        commit="b" * 40,
+    )
     return compare(base, head)
 
 
@@ -57,9 +66,16 @@ def test_size_limit_drops_details_then_points_to_summary():
 
 
 def test_huge_run_stays_under_github_limit():
-    many = [prompt(f"p{i}", [case(1000 + i, fixture=f"fx/{j}.yaml") for j in range(5)],
-                   rec=recall(grid(FULL, sizes=(1000, 2000, 4000, 8000)), answers={(1000, 0.5): [("a", "b" * 300)] * 5}))
-            for i in range(120)]
+    many = [
+        prompt(
+            f"p{i}",
+            [case(1000 + i, fixture=f"fx/{j}.yaml") for j in range(5)],
+            rec=recall(
+                grid(FULL, sizes=(1000, 2000, 4000, 8000)), answers={(1000, 0.5): [("a", "b" * 300)] * 5}
+            ),
+        )
+        for i in range(120)
+    ]
     text = render_comment(compare(None, results(*many)))
     assert len(text) <= 65536 and text.startswith(MARKER)
     summary = render_summary(compare(None, results(*many)))
@@ -67,8 +83,10 @@ def test_huge_run_stays_under_github_limit():
 
 
 def test_unchanged_cases_are_collapsed_when_trimming():
-    c = compare(results(*[prompt(f"p{i}", [case(100)]) for i in range(50)]),
-                results(*[prompt(f"p{i}", [case(100)]) for i in range(50)]))
+    c = compare(
+        results(*[prompt(f"p{i}", [case(100)]) for i in range(50)]),
+        results(*[prompt(f"p{i}", [case(100)]) for i in range(50)]),
+    )
     full = render_comment(c)
     assert full.count("| 🟢 |") == 50
     trimmed = render_comment(c, max_chars=len(full) - 200)

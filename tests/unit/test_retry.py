@@ -51,8 +51,11 @@ def classify(exc):
 def test_succeeds_after_transient_failures_and_counts_attempts():
     sleep = Recorder()
     attempt, calls = flaky([RuntimeError(Retry("500")), RuntimeError(Retry("timeout"))])
-    result, attempts = run(call_with_retries(attempt, classify, policy=RetryPolicy(), provider="p",
-                                             sleep=sleep, rng=random.Random(1)))
+    result, attempts = run(
+        call_with_retries(
+            attempt, classify, policy=RetryPolicy(), provider="p", sleep=sleep, rng=random.Random(1)
+        )
+    )
     assert result == "ok" and attempts == 3 and calls["n"] == 3
     assert len(sleep.delays) == 2
 
@@ -70,8 +73,9 @@ def test_full_jitter_stays_inside_the_doubling_window():
 
 def test_retry_after_is_honoured_exactly_and_capped():
     sleep = Recorder()
-    attempt, _ = flaky([RuntimeError(Retry("429", retry_after_s=3.0)),
-                        RuntimeError(Retry("429", retry_after_s=500.0))])
+    attempt, _ = flaky(
+        [RuntimeError(Retry("429", retry_after_s=3.0)), RuntimeError(Retry("429", retry_after_s=500.0))]
+    )
     policy = RetryPolicy(max_retry_after_s=20.0)
     run(call_with_retries(attempt, classify, policy=policy, provider="p", sleep=sleep))
     assert sleep.delays == [3.0, 20.0]
@@ -81,8 +85,11 @@ def test_gives_up_after_max_attempts_with_provider_unavailable():
     sleep = Recorder()
     attempt, calls = flaky([RuntimeError(Retry("529 overloaded_error")) for _ in range(10)])
     with pytest.raises(ProviderUnavailable) as info:
-        run(call_with_retries(attempt, classify, policy=RetryPolicy(max_attempts=4), provider="anthropic",
-                              sleep=sleep))
+        run(
+            call_with_retries(
+                attempt, classify, policy=RetryPolicy(max_attempts=4), provider="anthropic", sleep=sleep
+            )
+        )
     assert calls["n"] == 4 and len(sleep.delays) == 3
     assert "4 attempts" in info.value.message and "529" in info.value.message
     assert info.value.exit_code == EXIT_PROVIDER
@@ -97,14 +104,17 @@ def test_non_retryable_error_raises_at_once():
     assert calls["n"] == 1 and sleep.delays == []
 
 
-@pytest.mark.parametrize("headers,expected", [
-    ({"retry-after": "2"}, 2.0),
-    ({"Retry-After": "0.25"}, 0.25),
-    ({"retry-after-ms": "1500", "retry-after": "9"}, 1.5),
-    ({"retry-after": "soon"}, None),
-    ({}, None),
-    (None, None),
-])
+@pytest.mark.parametrize(
+    "headers,expected",
+    [
+        ({"retry-after": "2"}, 2.0),
+        ({"Retry-After": "0.25"}, 0.25),
+        ({"retry-after-ms": "1500", "retry-after": "9"}, 1.5),
+        ({"retry-after": "soon"}, None),
+        ({}, None),
+        (None, None),
+    ],
+)
 def test_retry_after_header_forms(headers, expected):
     assert retry_after_from_headers(headers) == expected
 
@@ -124,8 +134,9 @@ def test_transient_statuses_are_retried(status):
 @pytest.mark.parametrize("status", [401, 403])
 def test_auth_failures_are_provider_unavailable_and_name_the_variable_not_the_key(status, monkeypatch):
     monkeypatch.setenv("MY_KEY", "sk-ant-secret-value")
-    verdict = classify_status(status, provider="anthropic", model="claude-sonnet-5-5",
-                              key_env="MY_KEY", message="invalid x-api-key")
+    verdict = classify_status(
+        status, provider="anthropic", model="claude-sonnet-5-5", key_env="MY_KEY", message="invalid x-api-key"
+    )
     assert isinstance(verdict, ProviderUnavailable) and not isinstance(verdict, RequestRejected)
     text = verdict.format()
     assert "$MY_KEY" in text and "sk-ant-secret-value" not in text

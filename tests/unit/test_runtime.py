@@ -67,8 +67,12 @@ def test_edge_order_accepts_iterables_and_does_not_mutate():
 
 @pytest.mark.parametrize(
     "scores, match",
-    [([1.0, 2.0], "3 chunks but 2 scores"), ([1.0, float("nan"), 2.0], "number"), ([1, "x", 2], "number"),
-     ([True, 1, 2], "number")],
+    [
+        ([1.0, 2.0], "3 chunks but 2 scores"),
+        ([1.0, float("nan"), 2.0], "number"),
+        ([1, "x", 2], "number"),
+        ([True, 1, 2], "number"),
+    ],
 )
 def test_edge_order_rejects_bad_scores(scores, match):
     with pytest.raises(ValueError, match=match):
@@ -138,12 +142,16 @@ def test_cost_uses_the_price_table_and_the_output_allowance():
     est = PreflightGuard(model, reserve_output_tokens=200).estimate(system=SYSTEM, messages=MESSAGES)
     price = price_of(model)
     assert est.output_tokens == 200
-    assert est.cost_usd == pytest.approx((est.tokens * price.input_per_mtok + 200 * price.output_per_mtok) / 1e6)
+    assert est.cost_usd == pytest.approx(
+        (est.tokens * price.input_per_mtok + 200 * price.output_per_mtok) / 1e6
+    )
     with_max = PreflightGuard(model).estimate(system=SYSTEM, messages=MESSAGES, max_tokens=4000)
     assert with_max.output_tokens == 4000 and with_max.cost_usd > est.cost_usd
 
     limit = with_max.cost_usd
-    assert PreflightGuard(model, max_cost_usd=limit).check(SYSTEM, MESSAGES, max_tokens=4000).cost_usd == limit
+    assert (
+        PreflightGuard(model, max_cost_usd=limit).check(SYSTEM, MESSAGES, max_tokens=4000).cost_usd == limit
+    )
     with pytest.raises(BudgetExceeded) as exc:
         PreflightGuard(model, max_cost_usd=limit * 0.99).check(SYSTEM, MESSAGES, max_tokens=4000)
     assert exc.value.kind == "cost" and "$" in str(exc.value)
@@ -165,7 +173,9 @@ def test_guard_rejects_nonsense_limits(kwargs):
 
 def test_guard_with_the_exact_anthropic_counter(anthropic_env):
     fake = anthropic_env
-    est = PreflightGuard("claude-sonnet-5-5", tokenizer="anthropic").estimate(system=SYSTEM, messages=MESSAGES)
+    est = PreflightGuard("claude-sonnet-5-5", tokenizer="anthropic").estimate(
+        system=SYSTEM, messages=MESSAGES
+    )
     assert est.exact is True and est.tokenizer == "anthropic"
     count_req = [r for r in fake.requests if r["path"].endswith("/count_tokens")][-1]
     assert est.tokens == fake.prompt_tokens(count_req["json"])
@@ -175,7 +185,9 @@ def test_guard_with_the_exact_anthropic_counter(anthropic_env):
 
 
 def test_wrap_sends_under_budget_and_sends_nothing_over_budget(fake_anthropic):
-    client = anthropic.Anthropic(base_url=fake_anthropic.base_url, api_key=fake_anthropic.api_key, max_retries=0)
+    client = anthropic.Anthropic(
+        base_url=fake_anthropic.base_url, api_key=fake_anthropic.api_key, max_retries=0
+    )
     n = PreflightGuard("claude-sonnet-5-5").estimate(system=SYSTEM, messages=MESSAGES).tokens
 
     create = PreflightGuard("claude-sonnet-5-5", max_input_tokens=n).wrap(client.messages.create)
@@ -184,14 +196,18 @@ def test_wrap_sends_under_budget_and_sends_nothing_over_budget(fake_anthropic):
 
     tight = PreflightGuard("claude-sonnet-5-5", max_input_tokens=n - 1)
     with pytest.raises(BudgetExceeded):
-        tight.wrap(client.messages.create)(model="claude-sonnet-5-5", max_tokens=64, system=SYSTEM, messages=MESSAGES)
+        tight.wrap(client.messages.create)(
+            model="claude-sonnet-5-5", max_tokens=64, system=SYSTEM, messages=MESSAGES
+        )
     with pytest.raises(ValueError, match="prices 'claude-sonnet-5-5'"):
         create(model="claude-opus-5-5", max_tokens=64, system=SYSTEM, messages=MESSAGES)
     assert fake_anthropic.calls["messages"] == 1  # neither refused call reached the server
 
 
 def test_decorator_form_on_the_async_client(fake_anthropic):
-    client = anthropic.AsyncAnthropic(base_url=fake_anthropic.base_url, api_key=fake_anthropic.api_key, max_retries=0)
+    client = anthropic.AsyncAnthropic(
+        base_url=fake_anthropic.base_url, api_key=fake_anthropic.api_key, max_retries=0
+    )
     guard = PreflightGuard("claude-haiku-5-5", max_cost_usd=0.001)
 
     @guard

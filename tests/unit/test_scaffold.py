@@ -24,16 +24,22 @@ def write(root: Path, rel: str, text: str) -> None:
 @pytest.fixture
 def repo(tmp_path) -> Path:
     root = tmp_path / "repo"
-    write(root, "prompts/rag_answer.j2",
-          "system:\n{% include 'partials/rules.j2' %}\nuser:\n{% for d in retrieved_docs %}{{ d }}\n{% endfor %}{{ query }}\n")
+    write(
+        root,
+        "prompts/rag_answer.j2",
+        "system:\n{% include 'partials/rules.j2' %}\nuser:\n{% for d in retrieved_docs %}{{ d }}\n{% endfor %}{{ query }}\n",
+    )
     write(root, "prompts/partials/rules.j2", "Be brief.")
     write(root, "fixtures/rag_answer/typical.yaml", "retrieved_docs: [a]\nquery: q\n")
     write(root, "fixtures/rag_answer/worst.json", '{"retrieved_docs": ["a", "b"], "query": "w"}')
     write(root, "prompts/summary.jinja", "Summarise:\n{{ text }}\n")
     write(root, "prompts/summary.yaml", "text: hello\n")
-    write(root, "agents/support.prompty",
-          "---\nname: s\nsample:\n  history: []\n  question: hi\n---\nsystem:\nok\n"
-          "{% for t in history %}{{ t.role }}:\n{{ t.content }}\n{% endfor %}user:\n{{ question }}\n")
+    write(
+        root,
+        "agents/support.prompty",
+        "---\nname: s\nsample:\n  history: []\n  question: hi\n---\nsystem:\nok\n"
+        "{% for t in history %}{{ t.role }}:\n{{ t.content }}\n{% endfor %}user:\n{{ question }}\n",
+    )
     write(root, "node_modules/pkg/ignored.j2", "{{ x }}")
     write(root, ".git/hooks/ignored.j2", "{{ x }}")
     write(root, ".venv/lib/ignored.jinja2", "{{ x }}")

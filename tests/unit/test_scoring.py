@@ -8,7 +8,12 @@ from needle_action.config import RecallSettings
 from needle_action.recall.needles import Needle
 from needle_action.recall.scoring import normalise, score
 
-NEEDLE = Needle(style="codeword", facts=("The code is QZT-4821-KLM.",), question="What is the code?", answer="QZT-4821-KLM")
+NEEDLE = Needle(
+    style="codeword",
+    facts=("The code is QZT-4821-KLM.",),
+    question="What is the code?",
+    answer="QZT-4821-KLM",
+)
 
 
 def _s(mode: str, regex: str | None = None) -> RecallSettings:

@@ -88,7 +88,9 @@ def test_observed_depth_and_size_are_measured_from_the_request():
     from tests.fakes.anthropic_server import request_texts
 
     # the same number the fake's count_tokens endpoint reports for this request
-    assert obs.size == len(_load_encoding("o200k_base").encode("\n".join(request_texts(body)), disallowed_special=()))
+    assert obs.size == len(
+        _load_encoding("o200k_base").encode("\n".join(request_texts(body)), disallowed_special=())
+    )
     assert 2000 < obs.size < 20000
     assert SimulatedModel(flat(1.0), exact_size=False).observe(body).size == pytest.approx(obs.size, rel=0.35)
 
@@ -153,7 +155,9 @@ def test_misses_are_plausible_wrong_answers():
         assert a != n.answer
         answers.append((a, n))
     distractor = sum(any(a in d for d in n.distractors) for a, n in answers)
-    fabricated = sum(bool(VALUE_RE.fullmatch(a)) and not any(a in d for d in n.distractors) for a, n in answers)
+    fabricated = sum(
+        bool(VALUE_RE.fullmatch(a)) and not any(a in d for d in n.distractors) for a, n in answers
+    )
     not_found = sum(a == NOT_FOUND for a, _ in answers)
     assert distractor > 100 and fabricated > 30 and not_found > 30
 
@@ -174,8 +178,10 @@ def test_outcome_depends_on_seed_and_value_not_on_call_order():
     other_seed = [SimulatedModel(flat(0.5), seed=10)(b) for b in bodies]
     assert other_seed != first
     # the same needle value in a differently shaped request gets the same draw
-    moved = [SimulatedModel(flat(0.5), seed=9)(_body([(0.2, n.facts[0])], n.question, filler=FILLER[:1000]))
-             for n in needles]
+    moved = [
+        SimulatedModel(flat(0.5), seed=9)(_body([(0.2, n.facts[0])], n.question, filler=FILLER[:1000]))
+        for n in needles
+    ]
     assert moved == first
 
 

@@ -55,7 +55,12 @@ def test_quota_is_not_fooled_by_floating_point():
 def test_final_status_with_five_trials_at_80_percent():
     # the rule as documented: 0-2 hits fail, 3 is undecided (interval reaches 0.8), 4-5 pass
     assert [stats.final_status(h, 5, 0.8) for h in range(6)] == [
-        "fail", "fail", "fail", "undecided", "pass", "pass"
+        "fail",
+        "fail",
+        "fail",
+        "undecided",
+        "pass",
+        "pass",
     ]
 
 
