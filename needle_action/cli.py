@@ -96,7 +96,7 @@ def recall_options(fn):
 
 
 def _load(config_path: Path):
-    from needle_action.config_loader import load_config
+    from needle_action.config.loader import load_config
 
     return load_config(config_path)
 
@@ -157,7 +157,7 @@ def main() -> None:
 @handle_errors
 def init(force: bool, root: Path, config_path: Path) -> None:
     """Scan ROOT for prompt templates and write a commented starter threshold file."""
-    from needle_action.scaffold import write_starter
+    from needle_action.config.scaffold import write_starter
 
     written = write_starter(root, config_path, force=force)
     click.echo(f"wrote {written}")
@@ -267,7 +267,7 @@ def check(config_path, only, baseline, json_out, overrides, progress, cache, no_
 @handle_errors
 def report(head: Path, base: Path | None, fmt: str, output: Path | None) -> None:
     """Compare results files and render the PR comment (Markdown) or the verdicts (JSON)."""
-    from needle_action.compare import compare
+    from needle_action.compare.verdict import compare
     from needle_action.report.render import render_comment
     from needle_action.results import load_results
 

@@ -9,9 +9,9 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-from needle_action.config import Config, PromptConfig
+from needle_action.config.model import Config, PromptConfig
 from needle_action.errors import ConfigError
-from needle_action.prompt import RenderedPrompt
+from needle_action.assemble.prompt import RenderedPrompt
 from needle_action.results import PromptResult, Results
 
 
@@ -38,7 +38,7 @@ def select_prompts(config: Config, only: list[str] | None) -> list[PromptConfig]
 
 def render_prompt_cases(config: Config, name: str, *, fixture: str | None = None) -> Iterator[RenderedPrompt]:
     """Each fixture of prompt NAME rendered (or just FIXTURE); for ``needle render``."""
-    from needle_action.assemble import render_case
+    from needle_action.assemble.render import render_case
 
     (prompt,) = select_prompts(config, [name])
     fixtures = config.fixture_paths(prompt)
@@ -60,9 +60,9 @@ def _prompt_shell(config: Config, prompt: PromptConfig) -> PromptResult:
 
 def run_budget(config: Config, *, baseline: Results | None = None, only: list[str] | None = None) -> Results:
     """Render every prompt x fixture, count tokens, apply budgets (absolute and growth vs baseline)."""
-    from needle_action.assemble import render_case
+    from needle_action.assemble.render import render_case
     from needle_action.budget import evaluate_case
-    from needle_action.tokens import count_prompts
+    from needle_action.tokens.counters import count_prompts
 
     started = time.perf_counter()
     results = Results(config=str(config.path))

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from needle_action import tiktoken_cache
+from needle_action.tokens import tiktoken_cache
 
 REPO = Path(__file__).resolve().parent.parent
 EXAMPLES = REPO / "examples"

@@ -204,8 +204,8 @@ def run(settings: Settings) -> int:
         measure_base,
         resolve_commit,
     )
-    from needle_action.compare import compare
-    from needle_action.config_loader import load_config
+    from needle_action.compare.verdict import compare
+    from needle_action.config.loader import load_config
     from needle_action.recall.cache import ResultCache
     from needle_action.report.render import render_comment, render_summary
 
@@ -331,7 +331,7 @@ def post_from_report(settings: Settings) -> int:
     commit this workflow_run was triggered by (checked with the API).
     """
     from needle_action.action.github import GitHubClient, GitHubError
-    from needle_action.compare import Comparison
+    from needle_action.compare.verdict import Comparison
     from needle_action.report.render import MARKER, render_comment, render_summary
 
     folder = settings.post_report

@@ -1,6 +1,6 @@
 """In-process model through llama-cpp-python: no key, no network, reproducible.
 
-* Default model: the embedded Gemma 3 270M (:mod:`needle_action.local_model`); any .gguf with
+* Default model: the embedded Gemma 3 270M (:mod:`needle_action.providers.local_model`); any .gguf with
   ``providers.local.model_path``.
 * Two prompt formats, chosen from the GGUF metadata. A GGUF with a chat template (instruction
   models) gets the chat through that template. One without (base models, like the embedded
@@ -23,10 +23,10 @@ import asyncio
 import re
 import threading
 
-from needle_action.config import ProviderSettings
+from needle_action.config.model import ProviderSettings
 from needle_action.errors import ConfigError
-from needle_action.local_model import N_CTX_TRAIN, get_llama
-from needle_action.prompt import RenderedPrompt
+from needle_action.providers.local_model import N_CTX_TRAIN, get_llama
+from needle_action.assemble.prompt import RenderedPrompt
 from needle_action.providers.base import Completion
 from needle_action.providers.retry import RequestRejected
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from needle_action.config import PromptSettings, ProviderSettings
+from needle_action.config.model import PromptSettings, ProviderSettings
 from needle_action.errors import ConfigError
 from needle_action.providers.base import Provider
 

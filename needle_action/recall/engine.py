@@ -31,7 +31,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from needle_action import __version__
-from needle_action.config import Config, PromptConfig
+from needle_action.config.model import Config, PromptConfig
 from needle_action.errors import ConfigError, ProviderUnavailable
 from needle_action.recall import stats
 from needle_action.recall.diagnose import diagnose
@@ -472,9 +472,9 @@ async def run_cells(plan: PromptPlan, provider, *, progress=None) -> tuple[int, 
 
 
 async def _recall_prompt(run: _Run, prompt: PromptConfig, pr: PromptResult, *, baseline, cache) -> None:
-    from needle_action.assemble import render_case
+    from needle_action.assemble.render import render_case
     from needle_action.recall.haystack import HaystackBuilder
-    from needle_action.tokens import get_counter
+    from needle_action.tokens.counters import get_counter
 
     config, totals = run.config, run.results.totals
     fixture_path = recall_fixture(config, prompt)

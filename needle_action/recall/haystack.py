@@ -38,9 +38,9 @@ from itertools import islice
 from pathlib import Path
 from typing import Any
 
-from needle_action.config import Config, PromptConfig
+from needle_action.config.model import Config, PromptConfig
 from needle_action.errors import ConfigError, TemplateError
-from needle_action.prompt import Message, RenderedPrompt
+from needle_action.assemble.prompt import Message, RenderedPrompt
 from needle_action.recall.filler import Passage, generated_passages, repo_passages, scrub, split_paragraphs
 from needle_action.recall.needles import Needle
 
@@ -272,7 +272,7 @@ class HaystackBuilder:
         seed: int,
         fixture_path: str | Path | None = None,
     ) -> None:
-        from needle_action.assemble import load_fixture
+        from needle_action.assemble.render import load_fixture
 
         self.config, self.prompt, self.counter, self.seed = config, prompt, counter, seed
         where = {"file": config.path, "line": config.line_of(f"prompts.{prompt.name}")}
@@ -337,7 +337,7 @@ class HaystackBuilder:
         return int(self.counter.count_prompt(rendered))
 
     def _render(self, context: Any, question: str) -> RenderedPrompt:
-        from needle_action.assemble import render_case
+        from needle_action.assemble.render import render_case
 
         variables = {**self.variables, self.context_var: context, self.question_var: question}
         return render_case(self.config, self.prompt, self.fixture_path, variables=variables)
@@ -557,7 +557,7 @@ class HaystackBuilder:
 def _unit_counter_for(counter):
     """A local counter for pre-counting filler units: tiktoken instead of one API call per unit."""
     if getattr(counter, "name", "") == "anthropic":
-        from needle_action.tokens import TiktokenCounter
+        from needle_action.tokens.counters import TiktokenCounter
 
         return TiktokenCounter("o200k_base", model="claude")
     return counter

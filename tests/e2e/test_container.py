@@ -25,7 +25,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from needle_action import __version__, tiktoken_cache
+from needle_action import __version__
+from needle_action.tokens import tiktoken_cache
 from needle_action.action.workflow import read_outputs
 from tests.fakes.anthropic_server import FakeAnthropic
 from tests.fakes.github_server import FakeGitHub

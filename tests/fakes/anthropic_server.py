@@ -248,7 +248,7 @@ class FakeAnthropic:
         if self._enc is None:
             import tiktoken
 
-            from needle_action import tiktoken_cache
+            from needle_action.tokens import tiktoken_cache
 
             if not os.environ.get("TIKTOKEN_CACHE_DIR"):
                 os.environ["TIKTOKEN_CACHE_DIR"] = str(tiktoken_cache.default_cache_dir())

@@ -199,7 +199,7 @@ class SimulatedModel:
                 self._sizes.move_to_end(key)
                 return self._sizes[key]
             if self._enc is None:
-                from needle_action.tokens import _load_encoding  # cached per process, seeded offline
+                from needle_action.tokens.counters import _load_encoding  # cached per process, seeded offline
 
                 self._enc = _load_encoding("o200k_base")
         n = len(self._enc.encode(text, disallowed_special=()))

@@ -13,7 +13,7 @@ import pytest
 import yaml
 from click.testing import CliRunner
 
-from needle_action import tokens
+from needle_action.tokens import counters as tokens
 from needle_action.cli import main
 from needle_action.results import SCHEMA_VERSION, load_results
 

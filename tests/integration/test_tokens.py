@@ -14,13 +14,13 @@ from pathlib import Path
 import pytest
 import tiktoken
 
-from needle_action import tokens
-from needle_action.assemble import render_case
-from needle_action.config import PromptSettings, ProviderSettings
-from needle_action.config_loader import load_config
+from needle_action.tokens import counters as tokens
+from needle_action.assemble.render import render_case
+from needle_action.config.model import PromptSettings, ProviderSettings
+from needle_action.config.loader import load_config
 from needle_action.errors import ProviderUnavailable, TokenizerError
-from needle_action.prompt import Message, RenderedPrompt
-from needle_action.tokens import (
+from needle_action.assemble.prompt import Message, RenderedPrompt
+from needle_action.tokens.counters import (
     TOKENS_PER_MESSAGE,
     TOKENS_REPLY_PRIMING,
     TiktokenCounter,
@@ -215,7 +215,7 @@ def test_missing_encoding_offline_is_a_clear_error_without_network(tmp_path):
     assert "NETWORK ATTEMPTED" not in proc.stderr + proc.stdout
     assert "Traceback" not in proc.stderr
     assert "o200k_base is not available offline" in proc.stderr
-    assert "python -m needle_action.tiktoken_cache" in proc.stderr
+    assert "python -m needle_action.tokens.tiktoken_cache" in proc.stderr
     assert "pip install bpe-openai" in proc.stderr
     assert "TIKTOKEN_CACHE_DIR" in proc.stderr
 
@@ -388,7 +388,7 @@ def _llama_or_skip():
         import llama_cpp  # noqa: F401
     except ImportError:
         pytest.skip("llama-cpp-python is not installed (the [local] extra)")
-    from needle_action.local_model import model_path
+    from needle_action.providers.local_model import model_path
 
     return model_path()
 
@@ -455,8 +455,8 @@ def test_local_counter_is_approximate_for_another_provider(example_cases):
 
 def test_local_counter_without_the_model_package_is_a_setup_error(monkeypatch):
     pytest.importorskip("llama_cpp", reason="needs the [local] extra")
-    from needle_action import local_model
-    from needle_action import tokens as tokens_module
+    from needle_action.providers import local_model
+    from needle_action.tokens import counters as tokens_module
     from needle_action.errors import EXIT_CONFIG, ProviderUnavailable
 
     def missing():

@@ -7,7 +7,7 @@ import math
 
 import pytest
 
-from needle_action.compare import compare, fisher_drop_pvalue, min_achievable_pvalue
+from needle_action.compare.verdict import compare, fisher_drop_pvalue, min_achievable_pvalue
 from tests.unit._results_builder import case, grid, prompt, recall, results
 
 FULL = {0.0: (5, 5), 0.5: (5, 5), 1.0: (5, 5)}

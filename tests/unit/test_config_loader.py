@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from needle_action.config_loader import load_config, scan_lines
+from needle_action.config.loader import load_config, scan_lines
 from needle_action.errors import ConfigError
 
 

@@ -275,7 +275,7 @@ def _token_delta(head: BudgetCase | None, base: BudgetCase | None) -> TokenDelta
 
 
 def _growth_of(case: BudgetCase):
-    from needle_action.config import parse_growth
+    from needle_action.config.model import parse_growth
 
     try:
         return parse_growth(case.max_growth.replace(" tokens", "")) if case.max_growth else None

@@ -24,7 +24,7 @@ from typing import Any
 
 from pydantic import BaseModel, ValidationError
 
-from needle_action.config import PROVIDERS, Config, PromptConfig, PromptSettings
+from needle_action.config.model import PROVIDERS, Config, PromptConfig, PromptSettings
 from needle_action.errors import ConfigError
 
 FIXTURE_SUFFIXES = (".yaml", ".yml", ".json", ".toml")

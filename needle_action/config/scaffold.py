@@ -13,8 +13,8 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from needle_action.config import PromptSettings, RecallSettings
-from needle_action.config_loader import FIXTURE_SUFFIXES, display_path
+from needle_action.config.model import PromptSettings, RecallSettings
+from needle_action.config.loader import FIXTURE_SUFFIXES, display_path
 from needle_action.errors import ConfigError, NeedleError
 
 TEMPLATE_SUFFIXES = (".j2", ".jinja", ".jinja2", ".prompty")
@@ -147,7 +147,7 @@ def _prompt_name(template: Path, taken: set[str]) -> str:
 
 def _inspect(found: FoundTemplate, config_dir: Path) -> None:
     """Fill variables/guesses (and a rough rendered size) from the template itself."""
-    from needle_action.assemble import _split_prompty, environment_for, undeclared_variables
+    from needle_action.assemble.render import _split_prompty, environment_for, undeclared_variables
 
     env = environment_for(config_dir)
     try:
@@ -168,7 +168,7 @@ def _inspect(found: FoundTemplate, config_dir: Path) -> None:
 
 def _partials(templates: list[Path], config_dir: Path) -> set[Path]:
     """Templates that other templates include/import/extend: building blocks, not prompts."""
-    from needle_action.assemble import environment_for, referenced_templates
+    from needle_action.assemble.render import environment_for, referenced_templates
 
     env = environment_for(config_dir)
     out: set[Path] = set()
@@ -186,8 +186,8 @@ def _partials(templates: list[Path], config_dir: Path) -> set[Path]:
 
 def _estimate(found: FoundTemplate, config_dir: Path) -> None:
     """Rough rendered size with the first fixture, for a budget suggestion (chars, not tokens)."""
-    from needle_action.assemble import render_case
-    from needle_action.config import Config, PromptConfig
+    from needle_action.assemble.render import render_case
+    from needle_action.config.model import Config, PromptConfig
 
     prompt = PromptConfig(name=found.name, template=found.rel, fixtures=found.fixtures[:1])
     config = Config(path=config_dir / "needle.toml", root=config_dir, prompts={found.name: prompt})
