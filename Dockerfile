@@ -46,7 +46,7 @@ ENV PIP="/opt/needle/bin/python /opt/pip.whl/pip"
 #   against tiktoken's own sha256, and both encodings are loaded once to prove they work offline.
 #   Then bpe-openai (75 MB installed) goes: the baked cache replaces it at run time.
 # - [local] only: the compiler llama-cpp-python needs is installed and purged again.
-COPY pyproject.toml needle_action/tiktoken_cache.py /tmp/needle-deps/
+COPY pyproject.toml needle_action/tokens/tiktoken_cache.py /tmp/needle-deps/
 # hadolint ignore=DL3008
 RUN case ",${NEEDLE_EXTRAS}," in *,local,*) apt-get update \
       && apt-get install -y --no-install-recommends build-essential cmake;; esac \

@@ -28,11 +28,11 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
 from bench.seed_loop import run_seed_loop  # noqa: E402
-from needle_action.tokens import tiktoken_cache  # noqa: E402
 from needle_action.config.loader import load_config  # noqa: E402
 from needle_action.pipeline import RecallOverrides, run_recall  # noqa: E402
 from needle_action.recall.engine import effective_prompt, recall_fixture  # noqa: E402
 from needle_action.recall.haystack import HaystackBuilder  # noqa: E402
+from needle_action.tokens import tiktoken_cache  # noqa: E402
 from needle_action.tokens.counters import get_counter  # noqa: E402
 from tests.fakes.anthropic_server import FakeAnthropic  # noqa: E402
 from tests.fakes.simulated_model import SimulatedModel, u_shape  # noqa: E402

@@ -31,11 +31,11 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from needle_action.tokens import tiktoken_cache, tokens  # noqa: E402
-from needle_action.assemble.render import load_fixture, render_case  # noqa: E402
-from needle_action.config.model import PromptConfig  # noqa: E402
-from needle_action.config.loader import load_config  # noqa: E402
 from needle_action.assemble.prompt import RenderedPrompt  # noqa: E402
+from needle_action.assemble.render import load_fixture, render_case  # noqa: E402
+from needle_action.config.loader import load_config  # noqa: E402
+from needle_action.config.model import PromptConfig  # noqa: E402
+from needle_action.tokens import tiktoken_cache, tokens  # noqa: E402
 
 ENCODING = "o200k_base"
 WORDS = "amber basalt cedar delta ember fjord granite harbor indigo juniper kelp lumen meadow nectar".split()

@@ -12,8 +12,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from pathlib import PurePosixPath
 
-from needle_action.config.model import PromptSettings
 from needle_action.assemble.prompt import RenderedPrompt
+from needle_action.config.model import PromptSettings
 from needle_action.results import BudgetCase, PromptResult, TokenCount
 
 

@@ -9,9 +9,9 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 
+from needle_action.assemble.prompt import RenderedPrompt
 from needle_action.config.model import Config, PromptConfig
 from needle_action.errors import ConfigError
-from needle_action.assemble.prompt import RenderedPrompt
 from needle_action.results import PromptResult, Results
 
 

@@ -13,8 +13,8 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from needle_action.config.model import PromptSettings, RecallSettings
 from needle_action.config.loader import FIXTURE_SUFFIXES, display_path
+from needle_action.config.model import PromptSettings, RecallSettings
 from needle_action.errors import ConfigError, NeedleError
 
 TEMPLATE_SUFFIXES = (".j2", ".jinja", ".jinja2", ".prompty")

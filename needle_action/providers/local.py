@@ -23,11 +23,11 @@ import asyncio
 import re
 import threading
 
+from needle_action.assemble.prompt import RenderedPrompt
 from needle_action.config.model import ProviderSettings
 from needle_action.errors import ConfigError
-from needle_action.providers.local_model import N_CTX_TRAIN, get_llama
-from needle_action.assemble.prompt import RenderedPrompt
 from needle_action.providers.base import Completion
+from needle_action.providers.local_model import N_CTX_TRAIN, get_llama
 from needle_action.providers.retry import RequestRejected
 
 DEFAULT_MODEL = "gemma-3-270m"

@@ -38,9 +38,9 @@ from itertools import islice
 from pathlib import Path
 from typing import Any
 
+from needle_action.assemble.prompt import Message, RenderedPrompt
 from needle_action.config.model import Config, PromptConfig
 from needle_action.errors import ConfigError, TemplateError
-from needle_action.assemble.prompt import Message, RenderedPrompt
 from needle_action.recall.filler import Passage, generated_passages, repo_passages, scrub, split_paragraphs
 from needle_action.recall.needles import Needle
 

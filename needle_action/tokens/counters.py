@@ -32,9 +32,9 @@ from functools import cache, lru_cache
 from pathlib import Path
 from typing import Protocol
 
+from needle_action.assemble.prompt import RenderedPrompt
 from needle_action.config.model import PromptSettings, ProviderSettings
 from needle_action.errors import ConfigError, ProviderUnavailable, TokenizerError
-from needle_action.assemble.prompt import RenderedPrompt
 from needle_action.results import TokenCount
 
 # OpenAI's documented chat overhead (cookbook "How to count tokens with tiktoken"): each message is

@@ -26,8 +26,8 @@ import pytest
 import yaml
 
 from needle_action import __version__
-from needle_action.tokens import tiktoken_cache
 from needle_action.action.workflow import read_outputs
+from needle_action.tokens import tiktoken_cache
 from tests.fakes.anthropic_server import FakeAnthropic
 from tests.fakes.github_server import FakeGitHub
 from tests.fakes.simulated_model import SimulatedModel, flat

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from needle_action.config.model import PromptConfig
 from needle_action.config.loader import load_config
+from needle_action.config.model import PromptConfig
 from needle_action.errors import ConfigError, TemplateError
 from needle_action.recall.haystack import HaystackBuilder, SizeTooSmall, Trial
 from needle_action.recall.needles import BRIDGE_RE, VALUE_RE, Needle, make_needle
