@@ -25,8 +25,9 @@ from needle_action.providers.retry import (
     RetryingProvider,
     classify_status,
 )
+from needle_action.providers.specs import SPECS
 
-DEFAULT_KEY_ENVS = ("ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN")
+DEFAULT_KEY_ENVS = SPECS["anthropic"].key_envs
 
 
 class AnthropicProvider(RetryingProvider):

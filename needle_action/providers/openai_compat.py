@@ -26,6 +26,7 @@ from needle_action.providers.retry import (
     RetryingProvider,
     classify_status,
 )
+from needle_action.providers.specs import SPECS
 
 OPENAI_HOSTS = ("api.openai.com",)
 PLACEHOLDER_KEY = "sk-no-key-needed"
@@ -56,7 +57,7 @@ class OpenAICompatProvider(RetryingProvider):
         settings = self.settings
         self.base_url = settings.base_url or os.environ.get("OPENAI_BASE_URL") or None
         self.cloud = is_openai_cloud(self.base_url)
-        self.key_env = settings.api_key_env or "OPENAI_API_KEY"
+        self.key_env = settings.api_key_env or SPECS["openai"].key_envs[0]
         key = os.environ.get(self.key_env)
         if not key and self.cloud:
             raise ProviderUnavailable(

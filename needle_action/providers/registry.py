@@ -2,21 +2,21 @@
 
 from __future__ import annotations
 
+import importlib
 from pathlib import Path
 
 from needle_action.config.model import PromptSettings, ProviderSettings
 from needle_action.errors import ConfigError
 from needle_action.providers.base import Provider
+from needle_action.providers.local import DEFAULT_MODEL, round_ctx
+from needle_action.providers.specs import PROVIDER_NAMES, SPECS
 
-PROVIDER_NAMES = ("anthropic", "openai", "local")
 OUTPUT_MARGIN = 512  # chat-template tokens, question and instructions around the context slot
 
 
 def local_n_ctx(settings: PromptSettings) -> int | None:
     """Window for the local model: largest recall size + room for the rest of the prompt and the
     answer. None for ``sizes = "auto"`` (the provider then uses the model's training window)."""
-    from needle_action.providers.local import round_ctx
-
     sizes = settings.recall.sizes
     if sizes == "auto" or not sizes:
         return None
@@ -37,17 +37,16 @@ def make_provider(
         raise ConfigError(f"unknown provider {name!r}", hint=f"choose one of {', '.join(PROVIDER_NAMES)}")
     settings = prompt_settings.providers.get(name) or ProviderSettings()
     chosen = model or prompt_settings.model
-    if name == "anthropic":
-        from needle_action.providers.anthropic import AnthropicProvider
-
-        return AnthropicProvider(chosen, settings, **kwargs)
-    if name == "openai":
-        from needle_action.providers.openai_compat import OpenAICompatProvider
-
-        return OpenAICompatProvider(chosen, settings, **kwargs)
-    from needle_action.providers.local import DEFAULT_MODEL, LocalProvider
-
+    cls = _provider_class(name)
+    if name != "local":
+        return cls(chosen, settings, **kwargs)
     # a Claude/GPT id left in [defaults] means nothing to the local model: name the file instead
     if model is None and (chosen.startswith(("claude-", "gpt-")) or not chosen):
         chosen = Path(settings.model_path).stem if settings.model_path else DEFAULT_MODEL
-    return LocalProvider(chosen, settings, n_ctx=local_n_ctx(prompt_settings))
+    return cls(chosen, settings, n_ctx=local_n_ctx(prompt_settings))
+
+
+def _provider_class(name: str) -> type:
+    """The class named in the provider's spec, imported now (each SDK is slow to import)."""
+    module, _, attr = SPECS[name].factory.partition(":")
+    return getattr(importlib.import_module(module), attr)

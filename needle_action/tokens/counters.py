@@ -166,12 +166,12 @@ class AnthropicCounter:
         import anthropic  # slow to import: only when this counter is asked for
 
         # the provider's own key lookup, so a key that works for recall works for counting too
-        from needle_action.providers.anthropic import client_auth, find_key
+        from needle_action.providers.anthropic import DEFAULT_KEY_ENVS, client_auth, find_key
 
         try:
             key_env, key = find_key(provider_settings.api_key_env)
         except ProviderUnavailable:
-            key_env = provider_settings.api_key_env or "ANTHROPIC_API_KEY"
+            key_env = provider_settings.api_key_env or DEFAULT_KEY_ENVS[0]
             raise ProviderUnavailable(
                 f'tokenizer "anthropic" needs an API key: ${key_env} is not set',
                 hint=f'export {key_env}=..., or count offline with tokenizer = "tiktoken:o200k_base" '

@@ -1,0 +1,73 @@
+"""The one table of model providers: names, key variables, where the class lives.
+
+Everything that needs to know which providers exist reads it from here: the config type
+(``PromptSettings.provider``), the CLI's ``--provider`` choice, the action's ``provider`` input and
+its missing-key check, and :func:`needle_action.providers.registry.make_provider`. Stdlib only, so
+the config model can import it without pulling in an SDK.
+"""
+
+from __future__ import annotations
+
+import typing
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Literal
+
+ProviderName = Literal["anthropic", "openai", "local"]
+
+
+@dataclass(frozen=True)
+class ProviderSpec:
+    """What needle knows about one provider before importing its SDK."""
+
+    name: ProviderName
+    factory: str  # "module:Class", imported only when the provider is built (the SDKs are heavy)
+    key_envs: tuple[str, ...] = ()  # variables that may hold the key, in lookup order; () = no key
+    # a self-hosted server of your own (vLLM, Ollama) may need no key when base_url points at it
+    key_optional_with_base_url: bool = False
+
+    @property
+    def needs_key(self) -> bool:
+        return bool(self.key_envs)
+
+
+SPECS: dict[str, ProviderSpec] = {
+    "anthropic": ProviderSpec(
+        "anthropic",
+        "needle_action.providers.anthropic:AnthropicProvider",
+        key_envs=("ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN"),
+    ),
+    "openai": ProviderSpec(
+        "openai",
+        "needle_action.providers.openai_compat:OpenAICompatProvider",
+        key_envs=("OPENAI_API_KEY",),
+        key_optional_with_base_url=True,
+    ),
+    "local": ProviderSpec("local", "needle_action.providers.local:LocalProvider"),
+}
+PROVIDER_NAMES: tuple[str, ...] = tuple(SPECS)
+assert PROVIDER_NAMES == typing.get_args(ProviderName), "SPECS and ProviderName must list the same providers"
+
+
+def spec(name: str) -> ProviderSpec:
+    """The spec of provider NAME (KeyError for an unknown name: callers validate names first)."""
+    return SPECS[name]
+
+
+def missing_key(
+    name: str, *, api_key_env: str | None, base_url: str | None, env: Mapping[str, str]
+) -> str | None:
+    """The variable that should hold PROVIDER's key but is empty in ENV, or None when a call may go ahead.
+
+    ``api_key_env`` (from the provider settings) replaces the spec's default variables; the SDK's own
+    alternatives (``ANTHROPIC_AUTH_TOKEN``) count only when no variable was named explicitly.
+    """
+    s = SPECS[name]
+    if not s.needs_key:
+        return None
+    if s.key_optional_with_base_url and base_url and not api_key_env:
+        return None
+    names = (api_key_env,) if api_key_env else s.key_envs
+    if any(env.get(n) for n in names):
+        return None
+    return names[0]
