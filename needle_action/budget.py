@@ -10,11 +10,52 @@ A prompt or fixture the base does not have is new: it has no growth check.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import PurePosixPath
 
 from needle_action.assemble.prompt import RenderedPrompt
-from needle_action.config.model import PromptSettings
+from needle_action.config.model import Growth, PromptSettings
 from needle_action.results import BudgetCase, PromptResult, TokenCount
+
+
+@dataclass(frozen=True)
+class Judgement:
+    """The budget rule applied to one count: the numbers, and which limit (if any) it breaks."""
+
+    headroom: int | None  # max_input_tokens - tokens - reserve; negative = over; None = no budget
+    growth_tokens: int | None = None  # vs the base count; None when there is no base
+    growth_percent: float | None = None
+    growth_allowed: float | None = None  # tokens the limit allows over the base; None = no limit
+    over_budget: bool = False
+    over_growth: bool = False
+
+
+def judge(
+    tokens: int,
+    *,
+    reserve: int,
+    max_input_tokens: int | None,
+    max_growth: Growth | None,
+    base_tokens: int | None,
+) -> Judgement:
+    """THE budget rule: absolute budget with the output reserve, and growth against the base.
+
+    ``needle budget`` and the compare stage both call this, so they always agree.
+    """
+    headroom = max_input_tokens - tokens - reserve if max_input_tokens is not None else None
+    if base_tokens is None:
+        return Judgement(headroom, over_budget=headroom is not None and headroom < 0)
+    growth = tokens - base_tokens
+    percent = round(100.0 * growth / base_tokens, 2) if base_tokens > 0 else None
+    allowed = max_growth.allowed(base_tokens) if max_growth is not None else None
+    return Judgement(
+        headroom,
+        growth_tokens=growth,
+        growth_percent=percent,
+        growth_allowed=allowed,
+        over_budget=headroom is not None and headroom < 0,
+        over_growth=allowed is not None and growth > allowed,
+    )
 
 
 def _tokens(n: int) -> str:
@@ -73,33 +114,30 @@ def evaluate_case(
     tokens = count.tokens
     reserve = prompt_cfg.reserve_output_tokens
     budget = prompt_cfg.max_input_tokens
-    reasons: list[str] = []
-
-    headroom = None
-    if budget is not None:
-        headroom = budget - tokens - reserve
-        if headroom < 0:
-            reasons.append(f"{tokens:,} + {reserve:,} reserved > {budget:,} budget by {_tokens(-headroom)}")
-
+    growth = prompt_cfg.max_growth
     base_case = match_base_case(
         base_prompt_result, rendered.fixture, index=index, head_fixtures=head_fixtures
     )
-    baseline_tokens = growth_tokens = growth_percent = None
-    growth = prompt_cfg.max_growth
-    if base_case is not None:
-        baseline_tokens = base_case.count.tokens
-        growth_tokens = tokens - baseline_tokens
-        growth_percent = round(100.0 * growth_tokens / baseline_tokens, 2) if baseline_tokens > 0 else None
-        if growth is not None and growth_tokens > growth.allowed(baseline_tokens):
-            if growth.percent is not None and growth_percent is not None:
-                reasons.append(f"grew {growth_percent:.1f}% vs base (limit {growth})")
-            else:
-                reasons.append(f"grew {_tokens(growth_tokens)} vs base (limit {growth})")
-            if base_case.count.counter != count.counter:
-                # a changed tokenizer also moves the count; say so rather than blame the template alone
-                reasons[-1] += (
-                    f"; note: base was counted with {base_case.count.counter}, this with {count.counter}"
-                )
+    j = judge(
+        tokens,
+        reserve=reserve,
+        max_input_tokens=budget,
+        max_growth=growth,
+        base_tokens=base_case.count.tokens if base_case is not None else None,
+    )
+    reasons: list[str] = []
+    if j.over_budget and budget is not None and j.headroom is not None:
+        reasons.append(f"{tokens:,} + {reserve:,} reserved > {budget:,} budget by {_tokens(-j.headroom)}")
+    if j.over_growth and base_case is not None:
+        if growth is not None and growth.percent is not None and j.growth_percent is not None:
+            reasons.append(f"grew {j.growth_percent:.1f}% vs base (limit {growth})")
+        else:
+            reasons.append(f"grew {_tokens(j.growth_tokens or 0)} vs base (limit {growth})")
+        if base_case.count.counter != count.counter:
+            # a changed tokenizer also moves the count; say so rather than blame the template alone
+            reasons[-1] += (
+                f"; note: base was counted with {base_case.count.counter}, this with {count.counter}"
+            )
 
     return BudgetCase(
         fixture=rendered.fixture,
@@ -107,11 +145,11 @@ def evaluate_case(
         count=count,
         max_input_tokens=budget,
         reserve_output_tokens=reserve,
-        headroom=headroom,
-        baseline_tokens=baseline_tokens,
-        growth_tokens=growth_tokens,
-        growth_percent=growth_percent,
-        max_growth=str(growth) if growth is not None else None,
+        headroom=j.headroom,
+        baseline_tokens=base_case.count.tokens if base_case is not None else None,
+        growth_tokens=j.growth_tokens,
+        growth_percent=j.growth_percent,
+        max_growth=growth,
         status="fail" if reasons else "pass",
         reasons=reasons,
     )

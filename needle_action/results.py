@@ -9,12 +9,24 @@ from __future__ import annotations
 
 import json
 from datetime import UTC, datetime
+from enum import StrEnum
 from pathlib import Path
-from typing import Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import (
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    PlainSerializer,
+    SerializerFunctionWrapHandler,
+    ValidationError,
+    model_serializer,
+    model_validator,
+)
 
 from needle_action import __version__
+from needle_action.config.model import Growth, parse_growth
 from needle_action.errors import ConfigError
 
 SCHEMA_VERSION = 1
@@ -38,6 +50,20 @@ class TokenCount(Model):
     safety_factor: float = 1.0
 
 
+def _growth_from_text(value: object) -> Growth | None:
+    # results files store the limit as it reads ("10%", "500 tokens"); the model keeps it as data
+    if isinstance(value, str):
+        return parse_growth(value.removesuffix(" tokens"))
+    return parse_growth(value)
+
+
+GrowthLimit = Annotated[
+    Growth | None,
+    BeforeValidator(_growth_from_text),
+    PlainSerializer(lambda g: str(g) if g is not None else None, return_type=str | None),
+]
+
+
 class BudgetCase(Model):
     """One prompt rendered with one fixture."""
 
@@ -50,7 +76,7 @@ class BudgetCase(Model):
     baseline_tokens: int | None = None
     growth_tokens: int | None = None
     growth_percent: float | None = None
-    max_growth: str | None = None
+    max_growth: GrowthLimit = None
     status: Status
     reasons: list[str] = Field(default_factory=list)
 
@@ -125,6 +151,17 @@ class RecallResult(Model):
     )
 
 
+class SkipKind(StrEnum):
+    """Why a prompt's recall did not run; later stages branch on this, never on the message."""
+
+    DISABLED = "disabled"  # recall.enabled = false
+    NO_SLOTS = "no-slots"  # context_var / question_var not set
+    INPUT_OFF = "input-off"  # the action's `recall: false` input
+    NO_KEY = "no-key"  # the provider's key variable is empty (fork pull requests get no secrets)
+    PROVIDER_UNAVAILABLE = "provider-unavailable"  # not one call could be made
+    NO_SIZE = "no-size"  # sizes = "auto" leaves no size above the prompt's own
+
+
 class PromptResult(Model):
     name: str
     template: str = Field(description="template path relative to root")
@@ -133,7 +170,25 @@ class PromptResult(Model):
     cases: list[BudgetCase] = Field(default_factory=list)
     recall: RecallResult | None = None
     recall_skipped: str | None = Field(default=None, description="why recall did not run, if it did not")
+    recall_skip_kind: SkipKind | None = Field(
+        default=None, description="the same as a kind; only when skipped"
+    )
     error: str | None = None
+
+    def skip_recall(self, kind: SkipKind, message: str) -> None:
+        """Record that recall did not run for this prompt, and why."""
+        self.recall, self.recall_skipped, self.recall_skip_kind = None, message, kind
+
+    def clear_skip(self) -> None:
+        self.recall_skipped, self.recall_skip_kind = None, None
+
+    @model_serializer(mode="wrap")
+    def _omit_unset_skip_kind(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        # the kind exists only for skipped prompts: results files of prompts that ran stay as they were
+        data = handler(self)
+        if data.get("recall_skip_kind") is None:
+            data.pop("recall_skip_kind", None)
+        return data
 
 
 class RunTotals(Model):

@@ -24,8 +24,9 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from needle_action.budget import judge
 from needle_action.recall.stats import fisher_drop_pvalue
-from needle_action.results import BudgetCase, PromptResult, RecallCell, RecallResult, Results
+from needle_action.results import BudgetCase, PromptResult, RecallCell, RecallResult, Results, SkipKind
 
 PromptStatus = Literal["new", "deleted", "renamed", "changed", "unchanged"]
 Tier = Literal["green", "yellow", "red"]
@@ -38,7 +39,6 @@ FailureKind = Literal["budget", "growth", "recall-regression", "recall-threshold
 # the "yellow" tier: more than this share of the growth allowance used, or less headroom than this
 YELLOW_GROWTH_SHARE = 0.5
 YELLOW_HEADROOM_SHARE = 0.10
-PROVIDER_OUTAGE_PREFIX = "provider unavailable"
 
 
 class _Model(BaseModel):
@@ -236,6 +236,13 @@ def _token_delta(head: BudgetCase | None, base: BudgetCase | None) -> TokenDelta
             counter=base.count.counter,
             exact=base.count.exact,
         )
+    j = judge(
+        head.count.tokens,
+        reserve=head.reserve_output_tokens,
+        max_input_tokens=head.max_input_tokens,
+        max_growth=head.max_growth,
+        base_tokens=base.count.tokens if base else None,
+    )
     t = TokenDelta(
         fixture=head.fixture,
         base_tokens=base.count.tokens if base else None,
@@ -244,43 +251,36 @@ def _token_delta(head: BudgetCase | None, base: BudgetCase | None) -> TokenDelta
         exact=head.count.exact,
         max_input_tokens=head.max_input_tokens,
         reserve_output_tokens=head.reserve_output_tokens,
-        headroom=head.headroom,
-        max_growth=head.max_growth,
+        headroom=j.headroom,
+        max_growth=str(head.max_growth) if head.max_growth is not None else None,
+        delta=j.growth_tokens,
+        percent=j.growth_percent,
+        growth_allowed=round(j.growth_allowed, 2) if j.growth_allowed is not None else None,
+        budget_ok=not j.over_budget,
+        growth_ok=not j.over_growth,
     )
-    if t.headroom is None and t.max_input_tokens is not None:
-        t.headroom = t.max_input_tokens - t.head_tokens - t.reserve_output_tokens
-    if t.headroom is not None and t.headroom < 0:
-        t.budget_ok = False
-        t.reasons.append(
-            f"{t.head_tokens} tokens + {t.reserve_output_tokens} reserved for output exceed "
-            f"max_input_tokens {t.max_input_tokens} by {-t.headroom}"
-        )
-    if base is not None:
-        t.delta = t.head_tokens - base.count.tokens
-        t.percent = round(100.0 * t.delta / base.count.tokens, 2) if base.count.tokens else None
-        growth = _growth_of(head)
-        if growth is not None:
-            t.growth_allowed = round(growth.allowed(base.count.tokens), 2)
-            # same arithmetic as budget.evaluate_case, so a head run without this baseline agrees
-            over = t.delta > t.growth_allowed
-            if over:
-                t.growth_ok = False
-                pct = f" (+{t.percent:g}%)" if t.percent is not None else ""
-                t.reasons.append(
-                    f"grew by {t.delta} tokens{pct} vs base, more than max_growth {growth} "
-                    f"(= {t.growth_allowed:g} tokens)"
-                )
+    t.reasons = [r for r in (_budget_reason(t), _growth_reason(t)) if r]
     t.tier = _tier(t)
     return t
 
 
-def _growth_of(case: BudgetCase):
-    from needle_action.config.model import parse_growth
-
-    try:
-        return parse_growth(case.max_growth.replace(" tokens", "")) if case.max_growth else None
-    except ValueError:
+def _budget_reason(t: TokenDelta) -> str | None:
+    if t.budget_ok or t.headroom is None:
         return None
+    return (
+        f"{t.head_tokens} tokens + {t.reserve_output_tokens} reserved for output exceed "
+        f"max_input_tokens {t.max_input_tokens} by {-t.headroom}"
+    )
+
+
+def _growth_reason(t: TokenDelta) -> str | None:
+    if t.growth_ok or t.growth_allowed is None:
+        return None
+    pct = f" (+{t.percent:g}%)" if t.percent is not None else ""
+    return (
+        f"grew by {t.delta} tokens{pct} vs base, more than max_growth {t.max_growth} "
+        f"(= {t.growth_allowed:g} tokens)"
+    )
 
 
 # --------------------------------------------------------------------------- recall
@@ -497,7 +497,7 @@ def _failures_of(pc: PromptComparison) -> list[Failure]:
                 Failure(
                     kind="budget",
                     title=f"needle: {pc.name} over token budget",
-                    message=f"{pc.name}{where}: " + "; ".join(r for r in t.reasons if "exceed" in r),
+                    message=f"{pc.name}{where}: {_budget_reason(t)}",
                     **loc,
                 )
             )
@@ -506,7 +506,7 @@ def _failures_of(pc: PromptComparison) -> list[Failure]:
                 Failure(
                     kind="growth",
                     title=f"needle: {pc.name} grew beyond max_growth",
-                    message=f"{pc.name}{where}: " + "; ".join(r for r in t.reasons if "grew" in r),
+                    message=f"{pc.name}{where}: {_growth_reason(t)}",
                     **loc,
                 )
             )
@@ -555,10 +555,8 @@ def _totals(r: Results) -> SideTotals:
 
 
 def _is_outage(p: PromptResult) -> bool:
-    texts = [p.recall_skipped or ""]
-    if p.recall is not None:
-        texts.append(p.recall.partial_reason or "")
-    return any(t.lower().startswith(PROVIDER_OUTAGE_PREFIX) for t in texts)
+    # a partial run cut short by the provider also sets results.totals.provider_unavailable
+    return p.recall_skip_kind == SkipKind.PROVIDER_UNAVAILABLE
 
 
 def compare(base: Results | None, head: Results, *, provider_outage: bool | None = None) -> Comparison:

@@ -10,6 +10,7 @@ from needle_action.results import (
     RecallDiagnosis,
     RecallResult,
     Results,
+    SkipKind,
     TokenCount,
 )
 
@@ -107,6 +108,7 @@ def prompt(
     template: str | None = None,
     rec: RecallResult | None = None,
     skipped: str | None = None,
+    skip_kind: SkipKind | None = None,
     line: int = 12,
 ) -> PromptResult:
     return PromptResult(
@@ -117,6 +119,7 @@ def prompt(
         cases=list(cases),
         recall=rec,
         recall_skipped=skipped,
+        recall_skip_kind=skip_kind or (SkipKind.NO_KEY if skipped else None),
     )
 
 

@@ -102,7 +102,7 @@ def test_growth_percent_over_limit_fails():
     assert case.baseline_tokens == 1000
     assert case.growth_tokens == 235
     assert case.growth_percent == pytest.approx(23.5)
-    assert case.max_growth == "10%"
+    assert str(case.max_growth) == "10%"
     assert case.reasons == ["grew 23.5% vs base (limit 10%)"]
 
 

@@ -8,6 +8,7 @@ import math
 import pytest
 
 from needle_action.compare.verdict import compare, fisher_drop_pvalue, min_achievable_pvalue
+from needle_action.results import SkipKind
 from tests.unit._results_builder import case, grid, prompt, recall, results
 
 FULL = {0.0: (5, 5), 0.5: (5, 5), 1.0: (5, 5)}
@@ -152,7 +153,14 @@ def test_other_model_on_base_is_not_compared():
 
 
 def test_skipped_recall_and_outage_flag():
-    head = results(prompt("r", [case(10)], skipped="provider unavailable: 529 overloaded after 6 retries"))
+    head = results(
+        prompt(
+            "r",
+            [case(10)],
+            skipped="provider unavailable: 529 overloaded after 6 retries",
+            skip_kind=SkipKind.PROVIDER_UNAVAILABLE,
+        )
+    )
     c = compare(None, head)
     assert c.prompts[0].recall.status == "skipped" and c.provider_outage and not c.failed
     assert c.verdict == "inconclusive"
