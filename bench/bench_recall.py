@@ -30,8 +30,8 @@ sys.path.insert(0, str(REPO))
 from bench.seed_loop import run_seed_loop  # noqa: E402
 from needle_action.config.loader import load_config  # noqa: E402
 from needle_action.pipeline import RecallOverrides, run_recall  # noqa: E402
-from needle_action.recall.engine import effective_prompt, recall_fixture  # noqa: E402
 from needle_action.recall.haystack import HaystackBuilder  # noqa: E402
+from needle_action.recall.plan import effective_prompt  # noqa: E402
 from needle_action.tokens import tiktoken_cache  # noqa: E402
 from needle_action.tokens.counters import get_counter  # noqa: E402
 from tests.fakes.anthropic_server import FakeAnthropic  # noqa: E402
@@ -98,7 +98,7 @@ def main() -> int:
         prompt = effective_prompt(config.prompts["qa"], RecallOverrides(seed=args.seed))
         counter = get_counter(prompt.tokenizer, model=prompt.model, settings=prompt)
         builder = HaystackBuilder(
-            config, prompt, counter, seed=prompt.recall.seed, fixture_path=recall_fixture(config, prompt)
+            config, prompt, counter, seed=prompt.recall.seed, fixture_path=config.recall_fixture(prompt)
         )
 
         secs_b, early = engine_run(config_path, early_stop=True, seed=args.seed)

@@ -15,8 +15,8 @@ from dataclasses import dataclass, field
 import anthropic
 
 from needle_action.recall import stats
-from needle_action.recall.engine import trial_rng
 from needle_action.recall.needles import make_needle
+from needle_action.recall.plan import trial_rng
 from needle_action.recall.scoring import score
 
 PAUSE_S = 0.5  # the seed article's `await sleep(500)` between calls

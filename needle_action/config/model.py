@@ -28,8 +28,10 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from needle_action.providers.specs import PROVIDER_NAMES, ProviderName
+
 DEFAULT_DEPTHS = [0.0, 0.25, 0.5, 0.75, 1.0]
-PROVIDERS = ("anthropic", "openai", "local")
+PROVIDERS = PROVIDER_NAMES
 
 
 class Strict(BaseModel):
@@ -166,7 +168,7 @@ class PromptSettings(Strict):
     """Keys allowed both in [defaults] and in each [prompts.NAME] table."""
 
     model: str = "claude-sonnet-5-5"
-    provider: Literal["anthropic", "openai", "local"] = "anthropic"
+    provider: ProviderName = "anthropic"
     tokenizer: str = "tiktoken:o200k_base"
     tokenizer_safety_factor: float = Field(default=1.15, ge=1.0, le=3.0)
     max_input_tokens: int | None = Field(default=None, ge=1)
@@ -226,3 +228,10 @@ class Config(Strict):
                 if m not in out:
                     out.append(m)
         return out
+
+    def recall_fixture(self, prompt: PromptConfig) -> Path | None:
+        """The fixture recall runs on: ``recall.fixture`` if set (checked at load), else the first."""
+        if prompt.recall.fixture:
+            return self.root / prompt.recall.fixture
+        fixtures = self.fixture_paths(prompt)
+        return fixtures[0] if fixtures else None

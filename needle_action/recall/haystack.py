@@ -290,11 +290,7 @@ class HaystackBuilder:
         self.question_var: str = prompt.question_var  # type: ignore[assignment]
 
         if fixture_path is None:
-            if prompt.recall.fixture:
-                fixture_path = config.root / prompt.recall.fixture
-            else:
-                paths = config.fixture_paths(prompt)
-                fixture_path = paths[0] if paths else None
+            fixture_path = config.recall_fixture(prompt)
         self.fixture_path = Path(fixture_path) if fixture_path is not None else None
         self.variables: dict = load_fixture(self.fixture_path) if self.fixture_path is not None else {}
         fx_where = {"file": self.fixture_path or config.path}
