@@ -9,20 +9,25 @@ never as a traceback.
 from __future__ import annotations
 
 import functools
+import json
 import sys
 from pathlib import Path
 
 import click
 
 from needle_action import __version__
-from needle_action.errors import (
-    EXIT_CHECKS_FAILED,
-    EXIT_CONFIG,
-    EXIT_OK,
-    EXIT_PROVIDER,
-    ConfigError,
-    NeedleError,
-)
+from needle_action.compare.verdict import compare
+from needle_action.config.loader import load_config
+from needle_action.config.model import Config
+from needle_action.config.scaffold import write_starter
+from needle_action.errors import EXIT_CONFIG, ConfigError, NeedleError
+from needle_action.pipeline import RecallOverrides, render_prompt_cases, run_budget, run_check, run_recall
+from needle_action.policy import comparison_exit_code, results_exit_code
+from needle_action.providers.specs import PROVIDER_NAMES
+from needle_action.recall.scheduler import Progress
+from needle_action.report.render import render_comment
+from needle_action.report.terminal import print_budget, print_recall, recall_progress
+from needle_action.results import Results, load_results
 
 
 def handle_errors(fn):
@@ -70,9 +75,7 @@ def recall_options(fn):
         click.option(
             "--seed", type=int, help="Override the seed (needles and filler are reproducible per seed)."
         ),
-        click.option(
-            "--provider", type=click.Choice(["anthropic", "openai", "local"]), help="Override the provider."
-        ),
+        click.option("--provider", type=click.Choice(PROVIDER_NAMES), help="Override the provider."),
         click.option("--model", help="Override the model."),
         click.option("--trials", type=int, help="Override trials per cell."),
         click.option("--no-progress", is_flag=True, help="No progress bar."),
@@ -83,30 +86,25 @@ def recall_options(fn):
 
     @functools.wraps(fn)
     def wrapper(*args, seed, provider, model, trials, no_progress, no_cache, **kwargs):
-        from needle_action.pipeline import RecallOverrides
-
         overrides = RecallOverrides(seed=seed, provider=provider, model=model, trials=trials)
-        return fn(
-            *args, overrides=overrides, progress=not no_progress, cache=False if no_cache else None, **kwargs
-        )
+        progress = None if no_progress else _progress_bar
+        return fn(*args, overrides=overrides, progress=progress, cache=False if no_cache else None, **kwargs)
 
     for option in reversed(options):
         wrapper = option(wrapper)
     return wrapper
 
 
-def _load(config_path: Path):
-    from needle_action.config.loader import load_config
+def _progress_bar(total: int, label: str) -> Progress:
+    return recall_progress(total, label=label)
 
+
+def _load(config_path: Path) -> Config:
     return load_config(config_path)
 
 
-def _baseline(path: Path | None):
-    if path is None:
-        return None
-    from needle_action.results import load_results
-
-    return load_results(path)
+def _baseline(path: Path | None) -> Results | None:
+    return load_results(path) if path is not None else None
 
 
 def _write_output(path: Path, write) -> None:
@@ -119,18 +117,11 @@ def _write_output(path: Path, write) -> None:
         ) from None
 
 
-def _finish(results, json_out: Path | None, *, stages: tuple[str, ...]) -> None:
+def _finish(results: Results, json_out: Path | None, *, stages: tuple[str, ...]) -> None:
     if json_out is not None:
         _write_output(json_out, results.dump)
         click.echo(f"results written to {json_out}", err=True)
-    failed = ("budget" in stages and results.budget_status in ("fail", "error")) or (
-        "recall" in stages and results.recall_status in ("fail", "error")
-    )
-    # provider outage: exit 3 only when no prompt's recall could run at all (partial runs are judged)
-    if not failed and "recall" in stages and results.totals.provider_unavailable:
-        if not any(p.recall is not None for p in results.prompts):
-            sys.exit(EXIT_PROVIDER)
-    sys.exit(EXIT_CHECKS_FAILED if failed else EXIT_OK)
+    sys.exit(results_exit_code(results, stages=stages))
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -157,8 +148,6 @@ def main() -> None:
 @handle_errors
 def init(force: bool, root: Path, config_path: Path) -> None:
     """Scan ROOT for prompt templates and write a commented starter threshold file."""
-    from needle_action.config.scaffold import write_starter
-
     written = write_starter(root, config_path, force=force)
     click.echo(f"wrote {written}")
 
@@ -171,13 +160,9 @@ def init(force: bool, root: Path, config_path: Path) -> None:
 @handle_errors
 def render(name: str, fixture: str | None, fmt: str, config_path: Path) -> None:
     """Print exactly what prompt NAME would send, rendered with its fixtures."""
-    from needle_action.pipeline import render_prompt_cases
-
     config = _load(config_path)
     for case in render_prompt_cases(config, name, fixture=fixture):
         if fmt == "json":
-            import json
-
             click.echo(json.dumps({"fixture": case.fixture, **case.to_json()}, indent=2, ensure_ascii=False))
         else:
             click.echo(f"=== {name} [{case.fixture or 'no fixture'}]")
@@ -192,9 +177,6 @@ def render(name: str, fixture: str | None, fmt: str, config_path: Path) -> None:
 @handle_errors
 def budget(config_path: Path, only: tuple[str, ...], baseline: Path | None, json_out: Path | None) -> None:
     """Count real tokens of every prompt x fixture and check them against the budgets."""
-    from needle_action.pipeline import run_budget
-    from needle_action.report.terminal import print_budget
-
     config = _load(config_path)
     results = run_budget(config, baseline=_baseline(baseline), only=list(only) or None)
     print_budget(results)
@@ -210,9 +192,6 @@ def budget(config_path: Path, only: tuple[str, ...], baseline: Path | None, json
 @handle_errors
 def recall(config_path, only, baseline, json_out, overrides, progress, cache) -> None:
     """Probe positional recall: needles at several depths and context sizes."""
-    from needle_action.pipeline import run_recall
-    from needle_action.report.terminal import print_recall
-
     config = _load(config_path)
     results = run_recall(
         config,
@@ -236,9 +215,6 @@ def recall(config_path, only, baseline, json_out, overrides, progress, cache) ->
 @handle_errors
 def check(config_path, only, baseline, json_out, overrides, progress, cache, no_recall) -> None:
     """Budgets and recall together: what the GitHub Action runs on each side."""
-    from needle_action.pipeline import run_check
-    from needle_action.report.terminal import print_budget, print_recall
-
     config = _load(config_path)
     results = run_check(
         config,
@@ -267,17 +243,13 @@ def check(config_path, only, baseline, json_out, overrides, progress, cache, no_
 @handle_errors
 def report(head: Path, base: Path | None, fmt: str, output: Path | None) -> None:
     """Compare results files and render the PR comment (Markdown) or the verdicts (JSON)."""
-    from needle_action.compare.verdict import compare
-    from needle_action.report.render import render_comment
-    from needle_action.results import load_results
-
     comparison = compare(_baseline(base), load_results(head))
     text = comparison.model_dump_json(indent=2) if fmt == "json" else render_comment(comparison)
     if output:
         _write_output(output, lambda path: path.write_text(text, encoding="utf-8"))
     else:
         click.echo(text)
-    sys.exit(EXIT_CHECKS_FAILED if comparison.failed else EXIT_OK)
+    sys.exit(comparison_exit_code(comparison))
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -6,21 +6,24 @@ Nothing here prints or talks to GitHub: the faces (``cli``, ``action``) do that 
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 
 from needle_action.assemble.prompt import RenderedPrompt
+from needle_action.assemble.render import render_case
+from needle_action.budget import evaluate_case
 from needle_action.config.model import Config, PromptConfig
 from needle_action.errors import ConfigError
-from needle_action.results import PromptResult, Results
+from needle_action.providers.specs import missing_key
+from needle_action.recall.engine import CacheArg, run_recall_for_prompts
+from needle_action.recall.plan import RecallOverrides
+from needle_action.recall.scheduler import ProgressFactory
+from needle_action.results import PromptResult, Results, SkipKind
+from needle_action.tokens.counters import count_prompts
 
+NO_OVERRIDES = RecallOverrides()
 
-@dataclass(frozen=True)
-class RecallOverrides:
-    seed: int | None = None
-    provider: str | None = None
-    model: str | None = None
-    trials: int | None = None
+__all__ = ["Measure", "RecallOverrides", "measure", "run_budget", "run_check", "run_recall", "select_prompts"]
 
 
 def select_prompts(config: Config, only: list[str] | None) -> list[PromptConfig]:
@@ -38,8 +41,6 @@ def select_prompts(config: Config, only: list[str] | None) -> list[PromptConfig]
 
 def render_prompt_cases(config: Config, name: str, *, fixture: str | None = None) -> Iterator[RenderedPrompt]:
     """Each fixture of prompt NAME rendered (or just FIXTURE); for ``needle render``."""
-    from needle_action.assemble.render import render_case
-
     (prompt,) = select_prompts(config, [name])
     fixtures = config.fixture_paths(prompt)
     if fixture is not None:
@@ -60,10 +61,6 @@ def _prompt_shell(config: Config, prompt: PromptConfig) -> PromptResult:
 
 def run_budget(config: Config, *, baseline: Results | None = None, only: list[str] | None = None) -> Results:
     """Render every prompt x fixture, count tokens, apply budgets (absolute and growth vs baseline)."""
-    from needle_action.assemble.render import render_case
-    from needle_action.budget import evaluate_case
-    from needle_action.tokens.counters import count_prompts
-
     started = time.perf_counter()
     results = Results(config=str(config.path))
     for prompt in select_prompts(config, only):
@@ -87,14 +84,12 @@ def run_recall(
     *,
     baseline: Results | None = None,
     only: list[str] | None = None,
-    overrides: RecallOverrides = RecallOverrides(),
-    progress: bool = False,
+    overrides: RecallOverrides = NO_OVERRIDES,
+    progress: ProgressFactory | None = None,
     results: Results | None = None,
-    cache=None,
+    cache: CacheArg = None,
 ) -> Results:
     """Run positional recall for every selected prompt with recall enabled; extends RESULTS."""
-    from needle_action.recall.engine import run_recall_for_prompts
-
     started = time.perf_counter()
     results = results or Results(config=str(config.path))
     prompts = select_prompts(config, only)
@@ -110,11 +105,12 @@ def run_check(
     *,
     baseline: Results | None = None,
     only: list[str] | None = None,
-    overrides: RecallOverrides = RecallOverrides(),
+    overrides: RecallOverrides = NO_OVERRIDES,
     recall: bool = True,
-    progress: bool = False,
-    cache=None,
+    progress: ProgressFactory | None = None,
+    cache: CacheArg = None,
 ) -> Results:
+    """Budgets, then recall (unless RECALL is false): what ``needle check`` runs."""
     results = run_budget(config, baseline=baseline, only=only)
     if recall:
         run_recall(
@@ -127,3 +123,50 @@ def run_check(
             cache=cache,
         )
     return results
+
+
+@dataclass(frozen=True)
+class Measure:
+    """How one side of a pull request is measured (the action's inputs, typed once)."""
+
+    recall: bool = True  # the action's `recall` input
+    overrides: RecallOverrides = NO_OVERRIDES
+
+
+def measure(config: Config, how: Measure, *, env: Mapping[str, str], cache: CacheArg = None) -> Results:
+    """Budgets for every prompt, recall for those that can run it: one side of a pull request.
+
+    Unlike ``needle check``, a prompt whose provider key is missing from ENV is skipped with a note
+    (pull requests from forks get no secrets) instead of counting as a provider outage.
+    """
+    results = run_budget(config)
+    if not how.recall:
+        for pr in results.prompts:
+            pr.skip_recall(SkipKind.INPUT_OFF, "recall disabled (input `recall: false`)")
+        return results
+    runnable = []
+    for name, prompt in config.prompts.items():
+        var = _missing_key_var(prompt, how.overrides, env)
+        pr = results.prompt(name)
+        if var is None:
+            runnable.append(name)
+        elif pr is not None:
+            pr.skip_recall(
+                SkipKind.NO_KEY,
+                f"recall skipped: {var} is not set (pull requests from forks get no secrets); "
+                "budgets still ran offline",
+            )
+    if runnable:
+        run_recall(config, only=runnable, overrides=how.overrides, results=results, cache=cache)
+    return results
+
+
+def _missing_key_var(prompt: PromptConfig, overrides: RecallOverrides, env: Mapping[str, str]) -> str | None:
+    name = overrides.provider or prompt.provider
+    ps = prompt.providers.get(name)
+    return missing_key(
+        name,
+        api_key_env=ps.api_key_env if ps else None,
+        base_url=ps.base_url if ps else None,
+        env=env,
+    )

@@ -16,6 +16,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from needle_action.errors import ConfigError
+from needle_action.pipeline import Measure
+from needle_action.policy import Policy
+from needle_action.providers.specs import PROVIDER_NAMES
+from needle_action.recall.plan import RecallOverrides
 
 TRUE = {"true", "yes", "on", "1"}
 FALSE = {"false", "no", "off", "0"}
@@ -71,6 +75,20 @@ class Settings:
     summary_path: str | None = None
     runner_temp: Path | None = None
     in_actions: bool = False
+
+    @property
+    def policy(self) -> Policy:
+        return Policy(
+            fail_on_budget=self.fail_on_budget,
+            fail_on_recall_regression=self.fail_on_recall_regression,
+            fail_on_provider_outage=self.fail_on_provider_outage,
+        )
+
+    @property
+    def measure(self) -> Measure:
+        """How each side is measured: the `recall`, `seed`, `provider` and `trials` inputs."""
+        overrides = RecallOverrides(seed=self.seed, provider=self.provider, trials=self.trials)
+        return Measure(recall=self.recall, overrides=overrides)
 
     @property
     def summary_url(self) -> str | None:
@@ -173,9 +191,10 @@ def load_settings(env: dict[str, str] | None = None) -> Settings:
         if not isinstance(event, dict):
             raise ConfigError("event payload is not a JSON object", file=event_path)
     provider = _get(env, "provider") or None
-    if provider is not None and provider not in ("anthropic", "openai", "local"):
+    if provider is not None and provider not in PROVIDER_NAMES:
         raise ConfigError(
-            f"input `provider` must be anthropic, openai or local, got {provider!r}", file="action inputs"
+            f"input `provider` must be {', '.join(PROVIDER_NAMES[:-1])} or {PROVIDER_NAMES[-1]}, got {provider!r}",
+            file="action inputs",
         )
     cache_dir = _get(env, "cache-dir")
     post_report = _get(env, "post-report")

@@ -1,0 +1,61 @@
+"""Verdict -> exit code: the one policy both faces (the ``needle`` CLI and the action) apply.
+
+0 pass, 1 checks failed, 2 config or usage error (raised as :class:`~needle_action.errors.NeedleError`),
+3 provider unavailable. A real failure wins over an outage: it is the more useful signal.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection
+from dataclasses import dataclass
+
+from needle_action.compare.verdict import Comparison
+from needle_action.errors import EXIT_CHECKS_FAILED, EXIT_OK, EXIT_PROVIDER
+from needle_action.results import Results
+
+
+@dataclass(frozen=True)
+class Policy:
+    """Which findings fail the check (the action's ``fail-on-*`` inputs; the CLI uses the defaults)."""
+
+    fail_on_budget: bool = True
+    fail_on_recall_regression: bool = True
+    fail_on_provider_outage: bool = False
+
+
+def exit_code(*, failed: bool, outage: bool, outage_fails: bool) -> int:
+    """The exit code for a run that FAILED or not, and whose provider was unavailable (OUTAGE)."""
+    if failed:
+        return EXIT_CHECKS_FAILED
+    if outage and outage_fails:
+        return EXIT_PROVIDER
+    return EXIT_OK
+
+
+def comparison_failed(comparison: Comparison, policy: Policy = Policy()) -> bool:
+    return comparison.failed_under(
+        fail_on_budget=policy.fail_on_budget,
+        fail_on_recall_regression=policy.fail_on_recall_regression,
+    )
+
+
+def comparison_exit_code(comparison: Comparison, policy: Policy = Policy()) -> int:
+    """``needle report`` and the action: exit by the comparison of head with base."""
+    return exit_code(
+        failed=comparison_failed(comparison, policy),
+        outage=comparison.provider_outage,
+        outage_fails=policy.fail_on_provider_outage,
+    )
+
+
+def results_exit_code(results: Results, *, stages: Collection[str]) -> int:
+    """``needle budget`` / ``recall`` / ``check``: exit by one side's results.
+
+    An outage exits 3 only when no prompt's recall could run at all: partial runs are judged.
+    """
+    failed = ("budget" in stages and results.budget_status in ("fail", "error")) or (
+        "recall" in stages and results.recall_status in ("fail", "error")
+    )
+    nothing_ran = not any(p.recall is not None for p in results.prompts)
+    outage = "recall" in stages and results.totals.provider_unavailable
+    return exit_code(failed=failed, outage=outage, outage_fails=nothing_ran)
