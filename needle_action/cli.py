@@ -16,7 +16,7 @@ from pathlib import Path
 import click
 
 from needle_action import __version__
-from needle_action.compare.verdict import compare
+from needle_action.compare import compare
 from needle_action.config.loader import load_config
 from needle_action.config.model import Config
 from needle_action.config.scaffold import write_starter

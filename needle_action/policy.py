@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Collection
 from dataclasses import dataclass
 
-from needle_action.compare.verdict import Comparison
+from needle_action.compare import Comparison
 from needle_action.errors import EXIT_CHECKS_FAILED, EXIT_OK, EXIT_PROVIDER
 from needle_action.results import Results
 

@@ -29,7 +29,7 @@ from needle_action.action.baseline import (
 )
 from needle_action.action.publish import log, post_from_report, publish, workspace_relative
 from needle_action.action.settings import Settings, load_settings
-from needle_action.compare.verdict import Comparison, compare
+from needle_action.compare import Comparison, compare
 from needle_action.config.loader import load_config
 from needle_action.config.model import Config
 from needle_action.errors import EXIT_CHECKS_FAILED, NeedleError

@@ -15,7 +15,7 @@ from needle_action.action.github import (
     GitHubUnprocessable,
 )
 from needle_action.action.settings import Settings
-from needle_action.compare.verdict import Comparison
+from needle_action.compare import Comparison
 from needle_action.errors import EXIT_CHECKS_FAILED, EXIT_OK, NeedleError
 from needle_action.policy import comparison_exit_code, comparison_failed
 from needle_action.report.render import MARKER, render_comment, render_summary

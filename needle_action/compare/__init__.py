@@ -1,0 +1,27 @@
+"""Base vs head: what changed, and is it bad enough to block the pull request?"""
+
+from needle_action.compare.models import (
+    AnswerSample,
+    CellDelta,
+    Comparison,
+    Failure,
+    PromptComparison,
+    RecallComparison,
+    RecallSide,
+    SideTotals,
+    TokenDelta,
+)
+from needle_action.compare.verdict import compare
+
+__all__ = [
+    "AnswerSample",
+    "CellDelta",
+    "Comparison",
+    "Failure",
+    "PromptComparison",
+    "RecallComparison",
+    "RecallSide",
+    "SideTotals",
+    "TokenDelta",
+    "compare",
+]

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import jinja2
 
-from needle_action.compare.verdict import CellDelta, Comparison, RecallComparison, TokenDelta
+from needle_action.compare import CellDelta, Comparison, RecallComparison, TokenDelta
 from needle_action.report import sanitize
 
 MARKER = "<!-- needle-action:comment -->"

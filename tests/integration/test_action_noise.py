@@ -13,7 +13,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
-from needle_action.compare.verdict import compare
+from needle_action.compare import compare
 from tests.fakes.anthropic_server import FakeAnthropic
 from tests.fakes.simulated_model import SimulatedModel, flat, u_shape
 from tests.integration.recall_helpers import run, write_project

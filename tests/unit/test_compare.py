@@ -7,7 +7,9 @@ import math
 
 import pytest
 
-from needle_action.compare.verdict import compare, fisher_drop_pvalue, min_achievable_pvalue
+from needle_action.compare import compare
+from needle_action.compare.recall import min_achievable_pvalue
+from needle_action.recall.stats import fisher_drop_pvalue
 from needle_action.results import SkipKind
 from tests.unit._results_builder import case, grid, prompt, recall, results
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 
-from needle_action.compare.verdict import compare
+from needle_action.compare import compare
 from needle_action.report.render import MARKER, render_comment, render_summary, square
 from needle_action.report.sanitize import is_safe
 from tests.unit._results_builder import case, grid, prompt, recall, results
