@@ -8,6 +8,7 @@ from __future__ import annotations
 import time
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
+from pathlib import Path
 
 from needle_action.assemble.prompt import RenderedPrompt
 from needle_action.assemble.render import render_case
@@ -22,6 +23,7 @@ from needle_action.results import PromptResult, Results, SkipKind
 from needle_action.tokens.counters import count_prompts
 
 NO_OVERRIDES = RecallOverrides()
+NO_FIXTURE: list[Path | None] = [None]  # a prompt without fixtures renders once, with no variables
 
 __all__ = ["Measure", "RecallOverrides", "measure", "run_budget", "run_check", "run_recall", "select_prompts"]
 
@@ -46,7 +48,7 @@ def render_prompt_cases(config: Config, name: str, *, fixture: str | None = None
     if fixture is not None:
         wanted = (config.root / fixture).resolve()
         fixtures = [f for f in fixtures if f.resolve() == wanted] or [config.root / fixture]
-    for fx in fixtures or [None]:
+    for fx in fixtures or NO_FIXTURE:
         yield render_case(config, prompt, fx)
 
 
@@ -65,7 +67,7 @@ def run_budget(config: Config, *, baseline: Results | None = None, only: list[st
     results = Results(config=str(config.path))
     for prompt in select_prompts(config, only):
         pr = _prompt_shell(config, prompt)
-        fixtures = config.fixture_paths(prompt) or [None]
+        fixtures = config.fixture_paths(prompt) or NO_FIXTURE
         rendered = [render_case(config, prompt, fx) for fx in fixtures]
         counts = count_prompts(rendered, prompt)
         base_prompt = baseline.prompt(prompt.name) if baseline else None
@@ -147,11 +149,11 @@ def measure(config: Config, how: Measure, *, env: Mapping[str, str], cache: Cach
     runnable = []
     for name, prompt in config.prompts.items():
         var = _missing_key_var(prompt, how.overrides, env)
-        pr = results.prompt(name)
+        skipped = results.prompt(name)
         if var is None:
             runnable.append(name)
-        elif pr is not None:
-            pr.skip_recall(
+        elif skipped is not None:
+            skipped.skip_recall(
                 SkipKind.NO_KEY,
                 f"recall skipped: {var} is not set (pull requests from forks get no secrets); "
                 "budgets still ran offline",

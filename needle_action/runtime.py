@@ -195,8 +195,11 @@ class PreflightGuard:
         self.max_input_tokens = max_input_tokens
         self.max_cost_usd = max_cost_usd
         self.reserve_output_tokens = reserve_output_tokens
-        extra = {} if safety_factor is None else {"tokenizer_safety_factor": safety_factor}
-        self.settings = PromptSettings(model=model, tokenizer=tokenizer, **extra)
+        self.settings = PromptSettings(model=model, tokenizer=tokenizer)
+        if safety_factor is not None:
+            self.settings = PromptSettings(
+                model=model, tokenizer=tokenizer, tokenizer_safety_factor=safety_factor
+            )
         self.tokenizer = tokenizer
         self._counter = self._make_counter()
         if max_cost_usd is not None:

@@ -22,6 +22,7 @@ import tempfile
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
+from needle_action.config.model import Config
 from needle_action.errors import NeedleError
 from needle_action.results import Results
 
@@ -140,7 +141,7 @@ def measure_base(
     workspace: Path,
     sha: str,
     head_config: Path,
-    measure: Callable[[object], Results],
+    measure: Callable[[Config], Results],
     *,
     temp_parent: Path | None = None,
 ) -> tuple[Results, str]:

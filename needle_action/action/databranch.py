@@ -202,6 +202,8 @@ def store_or_explain(settings: Settings, results: Results) -> str:
 def load_base(settings: Settings, base_sha: str) -> tuple[Results | None, str]:
     """The base's results from the data branch, or (None, why not). Never raises for a miss."""
     branch = settings.data_branch
+    if branch is None:
+        return None, "No data branch configured."
     miss = "the base was measured instead"
     try:
         env = _env(settings)

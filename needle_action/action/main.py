@@ -66,7 +66,7 @@ def measure_head(settings: Settings, config: Config, cache: ResultCache, notes: 
     )
     pr = settings.pull_request
     head.commit = pr.head_sha if pr else settings.sha
-    no_key = sorted({p.recall_skipped for p in head.prompts if p.recall_skip_kind == SkipKind.NO_KEY})
+    no_key = sorted({p.recall_skipped or "" for p in head.prompts if p.recall_skip_kind == SkipKind.NO_KEY})
     notes.extend(s[0].upper() + s[1:] + "." for s in no_key if s)
     return head
 
@@ -136,7 +136,7 @@ def main(env: dict[str, str] | None = None) -> int:
         workflow.mask_secrets_in_env(env)
         settings = load_settings(env)
         if settings.post_report is not None:
-            return post_from_report(settings)
+            return post_from_report(settings, settings.post_report)
         return run(settings)
     except NeedleError as exc:
         return _config_error(settings, exc)

@@ -161,7 +161,7 @@ def _set_outputs(settings: Settings, comparison: Comparison, report: Path, url: 
 MAX_REPORT_BYTES = 20 * 1024 * 1024
 
 
-def post_from_report(settings: Settings) -> int:
+def post_from_report(settings: Settings, folder: Path) -> int:
     """The privileged half of the fork pattern (``on: workflow_run``): post the comment of a report
     that an unprivileged ``pull_request`` run uploaded as an artifact.
 
@@ -170,7 +170,6 @@ def post_from_report(settings: Settings) -> int:
     rendered again through our sanitising templates, and the PR number it names must belong to the
     commit this workflow_run was triggered by (checked with the API).
     """
-    folder = settings.post_report
     run = settings.event.get("workflow_run") or {}
     head_sha = run.get("head_sha")
     try:

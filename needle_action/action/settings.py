@@ -155,7 +155,7 @@ def _pull_request(event: dict) -> PullRequest | None:
         return None
     try:
         return PullRequest(
-            number=int(pr.get("number") or event.get("number")),
+            number=int(pr.get("number") or event.get("number")),  # type: ignore[arg-type]  # None -> TypeError, caught
             base_sha=str(pr["base"]["sha"]),
             head_sha=str(pr["head"]["sha"]),
             base_ref=pr["base"].get("ref"),

@@ -13,7 +13,7 @@ import os
 import re
 import secrets
 import sys
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import TextIO
 
@@ -72,12 +72,12 @@ def mask(value: str, out: TextIO | None = None) -> None:
             command("add-mask", part, out)
 
 
-def mask_secrets_in_env(env: dict[str, str] | None = None, out: TextIO | None = None) -> list[str]:
+def mask_secrets_in_env(env: Mapping[str, str] | None = None, out: TextIO | None = None) -> list[str]:
     """Mask every provider key / token found in the environment; returns the variable names."""
-    env = os.environ if env is None else env
-    names = sorted(n for n, v in env.items() if v and len(v) >= 4 and _SECRET_NAME.search(n))
+    source: Mapping[str, str] = os.environ if env is None else env
+    names = sorted(n for n, v in source.items() if v and len(v) >= 4 and _SECRET_NAME.search(n))
     for n in names:
-        mask(env[n], out)
+        mask(source[n], out)
     return names
 
 

@@ -117,9 +117,13 @@ def parse_message(message) -> tuple[str, int | None, int | None]:
     content = getattr(message, "content", None)
     if not isinstance(message, anthropic.types.Message) or not isinstance(content, list):
         raise MalformedResponse("response is not a Message with a content list")
-    texts = [getattr(b, "text", None) for b in content if getattr(b, "type", None) == "text"]
-    if any(not isinstance(t, str) for t in texts):
-        raise MalformedResponse("a text block has no text")
+    texts: list[str] = []
+    for block in content:
+        if getattr(block, "type", None) == "text":
+            text = getattr(block, "text", None)
+            if not isinstance(text, str):
+                raise MalformedResponse("a text block has no text")
+            texts.append(text)
     usage = getattr(message, "usage", None)
     return (
         "".join(texts),

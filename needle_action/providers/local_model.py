@@ -13,6 +13,7 @@ re-hashing ~250 MB on every run.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import os
@@ -107,7 +108,7 @@ def model_path(directory: Path | None = None) -> Path:
             with os.fdopen(fd, "wb") as out:
                 for chunk in chunks:
                     with open(chunk, "rb") as fh:
-                        for block in iter(lambda fh=fh: fh.read(1 << 20), b""):
+                        for block in iter(functools.partial(fh.read, 1 << 20), b""):
                             digest.update(block)
                             out.write(block)
                 out.flush()

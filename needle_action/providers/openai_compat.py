@@ -38,7 +38,7 @@ def _without_credentials(url: str | None) -> str:
         return "OpenAI API"
     parts = urlparse(url)
     if parts.username or parts.password:
-        parts = parts._replace(netloc=parts.hostname + (f":{parts.port}" if parts.port else ""))
+        parts = parts._replace(netloc=(parts.hostname or "") + (f":{parts.port}" if parts.port else ""))
     return parts.geturl()
 
 

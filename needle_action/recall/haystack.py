@@ -275,7 +275,7 @@ class HaystackBuilder:
         from needle_action.assemble.render import load_fixture
 
         self.config, self.prompt, self.counter, self.seed = config, prompt, counter, seed
-        where = {"file": config.path, "line": config.line_of(f"prompts.{prompt.name}")}
+        where: dict[str, Any] = {"file": config.path, "line": config.line_of(f"prompts.{prompt.name}")}
         for key, what in (
             ("context_var", "the context (the haystack slot)"),
             ("question_var", "the question"),
@@ -419,7 +419,9 @@ class HaystackBuilder:
         if not text:
             return "\n\n".join(t for _, _, t, _ in places)
         # token position -> char position, through the pre-counted paragraphs
-        starts, cum, pos = [], [0], 0
+        starts: list[int] = []
+        cum: list[float] = [0]
+        pos = 0
         for p, c in zip(paragraphs, counts, strict=True):
             starts.append(pos)
             pos += len(p) + 2

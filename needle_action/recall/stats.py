@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import functools
 import math
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Literal
 
 CellStatus = Literal["pass", "fail", "undecided"]
@@ -118,7 +118,7 @@ def trials_to_decide(hits: int, trials: int, planned: int, threshold: float) -> 
 # -- effective context length ---------------------------------------------------------------
 
 
-def effective_context(sizes: Sequence[int], status_by_size: dict[int, Iterable[str]]) -> int | None:
+def effective_context(sizes: Sequence[int], status_by_size: Mapping[int, Iterable[str]]) -> int | None:
     """RULER-style effective length: the largest size such that it and every smaller size pass at
     every depth. ``None`` when even the smallest size does not."""
     best = None
@@ -131,7 +131,7 @@ def effective_context(sizes: Sequence[int], status_by_size: dict[int, Iterable[s
 
 
 def effective_context_relative(
-    sizes: Sequence[int], worst_rate_by_size: dict[int, float | None], threshold: float
+    sizes: Sequence[int], worst_rate_by_size: Mapping[int, float | None], threshold: float
 ) -> int | None:
     """Largest size (contiguous from the smallest) whose worst-depth rate stays at or above
     ``threshold`` times the smallest size's worst-depth rate: how far the model keeps its own

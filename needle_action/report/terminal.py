@@ -242,7 +242,7 @@ def print_recall(results: Results) -> None:
     t = results.totals
     verdict = results.recall_status
     head = click.style(f"recall {verdict.upper()}", fg=_STATUS_COLOUR.get(verdict), bold=True)
-    failed = sum(p.recall.status == "fail" for p in ran)
+    failed = sum(p.recall is not None and p.recall.status == "fail" for p in ran)
     text = (
         f"{head}: {len(ran)} prompt{'s' if len(ran) != 1 else ''} measured, {failed} failing, "
         f"{len(skipped)} skipped; {t.calls:,} model calls ({t.cached_calls:,} cached, "
