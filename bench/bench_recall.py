@@ -32,8 +32,7 @@ from needle_action.config.loader import load_config  # noqa: E402
 from needle_action.pipeline import RecallOverrides, run_recall  # noqa: E402
 from needle_action.recall.haystack import HaystackBuilder  # noqa: E402
 from needle_action.recall.plan import effective_prompt  # noqa: E402
-from needle_action.tokens import tiktoken_cache  # noqa: E402
-from needle_action.tokens.counters import get_counter  # noqa: E402
+from needle_action.tokens import get_counter, tiktoken_cache  # noqa: E402
 from tests.fakes.anthropic_server import FakeAnthropic  # noqa: E402
 from tests.fakes.simulated_model import SimulatedModel, u_shape  # noqa: E402
 from tests.integration.recall_helpers import write_project  # noqa: E402

@@ -65,7 +65,7 @@ def vary(variables: dict, prompt: PromptConfig, rng: random.Random, i: int) -> d
 
 def assemble(target_tokens: int, seed: int) -> tuple[list[tuple[PromptConfig, RenderedPrompt]], float]:
     config = load_config(REPO / "examples" / "needle.toml")
-    enc = tokens._load_encoding(ENCODING)
+    enc = tokens.load_encoding(ENCODING)
     cases = [(p, fx, load_fixture(fx)) for p in config.prompts.values() for fx in config.fixture_paths(p)]
     rng = random.Random(seed)
     out: list[tuple[PromptConfig, RenderedPrompt]] = []
@@ -98,7 +98,7 @@ def run(args) -> None:
     prompts = [r for _, r in cases]
     settings = cases[0][0].model_copy(update={"tokenizer": f"tiktoken:{ENCODING}", "model": "gpt-4o"})
     counter = tokens.get_counter(settings.tokenizer, model=settings.model, settings=settings)
-    enc = tokens._load_encoding(ENCODING)
+    enc = tokens.load_encoding(ENCODING)
     chunks = batches(prompts, args.batch)
     text_chunks = [[t for p in chunk for t in p.texts()] for chunk in chunks]
     n_texts = sum(len(c) for c in text_chunks)

@@ -20,7 +20,7 @@ from needle_action.recall.engine import CacheArg, run_recall_for_prompts
 from needle_action.recall.plan import RecallOverrides
 from needle_action.recall.scheduler import ProgressFactory
 from needle_action.results import PromptResult, Results, SkipKind
-from needle_action.tokens.counters import count_prompts
+from needle_action.tokens import count_prompts
 
 NO_OVERRIDES = RecallOverrides()
 NO_FIXTURE: list[Path | None] = [None]  # a prompt without fixtures renders once, with no variables

@@ -3,7 +3,7 @@ request that would blow the token or dollar budget.
 
 This module is for the application that *sends* prompts, not for the checker; it imports neither
 click nor Jinja2. ``edge_order`` needs nothing beyond the standard library; ``PreflightGuard``
-loads the tokenizer (``needle_action.tokens.counters``) and the price table
+loads the tokenizer (``needle_action.tokens``) and the price table
 (``needle_action.providers.pricing``) when it is first built.
 
     from needle_action.runtime import edge_order, PreflightGuard, BudgetExceeded
@@ -209,12 +209,12 @@ class PreflightGuard:
     # -- internals kept small so the contract with tokens/pricing is in one place
 
     def _make_counter(self):
-        from needle_action.tokens.counters import get_counter
+        from needle_action.tokens import get_counter
 
         return get_counter(self.tokenizer, model=self.model, settings=self.settings)
 
     def _factor(self) -> float:
-        from needle_action.tokens.counters import safety_factor_for
+        from needle_action.tokens import safety_factor_for
 
         return safety_factor_for(self._counter, self.settings)
 

@@ -44,7 +44,7 @@ from needle_action.recall.scheduler import (
     price,
 )
 from needle_action.results import PromptResult, RecallResult, Results, RunTotals, SkipKind
-from needle_action.tokens.counters import get_counter
+from needle_action.tokens import get_counter
 
 CacheArg = ResultCache | str | Path | Literal[False] | None
 

@@ -555,7 +555,7 @@ class HaystackBuilder:
 def _unit_counter_for(counter):
     """A local counter for pre-counting filler units: tiktoken instead of one API call per unit."""
     if getattr(counter, "name", "") == "anthropic":
-        from needle_action.tokens.counters import TiktokenCounter
+        from needle_action.tokens import TiktokenCounter
 
         return TiktokenCounter("o200k_base", model="claude")
     return counter

@@ -199,9 +199,9 @@ class SimulatedModel:
                 self._sizes.move_to_end(key)
                 return self._sizes[key]
             if self._enc is None:
-                from needle_action.tokens.counters import _load_encoding  # cached per process, seeded offline
+                from needle_action.tokens import load_encoding  # cached per process, seeded offline
 
-                self._enc = _load_encoding("o200k_base")
+                self._enc = load_encoding("o200k_base")
         n = len(self._enc.encode(text, disallowed_special=()))
         with self._lock:
             self._sizes[key] = n

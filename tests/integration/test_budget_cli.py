@@ -13,9 +13,9 @@ import pytest
 import yaml
 from click.testing import CliRunner
 
+import needle_action.tokens as tokens
 from needle_action.cli import main
 from needle_action.results import SCHEMA_VERSION, load_results
-from needle_action.tokens import counters as tokens
 
 REPO = Path(__file__).resolve().parents[2]
 EXAMPLES = REPO / "examples"

@@ -13,7 +13,7 @@ from needle_action.config.model import PromptConfig
 from needle_action.errors import ConfigError, TemplateError
 from needle_action.recall.haystack import HaystackBuilder, SizeTooSmall, Trial
 from needle_action.recall.needles import BRIDGE_RE, VALUE_RE, Needle, make_needle
-from needle_action.tokens.counters import get_counter
+from needle_action.tokens import get_counter
 
 TOKENIZER = "tiktoken:o200k_base"
 DEPTHS = (0.0, 0.25, 0.5, 0.75, 1.0)
@@ -317,7 +317,7 @@ def test_template_that_hides_the_context_is_a_template_error(tmp_path):
 def test_anthropic_counter_sizes_with_few_count_tokens_calls(examples, monkeypatch):
     """tokenizer = "anthropic": units are pre-counted locally; only whole prompts go to count_tokens."""
     from needle_action.config.model import ProviderSettings
-    from needle_action.tokens.counters import AnthropicCounter
+    from needle_action.tokens import AnthropicCounter
     from tests.fakes.anthropic_server import FakeAnthropic
 
     with FakeAnthropic() as fake:

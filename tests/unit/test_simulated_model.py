@@ -15,7 +15,7 @@ from needle_action.recall.filler import generated_passages
 from needle_action.recall.haystack import HaystackBuilder
 from needle_action.recall.needles import VALUE_RE, make_needle
 from needle_action.recall.scoring import score
-from needle_action.tokens.counters import get_counter
+from needle_action.tokens import get_counter
 from tests.fakes.simulated_model import NOT_FOUND, SimulatedModel, cliff, flat, u_shape
 
 FILLER = "\n".join(p.text for p in islice(generated_passages("sim-tests"), 60))
@@ -84,12 +84,12 @@ def test_observed_depth_and_size_are_measured_from_the_request():
         obs = model.observe(_body([(d, needle.facts[0])], needle.question))
         assert obs.depths[0] == pytest.approx(d, abs=0.03)
     body = _body([(0.5, needle.facts[0])], needle.question)
-    from needle_action.tokens.counters import _load_encoding
+    from needle_action.tokens import load_encoding
     from tests.fakes.anthropic_server import request_texts
 
     # the same number the fake's count_tokens endpoint reports for this request
     assert obs.size == len(
-        _load_encoding("o200k_base").encode("\n".join(request_texts(body)), disallowed_special=())
+        load_encoding("o200k_base").encode("\n".join(request_texts(body)), disallowed_special=())
     )
     assert 2000 < obs.size < 20000
     assert SimulatedModel(flat(1.0), exact_size=False).observe(body).size == pytest.approx(obs.size, rel=0.35)

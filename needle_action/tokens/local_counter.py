@@ -1,0 +1,103 @@
+"""The embedded model's own tokenizer (llama-cpp-python, vocabulary only), on exactly the text the
+local provider feeds the model: the chat laid out by the gguf's chat template, or, for a base model
+without one (the bundled Gemma 3 270M), the provider's plain transcript plus BOS.
+
+llama_cpp is imported inside functions: it is an optional extra and slow to import.
+"""
+
+from __future__ import annotations
+
+import threading
+from functools import lru_cache
+from pathlib import Path
+
+from needle_action.assemble.prompt import RenderedPrompt
+from needle_action.config.model import PromptSettings, ProviderSettings
+from needle_action.errors import ProviderUnavailable, TokenizerError
+from needle_action.providers.local import transcript
+from needle_action.providers import local_model
+
+
+@lru_cache(maxsize=4)
+def _load_vocab(path: str):
+    """The gguf's vocabulary only: no weights, so loading is quick."""
+    from llama_cpp import Llama
+
+    try:  # llama.cpp logs from C even with verbose=False; keep `needle budget`'s output clean
+        from llama_cpp._utils import suppress_stdout_stderr
+    except ImportError:  # private helper: fine to lose
+        return Llama(model_path=path, vocab_only=True, verbose=False)
+    with suppress_stdout_stderr(disable=False):
+        return Llama(model_path=path, vocab_only=True, verbose=False)
+
+
+class LocalCounter:
+    """The embedded model's own tokenizer."""
+
+    def __init__(self, *, model: str, settings: PromptSettings) -> None:
+        try:
+            import llama_cpp  # noqa: F401
+        except ImportError:
+            raise TokenizerError(
+                'tokenizer "local" needs llama-cpp-python',
+                hint="pip install 'needle-action[local]' (compiles llama.cpp, a few minutes), "
+                'or use tokenizer = "tiktoken:o200k_base"',
+            ) from None
+        ps = settings.providers.get("local") or ProviderSettings()
+        if ps.model_path:
+            path = Path(ps.model_path)
+        else:
+            try:
+                path = local_model.model_path()
+            except ProviderUnavailable as exc:  # counting needs no provider: a setup error (exit 2)
+                raise TokenizerError(exc.message, hint=exc.hint) from None
+        if not Path(path).is_file():
+            raise TokenizerError(
+                f"local model file not found: {path}", hint="set [providers.local] model_path"
+            )
+        self.path = Path(path)
+        self.name = f"local:{model}"
+        self.cache_id = f"local:{self.path.resolve()}"
+        self.exact = settings.provider == "local"
+        self._llama = _load_vocab(str(self.path))
+        self._lock = threading.Lock()  # llama.cpp's tokenizer context is not documented as thread-safe
+        self._chat = _chat_formatter(self._llama)
+
+    def _tokenize(self, data: bytes, *, special: bool) -> int:
+        with self._lock:
+            return len(self._llama.tokenize(data, add_bos=False, special=special))
+
+    def count_texts(self, texts: list[str]) -> list[int]:
+        return [self._tokenize(t.encode("utf-8"), special=False) for t in texts]
+
+    def request_text(self, prompt: RenderedPrompt) -> tuple[str, bool]:
+        """The text the local provider feeds the model, and whether it already holds the BOS."""
+        messages = ([{"role": "system", "content": prompt.system}] if prompt.system else []) + [
+            {"role": m.role, "content": m.content} for m in prompt.messages
+        ]
+        if self._chat is not None:  # the gguf's chat template writes its own <bos> and turn markers
+            return self._chat(messages=messages).prompt, True
+        # a base model (the bundled Gemma): the provider's plain transcript, llama.cpp prepends BOS
+        return transcript(messages), False
+
+    def count_prompt(self, prompt: RenderedPrompt) -> int:
+        text, has_bos = self.request_text(prompt)
+        # special=True like llama.cpp's completion call: marker text counts as the special token it is
+        return self._tokenize(text.encode("utf-8"), special=True) + (0 if has_bos else 1)
+
+
+def _chat_formatter(llama):
+    template = (llama.metadata or {}).get("tokenizer.chat_template")
+    if not template:
+        return None
+    from llama_cpp.llama_chat_format import Jinja2ChatFormatter
+
+    def piece(token_id: int) -> str:
+        return llama.detokenize([token_id], special=True).decode("utf-8", errors="ignore")
+
+    return Jinja2ChatFormatter(
+        template=template,
+        eos_token=piece(llama.token_eos()),
+        bos_token=piece(llama.token_bos()),
+        add_generation_prompt=True,
+    )

@@ -1,0 +1,109 @@
+"""tiktoken's BPE encodings (``tiktoken:o200k_base``, ``tiktoken:cl100k_base``), offline.
+
+Exact only for an OpenAI model that uses that encoding (``gpt-4o`` -> o200k_base, ``gpt-4`` ->
+cl100k_base, ...). A chat request is counted the way OpenAI documents it: every message costs its
+content, its role, and 3 framing tokens, and the reply is primed with 3 more (see docs/tokens.md).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from functools import cache
+
+import tiktoken
+from tiktoken.model import encoding_name_for_model
+
+from needle_action.assemble.prompt import RenderedPrompt
+from needle_action.errors import TokenizerError
+from needle_action.tokens import tiktoken_cache
+
+# OpenAI's documented chat overhead (cookbook "How to count tokens with tiktoken"): each message is
+# framed as <|start|>{role}\n{content}<|end|>\n: 3 framing tokens + the role's own tokens; every
+# reply is primed with <|start|>assistant<|message|>: 3 tokens.
+TOKENS_PER_MESSAGE = 3
+TOKENS_REPLY_PRIMING = 3
+
+TIKTOKEN_ENCODINGS = ("o200k_base", "cl100k_base")
+
+
+def _tiktoken_fix_hint() -> str:
+    return (
+        "the encodings ship in the `bpe-openai` package: `pip install bpe-openai` then "
+        '`python -m needle_action.tokens.tiktoken_cache "$TIKTOKEN_CACHE_DIR"`, '
+        "or set TIKTOKEN_CACHE_DIR to a folder that already holds tiktoken's cached files"
+    )
+
+
+@cache
+def load_encoding(encoding: str):
+    """Load a tiktoken encoding without ever touching the network.
+
+    tiktoken downloads a missing encoding and only fails after a network timeout on an offline
+    machine, so we check its cache file first (seeding it from bpe-openai when installed).
+    """
+    if encoding not in TIKTOKEN_ENCODINGS:
+        raise TokenizerError(
+            f"unsupported tiktoken encoding {encoding!r}",
+            hint=f"use one of: {', '.join('tiktoken:' + e for e in TIKTOKEN_ENCODINGS)}",
+        )
+    if not tiktoken_cache.ensure(encoding):
+        where = os.environ.get("TIKTOKEN_CACHE_DIR")
+        where = (
+            "(caching disabled: TIKTOKEN_CACHE_DIR is empty)"
+            if where == ""
+            else str(tiktoken_cache.cache_path(tiktoken_cache.default_cache_dir(), encoding))
+        )
+        raise TokenizerError(
+            f"tiktoken encoding {encoding} is not available offline: no cached file at {where}",
+            hint=_tiktoken_fix_hint(),
+        )
+    try:
+        return tiktoken.get_encoding(encoding)
+    except Exception as exc:  # corrupt cache file that tiktoken then tried to re-download, ...
+        raise TokenizerError(
+            f"tiktoken could not load {encoding}: {type(exc).__name__}: {exc}", hint=_tiktoken_fix_hint()
+        ) from None
+
+
+def _openai_encoding_for(model: str) -> str | None:
+    try:
+        return encoding_name_for_model(model)
+    except KeyError:
+        return None
+
+
+class TiktokenCounter:
+    def __init__(self, encoding: str, *, model: str) -> None:
+        self.encoding = encoding
+        self._enc = load_encoding(encoding)
+        self.name = f"tiktoken:{encoding}"
+        self.cache_id = self.name
+        self.exact = _openai_encoding_for(model) == encoding
+        self._role_tokens = {r: len(self._enc.encode_ordinary(r)) for r in ("system", "user", "assistant")}
+
+    def count_texts(self, texts: list[str]) -> list[int]:
+        if not texts:
+            return []
+        if len(texts) == 1:  # skip the thread pool for a single text
+            return [len(self._enc.encode_ordinary(texts[0]))]
+        return [len(ids) for ids in self._enc.encode_ordinary_batch(texts)]
+
+    def overhead(self, prompt: RenderedPrompt) -> int:
+        """Framing tokens of a chat request on top of its message texts."""
+        roles = (["system"] if prompt.system else []) + [m.role for m in prompt.messages]
+        return sum(TOKENS_PER_MESSAGE + self._role_tokens.get(r, 1) for r in roles) + TOKENS_REPLY_PRIMING
+
+    def count_prompt(self, prompt: RenderedPrompt) -> int:
+        return sum(self.count_texts(prompt.texts())) + self.overhead(prompt)
+
+    def count_many(self, prompts: Sequence[RenderedPrompt]) -> list[int]:
+        """All texts of all PROMPTS in one batch call (the fast path of ``count_prompts``)."""
+        texts: list[str] = []
+        spans: list[tuple[int, int]] = []
+        for p in prompts:
+            t = p.texts()
+            spans.append((len(texts), len(texts) + len(t)))
+            texts.extend(t)
+        counts = self.count_texts(texts)
+        return [sum(counts[a:b]) + self.overhead(p) for p, (a, b) in zip(prompts, spans, strict=True)]
