@@ -23,6 +23,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from needle_action.errors import NeedleError
+from needle_action.paths import relative_path
 from needle_action.results import Results
 
 DUBIOUS = "dubious ownership"
@@ -124,10 +125,9 @@ def base_worktree(workspace: Path, sha: str, *, parent: Path | None = None) -> I
 
 def base_config_path(tree: Path, head_config: Path, workspace: Path) -> tuple[Path, str]:
     """The threshold file to measure the base with, and where it came from ("base" or "head")."""
-    try:
-        rel = head_config.resolve().relative_to(workspace.resolve())
-    except ValueError:
-        raise BaselineUnavailable(f"the threshold file {head_config} is outside the workspace") from None
+    rel = relative_path(workspace, head_config, resolved=True)
+    if rel is None:
+        raise BaselineUnavailable(f"the threshold file {head_config} is outside the workspace")
     own = tree / rel
     if own.is_file():
         return own, "base"

@@ -23,6 +23,7 @@ from pathlib import Path
 from needle_action.action import workflow
 from needle_action.action.settings import Settings, load_settings
 from needle_action.errors import EXIT_CHECKS_FAILED, EXIT_OK, EXIT_PROVIDER, NeedleError
+from needle_action.paths import relative
 
 SUMMARY_LIMIT = 1_000_000
 KEY_ENV = {"anthropic": "ANTHROPIC_API_KEY", "openai": "OPENAI_API_KEY"}
@@ -175,10 +176,7 @@ def _config_error(settings: Settings | None, exc: NeedleError) -> int:
 def _rel(settings: Settings | None, file: str | None) -> str | None:
     if not file or settings is None:
         return file
-    try:
-        return str(Path(file).resolve().relative_to(settings.workspace.resolve()))
-    except ValueError:
-        return file
+    return relative(settings.workspace, Path(file), resolved=True, default=file)
 
 
 def locate_failures(comparison, settings: Settings, config_root: Path, base_sha: str | None) -> None:

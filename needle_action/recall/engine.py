@@ -33,6 +33,7 @@ from pathlib import Path
 from needle_action import __version__
 from needle_action.config.model import Config, PromptConfig
 from needle_action.errors import ConfigError, ProviderUnavailable
+from needle_action.paths import relative
 from needle_action.recall import stats
 from needle_action.recall.diagnose import diagnose
 from needle_action.results import PromptResult, RecallAnswer, RecallCell, RecallResult, Results
@@ -91,12 +92,7 @@ def recall_fixture(config: Config, prompt: PromptConfig) -> Path | None:
 
 
 def _rel(config: Config, path: Path | None) -> str | None:
-    if path is None:
-        return None
-    try:
-        return path.resolve().relative_to(config.root.resolve()).as_posix()
-    except ValueError:
-        return str(path)
+    return None if path is None else relative(config.root, path, resolved=True, default=str(path))
 
 
 @functools.cache
