@@ -35,9 +35,9 @@ from jinja2.runtime import BlockReference, Macro
 from jinja2.sandbox import ImmutableSandboxedEnvironment
 
 from needle_action.assemble.prompt import Message, RenderedPrompt
-from needle_action.config.loader import display_path, last_content_line
 from needle_action.config.model import Config, PromptConfig
 from needle_action.errors import ConfigError, NeedleError, TemplateError
+from needle_action.paths import display_path, last_content_line
 
 # Private-use code points (Supplementary Private Use Area-A): they bracket every interpolated value
 # in the raw render and are removed before anything leaves this module.

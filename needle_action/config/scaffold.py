@@ -13,9 +13,10 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from needle_action.config.loader import FIXTURE_SUFFIXES, display_path
+from needle_action.config.loader import FIXTURE_SUFFIXES
 from needle_action.config.model import PromptSettings, RecallSettings
 from needle_action.errors import ConfigError, NeedleError
+from needle_action.paths import display_path, is_inside
 
 TEMPLATE_SUFFIXES = (".j2", ".jinja", ".jinja2", ".prompty")
 SKIP_DIRS = {
@@ -82,15 +83,12 @@ class FoundTemplate:
 
 def _walk(root: Path, suffixes: tuple[str, ...]) -> list[Path]:
     out: list[Path] = []
-    real_root = root.resolve()
     for folder, dirs, files in os.walk(root):
         dirs[:] = sorted(d for d in dirs if d not in SKIP_DIRS and not d.startswith("."))
         for f in sorted(files):
             p = Path(folder) / f
-            if p.suffix.lower() in suffixes and p.is_file():
-                real = p.resolve()
-                if real == real_root or real_root in real.parents:
-                    out.append(p)
+            if p.suffix.lower() in suffixes and p.is_file() and is_inside(root, p):
+                out.append(p)
     return out
 
 
@@ -318,7 +316,7 @@ def write_starter(root: str | os.PathLike, config_path: str | os.PathLike, force
             f"no prompt templates found under {display_path(root.absolute()) or '.'}",
             hint=f"templates are files ending in {', '.join(TEMPLATE_SUFFIXES)}; pass --root to scan another folder",
         )
-    outside = [t for t in templates if not _is_inside(t.absolute(), config_dir)]
+    outside = [t for t in templates if not t.absolute().is_relative_to(config_dir)]
     if outside:
         raise ConfigError(
             f"template {display_path(outside[0].absolute())} is outside the folder of {display_path(config_path)}",
@@ -349,14 +347,6 @@ def write_starter(root: str | os.PathLike, config_path: str | os.PathLike, force
     config_path.parent.mkdir(parents=True, exist_ok=True)
     config_path.write_text(text, encoding="utf-8")
     return config_path
-
-
-def _is_inside(path: Path, folder: Path) -> bool:
-    try:
-        path.relative_to(folder)
-        return True
-    except ValueError:
-        return False
 
 
 __all__ = ["write_starter", "render_starter", "guess_var", "TEMPLATE_SUFFIXES"]
