@@ -13,8 +13,11 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from needle_action.assemble.prompty import split_prompty
+from needle_action.assemble.render import referenced_templates, render_case, undeclared_variables
+from needle_action.assemble.sandbox import environment_for
 from needle_action.config.loader import FIXTURE_SUFFIXES
-from needle_action.config.model import PromptSettings, RecallSettings
+from needle_action.config.model import Config, PromptConfig, PromptSettings, RecallSettings
 from needle_action.errors import ConfigError, NeedleError
 from needle_action.paths import display_path, is_inside
 
@@ -145,13 +148,11 @@ def _prompt_name(template: Path, taken: set[str]) -> str:
 
 def _inspect(found: FoundTemplate, config_dir: Path) -> None:
     """Fill variables/guesses (and a rough rendered size) from the template itself."""
-    from needle_action.assemble.render import _split_prompty, environment_for, undeclared_variables
-
     env = environment_for(config_dir)
     try:
         text = found.path.read_text(encoding="utf-8")
         if found.path.suffix.lower() == ".prompty":
-            prompty = _split_prompty(text, found.rel)
+            prompty = split_prompty(text, found.rel)
             text = prompty.body
             found.has_sample = bool(prompty.front.get("sample") or prompty.front.get("inputs"))
         variables = undeclared_variables(env, text)
@@ -166,8 +167,6 @@ def _inspect(found: FoundTemplate, config_dir: Path) -> None:
 
 def _partials(templates: list[Path], config_dir: Path) -> set[Path]:
     """Templates that other templates include/import/extend: building blocks, not prompts."""
-    from needle_action.assemble.render import environment_for, referenced_templates
-
     env = environment_for(config_dir)
     out: set[Path] = set()
     for t in templates:
@@ -184,9 +183,6 @@ def _partials(templates: list[Path], config_dir: Path) -> set[Path]:
 
 def _estimate(found: FoundTemplate, config_dir: Path) -> None:
     """Rough rendered size with the first fixture, for a budget suggestion (chars, not tokens)."""
-    from needle_action.assemble.render import render_case
-    from needle_action.config.model import Config, PromptConfig
-
     prompt = PromptConfig(name=found.name, template=found.rel, fixtures=found.fixtures[:1])
     config = Config(path=config_dir / "needle.toml", root=config_dir, prompts={found.name: prompt})
     fixture = config_dir / found.fixtures[0] if found.fixtures else None
