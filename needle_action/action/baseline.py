@@ -148,7 +148,7 @@ def measure_base(
 
     Returns (results, note about which config was used). Raises BaselineUnavailable.
     """
-    from needle_action.config.loader import load_config
+    from needle_action.config import load_config
 
     ensure_commit(workspace, sha)
     with base_worktree(workspace, sha, parent=temp_parent) as tree:

@@ -32,8 +32,8 @@ from functools import cache, lru_cache
 from pathlib import Path
 from typing import Protocol
 
-from needle_action.assemble.prompt import RenderedPrompt
-from needle_action.config.model import PromptSettings, ProviderSettings
+from needle_action.assemble import RenderedPrompt
+from needle_action.config import PromptSettings, ProviderSettings
 from needle_action.errors import ConfigError, ProviderUnavailable, TokenizerError
 from needle_action.results import TokenCount
 

@@ -14,10 +14,8 @@ from pathlib import Path
 import pytest
 import tiktoken
 
-from needle_action.assemble.prompt import Message, RenderedPrompt
-from needle_action.assemble.render import render_case
-from needle_action.config.loader import load_config
-from needle_action.config.model import PromptSettings, ProviderSettings
+from needle_action.assemble import Message, RenderedPrompt, render_case
+from needle_action.config import PromptSettings, ProviderSettings, load_config
 from needle_action.errors import ProviderUnavailable, TokenizerError
 from needle_action.tokens import counters as tokens
 from needle_action.tokens.counters import (

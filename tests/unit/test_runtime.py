@@ -12,8 +12,8 @@ import anthropic
 import pytest
 import tiktoken
 
-from needle_action.assemble.prompt import Message, RenderedPrompt
-from needle_action.config.model import PromptSettings
+from needle_action.assemble import Message, RenderedPrompt
+from needle_action.config import PromptSettings
 from needle_action.providers.pricing import price_of
 from needle_action.runtime import BudgetExceeded, Estimate, PreflightGuard, edge_order
 from needle_action.tokens import counters as tokens
