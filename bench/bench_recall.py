@@ -28,7 +28,7 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
 from bench.seed_loop import run_seed_loop  # noqa: E402
-from needle_action.config.loader import load_config  # noqa: E402
+from needle_action.config import load_config  # noqa: E402
 from needle_action.pipeline import RecallOverrides, run_recall  # noqa: E402
 from needle_action.recall.haystack import HaystackBuilder  # noqa: E402
 from needle_action.recall.plan import effective_prompt  # noqa: E402

@@ -31,10 +31,8 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from needle_action.assemble.prompt import RenderedPrompt  # noqa: E402
-from needle_action.assemble.render import load_fixture, render_case  # noqa: E402
-from needle_action.config.loader import load_config  # noqa: E402
-from needle_action.config.model import PromptConfig  # noqa: E402
+from needle_action.assemble import RenderedPrompt, load_fixture, render_case  # noqa: E402
+from needle_action.config import PromptConfig, load_config  # noqa: E402
 from needle_action.tokens import tiktoken_cache, tokens  # noqa: E402
 
 ENCODING = "o200k_base"

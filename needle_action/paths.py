@@ -1,9 +1,33 @@
-"""Paths as the user reads them (placeholder; the full module lands with the config/assemble split)."""
+"""Paths from untrusted input: how they are shown, how they are kept inside a root, how they are read.
+
+Templates, fixtures and globs come from pull requests, so every path a user wrote is checked
+against the folder it must stay in. The rules live here once:
+
+* :func:`check_relative` is the lexical rule for a name relative to a root (no absolute path, no
+  drive letter, no ``..``); :func:`check_inside` is the rule after symlinks are resolved (the real
+  path stays at or below the real root). Both raise :class:`PathEscape` with a ``kind``, so each
+  caller words the error its own way; :func:`confine` is the wording used for fixture files;
+* :func:`display_path` and :func:`relative` are how a path appears in messages and results;
+* :func:`read_text` reads UTF-8 and turns a decoding error into the line to fix.
+
+Bottom of the import graph: standard library and :mod:`needle_action.errors` only.
+"""
 
 from __future__ import annotations
 
 import os
-from pathlib import Path
+import re
+from pathlib import Path, PurePosixPath
+from typing import Literal
+
+from needle_action.errors import ConfigError, NeedleError
+
+EscapeKind = Literal["absolute", "parent", "unresolvable", "outside"]
+
+_DRIVE = re.compile(r"^[A-Za-z]:")
+
+
+# --------------------------------------------------------------------------- display
 
 
 def display_path(path: str | os.PathLike) -> str:
@@ -18,14 +42,124 @@ def display_path(path: str | os.PathLike) -> str:
     return str(p) if rel.startswith("..") else rel
 
 
-def relative(root: Path, path: Path) -> str:
-    """PATH relative to ROOT in POSIX form (symlinks resolved if needed), else as displayed."""
-    for base, p in (
-        (root.absolute(), path.absolute()),
-        (root.absolute().resolve(), path.absolute().resolve()),
-    ):
-        try:
-            return p.relative_to(base).as_posix()
-        except ValueError:
-            continue
-    return display_path(path)
+def relative_path(root: Path, path: Path, *, resolved: bool = False) -> str | None:
+    """PATH relative to ROOT in POSIX form, or None when PATH is not below ROOT.
+
+    By default the paths are compared as written first, then with symlinks resolved (a template
+    reached through a symlinked folder keeps the name the user wrote). ``resolved=True`` compares
+    only the resolved paths, so ``..`` and symlinks are collapsed before the comparison.
+    """
+    if not resolved:
+        rel = _below(root.absolute(), path.absolute())
+        if rel is not None:
+            return rel
+    return _below(root.absolute().resolve(), path.absolute().resolve())
+
+
+def _below(base: Path, path: Path) -> str | None:
+    return path.relative_to(base).as_posix() if path.is_relative_to(base) else None
+
+
+def relative(root: Path, path: Path, *, resolved: bool = False, default: str | None = None) -> str:
+    """PATH relative to ROOT (see :func:`relative_path`); else DEFAULT, or PATH as displayed."""
+    rel = relative_path(root, path, resolved=resolved)
+    if rel is not None:
+        return rel
+    return display_path(path) if default is None else default
+
+
+# --------------------------------------------------------------------------- confinement
+
+
+class PathEscape(Exception):
+    """A path does not stay inside its root. ``kind`` says why; callers word the error."""
+
+    def __init__(self, kind: EscapeKind) -> None:
+        super().__init__(kind)
+        self.kind: EscapeKind = kind
+
+
+def check_relative(name: str) -> None:
+    """Refuse NAME (a path relative to a root) if it is absolute or climbs out with ``..``.
+
+    Backslashes count as separators and drive letters as absolute, whatever the host, so a name
+    that would escape on Windows is refused everywhere.
+    """
+    pure = PurePosixPath(name.replace("\\", "/"))
+    if pure.is_absolute() or _DRIVE.match(name):
+        raise PathEscape("absolute")
+    if ".." in pure.parts:
+        raise PathEscape("parent")
+
+
+def check_inside(root: Path, path: Path) -> None:
+    """Refuse PATH unless, symlinks resolved, it is ROOT or lies below it."""
+    real_root = root.absolute().resolve()
+    try:
+        real = path.resolve()
+    except (OSError, RuntimeError):  # a symlink loop
+        raise PathEscape("unresolvable") from None
+    if not real.is_relative_to(real_root):
+        raise PathEscape("outside")
+
+
+def is_inside(root: Path, path: Path) -> bool:
+    """Whether PATH, symlinks resolved, is ROOT or lies below it (for filtering found files)."""
+    return path.resolve().is_relative_to(root.absolute().resolve())
+
+
+def confine(root: Path, path: Path, *, what: str, file: str | None = None) -> Path:
+    """PATH (absolute, or relative to the working directory) if it stays inside ROOT, else a ConfigError.
+
+    WHAT names the file in the message ("fixture"); FILE is where the error points (default PATH).
+    """
+    full = path if path.is_absolute() else (Path.cwd() / path)
+    try:
+        check_inside(root, full)
+    except PathEscape as exc:
+        where = file or display_path(path)
+        if exc.kind == "unresolvable":
+            raise ConfigError(f"{what} cannot be resolved (symlink loop?)", file=where) from None
+        raise ConfigError(
+            f"{what} {display_path(path)} is outside the config root {display_path(root.absolute().resolve())}",
+            file=where,
+            hint="templates and fixtures must live inside the threshold file's folder",
+        ) from None
+    return full
+
+
+# --------------------------------------------------------------------------- reading
+
+
+def read_text(
+    path: Path,
+    *,
+    what: str,
+    error_cls: type[NeedleError] = ConfigError,
+    hint: str = "save it as UTF-8",
+    file: str | None = None,
+) -> str:
+    """PATH's text. Invalid UTF-8 raises ERROR_CLS "WHAT is not valid UTF-8" at the offending line.
+
+    FILE is where the error points (default: PATH as displayed). Other ``OSError``s propagate:
+    callers word "not found" and "cannot read" themselves.
+    """
+    try:
+        return path.read_text(encoding="utf-8")
+    except UnicodeDecodeError as exc:
+        line = path.read_bytes()[: exc.start].count(b"\n") + 1
+        raise error_cls(
+            f"{what} is not valid UTF-8",
+            file=display_path(path) if file is None else file,
+            line=line,
+            hint=hint,
+        ) from None
+
+
+def last_content_line(text: str) -> int:
+    """1-based number of the last non-blank line (where "at end of document" errors really are)."""
+    lines = text.splitlines()
+    for i in range(len(lines), 0, -1):
+        if lines[i - 1].strip():
+            return i
+    return 1

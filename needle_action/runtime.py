@@ -141,7 +141,7 @@ def _to_rendered(system: Any, messages: Iterable[Any]):
     shape (``{"role": "system"|"developer", ...}`` inside ``messages``): those are folded into the
     system text in order.
     """
-    from needle_action.assemble.prompt import Message, RenderedPrompt
+    from needle_action.assemble import Message, RenderedPrompt
 
     system_parts = [_content_text(system)] if system else []
     turns: list[Message] = []
@@ -183,7 +183,7 @@ class PreflightGuard:
         reserve_output_tokens: int = 0,
         safety_factor: float | None = None,
     ) -> None:
-        from needle_action.config.model import PromptSettings
+        from needle_action.config import PromptSettings
 
         if max_input_tokens is not None and max_input_tokens < 1:
             raise ValueError("max_input_tokens must be a positive number of tokens")

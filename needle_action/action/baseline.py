@@ -24,6 +24,7 @@ from pathlib import Path
 
 from needle_action.config.model import Config
 from needle_action.errors import NeedleError
+from needle_action.paths import relative_path
 from needle_action.results import Results
 
 DUBIOUS = "dubious ownership"
@@ -125,10 +126,9 @@ def base_worktree(workspace: Path, sha: str, *, parent: Path | None = None) -> I
 
 def base_config_path(tree: Path, head_config: Path, workspace: Path) -> tuple[Path, str]:
     """The threshold file to measure the base with, and where it came from ("base" or "head")."""
-    try:
-        rel = head_config.resolve().relative_to(workspace.resolve())
-    except ValueError:
-        raise BaselineUnavailable(f"the threshold file {head_config} is outside the workspace") from None
+    rel = relative_path(workspace, head_config, resolved=True)
+    if rel is None:
+        raise BaselineUnavailable(f"the threshold file {head_config} is outside the workspace")
     own = tree / rel
     if own.is_file():
         return own, "base"
@@ -149,7 +149,7 @@ def measure_base(
 
     Returns (results, note about which config was used). Raises BaselineUnavailable.
     """
-    from needle_action.config.loader import load_config
+    from needle_action.config import load_config
 
     ensure_commit(workspace, sha)
     with base_worktree(workspace, sha, parent=temp_parent) as tree:

@@ -38,6 +38,7 @@ from needle_action import __version__
 from needle_action.action import workflow
 from needle_action.action.settings import Settings
 from needle_action.errors import ConfigError
+from needle_action.paths import relative_path
 from needle_action.results import Results, load_results
 
 BOT_NAME = "github-actions[bot]"
@@ -218,9 +219,8 @@ def load_base(settings: Settings, base_sha: str) -> tuple[Results | None, str]:
             meta = json.loads(read_blob(ws, tip, f"results/{base_sha}.meta.json", env) or b"")
         except ValueError:
             meta = {}
-        try:
-            rel = settings.config_path.resolve().relative_to(ws.resolve()).as_posix()
-        except ValueError:
+        rel = relative_path(ws, settings.config_path, resolved=True)
+        if rel is None:
             return None, f"The threshold file is outside the workspace; {miss}."
         # the base's own threshold file; fetch the base commit (one deep) when the clone lacks it
         if _git(["cat-file", "-e", f"{base_sha}^{{commit}}"], ws, env, check=False).returncode != 0:

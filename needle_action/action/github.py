@@ -17,6 +17,7 @@ import urllib.error
 import urllib.request
 from collections.abc import Iterator
 from dataclasses import dataclass
+from typing import Any
 from urllib.parse import urlsplit
 
 from needle_action import __version__
@@ -99,7 +100,7 @@ class GitHubClient:
         self._origin = urlsplit(self.api_url)[:2]
 
     # ---------------------------------------------------------------- transport
-    def _request(self, method: str, url: str, payload: dict | None = None) -> tuple[int, dict, object]:
+    def _request(self, method: str, url: str, payload: dict | None = None) -> tuple[int, dict, Any]:
         if not url.startswith(("http://", "https://")):
             url = self.api_url + url
         if urlsplit(url)[:2] != self._origin:

@@ -17,6 +17,7 @@ from needle_action.action.github import (
 from needle_action.action.settings import Settings
 from needle_action.compare import Comparison
 from needle_action.errors import EXIT_CHECKS_FAILED, EXIT_OK, NeedleError
+from needle_action.paths import relative
 from needle_action.policy import comparison_exit_code, comparison_failed
 from needle_action.report.render import MARKER, render_comment, render_summary
 from needle_action.results import Results
@@ -32,10 +33,7 @@ def workspace_relative(settings: Settings | None, file: str | None) -> str | Non
     """FILE relative to the workspace (annotations and outputs need repository paths)."""
     if not file or settings is None:
         return file
-    try:
-        return str(Path(file).resolve().relative_to(settings.workspace.resolve()))
-    except ValueError:
-        return file
+    return relative(settings.workspace, Path(file), resolved=True, default=file)
 
 
 def post_comment(settings: Settings, body: str) -> tuple[str | None, str | None]:

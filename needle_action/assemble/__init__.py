@@ -1,0 +1,58 @@
+"""Templates + fixtures -> the exact request the application would send.
+
+``from needle_action.assemble import render_case, RenderedPrompt`` is the way in. The submodules:
+``prompt`` (the request itself), ``fixtures``, ``prompty``, ``sandbox`` (the Jinja2 environment,
+the root-confined loader, the data sentinels), ``roles`` (marker splitting) and ``render``.
+
+Only the request types load eagerly: tokens, providers and the runtime library import
+``RenderedPrompt`` and must not pull in Jinja2 or PyYAML, so the rendering names load on first use.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+from needle_action.assemble.prompt import Message, RenderedPrompt, Role
+
+if TYPE_CHECKING:
+    from needle_action.assemble.fixtures import load_fixture
+    from needle_action.assemble.render import referenced_templates, render_case, undeclared_variables
+    from needle_action.assemble.roles import split_messages
+    from needle_action.assemble.sandbox import PromptEnvironment, RootLoader, environment_for
+
+_LAZY = {
+    "load_fixture": "needle_action.assemble.fixtures",
+    "render_case": "needle_action.assemble.render",
+    "undeclared_variables": "needle_action.assemble.render",
+    "referenced_templates": "needle_action.assemble.render",
+    "split_messages": "needle_action.assemble.roles",
+    "environment_for": "needle_action.assemble.sandbox",
+    "PromptEnvironment": "needle_action.assemble.sandbox",
+    "RootLoader": "needle_action.assemble.sandbox",
+}
+
+
+def __getattr__(name: str) -> Any:
+    """Load a rendering name on first use (PEP 562), then keep it as a plain attribute."""
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+__all__ = [
+    "Message",
+    "RenderedPrompt",
+    "Role",
+    "render_case",
+    "load_fixture",
+    "split_messages",
+    "environment_for",
+    "PromptEnvironment",
+    "RootLoader",
+    "undeclared_variables",
+    "referenced_templates",
+]

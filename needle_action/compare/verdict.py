@@ -20,6 +20,8 @@ module only reports the flags separately.
 
 from __future__ import annotations
 
+from typing import Any
+
 from needle_action.compare.models import (
     Comparison,
     Failure,
@@ -95,7 +97,7 @@ def _compare_prompt(
 
 def _failures_of(pc: PromptComparison) -> list[Failure]:
     out: list[Failure] = []
-    loc = {"prompt": pc.name, "file": pc.template, "line": 1, "config_line": pc.template_line}
+    loc: dict[str, Any] = {"prompt": pc.name, "file": pc.template, "line": 1, "config_line": pc.template_line}
     if pc.error:
         out.append(
             Failure(kind="error", title=f"needle: {pc.name} could not be measured", message=pc.error, **loc)

@@ -1,0 +1,36 @@
+"""The threshold file (``needle.toml``): its typed model and the loader that fills it.
+
+``from needle_action.config import load_config, Config`` is the way in; the submodules are
+``model`` (pydantic), ``loader`` (file -> ``Config`` or a ``ConfigError`` with file:line),
+``toml_lines`` and ``pydantic_errors`` (the loader's line mapping and error wording) and
+``scaffold`` (``needle init``; not imported here, it pulls in the template machinery).
+"""
+
+from needle_action.config.loader import FIXTURE_SUFFIXES, load_config
+from needle_action.config.model import (
+    DEFAULT_DEPTHS,
+    PROVIDERS,
+    Config,
+    Growth,
+    NeedleSpec,
+    PromptConfig,
+    PromptSettings,
+    ProviderSettings,
+    RecallSettings,
+    parse_growth,
+)
+
+__all__ = [
+    "Config",
+    "PromptConfig",
+    "PromptSettings",
+    "RecallSettings",
+    "ProviderSettings",
+    "NeedleSpec",
+    "Growth",
+    "parse_growth",
+    "load_config",
+    "DEFAULT_DEPTHS",
+    "PROVIDERS",
+    "FIXTURE_SUFFIXES",
+]

@@ -3,197 +3,52 @@
 Three passes, each with its own reason to exist:
 
 1. ``tomllib`` parses the text (syntax errors carry their line only inside the message, so we
-   parse it back out);
-2. a small line scanner (:func:`scan_lines`) remembers where every table header and key sits, so
-   that pydantic errors, missing files and bad globs can point at the line the user must edit;
+   parse it back out: :func:`~needle_action.config.toml_lines.toml_error_at`);
+2. a small line scanner (:func:`~needle_action.config.toml_lines.scan_lines`) remembers where every
+   table header and key sits, so that pydantic errors, missing files and bad globs can point at
+   the line the user must edit;
 3. ``[defaults]`` is merged into each ``[prompts.NAME]`` key by key (the nested ``recall`` and
-   ``providers.NAME`` tables too, the prompt winning) and pydantic validates the result; then every
-   path is checked: it exists, and it stays inside the config root (no absolute paths, no ``..``,
-   no symlink resolving outside), because templates and fixtures come from pull requests.
+   ``providers.NAME`` tables too, the prompt winning) and pydantic validates the result
+   (:mod:`~needle_action.config.pydantic_errors` words its errors); then every path is checked: it
+   exists, and it stays inside the config root (no absolute paths, no ``..``, no symlink resolving
+   outside), because templates and fixtures come from pull requests.
 """
 
 from __future__ import annotations
 
-import difflib
 import os
 import re
 import tomllib
-import typing
 from pathlib import Path, PurePosixPath
-from typing import Any
 
 from pydantic import BaseModel, ValidationError
 
 from needle_action.config.model import PROVIDERS, Config, PromptConfig, PromptSettings
+from needle_action.config.pydantic_errors import describe, did_you_mean, origin_key
+from needle_action.config.toml_lines import nearest_line, scan_lines, toml_error_at, value_line
 from needle_action.errors import ConfigError
+from needle_action.paths import (
+    PathEscape,
+    check_inside,
+    check_relative,
+    display_path,
+    is_inside,
+    read_text,
+    relative,
+)
 
 FIXTURE_SUFFIXES = (".yaml", ".yml", ".json", ".toml")
 _GLOB_CHARS = "*?["
 _PROMPT_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]*$")
-_PROMPT_ONLY_KEYS = ("template", "fixtures", "description")
-
-
-# --------------------------------------------------------------------------- display helpers
-
-
-def display_path(path: str | os.PathLike) -> str:
-    """A path as the user should read it: relative to the working directory when below it."""
-    p = Path(path)
-    if not p.is_absolute():
-        return str(p)
-    try:
-        rel = os.path.relpath(p)
-    except ValueError:  # another drive on Windows
-        return str(p)
-    return str(p) if rel.startswith("..") else rel
-
-
-def last_content_line(text: str) -> int:
-    """1-based number of the last non-blank line (where "at end of document" errors really are)."""
-    lines = text.splitlines()
-    for i in range(len(lines), 0, -1):
-        if lines[i - 1].strip():
-            return i
-    return 1
-
-
-def did_you_mean(word: str, choices: typing.Iterable[str]) -> str | None:
-    close = difflib.get_close_matches(word, list(choices), n=1, cutoff=0.6)
-    return close[0] if close else None
-
-
-# --------------------------------------------------------------------------- line scanner
-
-_KEY_SEGMENT = re.compile(r"""\s*(?:([A-Za-z0-9_-]+)|"((?:[^"\\]|\\.)*)"|'([^']*)')\s*""")
-
-
-def _parse_key(text: str, pos: int) -> tuple[list[str], int] | None:
-    """Dotted key at ``text[pos:]`` -> (segments, position after it), or None."""
-    segments: list[str] = []
-    while True:
-        m = _KEY_SEGMENT.match(text, pos)
-        if not m or m.end() == pos:
-            return None
-        bare, basic, literal = m.groups()
-        if bare is None and basic is None and literal is None:
-            return None
-        segments.append(bare if bare is not None else basic if basic is not None else literal)
-        pos = m.end()
-        if pos < len(text) and text[pos] == ".":
-            pos += 1
-            continue
-        return segments, pos
-
-
-def _scan_value(text: str, i: int, depth: int, in_ml: str | None) -> tuple[int, str | None]:
-    """Track bracket depth and multi-line strings through ``text[i:]`` (a value or its continuation)."""
-    n = len(text)
-    while i < n:
-        if in_ml:
-            end = text.find(in_ml, i)
-            if end < 0:
-                return depth, in_ml
-            i = end + 3
-            in_ml = None
-            continue
-        c = text[i]
-        if c == "#":
-            break
-        if c in "\"'":
-            if text.startswith(c * 3, i):
-                in_ml = c * 3
-                i += 3
-                continue
-            j = i + 1
-            while j < n and text[j] != c:
-                j += 2 if (c == '"' and text[j] == "\\") else 1
-            i = j + 1
-            continue
-        if c in "[{":
-            depth += 1
-        elif c in "]}":
-            depth = max(0, depth - 1)
-        i += 1
-    return depth, in_ml
-
-
-def scan_lines(text: str) -> dict[str, int]:
-    """Map dotted keys ("prompts.rag", "prompts.rag.max_growth", "defaults.recall.sizes",
-    "defaults.recall.needles.0") to their 1-based line.
-
-    Not a TOML parser: it only has to be right for files ``tomllib`` already accepted, and only
-    as precise as a line. Keys inside inline tables on one line get that line.
-    """
-    lines: dict[str, int] = {}
-    aot_count: dict[str, int] = {}
-    prefix: list[str] = []
-    depth, in_ml = 0, None
-
-    def record(path: list[str], lineno: int, exact: bool = True) -> None:
-        for k in range(1, len(path)):
-            lines.setdefault(".".join(path[:k]), lineno)
-        key = ".".join(path)
-        if exact or key not in lines:
-            lines[key] = lineno
-
-    for lineno, raw in enumerate(text.splitlines(), start=1):
-        if in_ml or depth:
-            depth, in_ml = _scan_value(raw, 0, depth, in_ml)
-            continue
-        stripped = raw.lstrip()
-        start = len(raw) - len(stripped)
-        if not stripped or stripped.startswith("#"):
-            continue
-        if stripped.startswith("[["):
-            parsed = _parse_key(raw, start + 2)
-            if parsed:
-                path = parsed[0]
-                key = ".".join(path)
-                index = aot_count.get(key, 0)
-                aot_count[key] = index + 1
-                record(path, lineno, exact=False)
-                prefix = [*path, str(index)]
-                record(prefix, lineno)
-            continue
-        if stripped.startswith("["):
-            parsed = _parse_key(raw, start + 1)
-            if parsed:
-                prefix = parsed[0]
-                record(prefix, lineno)
-            continue
-        parsed = _parse_key(raw, start)
-        if not parsed:
-            continue
-        segments, pos = parsed
-        if pos >= len(raw) or raw[pos] != "=":
-            continue
-        path = [*prefix, *segments]
-        record(path, lineno)
-        value_start = pos + 1
-        brace = raw.find("{", value_start)
-        if brace >= 0 and raw[value_start:brace].strip() == "":
-            # inline table: its keys live on this line
-            for m in re.finditer(r"([A-Za-z0-9_-]+)\s*=", raw[brace:]):
-                lines.setdefault(".".join([*path, m.group(1)]), lineno)
-        depth, in_ml = _scan_value(raw, value_start, 0, None)
-    return lines
-
-
-def value_line(text_lines: list[str], key_line: int | None, value: str) -> int | None:
-    """The line of ``value`` (a string literal in a possibly multi-line array) under ``key_line``."""
-    if not key_line:
-        return None
-    needles = (f'"{value}"', f"'{value}'")
-    for idx in range(key_line - 1, min(len(text_lines), key_line + 200)):
-        line = text_lines[idx]
-        if idx > key_line - 1 and re.match(r"""^\s*(\[|[A-Za-z0-9_."'-]+\s*=)""", line):
-            break
-        if any(n in line for n in needles):
-            return idx + 1
-    return key_line
-
-
-# --------------------------------------------------------------------------- merging
+_TOP_LEVEL = ("defaults", "prompts")
+_OUTSIDE_HINT = "paths are relative to the threshold file's folder and may not leave it"
+# why a path written in the file may not be used (the end of "... escapes the config root: WHY")
+_ESCAPES = {
+    "absolute": "absolute paths are not allowed",
+    "parent": "'..' is not allowed",
+    "unresolvable": "the path cannot be resolved (symlink loop?)",
+    "outside": "it resolves (through a symlink) outside the folder of the threshold file",
+}
 
 
 def _merge(defaults: dict, prompt: dict) -> dict:
@@ -216,36 +71,28 @@ def _merge(defaults: dict, prompt: dict) -> dict:
     return out
 
 
-# --------------------------------------------------------------------------- the loader
-
-
 class _Loader:
+    """One threshold file: its text, where each key sits, and every check that needs both."""
+
     def __init__(self, path: Path) -> None:
         self.path = path
         self.file = str(path)
         self.root = path.absolute().parent
-        self.real_root = self.root.resolve()
         self.text = ""
         self.text_lines: list[str] = []
         self.lines: dict[str, int] = {}
 
     def error(
         self, message: str, *, key: str | None = None, line: int | None = None, hint: str | None = None
-    ):
+    ) -> ConfigError:
+        """A ConfigError in this file, at LINE or else at the line of the dotted KEY."""
         if line is None and key is not None:
-            line = self._line(key)
+            line = nearest_line(self.lines, key)
         return ConfigError(message, file=self.file, line=line, hint=hint)
-
-    def _line(self, dotted: str) -> int | None:
-        parts = dotted.split(".")
-        for k in range(len(parts), 0, -1):
-            found = self.lines.get(".".join(parts[:k]))
-            if found:
-                return found
-        return None
 
     # ---- reading
     def read(self) -> dict:
+        """The parsed TOML; remembers the text and the line of every key."""
         if not self.path.exists():
             raise ConfigError(
                 "threshold file not found",
@@ -259,12 +106,7 @@ class _Loader:
                 hint="pass --config PATH/needle.toml",
             )
         try:
-            self.text = self.path.read_text(encoding="utf-8")
-        except UnicodeDecodeError as exc:
-            line = self.path.read_bytes()[: exc.start].count(b"\n") + 1
-            raise ConfigError(
-                "the file is not valid UTF-8", file=self.file, line=line, hint="save it as UTF-8"
-            ) from None
+            self.text = read_text(self.path, what="the file", file=self.file)
         except OSError as exc:
             raise ConfigError(f"cannot read the file: {exc.strerror}", file=self.file) from None
         self.text_lines = self.text.splitlines()
@@ -276,41 +118,21 @@ class _Loader:
         return data
 
     def _toml_error(self, message: str) -> ConfigError:
-        line = column = None
-        m = re.search(r"\s*\(at line (\d+), column (\d+)\)\s*$", message)
-        if m:
-            line, column = int(m.group(1)), int(m.group(2))
-            message = message[: m.start()]
-        else:
-            m = re.search(r"\s*\(at end of document\)\s*$", message)
-            if m:
-                line = last_content_line(self.text)
-                message = message[: m.start()] + " at the end of the file"
+        at = toml_error_at(message, self.text)
         return ConfigError(
-            f"TOML syntax error: {message}",
+            f"TOML syntax error: {at.message}{' at the end of the file' if at.at_end else ''}",
             file=self.file,
-            line=line,
-            column=column,
+            line=at.line,
+            column=at.column,
             hint="check quotes, brackets and `key = value` pairs on this line (https://toml.io)",
         )
 
     # ---- structure
     def split(self, data: dict) -> tuple[dict, dict[str, dict]]:
+        """([defaults] as written, {prompt name: its table as written}), the shape checked."""
         for key in data:
-            if key not in ("defaults", "prompts"):
-                guess = did_you_mean(key, ["defaults", "prompts"])
-                is_table = isinstance(data[key], dict)
-                what = f"unknown table [{key}]" if is_table else f"unknown top-level key '{key}'"
-                hint = (
-                    f"did you mean [{guess}]?"
-                    if guess
-                    else (
-                        "the file has a [defaults] table and one [prompts.NAME] table per prompt"
-                        if is_table
-                        else "settings go under [defaults] or a [prompts.NAME] table"
-                    )
-                )
-                raise self.error(what, key=key, hint=hint)
+            if key not in _TOP_LEVEL:
+                raise self._unknown_top_level(key, isinstance(data[key], dict))
         defaults = data.get("defaults", {})
         if not isinstance(defaults, dict):
             raise self.error(
@@ -329,33 +151,48 @@ class _Loader:
                 "'prompts' must be a table of tables", key="prompts", hint="write [prompts.NAME] headers"
             )
         for name, table in prompts.items():
-            if not isinstance(table, dict):
-                raise self.error(
-                    f"prompts.{name} must be a table",
-                    key=f"prompts.{name}",
-                    hint=f'write it as [prompts.{name}] followed by template = "..." on the next line',
-                )
-            if not _PROMPT_NAME.match(name):
-                raise self.error(
-                    f"prompt name {name!r} is not usable",
-                    key=f"prompts.{name}",
-                    hint="use letters, digits, '_' and '-' (it appears on the command line and in PR comments)",
-                )
-            if "name" in table:
-                raise self.error(
-                    f"unknown key 'name' in [prompts.{name}]",
-                    key=f"prompts.{name}.name",
-                    hint=f'a prompt\'s name is its table name ({name}); use description = "..." for prose',
-                )
+            self._check_prompt_table(name, table)
         return defaults, prompts
+
+    def _unknown_top_level(self, key: str, is_table: bool) -> ConfigError:
+        guess = did_you_mean(key, _TOP_LEVEL)
+        what = f"unknown table [{key}]" if is_table else f"unknown top-level key '{key}'"
+        if guess:
+            hint = f"did you mean [{guess}]?"
+        elif is_table:
+            hint = "the file has a [defaults] table and one [prompts.NAME] table per prompt"
+        else:
+            hint = "settings go under [defaults] or a [prompts.NAME] table"
+        return self.error(what, key=key, hint=hint)
+
+    def _check_prompt_table(self, name: str, table: object) -> None:
+        if not isinstance(table, dict):
+            raise self.error(
+                f"prompts.{name} must be a table",
+                key=f"prompts.{name}",
+                hint=f'write it as [prompts.{name}] followed by template = "..." on the next line',
+            )
+        if not _PROMPT_NAME.match(name):
+            raise self.error(
+                f"prompt name {name!r} is not usable",
+                key=f"prompts.{name}",
+                hint="use letters, digits, '_' and '-' (it appears on the command line and in PR comments)",
+            )
+        if "name" in table:
+            raise self.error(
+                f"unknown key 'name' in [prompts.{name}]",
+                key=f"prompts.{name}.name",
+                hint=f'a prompt\'s name is its table name ({name}); use description = "..." for prose',
+            )
 
     # ---- validation
     def validate(self, defaults_raw: dict, prompts_raw: dict[str, dict]) -> Config:
+        """The validated Config: defaults merged into each prompt, every path checked."""
         self._check_provider_names(defaults_raw, "defaults")
         try:
             defaults = PromptSettings.model_validate(defaults_raw)
         except ValidationError as exc:
-            raise self._pydantic_error(exc, PromptSettings, {}, defaults_raw, "defaults") from None
+            raise self._invalid(exc, PromptSettings, {}, defaults_raw, "defaults") from None
         prompts: dict[str, PromptConfig] = {}
         for name, raw in prompts_raw.items():
             self._check_provider_names(raw, f"prompts.{name}")
@@ -364,9 +201,15 @@ class _Loader:
             try:
                 prompts[name] = PromptConfig.model_validate(merged)
             except ValidationError as exc:
-                raise self._pydantic_error(exc, PromptConfig, raw, defaults_raw, f"prompts.{name}") from None
+                raise self._invalid(exc, PromptConfig, raw, defaults_raw, f"prompts.{name}") from None
             self._check_paths(prompts[name], raw, defaults_raw)
         return Config(path=self.path, root=self.root, defaults=defaults, prompts=prompts, lines=self.lines)
+
+    def _invalid(
+        self, exc: ValidationError, model: type[BaseModel], prompt_raw: dict, defaults_raw: dict, base: str
+    ) -> ConfigError:
+        problem = describe(exc, model, prompt_raw, defaults_raw, base)
+        return self.error(problem.message, key=problem.key, hint=problem.hint)
 
     def _check_provider_names(self, table: dict, base: str) -> None:
         providers = table.get("providers")
@@ -382,135 +225,52 @@ class _Loader:
                     + f"providers are: {', '.join(PROVIDERS)}",
                 )
 
-    def _origin(self, loc: tuple, prompt_raw: dict, defaults_raw: dict, base: str) -> str:
-        """Dotted key where the offending value was written: the prompt's table, or [defaults]."""
-
-        def present(raw: Any) -> int:
-            cur = raw
-            for i, part in enumerate(loc):
-                if isinstance(cur, dict) and part in cur:
-                    cur = cur[part]
-                elif isinstance(cur, list) and isinstance(part, int) and 0 <= part < len(cur):
-                    cur = cur[part]
-                else:
-                    return i
-            return len(loc)
-
-        own = present(prompt_raw) if base != "defaults" else present(defaults_raw)
-        inherited = present(defaults_raw) if base != "defaults" else 0
-        if inherited > own:
-            return ".".join(["defaults", *map(str, loc[:inherited])])
-        return ".".join([base, *map(str, loc[:own])])
-
-    def _pydantic_error(
-        self, exc: ValidationError, model: type[BaseModel], prompt_raw: dict, defaults_raw: dict, base: str
-    ) -> ConfigError:
-        # Union members add tags such as 'list[int]' to the loc; they are not keys the user wrote.
-        errors, seen = [], set()
-        for e in exc.errors(include_url=False):
-            clean = tuple(p for p in e["loc"] if not (isinstance(p, str) and ("[" in p or "(" in p)))
-            if clean not in seen:
-                seen.add(clean)
-                errors.append({**e, "loc": clean})
-        err = errors[0]
-        loc = tuple(err["loc"])
-        origin = self._origin(loc, prompt_raw, defaults_raw, base)
-        origin_base = "defaults" if origin.startswith("defaults") else base
-        where_model = model if origin_base == base else PromptSettings
-        more = (
-            f" ({len(errors) - 1} more problem{'s' if len(errors) > 2 else ''} after this one)"
-            if len(errors) > 1
-            else ""
-        )
-        kind = err["type"]
-        if kind == "extra_forbidden":
-            key = str(loc[-1])
-            table = ".".join([origin_base, *map(str, loc[:-1])])
-            hint = None
-            if origin_base == "defaults" and key in _PROMPT_ONLY_KEYS and not loc[:-1]:
-                hint = f"'{key}' is set per prompt: move it into each [prompts.NAME] table"
-            else:
-                fields = _fields_at(where_model, loc[:-1])
-                guess = did_you_mean(key, fields) if fields else None
-                if guess:
-                    hint = f"did you mean '{guess}'?"
-                elif fields:
-                    hint = f"keys allowed here: {', '.join(sorted(fields))}"
-            return self.error(f"unknown key '{key}' in [{table}]{more}", key=origin, hint=hint)
-        if kind == "missing":
-            key = str(loc[-1])
-            table = ".".join([base, *map(str, loc[:-1])])
-            hint = (
-                'add template = "path/to/prompt.j2" (relative to this file\'s folder)'
-                if key == "template"
-                else None
-            )
-            return self.error(f"[{table}] is missing the required key '{key}'{more}", key=origin, hint=hint)
-        msg = err["msg"].removeprefix("Value error, ")
-        dotted = ".".join(map(str, loc)) or base
-        got = err.get("input")
-        shown = ""
-        if isinstance(got, (str, int, float, bool)) and kind not in ("value_error", "assertion_error"):
-            shown = f" (got {_short(got)})"
-        if loc and isinstance(loc[-1], int) and len(loc) >= 2:
-            what = f"entry {loc[-1] + 1} of '{loc[-2]}'"
-            loc_table = loc[:-2]
-        else:
-            what = f"'{dotted.split('.')[-1]}'" if loc else f"[{base}]"
-            loc_table = loc[:-1]
-        table = ".".join([origin_base, *map(str, loc_table)])
-        return self.error(
-            f"{what} in [{table}]: {msg}{shown}{more}",
-            key=origin,
-            hint=_type_hint(loc, kind),
-        )
-
     # ---- paths
     def _inside(self, rel: str) -> tuple[Path | None, str | None]:
         """(absolute path, None) when REL stays inside the root, else (None, reason)."""
         if not rel or not rel.strip():
             return None, "the path is empty"
-        pure = PurePosixPath(rel.replace("\\", "/"))
-        if pure.is_absolute() or re.match(r"^[A-Za-z]:", rel):
-            return None, "absolute paths are not allowed"
-        if ".." in pure.parts:
-            return None, "'..' is not allowed"
-        full = self.root / rel
         try:
-            real = full.resolve()
-        except (OSError, RuntimeError):
-            return None, "the path cannot be resolved (symlink loop?)"
-        if real != self.real_root and self.real_root not in real.parents:
-            return None, "it resolves (through a symlink) outside the folder of the threshold file"
+            check_relative(rel)
+            full = self.root / rel
+            check_inside(self.root, full)
+        except PathEscape as exc:
+            return None, _ESCAPES[exc.kind]
         return full, None
 
     def _check_paths(self, prompt: PromptConfig, raw: dict, defaults_raw: dict) -> None:
-        name = prompt.name
-        base = f"prompts.{name}"
-        outside_hint = "paths are relative to the threshold file's folder and may not leave it"
+        base = f"prompts.{prompt.name}"
+        self._check_template(prompt.template, f"{base}.template")
+        self._check_fixtures(prompt.fixtures, origin_key(("fixtures",), raw, {}, base))
+        recall = prompt.recall
+        if recall.fixture is not None:
+            key = origin_key(("recall", "fixture"), raw, defaults_raw, base)
+            self._check_recall_fixture(recall.fixture, key)
+        if recall.filler_globs:
+            key = origin_key(("recall", "filler_globs"), raw, defaults_raw, base)
+            for pattern in recall.filler_globs:
+                line = value_line(self.text_lines, nearest_line(self.lines, key), pattern)
+                self._expand(pattern, line, what="filler")
 
-        key = f"{base}.template"
-        full, why = self._inside(prompt.template)
-        if why:
+    def _check_template(self, template: str, key: str) -> None:
+        full, why = self._inside(template)
+        if full is None:
             raise self.error(
-                f"template path {prompt.template!r} escapes the config root: {why}",
-                key=key,
-                hint=outside_hint,
+                f"template path {template!r} escapes the config root: {why}", key=key, hint=_OUTSIDE_HINT
             )
         if not full.exists():
             raise self.error(
-                f"template file not found: {prompt.template}",
-                key=key,
-                hint=self._missing_hint(prompt.template),
+                f"template file not found: {template}", key=key, hint=self._missing_hint(template)
             )
         if not full.is_file():
-            raise self.error(f"template path {prompt.template!r} is not a file", key=key)
+            raise self.error(f"template path {template!r} is not a file", key=key)
 
-        fx_key = self._origin(("fixtures",), raw, {}, base)
+    def _check_fixtures(self, patterns: list[str], key: str) -> None:
+        """Every fixture pattern matches files with a known extension, each file listed once."""
         seen: dict[Path, str] = {}
-        for pattern in prompt.fixtures:
-            line = value_line(self.text_lines, self._line(fx_key), pattern)
-            for match in self._expand(pattern, line, what="fixture", hint=outside_hint):
+        for pattern in patterns:
+            line = value_line(self.text_lines, nearest_line(self.lines, key), pattern)
+            for match in self._expand(pattern, line, what="fixture"):
                 if match.suffix.lower() not in FIXTURE_SUFFIXES:
                     raise self.error(
                         f"fixture {display_path(match)} has an unsupported extension",
@@ -520,50 +280,46 @@ class _Loader:
                 real = match.resolve()
                 if real in seen:
                     raise self.error(
-                        f"fixture {self._rel(match)} is listed twice (by {seen[real]!r} and {pattern!r})",
+                        f"fixture {relative(self.root, match)} is listed twice (by {seen[real]!r} and {pattern!r})",
                         line=line,
                         hint="each fixture is one case; list it once",
                     )
                 seen[real] = pattern
 
-        recall = prompt.recall
-        if recall.fixture is not None:
-            key = self._origin(("recall", "fixture"), raw, defaults_raw, base)
-            full, why = self._inside(recall.fixture)
-            if why:
-                raise self.error(
-                    f"recall fixture {recall.fixture!r} escapes the config root: {why}",
-                    key=key,
-                    hint=outside_hint,
-                )
-            if not full.is_file():
-                raise self.error(
-                    f"recall fixture not found: {recall.fixture}",
-                    key=key,
-                    hint=self._missing_hint(recall.fixture),
-                )
-        if recall.filler_globs:
-            key = self._origin(("recall", "filler_globs"), raw, defaults_raw, base)
-            for pattern in recall.filler_globs:
-                line = value_line(self.text_lines, self._line(key), pattern)
-                self._expand(pattern, line, what="filler", hint=outside_hint)
+    def _check_recall_fixture(self, fixture: str, key: str) -> None:
+        full, why = self._inside(fixture)
+        if full is None:
+            raise self.error(
+                f"recall fixture {fixture!r} escapes the config root: {why}", key=key, hint=_OUTSIDE_HINT
+            )
+        if not full.is_file():
+            raise self.error(
+                f"recall fixture not found: {fixture}", key=key, hint=self._missing_hint(fixture)
+            )
 
-    def _expand(self, pattern: str, line: int | None, *, what: str, hint: str) -> list[Path]:
+    def _expand(self, pattern: str, line: int | None, *, what: str) -> list[Path]:
+        """The files PATTERN (a path or a glob) names, each checked to stay inside the root."""
         full, why = self._inside(pattern)
-        if why:
-            raise self.error(f"{what} path {pattern!r} escapes the config root: {why}", line=line, hint=hint)
+        if full is None:
+            raise self.error(
+                f"{what} path {pattern!r} escapes the config root: {why}", line=line, hint=_OUTSIDE_HINT
+            )
         if not any(c in pattern for c in _GLOB_CHARS):
-            if not full.exists():
-                raise self.error(
-                    f"{what} file not found: {pattern}", line=line, hint=self._missing_hint(pattern)
-                )
-            if not full.is_file():
-                raise self.error(
-                    f"{what} path {pattern!r} is a folder, not a file",
-                    line=line,
-                    hint=f"use a glob like {pattern.rstrip('/')}/*.yaml",
-                )
+            self._check_single_file(full, pattern, line, what=what)
             return [full]
+        return self._glob(pattern, line, what=what)
+
+    def _check_single_file(self, full: Path, pattern: str, line: int | None, *, what: str) -> None:
+        if not full.exists():
+            raise self.error(f"{what} file not found: {pattern}", line=line, hint=self._missing_hint(pattern))
+        if not full.is_file():
+            raise self.error(
+                f"{what} path {pattern!r} is a folder, not a file",
+                line=line,
+                hint=f"use a glob like {pattern.rstrip('/')}/*.yaml",
+            )
+
+    def _glob(self, pattern: str, line: int | None, *, what: str) -> list[Path]:
         try:
             matches = sorted(p for p in self.root.glob(pattern) if p.is_file())
         except (ValueError, OSError) as exc:
@@ -575,20 +331,13 @@ class _Loader:
                 hint=f"globs are relative to {display_path(self.root) or '.'}; check the folder and the extension",
             )
         for m in matches:
-            real = m.resolve()
-            if real != self.real_root and self.real_root not in real.parents:
+            if not is_inside(self.root, m):
                 raise self.error(
-                    f"{what} {self._rel(m)} (from {pattern!r}) resolves through a symlink outside the config root",
+                    f"{what} {relative(self.root, m)} (from {pattern!r}) resolves through a symlink outside the config root",
                     line=line,
-                    hint=hint,
+                    hint=_OUTSIDE_HINT,
                 )
         return matches
-
-    def _rel(self, path: Path) -> str:
-        try:
-            return path.relative_to(self.root).as_posix()
-        except ValueError:
-            return display_path(path)
 
     def _missing_hint(self, rel: str) -> str:
         full = self.root / rel
@@ -601,63 +350,6 @@ class _Loader:
         return f"paths are relative to the threshold file's folder ({display_path(self.root) or '.'})"
 
 
-def _short(value: Any) -> str:
-    text = repr(value)
-    return text if len(text) <= 60 else text[:57] + "..."
-
-
-def _type_hint(loc: tuple, kind: str) -> str | None:
-    last = str(loc[-1]) if loc else ""
-    if last == "max_growth":
-        return 'write max_growth = "10%" (percent of the base) or max_growth = 500 (tokens)'
-    if last == "sizes":
-        return 'write sizes = [2000, 8000] (tokens) or sizes = "auto"'
-    if kind.startswith("int") or kind.startswith("float"):
-        return "write a number without quotes"
-    if kind.startswith("bool"):
-        return "write true or false without quotes"
-    if kind == "literal_error":
-        return "use one of the values listed above, in double quotes"
-    return None
-
-
-def _model_of(annotation: Any) -> tuple[type[BaseModel] | None, bool]:
-    """(the BaseModel inside ANNOTATION, whether it sits in a list/dict that consumes a loc element)."""
-    origin = typing.get_origin(annotation)
-    if origin in (list, dict):
-        inner, _ = _model_of(typing.get_args(annotation)[-1])
-        return inner, True
-    if origin is not None:  # Optional / Union
-        for arg in typing.get_args(annotation):
-            inner, container = _model_of(arg)
-            if inner is not None:
-                return inner, container
-        return None, False
-    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
-        return annotation, False
-    return None, False
-
-
-def _fields_at(model: type[BaseModel], path: tuple) -> list[str]:
-    """Field names of the sub-model reached by walking PATH (a pydantic loc) from MODEL."""
-    cur: type[BaseModel] | None = model
-    i = 0
-    while i < len(path):
-        if cur is None:
-            return []
-        field = cur.model_fields.get(str(path[i]))
-        if field is None:
-            return []
-        cur, container = _model_of(field.annotation)
-        i += 2 if container else 1
-    if cur is None:
-        return []
-    names = list(cur.model_fields)
-    if cur is PromptConfig:
-        names.remove("name")
-    return names
-
-
 def load_config(path: str | os.PathLike) -> Config:
     """Read, merge and validate the threshold file; every problem is a ``ConfigError`` with file:line."""
     loader = _Loader(Path(path))
@@ -666,11 +358,4 @@ def load_config(path: str | os.PathLike) -> Config:
     return loader.validate(defaults, prompts)
 
 
-__all__ = [
-    "load_config",
-    "scan_lines",
-    "display_path",
-    "did_you_mean",
-    "last_content_line",
-    "FIXTURE_SUFFIXES",
-]
+__all__ = ["load_config", "FIXTURE_SUFFIXES"]

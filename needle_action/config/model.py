@@ -16,7 +16,7 @@ Shape::
     question_var = "question"
 
 Paths in the file are relative to the file's own folder (the "root"); nothing may point outside it.
-``load_config`` (in ``config_loader``) turns the file into a :class:`Config` or raises
+``load_config`` (in ``needle_action.config.loader``) turns the file into a :class:`Config` or raises
 ``ConfigError`` with file:line.
 """
 

@@ -13,9 +13,13 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from needle_action.config.loader import FIXTURE_SUFFIXES, display_path
-from needle_action.config.model import PromptSettings, RecallSettings
+from needle_action.assemble.prompty import split_prompty
+from needle_action.assemble.render import referenced_templates, render_case, undeclared_variables
+from needle_action.assemble.sandbox import environment_for
+from needle_action.config.loader import FIXTURE_SUFFIXES
+from needle_action.config.model import Config, PromptConfig, PromptSettings, RecallSettings
 from needle_action.errors import ConfigError, NeedleError
+from needle_action.paths import display_path, is_inside
 
 TEMPLATE_SUFFIXES = (".j2", ".jinja", ".jinja2", ".prompty")
 SKIP_DIRS = {
@@ -82,15 +86,12 @@ class FoundTemplate:
 
 def _walk(root: Path, suffixes: tuple[str, ...]) -> list[Path]:
     out: list[Path] = []
-    real_root = root.resolve()
     for folder, dirs, files in os.walk(root):
         dirs[:] = sorted(d for d in dirs if d not in SKIP_DIRS and not d.startswith("."))
         for f in sorted(files):
             p = Path(folder) / f
-            if p.suffix.lower() in suffixes and p.is_file():
-                real = p.resolve()
-                if real == real_root or real_root in real.parents:
-                    out.append(p)
+            if p.suffix.lower() in suffixes and p.is_file() and is_inside(root, p):
+                out.append(p)
     return out
 
 
@@ -147,13 +148,11 @@ def _prompt_name(template: Path, taken: set[str]) -> str:
 
 def _inspect(found: FoundTemplate, config_dir: Path) -> None:
     """Fill variables/guesses (and a rough rendered size) from the template itself."""
-    from needle_action.assemble.render import _split_prompty, environment_for, undeclared_variables
-
     env = environment_for(config_dir)
     try:
         text = found.path.read_text(encoding="utf-8")
         if found.path.suffix.lower() == ".prompty":
-            prompty = _split_prompty(text, found.rel)
+            prompty = split_prompty(text, found.rel)
             text = prompty.body
             found.has_sample = bool(prompty.front.get("sample") or prompty.front.get("inputs"))
         variables = undeclared_variables(env, text)
@@ -168,8 +167,6 @@ def _inspect(found: FoundTemplate, config_dir: Path) -> None:
 
 def _partials(templates: list[Path], config_dir: Path) -> set[Path]:
     """Templates that other templates include/import/extend: building blocks, not prompts."""
-    from needle_action.assemble.render import environment_for, referenced_templates
-
     env = environment_for(config_dir)
     out: set[Path] = set()
     for t in templates:
@@ -186,9 +183,6 @@ def _partials(templates: list[Path], config_dir: Path) -> set[Path]:
 
 def _estimate(found: FoundTemplate, config_dir: Path) -> None:
     """Rough rendered size with the first fixture, for a budget suggestion (chars, not tokens)."""
-    from needle_action.assemble.render import render_case
-    from needle_action.config.model import Config, PromptConfig
-
     prompt = PromptConfig(name=found.name, template=found.rel, fixtures=found.fixtures[:1])
     config = Config(path=config_dir / "needle.toml", root=config_dir, prompts={found.name: prompt})
     fixture = config_dir / found.fixtures[0] if found.fixtures else None
@@ -318,7 +312,7 @@ def write_starter(root: str | os.PathLike, config_path: str | os.PathLike, force
             f"no prompt templates found under {display_path(root.absolute()) or '.'}",
             hint=f"templates are files ending in {', '.join(TEMPLATE_SUFFIXES)}; pass --root to scan another folder",
         )
-    outside = [t for t in templates if not _is_inside(t.absolute(), config_dir)]
+    outside = [t for t in templates if not t.absolute().is_relative_to(config_dir)]
     if outside:
         raise ConfigError(
             f"template {display_path(outside[0].absolute())} is outside the folder of {display_path(config_path)}",
@@ -349,14 +343,6 @@ def write_starter(root: str | os.PathLike, config_path: str | os.PathLike, force
     config_path.parent.mkdir(parents=True, exist_ok=True)
     config_path.write_text(text, encoding="utf-8")
     return config_path
-
-
-def _is_inside(path: Path, folder: Path) -> bool:
-    try:
-        path.relative_to(folder)
-        return True
-    except ValueError:
-        return False
 
 
 __all__ = ["write_starter", "render_starter", "guess_var", "TEMPLATE_SUFFIXES"]

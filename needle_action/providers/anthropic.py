@@ -15,8 +15,8 @@ import os
 
 import anthropic
 
-from needle_action.assemble.prompt import RenderedPrompt
-from needle_action.config.model import ProviderSettings
+from needle_action.assemble import RenderedPrompt
+from needle_action.config import ProviderSettings
 from needle_action.errors import ConfigError, ProviderUnavailable
 from needle_action.providers.base import Completion
 from needle_action.providers.retry import (

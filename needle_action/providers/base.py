@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Protocol
 
-from needle_action.assemble.prompt import RenderedPrompt
+from needle_action.assemble import RenderedPrompt
 
 
 @dataclass(frozen=True)

@@ -23,8 +23,8 @@ import asyncio
 import re
 import threading
 
-from needle_action.assemble.prompt import RenderedPrompt
-from needle_action.config.model import ProviderSettings
+from needle_action.assemble import RenderedPrompt
+from needle_action.config import ProviderSettings
 from needle_action.errors import ConfigError
 from needle_action.providers.base import Completion
 from needle_action.providers.local_model import N_CTX_TRAIN, get_llama

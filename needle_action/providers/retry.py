@@ -20,7 +20,7 @@ from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import TypeVar
 
-from needle_action.config.model import ProviderSettings
+from needle_action.config import ProviderSettings
 from needle_action.errors import ProviderUnavailable
 from needle_action.providers.base import Completion
 

@@ -187,7 +187,7 @@ class _Run:
 async def _recall_prompt(run: _Run, prompt: PromptConfig, pr: PromptResult) -> None:
     config = run.config
     fixture_path = config.recall_fixture(prompt)
-    fixture = relative(config.root, fixture_path) if fixture_path is not None else None
+    fixture = relative(config.root, fixture_path, resolved=True) if fixture_path is not None else None
     base = render_case(config, prompt, fixture_path)
 
     provider = None

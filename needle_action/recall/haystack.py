@@ -38,8 +38,8 @@ from itertools import islice
 from pathlib import Path
 from typing import Any
 
-from needle_action.assemble.prompt import Message, RenderedPrompt
-from needle_action.config.model import Config, PromptConfig
+from needle_action.assemble import Message, RenderedPrompt
+from needle_action.config import Config, PromptConfig
 from needle_action.errors import ConfigError, TemplateError
 from needle_action.recall.filler import Passage, generated_passages, repo_passages, scrub, split_paragraphs
 from needle_action.recall.needles import Needle
@@ -272,7 +272,7 @@ class HaystackBuilder:
         seed: int,
         fixture_path: str | Path | None = None,
     ) -> None:
-        from needle_action.assemble.render import load_fixture
+        from needle_action.assemble import load_fixture
 
         self.config, self.prompt, self.counter, self.seed = config, prompt, counter, seed
         where: dict[str, Any] = {"file": config.path, "line": config.line_of(f"prompts.{prompt.name}")}
@@ -333,7 +333,7 @@ class HaystackBuilder:
         return int(self.counter.count_prompt(rendered))
 
     def _render(self, context: Any, question: str) -> RenderedPrompt:
-        from needle_action.assemble.render import render_case
+        from needle_action.assemble import render_case
 
         variables = {**self.variables, self.context_var: context, self.question_var: question}
         return render_case(self.config, self.prompt, self.fixture_path, variables=variables)

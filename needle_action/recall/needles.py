@@ -25,7 +25,7 @@ import random
 import re
 from dataclasses import dataclass
 
-from needle_action.config.model import RecallSettings
+from needle_action.config import RecallSettings
 from needle_action.errors import ConfigError
 
 VALUE_RE: re.Pattern[str] = re.compile(r"\b[A-Z]{3}-\d{4}-[A-Z]{3}\b")

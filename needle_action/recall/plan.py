@@ -111,7 +111,7 @@ def _filler_digest(config: Config, prompt: PromptConfig) -> str:
     for pattern in prompt.recall.filler_globs:
         for path in sorted(config.root.glob(pattern)):
             if path.is_file():
-                h.update(relative(config.root, path).encode() + b"\0")
+                h.update(relative(config.root, path, resolved=True).encode() + b"\0")
                 h.update(hashlib.sha256(path.read_bytes()).digest())
     return h.hexdigest()
 

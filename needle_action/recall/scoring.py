@@ -17,7 +17,7 @@ from __future__ import annotations
 import re
 import unicodedata
 
-from needle_action.config.model import RecallSettings
+from needle_action.config import RecallSettings
 from needle_action.recall.needles import Needle
 
 _PUNCT_OR_SPACE = re.compile(r"[\W_]+", re.UNICODE)

@@ -14,8 +14,8 @@ from pathlib import Path
 from needle_action.assemble.prompt import RenderedPrompt
 from needle_action.config.model import PromptSettings, ProviderSettings
 from needle_action.errors import ProviderUnavailable, TokenizerError
-from needle_action.providers.local import transcript
 from needle_action.providers import local_model
+from needle_action.providers.local import transcript
 
 
 @lru_cache(maxsize=4)

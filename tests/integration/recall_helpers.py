@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from needle_action.config.loader import load_config
+from needle_action.config import load_config
 from needle_action.pipeline import RecallOverrides, run_recall
 from needle_action.results import Results
 

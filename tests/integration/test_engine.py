@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from needle_action.config.loader import load_config
+from needle_action.config import load_config
 from needle_action.pipeline import RecallOverrides
 from needle_action.recall import engine
 from needle_action.recall.cache import ResultCache
@@ -212,7 +212,7 @@ def test_context_window_from_table_and_local_n_ctx(tmp_path):
     prompt = config.prompts["qa"]
     assert engine.context_window(prompt) == 200_000  # claude-* in data/context_windows.toml
     assert engine.context_window(prompt.model_copy(update={"model": "gpt-4.1-mini"})) == 1_047_576
-    from needle_action.config.model import ProviderSettings
+    from needle_action.config import ProviderSettings
 
     local = prompt.model_copy(
         update={

@@ -8,8 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from needle_action.config.loader import load_config
-from needle_action.config.model import PromptConfig
+from needle_action.config import PromptConfig, load_config
 from needle_action.errors import ConfigError, TemplateError
 from needle_action.recall.haystack import HaystackBuilder, SizeTooSmall, Trial
 from needle_action.recall.needles import BRIDGE_RE, VALUE_RE, Needle, make_needle
@@ -32,7 +31,7 @@ def _builder(config, name: str, *, seed: int = 1, **recall) -> HaystackBuilder:
 
 
 def _needle(style: str = "codeword", key: object = 0) -> Needle:
-    from needle_action.config.model import RecallSettings
+    from needle_action.config import RecallSettings
 
     return make_needle(RecallSettings(needle=style), random.Random(f"test:{style}:{key}"))
 
@@ -316,7 +315,7 @@ def test_template_that_hides_the_context_is_a_template_error(tmp_path):
 
 def test_anthropic_counter_sizes_with_few_count_tokens_calls(examples, monkeypatch):
     """tokenizer = "anthropic": units are pre-counted locally; only whole prompts go to count_tokens."""
-    from needle_action.config.model import ProviderSettings
+    from needle_action.config import ProviderSettings
     from needle_action.tokens import AnthropicCounter
     from tests.fakes.anthropic_server import FakeAnthropic
 

@@ -8,8 +8,8 @@ import sys
 
 import pytest
 
-from needle_action.assemble.prompt import Message, RenderedPrompt
-from needle_action.config.model import PromptSettings, ProviderSettings, RecallSettings
+from needle_action.assemble import Message, RenderedPrompt
+from needle_action.config import PromptSettings, ProviderSettings, RecallSettings
 from needle_action.errors import EXIT_PROVIDER, ProviderUnavailable
 from needle_action.providers.anthropic import AnthropicProvider
 from needle_action.providers.local import LocalProvider

@@ -15,10 +15,8 @@ import pytest
 import tiktoken
 
 import needle_action.tokens as tokens
-from needle_action.assemble.prompt import Message, RenderedPrompt
-from needle_action.assemble.render import render_case
-from needle_action.config.loader import load_config
-from needle_action.config.model import PromptSettings, ProviderSettings
+from needle_action.assemble import Message, RenderedPrompt, render_case
+from needle_action.config import PromptSettings, ProviderSettings, load_config
 from needle_action.errors import ProviderUnavailable, TokenizerError
 from needle_action.tokens import TiktokenCounter, count_prompts, get_counter
 from needle_action.tokens.tiktoken_counter import TOKENS_PER_MESSAGE, TOKENS_REPLY_PRIMING
@@ -450,9 +448,9 @@ def test_local_counter_is_approximate_for_another_provider(example_cases):
 
 def test_local_counter_without_the_model_package_is_a_setup_error(monkeypatch):
     pytest.importorskip("llama_cpp", reason="needs the [local] extra")
-    from needle_action.tokens import counting
     from needle_action.errors import EXIT_CONFIG, ProviderUnavailable
     from needle_action.providers import local_model
+    from needle_action.tokens import counting
 
     def missing():
         raise ProviderUnavailable(

@@ -8,8 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from needle_action.assemble.render import OPEN, load_fixture, render_case, split_messages
-from needle_action.config.model import Config, PromptConfig
+from needle_action.assemble import load_fixture, render_case, split_messages
+from needle_action.assemble.sandbox import OPEN
+from needle_action.config import Config, PromptConfig
 from needle_action.errors import ConfigError, TemplateError
 
 

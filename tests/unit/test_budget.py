@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from needle_action.assemble.prompt import Message, RenderedPrompt
+from needle_action.assemble import Message, RenderedPrompt
 from needle_action.budget import evaluate_case, match_base_case
-from needle_action.config.model import PromptSettings
+from needle_action.config import PromptSettings
 from needle_action.results import BudgetCase, PromptResult, TokenCount
 
 

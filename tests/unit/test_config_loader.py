@@ -8,7 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from needle_action.config.loader import load_config, scan_lines
+from needle_action.config import load_config
+from needle_action.config.toml_lines import scan_lines
 from needle_action.errors import ConfigError
 
 

@@ -6,7 +6,7 @@ import random
 
 import pytest
 
-from needle_action.config.model import NeedleSpec, RecallSettings
+from needle_action.config import NeedleSpec, RecallSettings
 from needle_action.errors import ConfigError
 from needle_action.recall.needles import BRIDGE_RE, VALUE_RE, Needle, make_needle, make_value
 

@@ -154,6 +154,6 @@ def test_bad_request_is_rejected_not_retried():
 
 
 def test_policy_from_settings_counts_the_first_try():
-    from needle_action.config.model import ProviderSettings
+    from needle_action.config import ProviderSettings
 
     assert RetryPolicy.from_settings(ProviderSettings(max_retries=3)).max_attempts == 4

@@ -13,8 +13,8 @@ import pytest
 import tiktoken
 
 import needle_action.tokens as tokens
-from needle_action.assemble.prompt import Message, RenderedPrompt
-from needle_action.config.model import PromptSettings
+from needle_action.assemble import Message, RenderedPrompt
+from needle_action.config import PromptSettings
 from needle_action.providers.pricing import price_of
 from needle_action.runtime import BudgetExceeded, Estimate, PreflightGuard, edge_order
 from tests.fakes.anthropic_server import anthropic_env_fixture, fake_anthropic_fixture  # noqa: F401

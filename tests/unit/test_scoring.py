@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from needle_action.config.model import RecallSettings
+from needle_action.config import RecallSettings
 from needle_action.recall.needles import Needle
 from needle_action.recall.scoring import normalise, score
 

@@ -9,8 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from needle_action.config.loader import load_config
-from needle_action.config.model import RecallSettings
+from needle_action.config import RecallSettings, load_config
 from needle_action.recall.filler import generated_passages
 from needle_action.recall.haystack import HaystackBuilder
 from needle_action.recall.needles import VALUE_RE, make_needle
