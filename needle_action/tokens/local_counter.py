@@ -7,6 +7,7 @@ llama_cpp is imported inside functions: it is an optional extra and slow to impo
 
 from __future__ import annotations
 
+import atexit
 import threading
 from functools import lru_cache
 from pathlib import Path
@@ -29,6 +30,11 @@ def _load_vocab(path: str):
         return Llama(model_path=path, vocab_only=True, verbose=False)
     with suppress_stdout_stderr(disable=False):
         return Llama(model_path=path, vocab_only=True, verbose=False)
+
+
+# free the vocabularies while llama_cpp still exists: at interpreter teardown its globals are gone
+# and llama.cpp's own finaliser fails with "'NoneType' object is not callable"
+atexit.register(_load_vocab.cache_clear)
 
 
 class LocalCounter:
