@@ -13,6 +13,7 @@ re-hashing ~250 MB on every run.
 
 from __future__ import annotations
 
+import atexit
 import functools
 import hashlib
 import json
@@ -20,6 +21,7 @@ import os
 import tempfile
 import threading
 from pathlib import Path
+from typing import Any
 
 from needle_action.errors import ProviderUnavailable
 
@@ -28,7 +30,7 @@ N_CTX_TRAIN = 32_768  # Gemma 3 270M's context window
 INSTALL_HINT = 'pip install "needle-action[local]" (llama-cpp-python compiles from source in ~7 minutes)'
 
 _lock = threading.Lock()
-_models: dict[str, tuple[int, object]] = {}  # model file -> (n_ctx, Llama)
+_models: dict[str, tuple[int, Any]] = {}  # model file -> (n_ctx, Llama)
 
 
 def cache_dir() -> Path:
@@ -123,6 +125,14 @@ def model_path(directory: Path | None = None) -> Path:
             tmp.unlink(missing_ok=True)
         _write_note(target, sha)
         return target
+
+
+@atexit.register
+def _close_models() -> None:
+    # close them while llama_cpp still exists: at interpreter teardown its globals are gone and
+    # llama.cpp's own finaliser fails with "'NoneType' object is not callable"
+    for _, llm in _models.values():
+        llm.close()
 
 
 def get_llama(n_ctx: int, path: Path | str | None = None):

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import atexit
 import threading
-from functools import lru_cache
 from pathlib import Path
+from typing import Any
 
 from needle_action.assemble.prompt import RenderedPrompt
 from needle_action.config.model import PromptSettings, ProviderSettings
@@ -18,10 +18,19 @@ from needle_action.errors import ProviderUnavailable, TokenizerError
 from needle_action.providers import local_model
 from needle_action.providers.local import transcript
 
+_vocabs: dict[str, Any] = {}  # gguf path -> llama_cpp.Llama holding the vocabulary only
+_vocabs_lock = threading.Lock()
 
-@lru_cache(maxsize=4)
-def _load_vocab(path: str):
-    """The gguf's vocabulary only: no weights, so loading is quick."""
+
+def _load_vocab(path: str) -> Any:
+    """The gguf's vocabulary only (no weights, so loading is quick), loaded once per file."""
+    with _vocabs_lock:
+        if path not in _vocabs:
+            _vocabs[path] = _open_vocab(path)
+        return _vocabs[path]
+
+
+def _open_vocab(path: str) -> Any:
     from llama_cpp import Llama
 
     try:  # llama.cpp logs from C even with verbose=False; keep `needle budget`'s output clean
@@ -32,9 +41,12 @@ def _load_vocab(path: str):
         return Llama(model_path=path, vocab_only=True, verbose=False)
 
 
-# free the vocabularies while llama_cpp still exists: at interpreter teardown its globals are gone
-# and llama.cpp's own finaliser fails with "'NoneType' object is not callable"
-atexit.register(_load_vocab.cache_clear)
+@atexit.register
+def _close_vocabs() -> None:
+    # close them while llama_cpp still exists: at interpreter teardown its globals are gone and
+    # llama.cpp's own finaliser fails with "'NoneType' object is not callable"
+    for llama in _vocabs.values():
+        llama.close()
 
 
 class LocalCounter:
