@@ -207,6 +207,7 @@ def fake_model():
         yield fake
 
 
+@pytest.mark.slow  # two action runs, each measuring recall on head and base
 def test_unchanged_pr_two_runs_one_comment_and_a_free_base(tmp_path, fake_model):
     p = make_project(tmp_path)  # the PR only touches the README
     with FakeGitHub() as gh:
@@ -279,6 +280,7 @@ def test_growth_beyond_max_growth_fails_with_an_annotation_on_the_template(tmp_p
         )
 
 
+@pytest.mark.slow  # two action runs, each measuring recall on head and base
 def test_moving_key_content_into_the_middle_loses_recall_and_is_flagged(tmp_path, fake_model):
     def restructure(repo: Path):
         t = repo / "prompts" / "rag_answer.j2"

@@ -41,6 +41,7 @@ def _runs(config, seeds):
         return list(pool.map(lambda s: run(config, seed=s), seeds))
 
 
+@pytest.mark.slow
 def test_noise_alone_is_not_flagged(tmp_path, fake_env):
     # a curve with middling rates (most variance per trial) and a drop in the middle, so cells differ
     fake = fake_env(u_shape(edge=0.9, middle=0.6, margin=0.05))

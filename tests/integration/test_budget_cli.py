@@ -52,6 +52,7 @@ def budget(*args: str):
     return CliRunner().invoke(main, ["budget", *args])
 
 
+@pytest.mark.model  # examples/needle.toml counts with the embedded model's tokenizer
 @pytest.mark.skipif(not _has_llama(), reason="llama-cpp-python is not installed (the [local] extra)")
 def test_bundled_examples_pass_as_shipped(tmp_path):
     """The README's command, as a user runs it: a real process on the untouched examples/."""

@@ -77,6 +77,7 @@ def _ls(bare: Path) -> list[str]:
     return _git(bare, "ls-tree", "-r", "--name-only", BRANCH).splitlines()
 
 
+@pytest.mark.slow  # four action runs in subprocesses
 def test_push_stores_results_and_the_pr_reads_its_base_from_the_data_branch(setup, fake_model):
     p, bare, main = setup
     with FakeGitHub() as gh:
@@ -142,6 +143,7 @@ def _commit_on_data_branch(tmp: Path, bare: Path, path: str, text: str) -> None:
     _git(clone, "push", "-q", "origin", BRANCH)
 
 
+@pytest.mark.slow  # two action runs and a push each
 @pytest.mark.parametrize(
     "path, text, why",
     [
@@ -167,6 +169,7 @@ def test_a_corrupt_or_mismatched_data_branch_falls_back_to_measuring(
         assert why in comment["body"] and "the base was measured instead" in comment["body"]
 
 
+@pytest.mark.slow  # two action runs, measuring the base
 def test_no_data_branch_yet_measures_the_base_and_a_bad_name_is_a_usage_error(setup, fake_model):
     p, _, _ = setup
     with FakeGitHub() as gh:

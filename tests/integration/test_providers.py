@@ -89,6 +89,7 @@ def test_anthropic_system_turns_move_into_the_system_field(anthropic_env):
     assert [m["role"] for m in body["messages"]] == ["user", "assistant", "user"]
 
 
+@pytest.mark.slow  # each injected timeout waits out the client timeout (2.5 s)
 def test_anthropic_with_30_percent_faults_every_call_succeeds_and_retries_are_counted(anthropic_env):
     fake = anthropic_env
     fake.responder = echo_last_user

@@ -401,6 +401,7 @@ def transcript_by_hand(prompt: RenderedPrompt) -> str:
     return "\n\n".join(parts).rstrip() + "\nAnswer:"
 
 
+@pytest.mark.model
 def test_local_counter_is_the_embedded_models_own_tokenizer(example_cases):
     path = _llama_or_skip()
     from llama_cpp import Llama
@@ -423,6 +424,7 @@ def test_local_counter_is_the_embedded_models_own_tokenizer(example_cases):
     assert [c.raw_tokens for c in counts] != [c.raw_tokens for c in o200k]
 
 
+@pytest.mark.model
 def test_local_count_equals_what_the_model_reports_for_the_real_call():
     """The strongest check: run the embedded model through the local provider and compare our
     count with the prompt_tokens llama.cpp itself reports for that very request."""
@@ -446,6 +448,7 @@ def test_local_count_equals_what_the_model_reports_for_the_real_call():
     assert completion.input_tokens == c.raw_tokens
 
 
+@pytest.mark.model
 def test_local_counter_is_approximate_for_another_provider(example_cases):
     _llama_or_skip()
     settings = PromptSettings(tokenizer="local", provider="anthropic", model="claude-sonnet-5-5")
