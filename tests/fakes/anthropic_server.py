@@ -33,9 +33,8 @@ Usage::
         ...
         fake.requests[-1]["json"], fake.calls["429"]
 
-Fixtures ``fake_anthropic`` and ``anthropic_env`` live at the bottom; use them with
-``from tests.fakes.anthropic_server import anthropic_env_fixture, fake_anthropic_fixture  # noqa: F401``
-or list ``tests.fakes.anthropic_server`` in the root conftest's ``pytest_plugins``.
+Fixtures ``fake_anthropic`` and ``anthropic_env`` live at the bottom; tests/conftest.py lists this
+module in ``pytest_plugins``, so any test can ask for them by name, without an import.
 """
 
 from __future__ import annotations

@@ -12,6 +12,8 @@ Real HTTP on 127.0.0.1, same paths, status codes, headers and JSON shapes as api
 
 ``prefix`` lets tests mimic GitHub Enterprise Server (``https://HOST/api/v3``). Every request is
 logged in :attr:`FakeGitHub.requests` so tests can assert on exactly what was sent.
+
+Fixture ``fake_github`` (at the bottom): a started fake with one write token, ``test-token``.
 """
 
 from __future__ import annotations
@@ -22,6 +24,8 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import parse_qs, urlencode, urlsplit
+
+import pytest
 
 MAX_BODY = 65536
 
@@ -303,3 +307,13 @@ def _unprocessable(message: str) -> dict:
         "documentation_url": "https://docs.github.com/rest/issues/comments#create-an-issue-comment",
         "status": "422",
     }
+
+
+# ---- pytest fixtures ---------------------------------------------------------------------------
+
+
+@pytest.fixture
+def fake_github():
+    """A started fake GitHub API; the token ``test-token`` may read and write."""
+    with FakeGitHub() as gh:
+        yield gh

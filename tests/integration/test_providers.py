@@ -16,7 +16,7 @@ from needle_action.providers.local import LocalProvider
 from needle_action.providers.openai_compat import OpenAICompatProvider, is_openai_cloud
 from needle_action.providers.registry import local_n_ctx, make_provider
 from needle_action.providers.retry import RequestRejected
-from tests.fakes.anthropic_server import Faults, anthropic_env_fixture, fake_anthropic_fixture  # noqa: F401
+from tests.fakes.anthropic_server import Faults
 from tests.fakes.openai_server import FakeOpenAI
 
 MODEL = "claude-sonnet-5-5"
