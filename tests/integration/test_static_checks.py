@@ -14,6 +14,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.builders import GitRepo, Project
+
 REPO = Path(__file__).resolve().parents[2]
 WORKFLOWS = sorted((REPO / ".github" / "workflows").glob("*.y*ml")) + sorted(
     (REPO / "docs" / "workflows").glob("*.y*ml")
@@ -59,15 +61,14 @@ jobs:
 @pytest.fixture
 def bad_repo(tmp_path: Path) -> Path:
     """A repository whose workflow has a template injection, an unpinned action, a bad input."""
-    (tmp_path / ".github" / "workflows").mkdir(parents=True)
-    (tmp_path / ".github" / "workflows" / "bad.yml").write_text(BAD_WORKFLOW)
-    (tmp_path / "action.yml").write_text((REPO / "action.yml").read_text())
-    (tmp_path / "Dockerfile").write_text(
-        "FROM debian:bookworm-slim\nRUN apt-get update && apt-get install -y git\n"
+    Project(tmp_path).file(".github/workflows/bad.yml", BAD_WORKFLOW).files(
+        {
+            "action.yml": (REPO / "action.yml").read_text(),
+            "Dockerfile": "FROM debian:bookworm-slim\nRUN apt-get update && apt-get install -y git\n",
+        }
     )
     # actionlint resolves `uses: ./` against the git repository's root
-    subprocess.run(["git", "init", "-q", str(tmp_path)], check=True)
-    return tmp_path
+    return GitRepo.init(tmp_path).path
 
 
 def test_there_is_something_to_check():
