@@ -157,10 +157,7 @@ class FakeGitHub:
                 return self._reply(
                     h, method, url.path, query, None, 400, {"message": "Problems parsing JSON"}
                 )
-        auth = h.headers.get("Authorization")
-        token = None
-        if auth and auth.split(" ", 1)[0].lower() in ("bearer", "token") and " " in auth:
-            token = auth.split(" ", 1)[1]
+        token = _bearer(h.headers.get("Authorization"))
         if token not in self.tokens:
             return self._reply(
                 h,
@@ -175,80 +172,53 @@ class FakeGitHub:
         if self.prefix and path.startswith(self.prefix):
             path = path[len(self.prefix) :]
         parts = [p for p in path.split("/") if p]
+        request = (h, method, url.path, query, body)
         # /repos/{o}/{r}/issues/{n}/comments
-        if (
-            len(parts) == 6
-            and parts[0] == "repos"
-            and parts[3] == "issues"
-            and parts[5] == "comments"
-            and parts[4].isdigit()
-        ):
+        if _matches(parts, "repos", None, None, "issues", int, "comments"):
             owner, repo, issue = parts[1], parts[2], int(parts[4])
             if method == "GET":
                 return self._list(h, url.path, query, body, owner, repo, issue)
             if method == "POST":
-                if self.tokens[token] != "write":
-                    return self._forbidden(h, method, url.path, query, body)
-                text = (body or {}).get("body")
-                if not isinstance(text, str):
-                    return self._reply(
-                        h, method, url.path, query, body, 422, _unprocessable("body is missing")
-                    )
-                if len(text) > MAX_BODY:
-                    return self._reply(
-                        h,
-                        method,
-                        url.path,
-                        query,
-                        body,
-                        422,
-                        _unprocessable(f"body is too long (maximum is {MAX_BODY} characters)"),
-                    )
-                comment = self._add(owner, repo, issue, text, self.bot_login, "Bot")
-                return self._reply(h, method, url.path, query, body, 201, comment)
+                return self._create(request, token, owner, repo, issue)
         # /repos/{o}/{r}/pulls/{n}
-        if (
-            len(parts) == 5
-            and parts[0] == "repos"
-            and parts[3] == "pulls"
-            and parts[4].isdigit()
-            and method == "GET"
-        ):
+        if _matches(parts, "repos", None, None, "pulls", int) and method == "GET":
             pull = self.pulls.get((parts[1], parts[2], int(parts[4])))
             if pull is None:
-                return self._reply(h, method, url.path, query, body, 404, {"message": "Not Found"})
-            return self._reply(h, method, url.path, query, body, 200, pull)
+                return self._reply(*request, 404, {"message": "Not Found"})
+            return self._reply(*request, 200, pull)
         # /repos/{o}/{r}/issues/comments/{id}
-        if (
-            len(parts) == 6
-            and parts[0] == "repos"
-            and parts[3] == "issues"
-            and parts[4] == "comments"
-            and parts[5].isdigit()
-            and method == "PATCH"
-        ):
-            owner, repo, cid = parts[1], parts[2], int(parts[5])
-            if self.tokens[token] != "write":
-                return self._forbidden(h, method, url.path, query, body)
-            comment = self._find(owner, repo, cid)
-            if comment is None:
-                return self._reply(h, method, url.path, query, body, 404, {"message": "Not Found"})
-            text = (body or {}).get("body")
-            if not isinstance(text, str) or len(text) > MAX_BODY:
-                return self._reply(
-                    h,
-                    method,
-                    url.path,
-                    query,
-                    body,
-                    422,
-                    _unprocessable(f"body is too long (maximum is {MAX_BODY} characters)"),
-                )
-            with self._lock:
-                comment["body"] = text
-                comment["updated_at"] = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-            return self._reply(h, method, url.path, query, body, 200, comment)
-        return self._reply(h, method, url.path, query, body, 404, {"message": "Not Found"})
+        if _matches(parts, "repos", None, None, "issues", "comments", int) and method == "PATCH":
+            return self._update(request, token, parts[1], parts[2], int(parts[5]))
+        return self._reply(*request, 404, {"message": "Not Found"})
+
+    def _create(self, request: tuple, token: str, owner: str, repo: str, issue: int) -> None:
+        if self.tokens[token] != "write":
+            return self._forbidden(*request)
+        text = (request[-1] or {}).get("body")
+        if not isinstance(text, str):
+            return self._reply(*request, 422, _unprocessable("body is missing"))
+        if len(text) > MAX_BODY:
+            return self._reply(
+                *request, 422, _unprocessable(f"body is too long (maximum is {MAX_BODY} characters)")
+            )
+        comment = self._add(owner, repo, issue, text, self.bot_login, "Bot")
+        return self._reply(*request, 201, comment)
+
+    def _update(self, request: tuple, token: str, owner: str, repo: str, cid: int) -> None:
+        if self.tokens[token] != "write":
+            return self._forbidden(*request)
+        comment = self._find(owner, repo, cid)
+        if comment is None:
+            return self._reply(*request, 404, {"message": "Not Found"})
+        text = (request[-1] or {}).get("body")
+        if not isinstance(text, str) or len(text) > MAX_BODY:
+            return self._reply(
+                *request, 422, _unprocessable(f"body is too long (maximum is {MAX_BODY} characters)")
+            )
+        with self._lock:
+            comment["body"] = text
+            comment["updated_at"] = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+        return self._reply(*request, 200, comment)
 
     def _list(self, h, path, query, body, owner, repo, issue) -> None:
         try:
@@ -298,6 +268,25 @@ class FakeGitHub:
             h.send_header(k, v)
         h.end_headers()
         h.wfile.write(data)
+
+
+def _bearer(auth: str | None) -> str | None:
+    """The token of ``Authorization: Bearer T`` or ``token T`` (both accepted by GitHub)."""
+    if auth and auth.split(" ", 1)[0].lower() in ("bearer", "token") and " " in auth:
+        return auth.split(" ", 1)[1]
+    return None
+
+
+def _matches(parts: list[str], *pattern: str | type | None) -> bool:
+    """PARTS has PATTERN's length; a str must be equal, ``int`` must be digits, None is anything."""
+    if len(parts) != len(pattern):
+        return False
+    for part, want in zip(parts, pattern, strict=True):
+        if want is int and not part.isdigit():
+            return False
+        if isinstance(want, str) and part != want:
+            return False
+    return True
 
 
 def _unprocessable(message: str) -> dict:
