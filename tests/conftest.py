@@ -1,4 +1,5 @@
-"""Session-wide setup: an offline tiktoken cache seeded from the bpe-openai package."""
+"""Session-wide setup: the fakes as plugins, an offline tiktoken cache seeded from bpe-openai, and
+a private recall cache per run. See tests/README.md for the tiers, the fakes and the builders."""
 
 from __future__ import annotations
 
@@ -8,6 +9,15 @@ from pathlib import Path
 import pytest
 
 from needle_action.tokens import tiktoken_cache
+
+# Every fake is a plugin: its fixtures (fake_anthropic, anthropic_env, fake_github) are available
+# to every test without an import; a fixture added to one of these modules is too.
+pytest_plugins = [
+    "tests.fakes.anthropic_server",
+    "tests.fakes.github_server",
+    "tests.fakes.openai_server",
+    "tests.fakes.simulated_model",
+]
 
 REPO = Path(__file__).resolve().parent.parent
 EXAMPLES = REPO / "examples"

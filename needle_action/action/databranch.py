@@ -200,6 +200,21 @@ def store_or_explain(settings: Settings, results: Results) -> str:
 # --------------------------------------------------------------------------- pull request: load
 
 
+def _base_config_bytes(ws: Path, base_sha: str, rel: str, env: dict[str, str]) -> bytes | None:
+    """The base commit's own threshold file; fetches the commit (one deep) when the clone lacks it."""
+    if _git(["cat-file", "-e", f"{base_sha}^{{commit}}"], ws, env, check=False).returncode != 0:
+        _git(["fetch", "--no-tags", "--depth=1", "origin", base_sha], ws, env)
+    return read_blob(ws, base_sha, rel, env)
+
+
+def _parse_stored(raw: bytes, base_sha: str) -> Results:
+    """Stored results validated like any results file (ConfigError when they are not)."""
+    with tempfile.TemporaryDirectory(prefix="needle-data-") as tmp:
+        path = Path(tmp) / f"{base_sha}.json"
+        path.write_bytes(raw)
+        return load_results(path)
+
+
 def load_base(settings: Settings, base_sha: str) -> tuple[Results | None, str]:
     """The base's results from the data branch, or (None, why not). Never raises for a miss."""
     branch = settings.data_branch
@@ -222,10 +237,7 @@ def load_base(settings: Settings, base_sha: str) -> tuple[Results | None, str]:
         rel = relative_path(ws, settings.config_path, resolved=True)
         if rel is None:
             return None, f"The threshold file is outside the workspace; {miss}."
-        # the base's own threshold file; fetch the base commit (one deep) when the clone lacks it
-        if _git(["cat-file", "-e", f"{base_sha}^{{commit}}"], ws, env, check=False).returncode != 0:
-            _git(["fetch", "--no-tags", "--depth=1", "origin", base_sha], ws, env)
-        config_bytes = read_blob(ws, base_sha, rel, env)
+        config_bytes = _base_config_bytes(ws, base_sha, rel, env)
         if config_bytes is None:
             return None, f"The base has no `{rel}`, so its stored results cannot match; {miss}."
         if not isinstance(meta, dict) or meta.get("fingerprint") != fingerprint(config_bytes, settings):
@@ -235,13 +247,10 @@ def load_base(settings: Settings, base_sha: str) -> tuple[Results | None, str]:
             )
         if len(raw) > MAX_RESULTS_BYTES:
             return None, f"The data branch's results for the base are implausibly large; {miss}."
-        with tempfile.TemporaryDirectory(prefix="needle-data-") as tmp:
-            path = Path(tmp) / f"{base_sha}.json"
-            path.write_bytes(raw)
-            try:
-                results = load_results(path)
-            except ConfigError as exc:
-                return None, f"The data branch's results for the base are invalid ({exc.message}); {miss}."
+        try:
+            results = _parse_stored(raw, base_sha)
+        except ConfigError as exc:
+            return None, f"The data branch's results for the base are invalid ({exc.message}); {miss}."
         if results.commit != base_sha:
             return None, f"The data branch's results for the base name another commit; {miss}."
     except (DataBranchError, OSError, subprocess.SubprocessError) as exc:

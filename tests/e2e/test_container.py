@@ -28,15 +28,14 @@ import yaml
 from needle_action import __version__
 from needle_action.action.workflow import read_outputs
 from needle_action.tokens import tiktoken_cache
+from tests.builders import EXAMPLES, Project, PullRequest, pull_request
 from tests.fakes.anthropic_server import FakeAnthropic
 from tests.fakes.github_server import FakeGitHub
 from tests.fakes.simulated_model import SimulatedModel, flat
-from tests.gitutil import git
 
 pytestmark = pytest.mark.container
 
-ROOT = Path(__file__).resolve().parents[2]
-EXAMPLES = ROOT / "examples"
+ROOT = EXAMPLES.parent
 TAG = "needle-action:e2e"
 SCRIPT = Path(os.environ.get("NEEDLE_CONTAINER_BUILD", ROOT.parent / "shared" / "tools" / "container-build"))
 BUILD_TIMEOUT = 1800  # a cold build on a busy 2-core machine; normally 2-5 minutes
@@ -132,17 +131,15 @@ def _sections(text: str) -> dict[str, str]:
 def _tiktoken_examples(tmp: Path) -> Path:
     """A copy of examples/ plus a threshold file counting with tiktoken (the default image has no
     [local] extra, hence no Gemma tokenizer); gpt-4o so that counts are exact, no safety factor."""
-    dst = tmp / "examples"
-    shutil.copytree(EXAMPLES, dst, ignore=shutil.ignore_patterns(".needle-cache", "__pycache__"))
-    text = (dst / "needle.toml").read_text()
+    project = Project(tmp / "examples").examples()
+    text = project.path("needle.toml").read_text()
     assert 'tokenizer = "local"' in text and 'model = "gemma3-270m"' in text, (
         "examples/needle.toml changed shape"
     )
     text = text.replace('tokenizer = "local"', 'tokenizer = "tiktoken:o200k_base"')
     text = text.replace('model = "gemma3-270m"', 'model = "gpt-4o"')
-    (dst / "needle-tiktoken.toml").write_text(text)
-    (dst / "probe.sh").write_text(PROBE)
-    return dst
+    project.file("needle-tiktoken.toml", text).file("probe.sh", PROBE)
+    return project.root
 
 
 def _case_tokens(results: dict) -> dict[tuple[str, str], int]:
@@ -237,31 +234,19 @@ max_input_tokens = 6000
 """
 
 
-_git = git  # shared helper: tests/gitutil.py
+def _pull_request(tmp: Path) -> PullRequest:
+    """origin: base on main, the PR on feature (a whitespace-only template change: same budgets, a
+    new head commit); workspace: a depth-1 clone of the PR head, as actions/checkout makes by
+    default, so the base must be fetched."""
 
+    def base(project: Project) -> None:
+        project.examples("prompts", "fixtures").config(CONFIG, dedent=False)
 
-def _pull_request(tmp: Path) -> tuple[Path, Path, str, str]:
-    """origin: base on main, the PR on feature (adds a support fixture turn); workspace: a depth-1
-    clone of the PR head, as actions/checkout makes by default, so the base must be fetched."""
-    origin = tmp / "origin"
-    origin.mkdir()
-    _git(origin, "init", "-q", "-b", "main")
-    shutil.copytree(EXAMPLES / "prompts", origin / "prompts")
-    shutil.copytree(EXAMPLES / "fixtures", origin / "fixtures")
-    (origin / "needle.toml").write_text(CONFIG)
-    _git(origin, "add", "-A")
-    _git(origin, "commit", "-q", "-m", "base")
-    base = _git(origin, "rev-parse", "HEAD")
-    _git(origin, "checkout", "-q", "-b", "feature")
-    tpl = origin / "prompts" / "rag_answer.j2"
-    tpl.write_text(tpl.read_text() + "\n")  # a whitespace-only change: same budgets, new head commit
-    (origin / "NOTES.md").write_text("the pull request\n")
-    _git(origin, "add", "-A")
-    _git(origin, "commit", "-q", "-m", "the pull request")
-    head = _git(origin, "rev-parse", "HEAD")
-    workspace = tmp / "workspace"
-    _git(tmp, "clone", "-q", "--depth=1", "--branch", "feature", origin.as_uri(), str(workspace))
-    return origin, workspace, base, head
+    def change(project: Project) -> None:
+        tpl = project.path("prompts/rag_answer.j2")
+        project.file("prompts/rag_answer.j2", tpl.read_text() + "\n").file("NOTES.md", "the pull request\n")
+
+    return pull_request(tmp, base, change)
 
 
 def _github_dirs(tmp: Path, base: str, head: str) -> dict[str, Path]:
@@ -334,7 +319,8 @@ def _runner_args(
 
 
 def test_action_in_the_container_posts_then_updates_one_comment(engine, tmp_path):
-    origin, workspace, base, head = _pull_request(tmp_path)
+    pr = _pull_request(tmp_path)
+    origin, workspace, base, head = pr.origin, pr.workspace, pr.base_sha, pr.head_sha
     dirs = _github_dirs(tmp_path, base, head)
     if os.geteuid() == 0:  # the checkout belongs to the runner's user, not to root
         subprocess.run(["chown", "-R", f"{RUNNER_UID}:{RUNNER_UID}", str(workspace)], check=True)

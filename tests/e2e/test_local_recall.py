@@ -15,6 +15,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.builders import Project
+
 pytestmark = pytest.mark.model
 
 pytest.importorskip("llama_cpp", reason="needs the [local] extra (llama-cpp-python)")
@@ -62,30 +64,24 @@ question: When does the harbour office open?
 """
 
 
-def test_needle_recall_runs_end_to_end_on_the_embedded_model(tmp_path: Path):
-    (tmp_path / "notes.j2").write_text(TEMPLATE)
-    (tmp_path / "needle.toml").write_text(CONFIG)
-    (tmp_path / "notes.yaml").write_text(FIXTURE)
-    out = tmp_path / "results.json"
-    env = {**os.environ, "NEEDLE_CACHE_DIR": str(tmp_path / "cache")}
-    env.pop("ANTHROPIC_API_KEY", None)
-    proc = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "needle_action",
-            "recall",
-            "--config",
-            str(tmp_path / "needle.toml"),
-            "--json",
-            str(out),
-            "--no-progress",
-        ],
+def _needle_recall(config: Path, out: Path, env: dict) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "needle_action", "recall", "--config", str(config)]
+        + ["--json", str(out), "--no-progress"],
         capture_output=True,
         text=True,
         env=env,
         timeout=900,
     )
+
+
+def test_needle_recall_runs_end_to_end_on_the_embedded_model(tmp_path: Path):
+    project = Project(tmp_path).template("notes.j2", TEMPLATE).fixture("notes.yaml", FIXTURE)
+    config = project.config(CONFIG, dedent=False).config_path
+    out = tmp_path / "results.json"
+    env = {**os.environ, "NEEDLE_CACHE_DIR": str(tmp_path / "cache")}
+    env.pop("ANTHROPIC_API_KEY", None)
+    proc = _needle_recall(config, out, env)
     assert proc.returncode in (0, 1), proc.stderr[-2000:]
     assert "Traceback" not in proc.stderr
     results = json.loads(out.read_text())
@@ -101,22 +97,6 @@ def test_needle_recall_runs_end_to_end_on_the_embedded_model(tmp_path: Path):
     assert cell["hits"] >= 1, [a["answer"] for a in cell["answers"]]
     assert all(a["needle"] for a in cell["answers"])
     # the same seed gives the same needles and (greedy decoding) the same answers: rerun from cache
-    again = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "needle_action",
-            "recall",
-            "--config",
-            str(tmp_path / "needle.toml"),
-            "--json",
-            str(out),
-            "--no-progress",
-        ],
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=900,
-    )
+    again = _needle_recall(config, out, env)
     assert again.returncode == proc.returncode
     assert json.loads(out.read_text())["prompts"][0]["recall"]["calls"] == 0  # served from the cache

@@ -33,9 +33,8 @@ Usage::
         ...
         fake.requests[-1]["json"], fake.calls["429"]
 
-Fixtures ``fake_anthropic`` and ``anthropic_env`` live at the bottom; use them with
-``from tests.fakes.anthropic_server import anthropic_env_fixture, fake_anthropic_fixture  # noqa: F401``
-or list ``tests.fakes.anthropic_server`` in the root conftest's ``pytest_plugins``.
+Fixtures ``fake_anthropic`` and ``anthropic_env`` live at the bottom; tests/conftest.py lists this
+module in ``pytest_plugins``, so any test can ask for them by name, without an import.
 """
 
 from __future__ import annotations
@@ -320,18 +319,32 @@ def _validate(fake: FakeAnthropic, body: object, *, count_only: bool) -> None:
     if not isinstance(model, str) or not model:
         raise ApiError(400, "invalid_request_error", "model: Field required")
     if not count_only:
-        mt = body.get("max_tokens")
-        if isinstance(mt, bool) or not isinstance(mt, int):
-            raise ApiError(400, "invalid_request_error", "max_tokens: Field required")
-        if mt < 1:
-            raise ApiError(
-                400, "invalid_request_error", "max_tokens: Input should be greater than or equal to 1"
-            )
-        if body.get("stream"):
-            raise ApiError(
-                400, "invalid_request_error", "stream: this fake serves non-streaming requests only"
-            )
-    messages = body.get("messages")
+        _validate_generation(body)
+    _validate_messages(body.get("messages"))
+    if model not in fake.models:
+        raise ApiError(404, "not_found_error", f"model: {model}")
+    if _CLAUDE5.match(model):
+        for p in SAMPLING_PARAMS:
+            if p in body:
+                raise ApiError(
+                    400,
+                    "invalid_request_error",
+                    f"`{p}` is not supported for this model. Remove it from the request.",
+                )
+
+
+def _validate_generation(body: dict) -> None:
+    """What only POST /v1/messages checks: max_tokens, and no streaming from this fake."""
+    mt = body.get("max_tokens")
+    if isinstance(mt, bool) or not isinstance(mt, int):
+        raise ApiError(400, "invalid_request_error", "max_tokens: Field required")
+    if mt < 1:
+        raise ApiError(400, "invalid_request_error", "max_tokens: Input should be greater than or equal to 1")
+    if body.get("stream"):
+        raise ApiError(400, "invalid_request_error", "stream: this fake serves non-streaming requests only")
+
+
+def _validate_messages(messages: object) -> None:
     if not isinstance(messages, list) or not messages:
         raise ApiError(400, "invalid_request_error", "messages: at least one message is required")
     for i, m in enumerate(messages):
@@ -350,16 +363,6 @@ def _validate(fake: FakeAnthropic, body: object, *, count_only: bool) -> None:
         content = m.get("content")
         if not isinstance(content, str | list):
             raise ApiError(400, "invalid_request_error", f"messages.{i}.content: Field required")
-    if model not in fake.models:
-        raise ApiError(404, "not_found_error", f"model: {model}")
-    if _CLAUDE5.match(model):
-        for p in SAMPLING_PARAMS:
-            if p in body:
-                raise ApiError(
-                    400,
-                    "invalid_request_error",
-                    f"`{p}` is not supported for this model. Remove it from the request.",
-                )
 
 
 class _Handler(BaseHTTPRequestHandler):

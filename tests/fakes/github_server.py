@@ -12,6 +12,8 @@ Real HTTP on 127.0.0.1, same paths, status codes, headers and JSON shapes as api
 
 ``prefix`` lets tests mimic GitHub Enterprise Server (``https://HOST/api/v3``). Every request is
 logged in :attr:`FakeGitHub.requests` so tests can assert on exactly what was sent.
+
+Fixture ``fake_github`` (at the bottom): a started fake with one write token, ``test-token``.
 """
 
 from __future__ import annotations
@@ -22,6 +24,8 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import parse_qs, urlencode, urlsplit
+
+import pytest
 
 MAX_BODY = 65536
 
@@ -69,7 +73,11 @@ class FakeGitHub:
                 fake._handle(self, "PATCH")
 
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
+        # poll_interval: shutdown() waits for the serve loop's next poll (0.5 s by default, on every
+        # `with FakeGitHub()` exit); 0.05 s keeps that wait out of every test that uses the fake
+        self._thread = threading.Thread(
+            target=self._server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True
+        )
         self._thread.start()
         return self
 
@@ -149,10 +157,7 @@ class FakeGitHub:
                 return self._reply(
                     h, method, url.path, query, None, 400, {"message": "Problems parsing JSON"}
                 )
-        auth = h.headers.get("Authorization")
-        token = None
-        if auth and auth.split(" ", 1)[0].lower() in ("bearer", "token") and " " in auth:
-            token = auth.split(" ", 1)[1]
+        token = _bearer(h.headers.get("Authorization"))
         if token not in self.tokens:
             return self._reply(
                 h,
@@ -167,80 +172,53 @@ class FakeGitHub:
         if self.prefix and path.startswith(self.prefix):
             path = path[len(self.prefix) :]
         parts = [p for p in path.split("/") if p]
+        request = (h, method, url.path, query, body)
         # /repos/{o}/{r}/issues/{n}/comments
-        if (
-            len(parts) == 6
-            and parts[0] == "repos"
-            and parts[3] == "issues"
-            and parts[5] == "comments"
-            and parts[4].isdigit()
-        ):
+        if _matches(parts, "repos", None, None, "issues", int, "comments"):
             owner, repo, issue = parts[1], parts[2], int(parts[4])
             if method == "GET":
                 return self._list(h, url.path, query, body, owner, repo, issue)
             if method == "POST":
-                if self.tokens[token] != "write":
-                    return self._forbidden(h, method, url.path, query, body)
-                text = (body or {}).get("body")
-                if not isinstance(text, str):
-                    return self._reply(
-                        h, method, url.path, query, body, 422, _unprocessable("body is missing")
-                    )
-                if len(text) > MAX_BODY:
-                    return self._reply(
-                        h,
-                        method,
-                        url.path,
-                        query,
-                        body,
-                        422,
-                        _unprocessable(f"body is too long (maximum is {MAX_BODY} characters)"),
-                    )
-                comment = self._add(owner, repo, issue, text, self.bot_login, "Bot")
-                return self._reply(h, method, url.path, query, body, 201, comment)
+                return self._create(request, token, owner, repo, issue)
         # /repos/{o}/{r}/pulls/{n}
-        if (
-            len(parts) == 5
-            and parts[0] == "repos"
-            and parts[3] == "pulls"
-            and parts[4].isdigit()
-            and method == "GET"
-        ):
+        if _matches(parts, "repos", None, None, "pulls", int) and method == "GET":
             pull = self.pulls.get((parts[1], parts[2], int(parts[4])))
             if pull is None:
-                return self._reply(h, method, url.path, query, body, 404, {"message": "Not Found"})
-            return self._reply(h, method, url.path, query, body, 200, pull)
+                return self._reply(*request, 404, {"message": "Not Found"})
+            return self._reply(*request, 200, pull)
         # /repos/{o}/{r}/issues/comments/{id}
-        if (
-            len(parts) == 6
-            and parts[0] == "repos"
-            and parts[3] == "issues"
-            and parts[4] == "comments"
-            and parts[5].isdigit()
-            and method == "PATCH"
-        ):
-            owner, repo, cid = parts[1], parts[2], int(parts[5])
-            if self.tokens[token] != "write":
-                return self._forbidden(h, method, url.path, query, body)
-            comment = self._find(owner, repo, cid)
-            if comment is None:
-                return self._reply(h, method, url.path, query, body, 404, {"message": "Not Found"})
-            text = (body or {}).get("body")
-            if not isinstance(text, str) or len(text) > MAX_BODY:
-                return self._reply(
-                    h,
-                    method,
-                    url.path,
-                    query,
-                    body,
-                    422,
-                    _unprocessable(f"body is too long (maximum is {MAX_BODY} characters)"),
-                )
-            with self._lock:
-                comment["body"] = text
-                comment["updated_at"] = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-            return self._reply(h, method, url.path, query, body, 200, comment)
-        return self._reply(h, method, url.path, query, body, 404, {"message": "Not Found"})
+        if _matches(parts, "repos", None, None, "issues", "comments", int) and method == "PATCH":
+            return self._update(request, token, parts[1], parts[2], int(parts[5]))
+        return self._reply(*request, 404, {"message": "Not Found"})
+
+    def _create(self, request: tuple, token: str, owner: str, repo: str, issue: int) -> None:
+        if self.tokens[token] != "write":
+            return self._forbidden(*request)
+        text = (request[-1] or {}).get("body")
+        if not isinstance(text, str):
+            return self._reply(*request, 422, _unprocessable("body is missing"))
+        if len(text) > MAX_BODY:
+            return self._reply(
+                *request, 422, _unprocessable(f"body is too long (maximum is {MAX_BODY} characters)")
+            )
+        comment = self._add(owner, repo, issue, text, self.bot_login, "Bot")
+        return self._reply(*request, 201, comment)
+
+    def _update(self, request: tuple, token: str, owner: str, repo: str, cid: int) -> None:
+        if self.tokens[token] != "write":
+            return self._forbidden(*request)
+        comment = self._find(owner, repo, cid)
+        if comment is None:
+            return self._reply(*request, 404, {"message": "Not Found"})
+        text = (request[-1] or {}).get("body")
+        if not isinstance(text, str) or len(text) > MAX_BODY:
+            return self._reply(
+                *request, 422, _unprocessable(f"body is too long (maximum is {MAX_BODY} characters)")
+            )
+        with self._lock:
+            comment["body"] = text
+            comment["updated_at"] = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+        return self._reply(*request, 200, comment)
 
     def _list(self, h, path, query, body, owner, repo, issue) -> None:
         try:
@@ -292,6 +270,25 @@ class FakeGitHub:
         h.wfile.write(data)
 
 
+def _bearer(auth: str | None) -> str | None:
+    """The token of ``Authorization: Bearer T`` or ``token T`` (both accepted by GitHub)."""
+    if auth and auth.split(" ", 1)[0].lower() in ("bearer", "token") and " " in auth:
+        return auth.split(" ", 1)[1]
+    return None
+
+
+def _matches(parts: list[str], *pattern: str | type | None) -> bool:
+    """PARTS has PATTERN's length; a str must be equal, ``int`` must be digits, None is anything."""
+    if len(parts) != len(pattern):
+        return False
+    for part, want in zip(parts, pattern, strict=True):
+        if want is int and not part.isdigit():
+            return False
+        if isinstance(want, str) and part != want:
+            return False
+    return True
+
+
 def _unprocessable(message: str) -> dict:
     return {
         "message": "Validation Failed",
@@ -299,3 +296,13 @@ def _unprocessable(message: str) -> dict:
         "documentation_url": "https://docs.github.com/rest/issues/comments#create-an-issue-comment",
         "status": "422",
     }
+
+
+# ---- pytest fixtures ---------------------------------------------------------------------------
+
+
+@pytest.fixture
+def fake_github():
+    """A started fake GitHub API; the token ``test-token`` may read and write."""
+    with FakeGitHub() as gh:
+        yield gh

@@ -1,5 +1,6 @@
 """A small real project for recall tests: a template with a string context slot, a fixture and a
-needle.toml, plus helpers to run the engine on it against the fake Anthropic server."""
+needle.toml (written with tests/builders.py), plus helpers to run the engine on it against the fake
+Anthropic server."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ from pathlib import Path
 from needle_action.config import load_config
 from needle_action.pipeline import RecallOverrides, run_recall
 from needle_action.results import Results
+from tests.builders import Project
 
 TEMPLATE = """system:
 Answer from the notes.
@@ -42,14 +44,8 @@ def write_project(
 ) -> Path:
     """Write the project; with SEEDS, one prompt per seed (``qa<seed>``, same template and
     fixture, its own recall seed) so many seeds run in one engine call."""
-    (root / "prompts").mkdir(parents=True, exist_ok=True)
-    (root / "fixtures").mkdir(parents=True, exist_ok=True)
-    (root / "prompts" / "qa.j2").write_text(template)
-    (root / "fixtures" / "qa.yaml").write_text(FIXTURE)
     sizes_toml = f'"{sizes}"' if isinstance(sizes, str) else f"[{', '.join(str(s) for s in sizes)}]"
-    config = root / "needle.toml"
-    config.write_text(
-        f"""[defaults]
+    toml = f"""[defaults]
 model = "{model}"
 provider = "anthropic"
 tokenizer = "tiktoken:o200k_base"
@@ -72,11 +68,8 @@ fixtures = ["fixtures/qa.yaml"]
 context_var = "notes"
 question_var = "question"
 """
-    )
     for s in seeds or []:
-        config.write_text(
-            config.read_text()
-            + f"""
+        toml += f"""
 [prompts.qa{s}]
 template = "prompts/qa.j2"
 fixtures = ["fixtures/qa.yaml"]
@@ -85,8 +78,8 @@ question_var = "question"
 [prompts.qa{s}.recall]
 seed = {s}
 """
-        )
-    return config
+    project = Project(root).template("prompts/qa.j2", template).fixture("fixtures/qa.yaml", FIXTURE)
+    return project.config(toml, dedent=False).config_path
 
 
 def run(

@@ -10,64 +10,25 @@ hyphens kept (``INPUT_GITHUB-TOKEN``), every declared input set to its default a
 from __future__ import annotations
 
 import json
-import os
 import re
 import shutil
-import subprocess
-import sys
-from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-import yaml
 
-from needle_action.action.workflow import read_outputs
+from tests.builders import Project
 from tests.fakes.anthropic_server import FakeAnthropic
 from tests.fakes.github_server import FakeGitHub
 from tests.fakes.simulated_model import SimulatedModel, u_shape
-from tests.gitutil import git
-
-ROOT = Path(__file__).resolve().parents[2]
-EXAMPLES = ROOT / "examples"
-REPO = "octo/widgets"
-PR = 17
-MARKER = "<!-- needle-action:comment -->"
-
-CONFIG = """# needle.toml of the test repository: Claude via the fake API, counted with tiktoken
-[defaults]
-model = "claude-sonnet-5-5"
-provider = "anthropic"
-tokenizer = "tiktoken:o200k_base"
-tokenizer_safety_factor = 1.0
-reserve_output_tokens = 256
-max_growth = "{growth}"
-
-[defaults.recall]
-enabled = false
-
-[prompts.rag_answer]
-template = "prompts/rag_answer.j2"
-fixtures = ["fixtures/rag_answer/typical.yaml"]
-context_var = "documents"
-question_var = "question"
-max_input_tokens = 6000
-
-[prompts.rag_answer.recall]
-enabled = true
-sizes = [1500]
-depths = [0.0, 0.5, 1.0]
-trials = 10
-threshold = 0.8
-max_output_tokens = 32
-seed = 3
-
-[prompts.support_agent]
-template = "prompts/support_agent.j2"
-fixtures = ["fixtures/support_agent/typical.toml"]
-context_var = "history"
-question_var = "customer_message"
-max_input_tokens = 6000
-"""
+from tests.integration.action_runner import (
+    MARKER,
+    PR,
+    REPO,
+    make_checkout,
+    report_json,
+    run_action,
+    runner_env,
+)
 
 # A "style guide" the PR inserts between the documents and the question: it pushes the documents
 # (and whatever key fact sits near their end) into the middle of the request.
@@ -78,144 +39,22 @@ STYLE_GUIDE = "\n".join(
 )
 
 
-_git = git  # shared helper: tests/gitutil.py
-
-
-@dataclass
-class Project:
-    tmp: Path
-    origin: Path
-    workspace: Path
-    base_sha: str
-    head_sha: str
-    home: Path
-
-
-def make_project(tmp: Path, change=None, *, base_growth: str = "10%") -> Project:
-    origin = tmp / "origin"
-    origin.mkdir()
-    _git(origin, "init", "-q", "-b", "main")
-    shutil.copytree(EXAMPLES / "prompts", origin / "prompts")
-    shutil.copytree(EXAMPLES / "fixtures", origin / "fixtures")
-    (origin / "needle.toml").write_text(CONFIG.format(growth=base_growth))
-    (origin / "README.md").write_text("# widgets\n")
-    _git(origin, "add", "-A")
-    _git(origin, "commit", "-q", "-m", "base")
-    base_sha = _git(origin, "rev-parse", "HEAD")
-    _git(origin, "checkout", "-q", "-b", "feature")
-    (origin / "README.md").write_text("# widgets\n\nNow with docs.\n")
-    if change:
-        change(origin)
-    _git(origin, "add", "-A")
-    _git(origin, "commit", "-q", "-m", "the pull request")
-    head_sha = _git(origin, "rev-parse", "HEAD")
-    workspace = tmp / "workspace"
-    _git(tmp, "clone", "-q", "--depth=1", "--branch", "feature", origin.as_uri(), str(workspace))
-    home = tmp / "home"
-    home.mkdir()
-    return Project(tmp, origin, workspace, base_sha, head_sha, home)
-
-
-def runner_env(
-    p: Project, gh: FakeGitHub, fake: FakeAnthropic | None, *, token="test-token", **inputs
-) -> dict:
-    event = {
-        "action": "synchronize",
-        "number": PR,
-        "pull_request": {
-            "number": PR,
-            "base": {"sha": p.base_sha, "ref": "main", "repo": {"full_name": REPO}},
-            "head": {
-                "sha": p.head_sha,
-                "ref": "feature",
-                "repo": {"full_name": inputs.pop("head_repo", REPO)},
-            },
-        },
-        "repository": {"full_name": REPO},
-    }
-    event_path = p.tmp / "event.json"
-    event_path.write_text(json.dumps(event))
-    (p.tmp / "runner_temp").mkdir(exist_ok=True)
-    for name in ("output", "summary"):
-        (p.tmp / name).write_text("")
-    env = {
-        "PATH": os.environ["PATH"],
-        "HOME": str(p.home),
-        "LANG": "C.UTF-8",
-        "TIKTOKEN_CACHE_DIR": os.environ["TIKTOKEN_CACHE_DIR"],
-        "CI": "true",
-        "GITHUB_ACTIONS": "true",
-        "GITHUB_EVENT_NAME": "pull_request",
-        "GITHUB_EVENT_PATH": str(event_path),
-        "GITHUB_WORKSPACE": str(p.workspace),
-        "GITHUB_REPOSITORY": REPO,
-        "GITHUB_SHA": p.head_sha,
-        "GITHUB_RUN_ID": "4242",
-        "GITHUB_API_URL": gh.api_url,
-        "GITHUB_SERVER_URL": "https://github.com",
-        "GITHUB_OUTPUT": str(p.tmp / "output"),
-        "GITHUB_STEP_SUMMARY": str(p.tmp / "summary"),
-        "RUNNER_TEMP": str(p.tmp / "runner_temp"),
-    }
-    # every input of action.yml, at its default unless given (the runner sets them all)
-    declared = yaml.safe_load((ROOT / "action.yml").read_text())["inputs"]
-    for name, spec in declared.items():
-        env[f"INPUT_{name.upper()}"] = str(spec.get("default", ""))
-    env["INPUT_GITHUB-TOKEN"] = token
-    for key, value in inputs.items():
-        env[f"INPUT_{key.replace('_', '-').upper()}"] = str(value)
-    if fake is not None:
-        env["ANTHROPIC_BASE_URL"] = fake.base_url
-        env["ANTHROPIC_API_KEY"] = fake.api_key
-    return env
-
-
-@dataclass
-class Run:
-    code: int
-    stdout: str
-    stderr: str
-    outputs: dict
-    summary: str
-    report: Path | None
-
-
-def run_action(p: Project, env: dict) -> Run:
-    (p.tmp / "output").write_text("")
-    (p.tmp / "summary").write_text("")
-    proc = subprocess.run(
-        [sys.executable, str(ROOT / "entrypoint.py")],
-        cwd=p.workspace,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
-    outputs = read_outputs(p.tmp / "output")
-    report = p.workspace / outputs["report-path"] if outputs.get("report-path") else None
-    assert report is None or not Path(outputs["report-path"]).is_absolute()  # valid on the host too
-    return Run(proc.returncode, proc.stdout, proc.stderr, outputs, (p.tmp / "summary").read_text(), report)
-
-
-def _results(run: Run, side: str) -> dict:
-    return json.loads((run.report / f"{side}.json").read_text())
-
-
 @pytest.fixture
 def fake_model():
     with FakeAnthropic(SimulatedModel(u_shape(edge=0.97, middle=0.1, margin=0.05), seed=5)) as fake:
         yield fake
 
 
+@pytest.mark.slow  # two action runs, each measuring recall on head and base
 def test_unchanged_pr_two_runs_one_comment_and_a_free_base(tmp_path, fake_model):
-    p = make_project(tmp_path)  # the PR only touches the README
+    p = make_checkout(tmp_path)  # the PR only touches the README
     with FakeGitHub() as gh:
         gh.seed_comment(REPO, PR, "LGTM, but let's see what the bot says")
         env = runner_env(p, gh, fake_model)
         first = run_action(p, env)
         assert first.code == 0, first.stdout + first.stderr
         assert "Traceback" not in first.stderr
-        head, base = _results(first, "head"), _results(first, "base")
+        head, base = report_json(first, "head"), report_json(first, "base")
         calls_first = fake_model.calls["messages"]
         assert head["totals"]["calls"] > 0 and calls_first == head["totals"]["calls"]
         assert base["totals"]["calls"] == 0 and base["totals"]["cached_calls"] > 0  # the base cost nothing
@@ -241,14 +80,14 @@ def test_unchanged_pr_two_runs_one_comment_and_a_free_base(tmp_path, fake_model)
 
 
 def test_growth_beyond_max_growth_fails_with_an_annotation_on_the_template(tmp_path):
-    def grow(repo: Path):
-        t = repo / "prompts" / "rag_answer.j2"
+    def grow(repo: Project):
+        t = repo.path("prompts/rag_answer.j2")
         lines = t.read_text().splitlines(keepends=True)
         at = next(i for i, line in enumerate(lines) if line.startswith("- Keep the answer"))
         lines.insert(at, STYLE_GUIDE + "\n")
         t.write_text("".join(lines))
 
-    p = make_project(tmp_path, grow)
+    p = make_checkout(tmp_path, grow)
     with FakeGitHub() as gh:
         r = run_action(p, runner_env(p, gh, None, recall="false"))
         assert r.code == 1, r.stdout + r.stderr
@@ -279,18 +118,18 @@ def test_growth_beyond_max_growth_fails_with_an_annotation_on_the_template(tmp_p
         )
 
 
+@pytest.mark.slow  # two action runs, each measuring recall on head and base
 def test_moving_key_content_into_the_middle_loses_recall_and_is_flagged(tmp_path, fake_model):
-    def restructure(repo: Path):
-        t = repo / "prompts" / "rag_answer.j2"
-        text = t.read_text().replace(
+    def restructure(repo: Project):
+        repo.edit(
+            "prompts/rag_answer.j2",
             "Question: {{ question }}",
             "Before you answer, follow the house style.\n" + STYLE_GUIDE + "\n\nQuestion: {{ question }}",
         )
-        t.write_text(text)
-        cfg = repo / "needle.toml"  # the PR accepts the longer prompt on purpose
-        cfg.write_text(cfg.read_text().replace('max_growth = "10%"', 'max_growth = "300%"'))
+        # the PR accepts the longer prompt on purpose
+        repo.edit("needle.toml", 'max_growth = "10%"', 'max_growth = "300%"')
 
-    p = make_project(tmp_path, restructure)
+    p = make_checkout(tmp_path, restructure)
     with FakeGitHub() as gh:
         r = run_action(p, runner_env(p, gh, fake_model))
         assert r.code == 1, r.stdout + r.stderr
@@ -310,7 +149,7 @@ def test_moving_key_content_into_the_middle_loses_recall_and_is_flagged(tmp_path
 
 
 def test_fork_with_read_only_token_writes_the_summary_and_does_not_crash(tmp_path, fake_model):
-    p = make_project(tmp_path)
+    p = make_checkout(tmp_path)
     with FakeGitHub(tokens={"ro-token": "read"}) as gh:
         r = run_action(
             p, runner_env(p, gh, fake_model, token="ro-token", head_repo="mallory/widgets", recall="false")
@@ -327,7 +166,7 @@ def test_fork_with_read_only_token_writes_the_summary_and_does_not_crash(tmp_pat
 
 
 def test_fork_without_api_key_runs_budgets_and_skips_recall_with_a_note(tmp_path, fake_model):
-    p = make_project(tmp_path)
+    p = make_checkout(tmp_path)
     with FakeGitHub() as gh:
         env = runner_env(p, gh, fake_model)
         del env["ANTHROPIC_API_KEY"]
@@ -341,11 +180,10 @@ def test_fork_without_api_key_runs_budgets_and_skips_recall_with_a_note(tmp_path
 
 
 def test_bad_input_and_bad_config_exit_2_without_traceback(tmp_path):
-    def break_config(repo: Path):
-        cfg = repo / "needle.toml"
-        cfg.write_text(cfg.read_text().replace("max_input_tokens = 6000\n", 'max_input_tokens = "lots"\n', 1))
+    def break_config(repo: Project):
+        repo.edit("needle.toml", "max_input_tokens = 6000\n", 'max_input_tokens = "lots"\n', count=1)
 
-    p = make_project(tmp_path, break_config)
+    p = make_checkout(tmp_path, break_config)
     with FakeGitHub() as gh:
         r = run_action(p, runner_env(p, gh, None, fail_on_budget="maybe"))
         assert r.code == 2 and "Traceback" not in r.stderr + r.stdout
@@ -358,7 +196,7 @@ def test_bad_input_and_bad_config_exit_2_without_traceback(tmp_path):
 
 
 def test_fork_workflow_run_pattern_posts_a_resanitised_comment_for_the_right_commit(tmp_path):
-    p = make_project(tmp_path)
+    p = make_checkout(tmp_path)
     with FakeGitHub(tokens={"ro-token": "read", "test-token": "write"}) as gh:
         # 1. on: pull_request from a fork: read-only token, no comment, the report is the artifact
         measured = run_action(

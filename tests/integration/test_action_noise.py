@@ -36,21 +36,27 @@ def fake_env(monkeypatch):
         f.stop()
 
 
-def _runs(config, seeds):
-    with ThreadPoolExecutor(max_workers=4) as pool:
-        return list(pool.map(lambda s: run(config, seed=s), seeds))
-
-
-def test_noise_alone_is_not_flagged(tmp_path, fake_env):
-    # a curve with middling rates (most variance per trial) and a drop in the middle, so cells differ
-    fake = fake_env(u_shape(edge=0.9, middle=0.6, margin=0.05))
-    config = write_project(
-        tmp_path,
+def _project(root):
+    """One prompt, one size, three depths, 10 trials a cell, every trial run (no early stopping)."""
+    return write_project(
+        root,
         sizes=(400,),
         depths=(0.0, 0.5, 1.0),
         trials=10,
         recall_extra=f"early_stop = false\nalpha = {ALPHA}\nmin_drop = 0.2",
     )
+
+
+def _runs(config, seeds):
+    with ThreadPoolExecutor(max_workers=4) as pool:
+        return list(pool.map(lambda s: run(config, seed=s), seeds))
+
+
+@pytest.mark.slow
+def test_noise_alone_is_not_flagged(tmp_path, fake_env):
+    # a curve with middling rates (most variance per trial) and a drop in the middle, so cells differ
+    fake = fake_env(u_shape(edge=0.9, middle=0.6, margin=0.05))
+    config = _project(tmp_path)
     results = _runs(config, range(PAIRS + 1))  # pair i = (seed i, seed i + 1)
     assert all(r.prompts[0].recall is not None and not r.prompts[0].recall.partial for r in results)
     flagged_pairs = cells = flagged_cells = big_drops = 0
@@ -80,13 +86,7 @@ def test_noise_alone_is_not_flagged(tmp_path, fake_env):
 
 def test_a_real_drop_is_flagged_at_the_same_settings(tmp_path, fake_env):
     """The power side of the same test: a middle that really collapses is caught."""
-    config = write_project(
-        tmp_path,
-        sizes=(400,),
-        depths=(0.0, 0.5, 1.0),
-        trials=10,
-        recall_extra=f"early_stop = false\nalpha = {ALPHA}\nmin_drop = 0.2",
-    )
+    config = _project(tmp_path)
     fake_env(flat(0.9))
     base = run(config, seed=1)
     fake_env(u_shape(edge=0.9, middle=0.1, margin=0.05))  # a second fake: the head's "model" loses the middle

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -16,6 +15,7 @@ from click.testing import CliRunner
 import needle_action.tokens as tokens
 from needle_action.cli import main
 from needle_action.results import SCHEMA_VERSION, load_results
+from tests.builders import Project
 
 REPO = Path(__file__).resolve().parents[2]
 EXAMPLES = REPO / "examples"
@@ -39,19 +39,15 @@ def fresh_cache():
 @pytest.fixture
 def examples(tmp_path) -> Path:
     """A private copy of examples/ counted with tiktoken (so these tests need no local model)."""
-    dst = tmp_path / "examples"
-    shutil.copytree(EXAMPLES, dst)
-    cfg = dst / "needle.toml"
-    text = cfg.read_text()
-    assert 'tokenizer = "local"' in text
-    cfg.write_text(text.replace('tokenizer = "local"', 'tokenizer = "tiktoken:o200k_base"'))
-    return dst
+    project = Project(tmp_path / "examples").examples()
+    return project.edit("needle.toml", 'tokenizer = "local"', 'tokenizer = "tiktoken:o200k_base"').root
 
 
 def budget(*args: str):
     return CliRunner().invoke(main, ["budget", *args])
 
 
+@pytest.mark.model  # examples/needle.toml counts with the embedded model's tokenizer
 @pytest.mark.skipif(not _has_llama(), reason="llama-cpp-python is not installed (the [local] extra)")
 def test_bundled_examples_pass_as_shipped(tmp_path):
     """The README's command, as a user runs it: a real process on the untouched examples/."""

@@ -17,6 +17,7 @@ import pytest
 from click.testing import CliRunner
 
 from needle_action.cli import main
+from tests.builders import Project
 
 REPO = Path(__file__).resolve().parents[2]
 SECRET = "sk-ant-xyz-needle-test-secret"
@@ -289,17 +290,13 @@ CASES = [
 
 
 def build(tmp_path: Path, case: Case) -> Path:
-    repo = tmp_path / "repo"
-    (tmp_path / "outside.j2").write_text(f"outside the root: {SECRET}\n")
-    (tmp_path / "secrets.yaml").write_text(f"question: {SECRET}\n")
-    for rel, text in {**GOOD_FILES, **case.files}.items():
-        p = repo / rel
-        p.parent.mkdir(parents=True, exist_ok=True)
-        p.write_bytes(text.encode("utf-8", "surrogateescape"))
+    """tmp/repo holds the case's project; next to it, outside its root, two files with the secret."""
+    outside = Project(tmp_path).file("outside.j2", f"outside the root: {SECRET}\n")
+    outside.file("secrets.yaml", f"question: {SECRET}\n")
+    repo = Project(tmp_path / "repo").files({**GOOD_FILES, **case.files})
     for link, target in case.symlinks.items():
-        os.symlink(tmp_path / target, repo / link)
-    (repo / "needle.toml").write_text(case.toml, encoding="utf-8")
-    return repo
+        repo.link(link, tmp_path / target)
+    return repo.config(case.toml, dedent=False).root
 
 
 def run_cli(repo: Path, *args: str):

@@ -3,7 +3,8 @@ of a bare ``origin``; a pull request whose base is that commit reads them instea
 
 The PR edits ``rag_answer`` (one word) and runs with a fresh recall cache, so measuring the base
 would cost model calls: the fake provider's call count tells whether the base was measured.
-Environment, repositories and fakes come from test_action_entrypoint.py.
+The runner environment and the checkout come from action_runner.py, the repositories from
+tests/builders.py.
 """
 
 from __future__ import annotations
@@ -15,27 +16,18 @@ from pathlib import Path
 
 import pytest
 
+from tests.builders import GitRepo, Project, git
 from tests.fakes.anthropic_server import FakeAnthropic
 from tests.fakes.github_server import FakeGitHub
 from tests.fakes.simulated_model import SimulatedModel, flat
-from tests.integration.test_action_entrypoint import (
-    MARKER,
-    PR,
-    REPO,
-    Project,
-    _git,
-    make_project,
-    run_action,
-    runner_env,
-)
+from tests.integration.action_runner import MARKER, PR, REPO, Checkout, make_checkout, run_action, runner_env
 
 BRANCH = "needle-action-data"
 INPUTS = {"data_branch": BRANCH, "trials": "4"}  # few trials: the file stays fast
 
 
-def _edit_prompt(repo: Path) -> None:
-    t = repo / "prompts" / "rag_answer.j2"
-    t.write_text(t.read_text().replace("using only the documents", "using only the retrieved documents"))
+def _edit_prompt(repo: Project) -> None:
+    repo.edit("prompts/rag_answer.j2", "using only the documents", "using only the retrieved documents")
 
 
 @pytest.fixture
@@ -49,16 +41,14 @@ def fake_model():
 def setup(tmp_path):
     """A bare origin (main = base, feature = the PR), a clone of main for the push run, and the PR's
     one-commit-deep clone pointed at the bare origin."""
-    p = make_project(tmp_path, _edit_prompt)
-    bare = tmp_path / "origin.git"
-    _git(tmp_path, "clone", "-q", "--bare", str(p.origin), str(bare))
-    _git(p.workspace, "remote", "set-url", "origin", bare.as_uri())
-    main_ws = tmp_path / "main-ws"
-    _git(tmp_path, "clone", "-q", "--depth=1", "--branch", "main", bare.as_uri(), str(main_ws))
-    return p, bare, dataclasses.replace(p, workspace=main_ws)
+    p = make_checkout(tmp_path, _edit_prompt)
+    bare = GitRepo(p.origin).clone(tmp_path / "origin.git", bare=True)
+    git(p.workspace, "remote", "set-url", "origin", bare.path.as_uri())
+    main_ws = bare.clone(tmp_path / "main-ws", branch="main", depth=1)
+    return p, bare.path, dataclasses.replace(p, workspace=main_ws.path)
 
 
-def push_run(main: Project, gh: FakeGitHub, fake: FakeAnthropic):
+def push_run(main: Checkout, gh: FakeGitHub, fake: FakeAnthropic):
     env = runner_env(main, gh, fake, **INPUTS)
     env.update(GITHUB_EVENT_NAME="push", GITHUB_REF="refs/heads/main", GITHUB_SHA=main.base_sha)
     Path(env["GITHUB_EVENT_PATH"]).write_text(
@@ -74,9 +64,10 @@ def push_run(main: Project, gh: FakeGitHub, fake: FakeAnthropic):
 
 
 def _ls(bare: Path) -> list[str]:
-    return _git(bare, "ls-tree", "-r", "--name-only", BRANCH).splitlines()
+    return git(bare, "ls-tree", "-r", "--name-only", BRANCH).splitlines()
 
 
+@pytest.mark.slow  # four action runs in subprocesses
 def test_push_stores_results_and_the_pr_reads_its_base_from_the_data_branch(setup, fake_model):
     p, bare, main = setup
     with FakeGitHub() as gh:
@@ -86,13 +77,13 @@ def test_push_stores_results_and_the_pr_reads_its_base_from_the_data_branch(setu
         assert sorted(_ls(bare)) == sorted(
             [f"results/{p.base_sha}.json", f"results/{p.base_sha}.meta.json", "results/latest.json"]
         )
-        stored = json.loads(_git(bare, "show", f"{BRANCH}:results/{p.base_sha}.json"))
+        stored = json.loads(git(bare, "show", f"{BRANCH}:results/{p.base_sha}.json"))
         assert (
             stored == json.loads((pushed.report / "head.json").read_text()) and stored["commit"] == p.base_sha
         )
         assert stored["totals"]["calls"] > 0
         assert (
-            _git(bare, "log", "-1", "--format=%an <%ae> parents=%P", BRANCH)
+            git(bare, "log", "-1", "--format=%an <%ae> parents=%P", BRANCH)
             == "github-actions[bot] <41898282+github-actions[bot]@users.noreply.github.com> parents="
         )  # orphan
         logged = [
@@ -104,9 +95,9 @@ def test_push_stores_results_and_the_pr_reads_its_base_from_the_data_branch(setu
             line for line in logged if "test-token" in line or "eC1hY2Nlc3MtdG9rZW46dGVzdC10b2tlbg" in line
         ]
         # plumbing only: the workspace's config, branch and index are as the checkout left them
-        assert "extraheader" not in _git(main.workspace, "config", "--local", "--list")
-        assert _git(main.workspace, "rev-parse", "--abbrev-ref", "HEAD") == "main"
-        assert _git(main.workspace, "diff", "--cached", "--name-only") == ""
+        assert "extraheader" not in git(main.workspace, "config", "--local", "--list")
+        assert git(main.workspace, "rev-parse", "--abbrev-ref", "HEAD") == "main"
+        assert git(main.workspace, "diff", "--cached", "--name-only") == ""
         assert (
             "Results stored on the data branch" in pushed.summary
             and f"results/{p.base_sha}.json" in pushed.summary
@@ -115,9 +106,9 @@ def test_push_stores_results_and_the_pr_reads_its_base_from_the_data_branch(setu
         # a second main-branch run adds a commit on top instead of replacing the branch
         again = push_run(main, gh, fake_model)
         assert again.code == 0, again.stdout + again.stderr
-        assert _git(bare, "rev-list", "--count", BRANCH) == "2"
-        stored = json.loads(_git(bare, "show", f"{BRANCH}:results/{p.base_sha}.json"))  # now from the cache
-        assert stored == json.loads(_git(bare, "show", f"{BRANCH}:results/latest.json"))
+        assert git(bare, "rev-list", "--count", BRANCH) == "2"
+        stored = json.loads(git(bare, "show", f"{BRANCH}:results/{p.base_sha}.json"))  # now from the cache
+        assert stored == json.loads(git(bare, "show", f"{BRANCH}:results/latest.json"))
 
         calls_before = fake_model.calls["messages"]
         pr = run_action(p, runner_env(p, gh, fake_model, **INPUTS))
@@ -135,13 +126,13 @@ def test_push_stores_results_and_the_pr_reads_its_base_from_the_data_branch(setu
 
 
 def _commit_on_data_branch(tmp: Path, bare: Path, path: str, text: str) -> None:
-    clone = tmp / "tamper"
-    _git(tmp, "clone", "-q", "--branch", BRANCH, bare.as_uri(), str(clone))
-    (clone / path).write_text(text)
-    _git(clone, "commit", "-q", "-am", "tamper")
-    _git(clone, "push", "-q", "origin", BRANCH)
+    clone = GitRepo(bare).clone(tmp / "tamper", branch=BRANCH)
+    Project(clone.path).file(path, text)
+    clone.commit("tamper")
+    clone.git("push", "-q", "origin", BRANCH)
 
 
+@pytest.mark.slow  # two action runs and a push each
 @pytest.mark.parametrize(
     "path, text, why",
     [
@@ -167,6 +158,7 @@ def test_a_corrupt_or_mismatched_data_branch_falls_back_to_measuring(
         assert why in comment["body"] and "the base was measured instead" in comment["body"]
 
 
+@pytest.mark.slow  # two action runs, measuring the base
 def test_no_data_branch_yet_measures_the_base_and_a_bad_name_is_a_usage_error(setup, fake_model):
     p, _, _ = setup
     with FakeGitHub() as gh:
@@ -202,11 +194,11 @@ def test_the_push_header_replaces_a_persisted_one_and_stays_out_of_the_repositor
 
     _, _, main = setup
     server = HTTPServer(("127.0.0.1", 0), Handler)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
+    threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True).start()
     try:
         url = f"http://127.0.0.1:{server.server_port}"
         key = f"http.{url}/.extraheader"
-        _git(main.workspace, "config", "--local", key, "AUTHORIZATION: basic cGVyc2lzdGVk")
+        git(main.workspace, "config", "--local", key, "AUTHORIZATION: basic cGVyc2lzdGVk")
         env = _env(Settings(github_token="s3cret", workspace=main.workspace, server_url=url))
         subprocess.run(
             ["git", "ls-remote", f"{url}/octo/widgets.git"],
@@ -220,4 +212,4 @@ def test_the_push_header_replaces_a_persisted_one_and_stays_out_of_the_repositor
     assert seen and all(
         h == ["basic eC1hY2Nlc3MtdG9rZW46czNjcmV0"] for h in seen
     )  # b64("x-access-token:s3cret")
-    assert _git(main.workspace, "config", "--local", "--get-all", key) == "AUTHORIZATION: basic cGVyc2lzdGVk"
+    assert git(main.workspace, "config", "--local", "--get-all", key) == "AUTHORIZATION: basic cGVyc2lzdGVk"

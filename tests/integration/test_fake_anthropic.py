@@ -1,18 +1,26 @@
 """The fake Anthropic server spoken to by the real anthropic SDK (sync and async clients).
 
 These prove the fake is faithful enough that the provider tests mean something: the SDK parses
-its answers into ``Message`` objects and maps its errors onto the SDK's own exception classes.
+its answers into ``Message`` objects and maps its errors onto the SDK's own exception classes. The
+last test puts the simulated model behind it and sends it the haystacks the engine really builds.
 """
 
 from __future__ import annotations
 
 import asyncio
+import random
 import socket
 
 import anthropic
 import pytest
 
+from needle_action.config import RecallSettings, load_config
+from needle_action.recall.haystack import HaystackBuilder
+from needle_action.recall.needles import make_needle
+from needle_action.recall.scoring import score
+from needle_action.tokens import get_counter
 from tests.fakes.anthropic_server import FakeAnthropic, Faults
+from tests.fakes.simulated_model import SimulatedModel, flat
 
 MODEL = "claude-sonnet-5-5"
 
@@ -246,3 +254,27 @@ def test_server_stops_and_frees_its_port():
     fake.stop()
     with pytest.raises(OSError):
         socket.create_connection((host, port), timeout=0.5)
+
+
+# --------------------------------------------------------------------------- the simulated model behind it
+
+
+def test_real_trials_through_the_fake_server_and_sdk(examples_dir):
+    """Haystacks the engine really builds, sent through the SDK: the simulated model finds every needle."""
+    config = load_config(examples_dir / "needle.toml")
+    settings = RecallSettings(needle="distractors")
+    with FakeAnthropic(responder=SimulatedModel(flat(1.0))) as fake:
+        client = anthropic.Anthropic(base_url=fake.base_url, api_key=fake.api_key, max_retries=0)
+        for name in ("rag_answer", "support_agent", "summarize_ticket"):
+            prompt = config.prompts[name].model_copy(update={"tokenizer": "tiktoken:o200k_base"})
+            counter = get_counter(prompt.tokenizer, model="gpt-4o", settings=prompt)
+            builder = HaystackBuilder(config, prompt, counter, seed=0)
+            for depth in (0.0, 0.5, 1.0):
+                needle = make_needle(settings, random.Random(f"{name}:{depth}"))
+                trial = builder.build(3000, depth, needle, trial=0)
+                body = trial.rendered.to_json()
+                msg = client.messages.create(
+                    model="claude-sonnet-5-5", max_tokens=32, system=body["system"], messages=body["messages"]
+                )
+                assert score(msg.content[0].text, needle, settings), (name, depth, msg.content[0].text)
+    assert not fake.responder_errors

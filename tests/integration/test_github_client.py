@@ -28,42 +28,42 @@ def test_parse_link_header():
     assert parse_link_header(None) == {}
 
 
-def test_pagination_finds_marker_on_a_late_page():
-    with FakeGitHub() as gh:
-        for i in range(250):
-            gh.seed_comment(REPO, 7, f"chatter {i}")
-        sticky = gh.seed_comment(REPO, 7, MARKER + "\nold report", login="github-actions[bot]", kind="Bot")
-        c = client(gh)
-        assert len(list(c.list_issue_comments(7))) == 251
-        gets = [r for r in gh.requests if r.method == "GET"]
-        assert [r.query.get("page", "1") for r in gets] == ["1", "2", "3"]
-        assert all(r.query["per_page"] == "100" for r in gets)
-        assert c.find_sticky_comment(7, MARKER).id == sticky["id"]
+def test_pagination_finds_marker_on_a_late_page(fake_github):
+    gh = fake_github
+    for i in range(250):
+        gh.seed_comment(REPO, 7, f"chatter {i}")
+    sticky = gh.seed_comment(REPO, 7, MARKER + "\nold report", login="github-actions[bot]", kind="Bot")
+    c = client(gh)
+    assert len(list(c.list_issue_comments(7))) == 251
+    gets = [r for r in gh.requests if r.method == "GET"]
+    assert [r.query.get("page", "1") for r in gets] == ["1", "2", "3"]
+    assert all(r.query["per_page"] == "100" for r in gets)
+    assert c.find_sticky_comment(7, MARKER).id == sticky["id"]
 
 
-def test_upsert_creates_once_then_updates_in_place():
-    with FakeGitHub() as gh:
-        c = client(gh)
-        first, created = c.upsert_sticky_comment(3, MARKER + "\nv1", MARKER)
-        second, created2 = c.upsert_sticky_comment(3, MARKER + "\nv2", MARKER)
-        assert created and not created2 and first.id == second.id
-        bodies = [x["body"] for x in gh.issue_comments(REPO, 3)]
-        assert bodies == [MARKER + "\nv2"]
-        assert gh.count("POST") == 1 and gh.count("PATCH") == 1
-        assert all(r.authorization == "Bearer test-token" for r in gh.requests)
+def test_upsert_creates_once_then_updates_in_place(fake_github):
+    gh = fake_github
+    c = client(gh)
+    first, created = c.upsert_sticky_comment(3, MARKER + "\nv1", MARKER)
+    second, created2 = c.upsert_sticky_comment(3, MARKER + "\nv2", MARKER)
+    assert created and not created2 and first.id == second.id
+    bodies = [x["body"] for x in gh.issue_comments(REPO, 3)]
+    assert bodies == [MARKER + "\nv2"]
+    assert gh.count("POST") == 1 and gh.count("PATCH") == 1
+    assert all(r.authorization == "Bearer test-token" for r in gh.requests)
 
 
-def test_marker_in_the_middle_of_someone_elses_comment_is_not_ours():
-    with FakeGitHub() as gh:
-        gh.seed_comment(REPO, 4, f"quoting the bot: {MARKER}")
-        assert client(gh).find_sticky_comment(4, MARKER) is None
+def test_marker_in_the_middle_of_someone_elses_comment_is_not_ours(fake_github):
+    gh = fake_github
+    gh.seed_comment(REPO, 4, f"quoting the bot: {MARKER}")
+    assert client(gh).find_sticky_comment(4, MARKER) is None
 
 
-def test_bot_comment_wins_over_a_human_copy():
-    with FakeGitHub() as gh:
-        gh.seed_comment(REPO, 5, MARKER + " fake", login="mallory")
-        bot = gh.seed_comment(REPO, 5, MARKER + " real", login="github-actions[bot]", kind="Bot")
-        assert client(gh).find_sticky_comment(5, MARKER).id == bot["id"]
+def test_bot_comment_wins_over_a_human_copy(fake_github):
+    gh = fake_github
+    gh.seed_comment(REPO, 5, MARKER + " fake", login="mallory")
+    bot = gh.seed_comment(REPO, 5, MARKER + " real", login="github-actions[bot]", kind="Bot")
+    assert client(gh).find_sticky_comment(5, MARKER).id == bot["id"]
 
 
 def test_read_only_token_is_forbidden_but_can_read():
@@ -75,11 +75,11 @@ def test_read_only_token_is_forbidden_but_can_read():
         assert info.value.status == 403 and "not accessible" in info.value.message
 
 
-def test_too_long_body_is_422():
-    with FakeGitHub() as gh:
-        with pytest.raises(GitHubUnprocessable):
-            client(gh).create_comment(1, "x" * 65537)
-        client(gh).create_comment(1, "x" * 65536)  # exactly the limit is fine
+def test_too_long_body_is_422(fake_github):
+    gh = fake_github
+    with pytest.raises(GitHubUnprocessable):
+        client(gh).create_comment(1, "x" * 65537)
+    client(gh).create_comment(1, "x" * 65536)  # exactly the limit is fine
 
 
 def test_bad_token_and_unreachable_host():
@@ -104,11 +104,11 @@ def test_enterprise_server_prefix_and_token_stays_on_host():
             c._request("GET", "http://198.51.100.7/steal")
 
 
-def test_get_pull_and_missing_pull():
+def test_get_pull_and_missing_pull(fake_github):
     from needle_action.action.github import GitHubNotFound
 
-    with FakeGitHub() as gh:
-        gh.add_pull(REPO, 8, head_sha="h" * 40, base_sha="b" * 40)
-        assert client(gh).get_pull(8)["head"]["sha"] == "h" * 40
-        with pytest.raises(GitHubNotFound):
-            client(gh).get_pull(9)
+    gh = fake_github
+    gh.add_pull(REPO, 8, head_sha="h" * 40, base_sha="b" * 40)
+    assert client(gh).get_pull(8)["head"]["sha"] == "h" * 40
+    with pytest.raises(GitHubNotFound):
+        client(gh).get_pull(9)

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import random
-import textwrap
 from pathlib import Path
 
 import pytest
@@ -13,6 +12,7 @@ from needle_action.errors import ConfigError, TemplateError
 from needle_action.recall.haystack import HaystackBuilder, SizeTooSmall, Trial
 from needle_action.recall.needles import BRIDGE_RE, VALUE_RE, Needle, make_needle
 from needle_action.tokens import get_counter
+from tests.builders import Project
 
 TOKENIZER = "tiktoken:o200k_base"
 DEPTHS = (0.0, 0.25, 0.5, 0.75, 1.0)
@@ -217,10 +217,10 @@ def test_same_trial_shares_filler_across_depths(examples):
 
 
 def _write(tmp_path: Path, template: str, fixture: str, extra: str = "") -> object:
-    (tmp_path / "t.j2").write_text(textwrap.dedent(template))
-    (tmp_path / "f.yaml").write_text(textwrap.dedent(fixture))
-    (tmp_path / "needle.toml").write_text(
-        textwrap.dedent(f"""
+    project = (
+        Project(tmp_path).template("t.j2", template, dedent=True).fixture("f.yaml", fixture, dedent=True)
+    )
+    project.config(f"""
         [prompts.p]
         template = "t.j2"
         fixtures = ["f.yaml"]
@@ -228,8 +228,7 @@ def _write(tmp_path: Path, template: str, fixture: str, extra: str = "") -> obje
         question_var = "q"
         {extra}
     """)
-    )
-    return load_config(tmp_path / "needle.toml")
+    return load_config(project.config_path)
 
 
 def test_list_of_strings_slot(tmp_path):
@@ -253,10 +252,10 @@ def test_list_of_strings_slot(tmp_path):
 
 
 def test_filler_globs_extend_the_fixture_before_generated_prose(tmp_path):
-    (tmp_path / "docs").mkdir()
-    (tmp_path / "docs" / "guide.md").write_text(
+    Project(tmp_path).file(
+        "docs/guide.md",
         "The first paragraph of our own guide explains the setup of the lab bench.\n\n"
-        "The second paragraph of our guide explains cleaning the lab bench afterwards."
+        "The second paragraph of our guide explains cleaning the lab bench afterwards.",
     )
     config = _write(
         tmp_path,

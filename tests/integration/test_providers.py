@@ -16,7 +16,7 @@ from needle_action.providers.local import LocalProvider
 from needle_action.providers.openai_compat import OpenAICompatProvider, is_openai_cloud
 from needle_action.providers.registry import local_n_ctx, make_provider
 from needle_action.providers.retry import RequestRejected
-from tests.fakes.anthropic_server import Faults, anthropic_env_fixture, fake_anthropic_fixture  # noqa: F401
+from tests.fakes.anthropic_server import Faults
 from tests.fakes.openai_server import FakeOpenAI
 
 MODEL = "claude-sonnet-5-5"
@@ -89,6 +89,7 @@ def test_anthropic_system_turns_move_into_the_system_field(anthropic_env):
     assert [m["role"] for m in body["messages"]] == ["user", "assistant", "user"]
 
 
+@pytest.mark.slow  # each injected timeout waits out the client timeout (2.5 s)
 def test_anthropic_with_30_percent_faults_every_call_succeeds_and_retries_are_counted(anthropic_env):
     fake = anthropic_env
     fake.responder = echo_last_user

@@ -53,6 +53,7 @@ def rate_over_seeds(fake, tmp_path, curve, accept, **project) -> tuple[float, di
     return good / SEEDS, kinds
 
 
+@pytest.mark.slow  # SEEDS (>= 50) engine runs
 def test_u_shaped_curve_is_diagnosed_lost_in_the_middle(tmp_path, fake):
     rate, kinds = rate_over_seeds(
         fake,
@@ -66,6 +67,7 @@ def test_u_shaped_curve_is_diagnosed_lost_in_the_middle(tmp_path, fake):
     assert rate >= FLOOR
 
 
+@pytest.mark.slow  # SEEDS (>= 50) engine runs
 def test_flat_high_curve_is_all_pass(tmp_path, fake):
     rate, kinds = rate_over_seeds(
         fake,
@@ -79,6 +81,7 @@ def test_flat_high_curve_is_all_pass(tmp_path, fake):
     assert rate >= FLOOR
 
 
+@pytest.mark.slow  # SEEDS (>= 50) engine runs
 def test_cliff_is_size_limited_with_the_right_effective_length(tmp_path, fake):
     def accept(r):
         return (
@@ -94,6 +97,7 @@ def test_cliff_is_size_limited_with_the_right_effective_length(tmp_path, fake):
     assert rate >= FLOOR
 
 
+@pytest.mark.slow  # four engine runs, two of them waiting out injected timeouts
 @pytest.mark.parametrize("seed", [0, 1])
 def test_faults_change_no_verdict_and_lose_no_cell(tmp_path, seed, monkeypatch):
     config = write_project(tmp_path)

@@ -37,6 +37,7 @@ def needle(args, fake, tmp_path, *, key=None):
     )
 
 
+@pytest.mark.slow  # three CLI processes, two of them measuring
 def test_lost_in_the_middle_fails_the_check_then_reruns_from_cache(tmp_path, fake):
     fake.responder = SimulatedModel(u_shape(edge=0.97, middle=0.1, margin=0.08), seed=4)
     cfg = write_project(tmp_path / "proj", sizes=(400, 800))

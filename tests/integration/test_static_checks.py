@@ -1,7 +1,7 @@
-"""Static checks on the action's packaging: schema, workflow linters, the workflow security audit,
-the Dockerfile linter. Each tool really runs (they come with the [dev] extra; a missing tool is a
-failure, not a skip), and each is first shown to catch a known-bad input, so a green result means
-"checked and clean", never "nothing ran".
+"""Static checks: the Python code (ruff, ruff format, mypy) and the action's packaging (schema,
+workflow linters, the workflow security audit, the Dockerfile linter). Each tool really runs (they
+come with the [dev] extra; a missing tool is a failure, not a skip), and each is first shown to
+catch a known-bad input, so a green result means "checked and clean", never "nothing ran".
 """
 
 from __future__ import annotations
@@ -13,6 +13,8 @@ import sys
 from pathlib import Path
 
 import pytest
+
+from tests.builders import GitRepo, Project
 
 REPO = Path(__file__).resolve().parents[2]
 WORKFLOWS = sorted((REPO / ".github" / "workflows").glob("*.y*ml")) + sorted(
@@ -31,7 +33,7 @@ def tool(name: str) -> str:
 def run(*args: str | Path, cwd: Path = REPO) -> subprocess.CompletedProcess:
     env = {**os.environ, "NO_COLOR": "1"}
     return subprocess.run(
-        [str(a) for a in args], cwd=cwd, capture_output=True, text=True, timeout=120, env=env
+        [str(a) for a in args], cwd=cwd, capture_output=True, text=True, timeout=300, env=env
     )
 
 
@@ -59,15 +61,63 @@ jobs:
 @pytest.fixture
 def bad_repo(tmp_path: Path) -> Path:
     """A repository whose workflow has a template injection, an unpinned action, a bad input."""
-    (tmp_path / ".github" / "workflows").mkdir(parents=True)
-    (tmp_path / ".github" / "workflows" / "bad.yml").write_text(BAD_WORKFLOW)
-    (tmp_path / "action.yml").write_text((REPO / "action.yml").read_text())
-    (tmp_path / "Dockerfile").write_text(
-        "FROM debian:bookworm-slim\nRUN apt-get update && apt-get install -y git\n"
+    Project(tmp_path).file(".github/workflows/bad.yml", BAD_WORKFLOW).files(
+        {
+            "action.yml": (REPO / "action.yml").read_text(),
+            "Dockerfile": "FROM debian:bookworm-slim\nRUN apt-get update && apt-get install -y git\n",
+        }
     )
     # actionlint resolves `uses: ./` against the git repository's root
-    subprocess.run(["git", "init", "-q", str(tmp_path)], check=True)
-    return tmp_path
+    return GitRepo.init(tmp_path).path
+
+
+# --------------------------------------------------------------------------- ruff and mypy
+
+
+# an unused import and a function over the configured max-complexity (12): 13 branches
+BAD_PYTHON = "import os\n\n\ndef f(x):\n" + "".join(
+    f"    {'if' if i == 0 else 'elif'} x == {i}:\n        return {i}\n" for i in range(13)
+)
+
+
+def test_ruff_catches_unused_imports_and_complexity_with_our_settings(tmp_path):
+    bad = tmp_path / "bad.py"
+    bad.write_text(BAD_PYTHON)
+    proc = run(tool("ruff"), "check", "--no-cache", "--config", REPO / "pyproject.toml", bad)
+    assert proc.returncode == 1, report(proc)
+    assert "F401" in proc.stdout and "C901" in proc.stdout, report(proc)
+
+
+def test_ruff_on_the_repository():
+    proc = run(tool("ruff"), "check", "--no-cache", ".")
+    assert proc.returncode == 0, report(proc)
+
+
+def test_ruff_format_catches_a_badly_formatted_file(tmp_path):
+    bad = tmp_path / "bad.py"
+    bad.write_text("x = {  'a':1 }\n")
+    proc = run(tool("ruff"), "format", "--no-cache", "--check", "--config", REPO / "pyproject.toml", bad)
+    assert proc.returncode == 1, report(proc)
+
+
+def test_ruff_format_on_the_repository():
+    proc = run(tool("ruff"), "format", "--no-cache", "--check", ".")
+    assert proc.returncode == 0, report(proc)
+
+
+def test_mypy_catches_a_type_error(tmp_path):
+    (tmp_path / "bad.py").write_text("def f(x: int) -> str:\n    return x\n")
+    proc = run(tool("mypy"), "--no-incremental", "bad.py", cwd=tmp_path)
+    assert proc.returncode == 1 and "return-value" in proc.stdout, report(proc)
+
+
+@pytest.mark.slow  # ~15 s on a cold cache (a fresh clone), ~1 s warm
+def test_mypy_on_needle_action():
+    proc = run(tool("mypy"), "needle_action")  # the settings are pyproject's [tool.mypy]
+    assert proc.returncode == 0, report(proc)
+
+
+# --------------------------------------------------------------------------- the action's files
 
 
 def test_there_is_something_to_check():

@@ -20,6 +20,7 @@ from needle_action.config import PromptSettings, ProviderSettings, load_config
 from needle_action.errors import ProviderUnavailable, TokenizerError
 from needle_action.tokens import TiktokenCounter, count_prompts, get_counter
 from needle_action.tokens.tiktoken_counter import TOKENS_PER_MESSAGE, TOKENS_REPLY_PRIMING
+from tests.builders import Project
 
 REPO = Path(__file__).resolve().parents[2]
 EXAMPLES = REPO / "examples"
@@ -178,14 +179,12 @@ _NO_NETWORK = textwrap.dedent(
 
 
 def _tiktoken_config(tmp_path: Path, tokenizer: str = "tiktoken:o200k_base") -> Path:
-    (tmp_path / "p.j2").write_text("system:\nBe brief.\nuser:\n{{ question }}\n")
-    (tmp_path / "f.yaml").write_text("question: what is the capital of France?\n")
-    cfg = tmp_path / "needle.toml"
-    cfg.write_text(
+    project = Project(tmp_path).template("p.j2", "system:\nBe brief.\nuser:\n{{ question }}\n")
+    project.fixture("f.yaml", "question: what is the capital of France?\n")
+    return project.config(
         f'[defaults]\ntokenizer = "{tokenizer}"\nmax_input_tokens = 500\nreserve_output_tokens = 100\n\n'
         '[prompts.p]\ntemplate = "p.j2"\nfixtures = ["f.yaml"]\n'
-    )
-    return cfg
+    ).config_path
 
 
 def _run_needle(args: list[str], cache_dir: str, *extra: str) -> subprocess.CompletedProcess:
@@ -345,19 +344,13 @@ def test_anthropic_unreachable_is_provider_unavailable(monkeypatch):
 
 
 def test_needle_budget_with_the_anthropic_tokenizer(fake, tmp_path, monkeypatch):
-    import shutil
-
     from click.testing import CliRunner
 
     from needle_action.cli import main
 
-    shutil.copytree(EXAMPLES, tmp_path / "ex")
-    cfg = tmp_path / "ex" / "needle.toml"
-    cfg.write_text(
-        cfg.read_text()
-        .replace('tokenizer = "local"', 'tokenizer = "anthropic"')
-        .replace('model = "gemma3-270m"', 'model = "claude-haiku-5-5"')
-    )
+    examples = Project(tmp_path / "ex").examples()
+    examples.edit("needle.toml", 'tokenizer = "local"', 'tokenizer = "anthropic"')
+    cfg = examples.edit("needle.toml", 'model = "gemma3-270m"', 'model = "claude-haiku-5-5"').config_path
     monkeypatch.setenv("ANTHROPIC_BASE_URL", fake.base_url)
     monkeypatch.setenv("ANTHROPIC_API_KEY", fake.api_key)
     out = tmp_path / "r.json"
@@ -394,6 +387,7 @@ def transcript_by_hand(prompt: RenderedPrompt) -> str:
     return "\n\n".join(parts).rstrip() + "\nAnswer:"
 
 
+@pytest.mark.model
 def test_local_counter_is_the_embedded_models_own_tokenizer(example_cases):
     path = _llama_or_skip()
     from llama_cpp import Llama
@@ -416,6 +410,7 @@ def test_local_counter_is_the_embedded_models_own_tokenizer(example_cases):
     assert [c.raw_tokens for c in counts] != [c.raw_tokens for c in o200k]
 
 
+@pytest.mark.model
 def test_local_count_equals_what_the_model_reports_for_the_real_call():
     """The strongest check: run the embedded model through the local provider and compare our
     count with the prompt_tokens llama.cpp itself reports for that very request."""
@@ -439,6 +434,7 @@ def test_local_count_equals_what_the_model_reports_for_the_real_call():
     assert completion.input_tokens == c.raw_tokens
 
 
+@pytest.mark.model
 def test_local_counter_is_approximate_for_another_provider(example_cases):
     _llama_or_skip()
     settings = PromptSettings(tokenizer="local", provider="anthropic", model="claude-sonnet-5-5")

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import textwrap
 from pathlib import Path
 
 import pytest
@@ -12,13 +11,12 @@ from needle_action.assemble import load_fixture, render_case, split_messages
 from needle_action.assemble.sandbox import OPEN
 from needle_action.config import Config, PromptConfig
 from needle_action.errors import ConfigError, TemplateError
+from tests import builders
+from tests.builders import Project
 
 
 def write(root: Path, rel: str, text: str) -> Path:
-    p = root / rel
-    p.parent.mkdir(parents=True, exist_ok=True)
-    p.write_text(textwrap.dedent(text).lstrip("\n"), encoding="utf-8")
-    return p
+    return builders.write(root, rel, text, dedent=True)
 
 
 def render(
@@ -31,11 +29,7 @@ def render(
     if isinstance(fixture, str):
         fx = write(root, "fixtures/t.yaml", fixture)
     elif isinstance(fixture, dict):
-        import json
-
-        fx = root / "fixtures" / "t.json"
-        fx.parent.mkdir(parents=True, exist_ok=True)
-        fx.write_text(json.dumps(fixture), encoding="utf-8")
+        fx = Project(root).fixture("fixtures/t.json", fixture).path("fixtures/t.json")
     return render_case(config, prompt, fx, variables=variables)
 
 

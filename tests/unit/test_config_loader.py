@@ -11,17 +11,13 @@ import pytest
 from needle_action.config import load_config
 from needle_action.config.toml_lines import scan_lines
 from needle_action.errors import ConfigError
+from tests.builders import Project
 
 
 def make_repo(root: Path, toml: str, files: dict[str, str] | None = None) -> Path:
+    """A project with prompts/a.j2 and fixtures/a.yaml (unless FILES replace them) and TOML."""
     files = {"prompts/a.j2": "Hello {{ question }}\n", "fixtures/a.yaml": "question: hi\n", **(files or {})}
-    for rel, text in files.items():
-        p = root / rel
-        p.parent.mkdir(parents=True, exist_ok=True)
-        p.write_text(text, encoding="utf-8")
-    cfg = root / "needle.toml"
-    cfg.write_text(textwrap.dedent(toml).lstrip("\n"), encoding="utf-8")
-    return cfg
+    return Project(root).files(files).config(toml).config_path
 
 
 def error_of(cfg: Path) -> ConfigError:

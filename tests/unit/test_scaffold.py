@@ -13,12 +13,7 @@ from needle_action.cli import main
 from needle_action.config import load_config
 from needle_action.config.scaffold import guess_var, write_starter
 from needle_action.errors import ConfigError
-
-
-def write(root: Path, rel: str, text: str) -> None:
-    p = root / rel
-    p.parent.mkdir(parents=True, exist_ok=True)
-    p.write_text(text, encoding="utf-8")
+from tests.builders import write
 
 
 @pytest.fixture

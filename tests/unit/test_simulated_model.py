@@ -5,16 +5,13 @@ from __future__ import annotations
 import random
 from concurrent.futures import ThreadPoolExecutor
 from itertools import islice
-from pathlib import Path
 
 import pytest
 
-from needle_action.config import RecallSettings, load_config
+from needle_action.config import RecallSettings
 from needle_action.recall.filler import generated_passages
-from needle_action.recall.haystack import HaystackBuilder
 from needle_action.recall.needles import VALUE_RE, make_needle
 from needle_action.recall.scoring import score
-from needle_action.tokens import get_counter
 from tests.fakes.simulated_model import NOT_FOUND, SimulatedModel, cliff, flat, u_shape
 
 FILLER = "\n".join(p.text for p in islice(generated_passages("sim-tests"), 60))
@@ -182,30 +179,3 @@ def test_outcome_depends_on_seed_and_value_not_on_call_order():
         for n in needles
     ]
     assert moved == first
-
-
-# --------------------------------------------------------------------------- end to end
-
-
-def test_real_trials_through_the_fake_server_and_sdk():
-    import anthropic
-
-    from tests.fakes.anthropic_server import FakeAnthropic
-
-    config = load_config(Path(__file__).resolve().parents[2] / "examples" / "needle.toml")
-    settings = RecallSettings(needle="distractors")
-    with FakeAnthropic(responder=SimulatedModel(flat(1.0))) as fake:
-        client = anthropic.Anthropic(base_url=fake.base_url, api_key=fake.api_key, max_retries=0)
-        for name in ("rag_answer", "support_agent", "summarize_ticket"):
-            prompt = config.prompts[name].model_copy(update={"tokenizer": "tiktoken:o200k_base"})
-            counter = get_counter(prompt.tokenizer, model="gpt-4o", settings=prompt)
-            builder = HaystackBuilder(config, prompt, counter, seed=0)
-            for depth in (0.0, 0.5, 1.0):
-                needle = make_needle(settings, random.Random(f"{name}:{depth}"))
-                trial = builder.build(3000, depth, needle, trial=0)
-                body = trial.rendered.to_json()
-                msg = client.messages.create(
-                    model="claude-sonnet-5-5", max_tokens=32, system=body["system"], messages=body["messages"]
-                )
-                assert score(msg.content[0].text, needle, settings), (name, depth, msg.content[0].text)
-    assert not fake.responder_errors

@@ -1,0 +1,186 @@
+"""Running ``python entrypoint.py`` the way a runner runs the Docker action, for the tests in this
+folder (test_action_entrypoint.py, test_data_branch.py).
+
+:func:`make_checkout` builds the repository (tests/builders.py ``pull_request``: the base on
+``main``, the PR on ``feature``, the workspace a one-commit-deep clone of the PR head), plus the
+runner's HOME; :func:`runner_env` is the environment a runner gives the action (the event file,
+``GITHUB_*``, every ``INPUT_*`` of action.yml at its default unless given, the fake APIs' URLs);
+:func:`run_action` runs the entrypoint in a subprocess and reads back its outputs and summary.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import yaml
+
+from needle_action.action.workflow import read_outputs
+from tests.builders import EXAMPLES, Project, pull_request
+from tests.fakes.anthropic_server import FakeAnthropic
+from tests.fakes.github_server import FakeGitHub
+
+ROOT = EXAMPLES.parent
+REPO = "octo/widgets"
+PR = 17
+MARKER = "<!-- needle-action:comment -->"
+
+CONFIG = """# needle.toml of the test repository: Claude via the fake API, counted with tiktoken
+[defaults]
+model = "claude-sonnet-5-5"
+provider = "anthropic"
+tokenizer = "tiktoken:o200k_base"
+tokenizer_safety_factor = 1.0
+reserve_output_tokens = 256
+max_growth = "{growth}"
+
+[defaults.recall]
+enabled = false
+
+[prompts.rag_answer]
+template = "prompts/rag_answer.j2"
+fixtures = ["fixtures/rag_answer/typical.yaml"]
+context_var = "documents"
+question_var = "question"
+max_input_tokens = 6000
+
+[prompts.rag_answer.recall]
+enabled = true
+sizes = [1500]
+depths = [0.0, 0.5, 1.0]
+trials = 10
+threshold = 0.8
+max_output_tokens = 32
+seed = 3
+
+[prompts.support_agent]
+template = "prompts/support_agent.j2"
+fixtures = ["fixtures/support_agent/typical.toml"]
+context_var = "history"
+question_var = "customer_message"
+max_input_tokens = 6000
+"""
+
+
+@dataclass
+class Checkout:
+    """A pull request checked out for the action: TMP holds the runner's files (event, outputs)."""
+
+    tmp: Path
+    origin: Path
+    workspace: Path
+    base_sha: str
+    head_sha: str
+    home: Path
+
+
+def make_checkout(
+    tmp: Path, change: Callable[[Project], object] | None = None, *, base_growth: str = "10%"
+) -> Checkout:
+    """The examples' prompts and fixtures with CONFIG on ``main``; the PR edits the README, then
+    applies CHANGE (given the origin's :class:`~tests.builders.Project`)."""
+
+    def base(project: Project) -> None:
+        project.examples("prompts", "fixtures").config(CONFIG.format(growth=base_growth), dedent=False)
+        project.file("README.md", "# widgets\n")
+
+    def the_pull_request(project: Project) -> None:
+        project.file("README.md", "# widgets\n\nNow with docs.\n")
+        if change:
+            change(project)
+
+    pr = pull_request(tmp, base, the_pull_request)
+    home = tmp / "home"
+    home.mkdir()
+    return Checkout(tmp, pr.origin, pr.workspace, pr.base_sha, pr.head_sha, home)
+
+
+def runner_env(
+    p: Checkout, gh: FakeGitHub, fake: FakeAnthropic | None, *, token="test-token", **inputs
+) -> dict:
+    event = {
+        "action": "synchronize",
+        "number": PR,
+        "pull_request": {
+            "number": PR,
+            "base": {"sha": p.base_sha, "ref": "main", "repo": {"full_name": REPO}},
+            "head": {
+                "sha": p.head_sha,
+                "ref": "feature",
+                "repo": {"full_name": inputs.pop("head_repo", REPO)},
+            },
+        },
+        "repository": {"full_name": REPO},
+    }
+    event_path = p.tmp / "event.json"
+    event_path.write_text(json.dumps(event))
+    (p.tmp / "runner_temp").mkdir(exist_ok=True)
+    for name in ("output", "summary"):
+        (p.tmp / name).write_text("")
+    env = {
+        "PATH": os.environ["PATH"],
+        "HOME": str(p.home),
+        "LANG": "C.UTF-8",
+        "TIKTOKEN_CACHE_DIR": os.environ["TIKTOKEN_CACHE_DIR"],
+        "CI": "true",
+        "GITHUB_ACTIONS": "true",
+        "GITHUB_EVENT_NAME": "pull_request",
+        "GITHUB_EVENT_PATH": str(event_path),
+        "GITHUB_WORKSPACE": str(p.workspace),
+        "GITHUB_REPOSITORY": REPO,
+        "GITHUB_SHA": p.head_sha,
+        "GITHUB_RUN_ID": "4242",
+        "GITHUB_API_URL": gh.api_url,
+        "GITHUB_SERVER_URL": "https://github.com",
+        "GITHUB_OUTPUT": str(p.tmp / "output"),
+        "GITHUB_STEP_SUMMARY": str(p.tmp / "summary"),
+        "RUNNER_TEMP": str(p.tmp / "runner_temp"),
+    }
+    # every input of action.yml, at its default unless given (the runner sets them all)
+    declared = yaml.safe_load((ROOT / "action.yml").read_text())["inputs"]
+    for name, spec in declared.items():
+        env[f"INPUT_{name.upper()}"] = str(spec.get("default", ""))
+    env["INPUT_GITHUB-TOKEN"] = token
+    for key, value in inputs.items():
+        env[f"INPUT_{key.replace('_', '-').upper()}"] = str(value)
+    if fake is not None:
+        env["ANTHROPIC_BASE_URL"] = fake.base_url
+        env["ANTHROPIC_API_KEY"] = fake.api_key
+    return env
+
+
+@dataclass
+class Run:
+    code: int
+    stdout: str
+    stderr: str
+    outputs: dict
+    summary: str
+    report: Path | None
+
+
+def run_action(p: Checkout, env: dict) -> Run:
+    (p.tmp / "output").write_text("")
+    (p.tmp / "summary").write_text("")
+    proc = subprocess.run(
+        [sys.executable, str(ROOT / "entrypoint.py")],
+        cwd=p.workspace,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    outputs = read_outputs(p.tmp / "output")
+    report = p.workspace / outputs["report-path"] if outputs.get("report-path") else None
+    assert report is None or not Path(outputs["report-path"]).is_absolute()  # valid on the host too
+    return Run(proc.returncode, proc.stdout, proc.stderr, outputs, (p.tmp / "summary").read_text(), report)
+
+
+def report_json(run: Run, side: str) -> dict:
+    """``head.json``, ``base.json`` or ``comparison.json`` from the run's report folder, parsed."""
+    return json.loads((run.report / f"{side}.json").read_text())
