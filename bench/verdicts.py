@@ -39,6 +39,7 @@ from needle_action.policy import comparison_exit_code  # noqa: E402
 from needle_action.recall.engine import summarize  # noqa: E402
 from needle_action.recall.groups import planning_group  # noqa: E402
 from needle_action.recall.history import pool_history  # noqa: E402
+from needle_action.recall.plan import RecallOverrides, effective_prompt  # noqa: E402
 from needle_action.recall.power import GroupDesign, group_power, plan_run  # noqa: E402
 from needle_action.recall.scheduler import CellRun, PromptPlan, RunOutcome  # noqa: E402
 from needle_action.results import PromptResult, RecallPower, RecallResult, Results  # noqa: E402
@@ -109,7 +110,9 @@ SCENARIOS = NULLS + DROPS + HISTORY
 
 
 def _prompt(settings: RecallSettings) -> PromptConfig:
-    return PromptConfig(name="rag", template="prompts/rag.j2", recall=settings)
+    """The prompt as a compared run sees it: every planned trial runs (what `needle check` does)."""
+    prompt = PromptConfig(name="rag", template="prompts/rag.j2", recall=settings)
+    return effective_prompt(prompt, RecallOverrides(full_trials=True))
 
 
 def run_result(
@@ -211,7 +214,9 @@ def table(rows: list[tuple[Scenario, Tally]], settings: RecallSettings, trials: 
             right = t.kinds[sc.diagnosis]
             if sc.effective_context:
                 right = min(right, t.effective_right)
-            diag = f"{sc.diagnosis}" + (f", effective {sc.effective_context:,}" if sc.effective_context else "")
+            diag = f"{sc.diagnosis}" + (
+                f", effective {sc.effective_context:,}" if sc.effective_context else ""
+            )
             right_text = _pct(right / t.prs)
         else:
             diag, right_text = ", ".join(f"{k} {v}" for k, v in t.kinds.most_common(2)), "–"
@@ -246,7 +251,7 @@ def main(argv: list[str] | None = None) -> int:
     seconds = time.perf_counter() - started
     text = (
         f"Defaults: threshold {settings.threshold}, family alpha {settings.alpha}, min_drop "
-        f"{settings.min_drop}, trials \"auto\" = **{plan.trials} per cell** (planned for a base rate of "
+        f'{settings.min_drop}, trials "auto" = **{plan.trials} per cell** (planned for a base rate of '
         f"{plan.base_rate:.0%} in the {plan.group}: {plan.power:.1%} power for a {settings.min_drop * 100:.0f}-pt "
         f"drop, detects drops >= {plan.detectable_drop * 100 if plan.detectable_drop else 0:.0f} pt), "
         f"sizes {SIZES} x depths {DEPTHS}. {args.prs:,} PRs per row, seed {args.seed}, "

@@ -3,19 +3,21 @@ length as an estimate with its range, both from **pooled** estimates rather than
 
 A cell holds a few dozen trials at most, so one unlucky cell must not change the class. The grid is
 read through the groups of :mod:`needle_action.recall.groups` (each depth over every size, each size
-over every depth), each with a Wilson interval that holds jointly over the whole family (Bonferroni,
-95%). A group is *below* the threshold when its whole interval is, *above* when its whole interval
+over every depth), each with a Wilson interval that holds jointly over the whole family (Bonferroni
+at two-sided 1 - 2 alpha: a grid sitting at the threshold is called below it at most alpha of the
+time). A group is *below* the threshold when its whole interval is, *above* when its whole interval
 is at or over it, *near* otherwise. Kinds, checked in this order (docs/recall.md explains each):
 
 * ``inconclusive``       — the run was cut short (cap, provider outage) or nothing ran.
 * ``size-limited``       — from some size on, every size is below the bar and so is every depth over
   those sizes, while nothing is below the bar at the sizes before it.
 * ``lost-in-the-middle`` — some interior depth is below the bar while the first and last depths are
-  not (a U-shaped curve).
+  not, at any size (a U-shaped curve).
 * ``mixed-failure``      — something is below the bar in another pattern (e.g. the start is lost).
-* ``flaky``              — nothing is below the bar, but some group's rate is under it with an
-  interval that still reaches it: recall sits at the threshold.
-* ``all-pass``           — nothing is below the bar and every group's rate is at or above it.
+* ``flaky``              — nothing is below the bar, but recall sits at it: some group's rate is
+  under the bar, or the whole grid is not demonstrably above it.
+* ``all-pass``           — nothing is below the bar, every group's rate is at or above it, and the
+  whole grid is demonstrably above it.
 """
 
 from __future__ import annotations
@@ -84,9 +86,13 @@ def counts_of(cells: Sequence[RecallCell]) -> dict[CellKey, tuple[int, int]]:
 class _Reader:
     """Estimates of any set of cells of one grid, with the family's z."""
 
-    def __init__(self, counts: Mapping[CellKey, tuple[int, int]], sizes, depths, threshold: float):
+    def __init__(
+        self, counts: Mapping[CellKey, tuple[int, int]], sizes, depths, threshold: float, alpha: float
+    ):
         self.counts, self.sizes, self.depths, self.threshold = counts, sizes, depths, threshold
-        self.z = family_z(len(family(sizes, depths)))
+        # two-sided 1 - 2 alpha over the family: a grid at the threshold is called below it (and a
+        # new prompt fails) at most alpha of the time, the comparison's own family-wise rate
+        self.z = family_z(len(family(sizes, depths)), confidence=1.0 - 2.0 * alpha)
 
     def of(self, cells: Sequence[CellKey]) -> Estimate:
         return group_estimate(*pooled(self.counts, cells), threshold=self.threshold, z=self.z)
@@ -103,6 +109,15 @@ class _Reader:
         if self.size(self.sizes[i]).standing == "below":
             return False
         return all(self.depth(d, prefix).standing != "below" for d in self.depths)
+
+    def edges_hold(self) -> bool:
+        """At every size, the first and last depths together are not below the bar."""
+        if len(self.depths) < 3:
+            return False
+        first, last = self.depths[0], self.depths[-1]
+        return all(
+            self.of([cell_key(s, first), cell_key(s, last)]).standing != "below" for s in self.sizes
+        )
 
     def size_cut(self) -> int | None:
         """First size index from which every size, and every depth over those sizes, is below the
@@ -133,13 +148,16 @@ class _Reader:
         return best, low, high
 
 
-def read_grid(cells: Sequence[RecallCell], *, threshold: float, partial: bool = False) -> GridReading:
-    """The diagnosis kind and effective context of a grid, from pooled estimates."""
+def read_grid(
+    cells: Sequence[RecallCell], *, threshold: float, alpha: float, partial: bool = False
+) -> GridReading:
+    """The diagnosis kind and effective context of a grid, from pooled estimates whose intervals
+    hold jointly over the family at 1 - 2 ALPHA (two-sided)."""
     sizes = sorted({c.size for c in cells})
     depths = sorted({round(c.depth, 6) for c in cells})
     if not cells or all(c.trials == 0 for c in cells):
         return GridReading("inconclusive", sizes, depths)
-    reader = _Reader(counts_of(cells), sizes, depths, threshold)
+    reader = _Reader(counts_of(cells), sizes, depths, threshold, alpha)
     by_depth = {d: reader.depth(d, sizes) for d in depths}
     by_size = {s: reader.size(s) for s in sizes}
     eff, low, high = reader.effective()
@@ -156,13 +174,13 @@ def _with_kind(reading: GridReading, reader: _Reader, partial: bool) -> GridRead
     if cut is not None:
         return replace(reading, kind="size-limited", cut=reading.sizes[cut])
     below = [d for d, e in reading.by_depth.items() if e.standing == "below"]
-    edges = (reading.depths[0], reading.depths[-1])
-    if below and len(reading.depths) >= 3 and not set(below) & set(edges):
+    if below and reader.edges_hold() and not set(below) & {reading.depths[0], reading.depths[-1]}:
         return replace(reading, kind="lost-in-the-middle")
     groups: list[Estimate] = [*reading.by_depth.values(), *reading.by_size.values()]
     if below or any(e.standing == "below" for e in groups):
         return replace(reading, kind="mixed-failure")
-    if any(e.rate is not None and e.rate < reader.threshold for e in groups):
+    whole = reader.of([cell_key(s, d) for s in reading.sizes for d in reading.depths])
+    if whole.standing != "above" or any(e.rate is not None and e.rate < reader.threshold for e in groups):
         return replace(reading, kind="flaky")
     return reading
 

@@ -79,7 +79,7 @@ def summarize(
         rates.setdefault(c.size, []).append(c.rate)
     # worst depth per size; unknown when some depth has no trial at all
     worst = {s: (None if None in r else min(r)) for s, r in rates.items()}  # type: ignore[type-var]
-    reading = read_grid(cells, threshold=thr, partial=partial)
+    reading = read_grid(cells, threshold=thr, alpha=rs.alpha, partial=partial)
     settled = sum(c.status != "undecided" for c in cells)
     diagnosis = diagnose(
         reading,
