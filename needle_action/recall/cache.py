@@ -24,11 +24,12 @@ _SCHEMA = """
 CREATE TABLE IF NOT EXISTS recall_results (
     settings_hash TEXT PRIMARY KEY,
     result_json   TEXT NOT NULL,
-    created_at    REAL NOT NULL
+    created_at    REAL NOT NULL,
+    pool_key      TEXT
 )
 """
-# added later: the pool key of each result, so earlier runs of the same fingerprint can be found
-# (recall/history.py); files written before it get the column on first open, NULL for old rows
+# pool_key was added later, so earlier runs of the same fingerprint can be found (recall/history.py);
+# files written before it get the column on first open (NULL for old rows: never pooled)
 _POOL_COLUMN = "ALTER TABLE recall_results ADD COLUMN pool_key TEXT"
 _POOL_INDEX = "CREATE INDEX IF NOT EXISTS recall_results_pool ON recall_results (pool_key)"
 
@@ -76,7 +77,11 @@ class ResultCache:
                     db.execute(_SCHEMA)
                     columns = {row[1] for row in db.execute("PRAGMA table_info(recall_results)")}
                     if "pool_key" not in columns:
-                        db.execute(_POOL_COLUMN)
+                        try:
+                            db.execute(_POOL_COLUMN)
+                        except sqlite3.OperationalError as exc:  # another process added it first
+                            if "duplicate column" not in str(exc):
+                                raise
                     db.execute(_POOL_INDEX)
                 return
             except sqlite3.OperationalError as exc:

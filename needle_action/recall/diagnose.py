@@ -9,15 +9,16 @@ time). A group is *below* the threshold when its whole interval is, *above* when
 is at or over it, *near* otherwise. Kinds, checked in this order (docs/recall.md explains each):
 
 * ``inconclusive``       — the run was cut short (cap, provider outage) or nothing ran.
-* ``size-limited``       — from some size on, every size is below the bar and so is every depth over
-  those sizes, while nothing is below the bar at the sizes before it.
+* ``size-limited``       — from some size on, every size is below the bar and every depth over those
+  sizes is lost (rate under the bar, not demonstrably above it), while nothing is below the bar at
+  the sizes before it.
 * ``lost-in-the-middle`` — some interior depth is below the bar while the first and last depths are
   not, at any size (a U-shaped curve).
 * ``mixed-failure``      — something is below the bar in another pattern (e.g. the start is lost).
 * ``flaky``              — nothing is below the bar, but recall sits at it: some group's rate is
   under the bar, or the whole grid is not demonstrably above it.
 * ``all-pass``           — nothing is below the bar, every group's rate is at or above it, and the
-  whole grid is demonstrably above it.
+  whole grid is demonstrably above it (one-sided 95%).
 """
 
 from __future__ import annotations
@@ -36,8 +37,10 @@ from needle_action.recall.groups import (
 from needle_action.recall.groups import (
     estimate as group_estimate,
 )
-from needle_action.recall.stats import family_z
+from needle_action.recall.stats import family_z, wilson_interval
 from needle_action.results import Diagnosis, RecallCell, RecallDiagnosis
+
+Z_ONE_SIDED_95 = 1.6448536269514722
 
 FIX_EDGES = (
     "Move the key content to the edges of the context and put the question last: order retrieved "
@@ -110,23 +113,32 @@ class _Reader:
             return False
         return all(self.depth(d, prefix).standing != "below" for d in self.depths)
 
+    def whole_grid_above(self) -> bool:
+        """The whole grid's pooled rate is above the bar at one-sided 95% (one interval, no family:
+        one claim), which a grid sitting at the threshold almost never shows."""
+        hits, trials = pooled(self.counts, [cell_key(s, d) for s in self.sizes for d in self.depths])
+        return trials > 0 and wilson_interval(hits, trials, z=Z_ONE_SIDED_95)[0] >= self.threshold
+
     def edges_hold(self) -> bool:
         """At every size, the first and last depths together are not below the bar."""
         if len(self.depths) < 3:
             return False
         first, last = self.depths[0], self.depths[-1]
-        return all(
-            self.of([cell_key(s, first), cell_key(s, last)]).standing != "below" for s in self.sizes
-        )
+        return all(self.of([cell_key(s, first), cell_key(s, last)]).standing != "below" for s in self.sizes)
+
+    def _lost(self, e: Estimate) -> bool:
+        """Below the bar by its point estimate and not demonstrably above it (a depth with few
+        trials left by early stopping can be lost without its interval clearing the bar)."""
+        return e.rate is not None and e.rate < self.threshold and e.standing != "above"
 
     def size_cut(self) -> int | None:
-        """First size index from which every size, and every depth over those sizes, is below the
-        bar, while nothing is below the bar before it; None when there is no such cut."""
+        """First size index from which every size is below the bar and every depth over those sizes
+        is lost, while nothing is below the bar before it; None when there is no such cut."""
         for i in range(len(self.sizes)):
             tail, head = self.sizes[i:], self.sizes[:i]
             if any(self.size(s).standing != "below" for s in tail):
                 continue
-            if any(self.depth(d, tail).standing != "below" for d in self.depths):
+            if not all(self._lost(self.depth(d, tail)) for d in self.depths):
                 continue
             if head and not self.size_holds(i - 1):
                 continue
@@ -179,8 +191,7 @@ def _with_kind(reading: GridReading, reader: _Reader, partial: bool) -> GridRead
     groups: list[Estimate] = [*reading.by_depth.values(), *reading.by_size.values()]
     if below or any(e.standing == "below" for e in groups):
         return replace(reading, kind="mixed-failure")
-    whole = reader.of([cell_key(s, d) for s in reading.sizes for d in reading.depths])
-    if whole.standing != "above" or any(e.rate is not None and e.rate < reader.threshold for e in groups):
+    if not reader.whole_grid_above() or any(e.rate is not None and e.rate < reader.threshold for e in groups):
         return replace(reading, kind="flaky")
     return reading
 
