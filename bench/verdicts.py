@@ -204,9 +204,9 @@ def _pct(x: float) -> str:
 
 def table(rows: list[tuple[Scenario, Tally]], settings: RecallSettings, trials: int) -> str:
     lines = [
-        "| scenario (base → head) | PRs | blocked | predicted power | diagnosis of the head | "
-        "right | head calls | base calls |",
-        "|---|--:|--:|--:|---|--:|--:|--:|",
+        "| scenario (base → head) | PRs | blocked | underpowered or inconclusive | predicted power | "
+        "diagnosis of the head | right | head calls | base calls |",
+        "|---|--:|--:|--:|--:|---|--:|--:|--:|",
     ]
     for sc, t in rows:
         predicted = _pct(predicted_power(sc, settings, trials)) if sc.must_block else "–"
@@ -221,7 +221,7 @@ def table(rows: list[tuple[Scenario, Tally]], settings: RecallSettings, trials: 
         else:
             diag, right_text = ", ".join(f"{k} {v}" for k, v in t.kinds.most_common(2)), "–"
         lines.append(
-            f"| {sc.name} | {t.prs:,} | **{_pct(t.blocked / t.prs)}** | {predicted} | {diag} | "
+            f"| {sc.name} | {t.prs:,} | **{_pct(t.blocked / t.prs)}** | {t.underpowered} | {predicted} | {diag} | "
             f"{right_text} | {t.head_calls // t.prs} | {t.base_calls // t.prs} |"
         )
     return "\n".join(lines)
