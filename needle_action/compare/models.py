@@ -12,7 +12,7 @@ Tier = Literal["green", "yellow", "red"]
 CellVerdict = Literal[
     "ok", "regressed", "improved", "inconclusive", "below-threshold", "new", "removed", "not-run"
 ]
-Verdict = Literal["pass", "fail-budget", "fail-recall", "fail", "inconclusive"]
+Verdict = Literal["pass", "fail-budget", "fail-recall", "fail", "inconclusive", "underpowered"]
 FailureKind = Literal["budget", "growth", "recall-regression", "recall-threshold", "error"]
 
 # the "yellow" tier: more than this share of the growth allowance used, or less headroom than this
@@ -64,6 +64,30 @@ class CellDelta(CompareModel):
     token_offset: int | None = None
 
 
+class GroupDelta(CompareModel):
+    """One group of cells (the middle, a depth, a size) tested for a drop, base -> head.
+
+    Rates are pooled over the group's cells; ``drop`` is the mean of the cells' drops (every cell
+    counts the same whatever its trials). ``p_value`` is the one-sided exact stratified test
+    (strata = cells); null when the group was not tested (drop below the floor, or no cell with
+    full counts on both sides). ``regressed`` when Holm's procedure rejects it at the family alpha.
+    """
+
+    kind: Literal["middle", "depth", "size"]
+    label: str
+    cells: int
+    base_hits: int = 0
+    base_trials: int = 0
+    base_rate: float | None = None
+    head_hits: int = 0
+    head_trials: int = 0
+    head_rate: float | None = None
+    drop: float | None = None
+    p_value: float | None = None
+    holm_bound: float | None = Field(default=None, description="alpha / (m - rank + 1) it was held to")
+    verdict: Literal["ok", "regressed", "below-floor", "untested"] = "ok"
+
+
 class AnswerSample(CompareModel):
     """A wrong answer shown in the details (raw text; the renderer sanitises it)."""
 
@@ -86,14 +110,25 @@ class RecallSide(CompareModel):
     cost_usd: float
     partial: bool
     partial_reason: str | None = None
+    trials: int = Field(default=0, description="trials of this side's own run, over every cell")
+    history_trials: int = Field(default=0, description="trials pooled from earlier runs (base only)")
+    history_runs: int = 0
+    lost_trials: int = 0
 
 
 class RecallComparison(CompareModel):
-    status: Literal["pass", "fail", "inconclusive", "skipped"]
+    status: Literal["pass", "fail", "inconclusive", "underpowered", "skipped"]
     skipped_reason: str | None = None
     threshold: float | None = None
-    alpha: float | None = None
-    min_drop: float | None = None
+    alpha: float | None = Field(default=None, description="family-wise alpha over the groups")
+    min_drop: float | None = Field(default=None, description="the drop a run is planned to catch")
+    floor: float | None = Field(default=None, description="smallest pooled drop ever flagged")
+    unchanged: bool = Field(default=False, description="same fingerprint on both sides: nothing to test")
+    groups: list[GroupDelta] = Field(default_factory=list)
+    detectable_drop: float | None = Field(
+        default=None, description="drop in the planning group this comparison catches with 95% power"
+    )
+    detectable_in: str | None = Field(default=None, description="the planning group, e.g. middle depths")
     sizes: list[int] = Field(default_factory=list)
     depths: list[float] = Field(default_factory=list)
     cells: list[CellDelta] = Field(default_factory=list)
@@ -156,6 +191,7 @@ class Comparison(CompareModel):
         default=False, description="a significant drop vs base, or a new cell below threshold"
     )
     recall_inconclusive: bool = False
+    recall_underpowered: bool = Field(default=False, description="a cap or outage stopped planned trials")
     provider_outage: bool = False
     errors: bool = False
     prompts: list[PromptComparison] = Field(default_factory=list)

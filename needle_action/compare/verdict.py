@@ -8,11 +8,11 @@ Verdict rules (tolerances come from the threshold file):
 
 * tokens: a case fails when tokens + output reserve exceed ``max_input_tokens`` (absolute budget)
   or when growth against the base case exceeds ``max_growth``;
-* recall, per cell (size x depth) present on both sides: a **regression** needs both a
-  one-sided Fisher exact p-value below ``recall.alpha`` (the drop is unlikely to be noise) and a
-  rate drop of at least ``recall.min_drop`` (the drop matters). A drop that the trial counts could
-  never prove significant, however extreme, is **inconclusive** instead of guessed either way;
-* a head cell with no base counterpart is judged against the absolute threshold only.
+* recall: groups of cells (the middle depths, each depth, each size) are tested for a drop with an
+  exact stratified test under Holm's correction at the family alpha, only when the pooled drop
+  reaches the floor ``min_drop / 2`` (:mod:`needle_action.compare.recall`);
+* a prompt with no comparable base is judged against the absolute threshold on pooled estimates;
+* a run cut short (cap, outage) that shows no regression is **underpowered**, never a pass.
 
 Policy (fail on budget / on recall regression / on provider outage) is applied by the action; this
 module only reports the flags separately.
@@ -27,6 +27,7 @@ from needle_action.compare.models import (
     Failure,
     PromptComparison,
     PromptStatus,
+    RecallComparison,
     SideTotals,
     Verdict,
 )
@@ -124,33 +125,37 @@ def _failures_of(pc: PromptComparison) -> list[Failure]:
             )
     rc = pc.recall
     if rc is not None:
-        for c in rc.cells:
-            if c.verdict == "regressed":
-                out.append(
-                    Failure(
-                        kind="recall-regression",
-                        title=f"needle: {pc.name} recall regressed",
-                        message=(
-                            f"{pc.name}: recall at {c.size} tokens, depth {c.depth:g} fell from "
-                            f"{c.base_hits}/{c.base_trials} to {c.head_hits}/{c.head_trials} "
-                            f"(one-sided Fisher p={c.p_value:.3g} < alpha {rc.alpha:g})"
-                        ),
-                        **loc,
-                    )
-                )
-            elif c.verdict == "below-threshold":
-                out.append(
-                    Failure(
-                        kind="recall-threshold",
-                        title=f"needle: {pc.name} recall below threshold",
-                        message=(
-                            f"{pc.name}: recall at {c.size} tokens, depth {c.depth:g} is "
-                            f"{c.head_hits}/{c.head_trials}, below the threshold {rc.threshold:g} "
-                            "(no base result to compare with)"
-                        ),
-                        **loc,
-                    )
-                )
+        out.extend(_recall_failures(pc, rc, loc))
+    return out
+
+
+def _recall_failures(pc: PromptComparison, rc: RecallComparison, loc: dict[str, Any]) -> list[Failure]:
+    out: list[Failure] = []
+    for g in rc.groups:
+        if g.verdict != "regressed":
+            continue
+        out.append(
+            Failure(
+                kind="recall-regression",
+                title=f"needle: {pc.name} recall regressed",
+                message=(
+                    f"{pc.name}: recall at {g.label} fell from {g.base_hits}/{g.base_trials} to "
+                    f"{g.head_hits}/{g.head_trials} (mean drop {g.drop * 100 if g.drop else 0:.0f} pt; "
+                    f"exact stratified test p={g.p_value:.3g} <= {g.holm_bound:.3g}, Holm at family "
+                    f"alpha {rc.alpha:g})"
+                ),
+                **loc,
+            )
+        )
+    if rc.status == "fail" and not rc.groups and rc.head is not None:
+        out.append(
+            Failure(
+                kind="recall-threshold",
+                title=f"needle: {pc.name} recall below threshold",
+                message=f"{pc.name}: {rc.head.summary} (no comparable base result)",
+                **loc,
+            )
+        )
     return out
 
 
@@ -210,6 +215,7 @@ def compare(base: Results | None, head: Results, *, provider_outage: bool | None
         budget_failed=any(f.kind in ("budget", "growth") for f in failures),
         recall_regressed=any(f.kind in ("recall-regression", "recall-threshold") for f in failures),
         recall_inconclusive=any(p.recall is not None and p.recall.status == "inconclusive" for p in prompts),
+        recall_underpowered=any(p.recall is not None and p.recall.status == "underpowered" for p in prompts),
         provider_outage=outage,
         errors=any(f.kind == "error" for f in failures),
         prompts=prompts,
@@ -238,8 +244,13 @@ def _headline(c: Comparison) -> tuple[Verdict, str]:
         return "fail-budget", "❌ Token budget exceeded"
     if c.recall_regressed:
         return "fail-recall", "❌ Positional recall regressed"
+    if c.recall_underpowered:
+        return "underpowered", "⚠️ Underpowered: a cap or an outage stopped the planned recall trials"
     if c.recall_inconclusive:
-        return "inconclusive", "❔ Inconclusive: too few recall trials to tell a regression from noise"
+        return (
+            "inconclusive",
+            "❔ Inconclusive: recall was measured with early stopping and cannot be compared",
+        )
     if c.provider_outage:
         return "inconclusive", "⚠️ Budgets pass; recall could not run (provider unavailable)"
     return "pass", "✅ Prompts within budget, no recall regression"

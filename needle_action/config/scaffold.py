@@ -230,7 +230,7 @@ def render_starter(found: list[FoundTemplate], partials: list[str]) -> str:
         f"enabled = {str(r.enabled).lower()}",
         f'sizes = {json.dumps(r.sizes)}            # context sizes in real tokens, or "auto"',
         f"depths = {json.dumps(r.depths)}   # needle positions: 0 = start, 1 = end",
-        f"trials = {r.trials}                     # trials per size x depth cell",
+        f'trials = {json.dumps(r.trials)}                # trials per cell; "auto": enough to catch a drop of min_drop',
         f"threshold = {r.threshold}                # minimum recall per cell",
         f"needle = {_s(r.needle)}              # codeword | sentence | distractors | multihop | custom",
         f"seed = {r.seed}",

@@ -24,16 +24,19 @@ from needle_action.providers.base import Provider
 from needle_action.providers.registry import make_provider
 from needle_action.recall import stats
 from needle_action.recall.cache import ResultCache, default_cache_path
-from needle_action.recall.diagnose import diagnose
+from needle_action.recall.diagnose import diagnose, read_grid
 from needle_action.recall.haystack import HaystackBuilder
+from needle_action.recall.history import base_counts, pool_history
 from needle_action.recall.plan import (
     RecallOverrides,
     auto_sizes,
     context_window,
     effective_prompt,
+    pool_key,
     settings_hash,
     skip_reason,
 )
+from needle_action.recall.power import plan_run
 from needle_action.recall.scheduler import (
     PROVIDER_STOP_PREFIX,
     CellRun,
@@ -43,7 +46,7 @@ from needle_action.recall.scheduler import (
     RunOutcome,
     price,
 )
-from needle_action.results import PromptResult, RecallResult, Results, RunTotals, SkipKind
+from needle_action.results import PromptResult, RecallPower, RecallResult, Results, RunTotals, SkipKind
 from needle_action.tokens import get_counter
 
 CacheArg = ResultCache | str | Path | Literal[False] | None
@@ -61,28 +64,29 @@ def open_cache(cache: CacheArg) -> ResultCache | None:
     return cache
 
 
-def summarize(plan: PromptPlan, provider_name: str, outcome: RunOutcome) -> RecallResult:
-    """The RecallResult of a plan whose cells have run."""
+def summarize(
+    plan: PromptPlan, provider_name: str, outcome: RunOutcome, power: RecallPower | None = None
+) -> RecallResult:
+    """The RecallResult of a plan whose cells have run: diagnosis, effective context and status
+    from the pooled reading of the grid (recall/diagnose.py)."""
     rs = plan.prompt.recall
     thr = rs.threshold
     stop_reason = outcome.stop_reason
     cells = [c.to_result(thr) for c in plan.cells]
     partial = stop_reason is not None and any(not c.complete(thr, rs.early_stop) for c in plan.cells)
-    by_size: dict[int, list[str]] = {}
     rates: dict[int, list[float | None]] = {}
     for c in cells:
-        by_size.setdefault(c.size, []).append(c.status)
         rates.setdefault(c.size, []).append(c.rate)
     # worst depth per size; unknown when some depth has no trial at all
     worst = {s: (None if None in r else min(r)) for s, r in rates.items()}  # type: ignore[type-var]
-    eff = stats.effective_context(plan.sizes, by_size)
+    reading = read_grid(cells, threshold=thr, alpha=rs.alpha, partial=partial)
+    settled = sum(c.status != "undecided" for c in cells)
     diagnosis = diagnose(
-        cells,
+        reading,
         threshold=thr,
-        planned_trials=rs.trials,
-        effective_context=eff,
-        partial=partial,
+        planned_trials=power.trials if power else max((c.planned for c in plan.cells), default=0),
         partial_reason=stop_reason,
+        decided=(settled, len(cells)),
     )
     return RecallResult(
         provider=provider_name,
@@ -96,17 +100,22 @@ def summarize(plan: PromptPlan, provider_name: str, outcome: RunOutcome) -> Reca
         min_drop=rs.min_drop,
         settings_hash=plan.settings_hash,
         cells=cells,
-        effective_context=eff,
+        effective_context=reading.effective_context,
+        effective_context_low=reading.effective_low,
+        effective_context_high=reading.effective_high,
         effective_context_relative=stats.effective_context_relative(plan.sizes, worst, thr),
         diagnosis=diagnosis,
         calls=outcome.calls,
         cached_calls=0,
         saved_calls=sum(c.saved for c in plan.cells),
+        lost_trials=outcome.lost_trials,
+        full_trials=not rs.early_stop,
         cost_usd=round(outcome.cost_usd, 6),
         cost_known=price(plan.prompt, 1000, 100) is not None,
         partial=partial,
         partial_reason=stop_reason if partial else None,
-        status="fail" if any(c.status == "fail" for c in cells) else "pass",
+        status="fail" if reading.fails else ("partial" if partial else "pass"),
+        power=power,
     )
 
 
@@ -167,6 +176,28 @@ class _Run:
             return reused(hit, "cache")
         return None
 
+    def known_base(self, prompt: PromptConfig) -> dict | None:
+        """The baseline's sample of PROMPT (history included) when it measured the same model and
+        needles: its rates plan this run's trials (recall/power.py)."""
+        base_pr = self.baseline.prompt(prompt.name) if self.baseline is not None else None
+        base = base_pr.recall if base_pr is not None else None
+        if base is None or (base.model, base.needle_style, base.scoring) != (
+            prompt.model,
+            prompt.recall.needle,
+            prompt.recall.scoring,
+        ):
+            return None
+        return base_counts(base)
+
+    def with_history(self, result: RecallResult, key: str) -> RecallResult:
+        """RESULT with its pool key and the trials of earlier runs that share it (from the cache)."""
+        result.pool_key = result.pool_key or key
+        if self.cache is not None:
+            history = pool_history(result, self.cache.pooled_with(key))
+            if history is not None:
+                result.history = history
+        return result
+
     def outage(self, pr: PromptResult, message: str) -> None:
         pr.skip_recall(SkipKind.PROVIDER_UNAVAILABLE, f"{PROVIDER_STOP_PREFIX}{message}")
         self.totals.provider_unavailable = True
@@ -203,9 +234,10 @@ async def _recall_prompt(run: _Run, prompt: PromptConfig, pr: PromptResult) -> N
 
     # reuse before any counting: an unchanged prompt costs no model call and no tokenizer call
     digest = settings_hash(config, prompt, content_hash=base.content_hash(), fixture=fixture, sizes=sizes)
+    key = pool_key(config, prompt, content_hash=base.content_hash(), fixture=fixture)
     stored = run.stored(prompt, digest)
     if stored is not None:
-        pr.recall = stored
+        pr.recall = run.with_history(stored, key)
         pr.clear_skip()
         run.totals.cached_calls += stored.cached_calls
         return
@@ -226,15 +258,30 @@ async def _recall_prompt(run: _Run, prompt: PromptConfig, pr: PromptResult) -> N
         except ProviderUnavailable as exc:
             return run.outage(pr, exc.message)
 
-    cells = [CellRun(size, depth, prompt.recall.trials) for size in sizes for depth in prompt.recall.depths]
+    rs = prompt.recall
+    power = plan_run(
+        sizes=sizes,
+        depths=rs.depths,
+        trials=rs.trials,
+        threshold=rs.threshold,
+        alpha=rs.alpha,
+        min_drop=rs.min_drop,
+        base=run.known_base(prompt),
+    )
+    cells = [CellRun(size, depth, power.trials) for size in sizes for depth in rs.depths]
     plan = PromptPlan(prompt.name, prompt, fixture, sizes, builder, digest, cells)
-    await _run_plan(run, plan, provider, pr)
+    result = await _run_plan(run, plan, provider, pr, power)
+    if result is not None:
+        run.record(pr, run.with_history(result, key))
 
 
-async def _run_plan(run: _Run, plan: PromptPlan, provider: Provider, pr: PromptResult) -> None:
+async def _run_plan(
+    run: _Run, plan: PromptPlan, provider: Provider, pr: PromptResult, power: RecallPower
+) -> RecallResult | None:
+    """Run PLAN's cells; the summarised result, or None when the provider answered nothing."""
     bar = None
     if run.progress is not None:
-        bar = run.progress(len(plan.cells) * plan.prompt.recall.trials, f"recall {plan.name}")
+        bar = run.progress(sum(c.planned for c in plan.cells), f"recall {plan.name}")
     try:
         outcome = await CellScheduler(plan, provider, bar).run()
     finally:
@@ -243,8 +290,9 @@ async def _run_plan(run: _Run, plan: PromptPlan, provider: Provider, pr: PromptR
     if outcome.provider_failed:
         run.totals.provider_unavailable = True
         if outcome.calls == 0:
-            return run.outage(pr, (outcome.stop_reason or "").removeprefix(PROVIDER_STOP_PREFIX))
-    run.record(pr, summarize(plan, getattr(provider, "name", plan.prompt.provider), outcome))
+            run.outage(pr, (outcome.stop_reason or "").removeprefix(PROVIDER_STOP_PREFIX))
+            return None
+    return summarize(plan, getattr(provider, "name", plan.prompt.provider), outcome, power)
 
 
 def _prompt_result(config: Config, results: Results, prompt: PromptConfig) -> PromptResult:
