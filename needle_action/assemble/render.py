@@ -42,6 +42,10 @@ def render_case(
     template_file = display_path(template_path)
     name = relative(root, template_path)
     variables, fixture_rel = _case_variables(root, fixture_path_or_None, variables)
+    if template_path.suffix.lower() == ".prompt":  # Google Dotprompt: Handlebars, not Jinja
+        from needle_action.assemble.dotprompt import render_dotprompt
+
+        return render_dotprompt(root, template_path, variables, source=name, fixture=fixture_rel)
 
     source_text = ""
     front: dict = {}

@@ -21,7 +21,7 @@ from needle_action.config.model import Config, PromptConfig, PromptSettings, Rec
 from needle_action.errors import ConfigError, NeedleError
 from needle_action.paths import display_path, is_inside
 
-TEMPLATE_SUFFIXES = (".j2", ".jinja", ".jinja2", ".prompty")
+TEMPLATE_SUFFIXES = (".j2", ".jinja", ".jinja2", ".prompty", ".prompt")
 SKIP_DIRS = {
     ".git",
     ".venv",
@@ -54,6 +54,7 @@ CONTEXT_NAMES = (
     "turns",
     "transcript",
     "knowledge",
+    "notes",
 )
 QUESTION_NAMES = (
     "question",
@@ -80,7 +81,7 @@ class FoundTemplate:
     context_var: str | None = None
     question_var: str | None = None
     problem: str | None = None
-    has_sample: bool = False  # a .prompty with sample inputs renders without a fixture
+    has_sample: bool = False  # a .prompty sample / a .prompt input.default renders without a fixture
     rough_chars: int | None = None
 
 
@@ -151,25 +152,37 @@ def _inspect(found: FoundTemplate, config_dir: Path) -> None:
     env = environment_for(config_dir)
     try:
         text = found.path.read_text(encoding="utf-8")
+        if found.path.suffix.lower() == ".prompt":  # Dotprompt: Handlebars, variables from its schema
+            from needle_action.assemble.dotprompt import template_variables
+
+            names, found.has_sample = template_variables(text, found.rel)
+            _guess(found, names)
+            return
         if found.path.suffix.lower() == ".prompty":
             prompty = split_prompty(text, found.rel)
             text = prompty.body
             found.has_sample = bool(prompty.front.get("sample") or prompty.front.get("inputs"))
-        variables = undeclared_variables(env, text)
-        found.variables = sorted(variables)
-        found.context_var = guess_var(variables, CONTEXT_NAMES)
-        found.question_var = guess_var(variables, QUESTION_NAMES, exclude=found.context_var)
+        _guess(found, undeclared_variables(env, text))
     except NeedleError as exc:
         found.problem = exc.message
     except Exception as exc:  # noqa: BLE001 - a broken template must not stop init
         found.problem = f"{type(exc).__name__}: {getattr(exc, 'message', exc)}"
 
 
+def _guess(found: FoundTemplate, variables: set[str]) -> None:
+    found.variables = sorted(variables)
+    found.context_var = guess_var(variables, CONTEXT_NAMES)
+    found.question_var = guess_var(variables, QUESTION_NAMES, exclude=found.context_var)
+
+
 def _partials(templates: list[Path], config_dir: Path) -> set[Path]:
-    """Templates that other templates include/import/extend: building blocks, not prompts."""
+    """Templates that other templates include/import/extend: building blocks, not prompts.
+    Dotprompt partials are ``_name.prompt`` files, by that format's own convention."""
     env = environment_for(config_dir)
-    out: set[Path] = set()
+    out: set[Path] = {t.resolve() for t in templates if t.suffix == ".prompt" and t.name.startswith("_")}
     for t in templates:
+        if t.suffix == ".prompt":
+            continue
         try:
             refs = referenced_templates(env, t.read_text(encoding="utf-8"))
         except Exception:  # noqa: BLE001

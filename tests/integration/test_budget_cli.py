@@ -71,7 +71,7 @@ def test_bundled_examples_pass_as_shipped(tmp_path):
     assert proc.returncode == 0, proc.stdout + proc.stderr
     results = load_results(out)
     cases = [c for p in results.prompts for c in p.cases]
-    assert len(cases) == 6 and all(c.status == "pass" for c in cases)
+    assert len(cases) == 8 and all(c.status == "pass" for c in cases)
     assert all(c.count.counter == "local:gemma3-270m" and c.count.exact for c in cases)
     assert "budget PASS" in proc.stdout
 
@@ -87,14 +87,21 @@ def test_examples_pass_and_json_is_a_valid_results_file(examples, tmp_path):
         "typical.yaml",
         "worst.json",
         "long.yaml",
+        "trip_planner",
+        "porto-guest.json",
     ):
         assert name in result.output
-    assert "budget PASS: 6 cases in 3 prompts, 6 passed, 0 failed" in result.output
+    assert "budget PASS: 8 cases in 4 prompts, 8 passed, 0 failed" in result.output
 
     raw = json.loads(out.read_text())
     assert raw["schema_version"] == SCHEMA_VERSION
     results = load_results(out)  # the reader the later stages use
-    assert [p.name for p in results.prompts] == ["rag_answer", "support_agent", "summarize_ticket"]
+    assert [p.name for p in results.prompts] == [
+        "rag_answer",
+        "support_agent",
+        "summarize_ticket",
+        "trip_planner",
+    ]
     for p in results.prompts:
         assert len(p.cases) == 2
         for c in p.cases:

@@ -48,7 +48,7 @@ def examples():
 # --------------------------------------------------------------------------- sizes
 
 
-@pytest.mark.parametrize("name", ["rag_answer", "support_agent", "summarize_ticket"])
+@pytest.mark.parametrize("name", ["rag_answer", "support_agent", "summarize_ticket", "trip_planner"])
 @pytest.mark.parametrize("size", [800, 3000, 12000])
 def test_example_prompts_measure_the_target_size(examples, name, size):
     builder = _builder(examples, name)
@@ -67,12 +67,14 @@ def test_slot_shapes_follow_the_fixture(examples):
     assert (agent._shape.kind, agent._shape.body_key, agent._shape.role_key) == ("list_dict", "text", "role")
     ticket = _builder(examples, "summarize_ticket")
     assert ticket._shape.kind == "string"
+    trip = _builder(examples, "trip_planner")  # a Dotprompt: the {{#each notes}} items
+    assert (trip._shape.kind, trip._shape.body_key, trip._shape.title_keys) == ("list_dict", "body", ("title",))
 
 
 # --------------------------------------------------------------------------- depth and offsets
 
 
-@pytest.mark.parametrize("name", ["rag_answer", "support_agent", "summarize_ticket"])
+@pytest.mark.parametrize("name", ["rag_answer", "support_agent", "summarize_ticket", "trip_planner"])
 def test_needle_position_follows_depth(examples, name):
     builder = _builder(examples, name)
     base = builder.base_tokens()

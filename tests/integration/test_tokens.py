@@ -56,8 +56,8 @@ def expected_openai_count(enc_name: str, prompt: RenderedPrompt) -> int:
     return n + TOKENS_REPLY_PRIMING
 
 
-def test_examples_render_to_six_real_chat_cases(example_cases):
-    assert len(example_cases) == 6
+def test_examples_render_to_eight_real_chat_cases(example_cases):
+    assert len(example_cases) == 8
     assert all(c.system for c in example_cases)
     # the support agent's history becomes real alternating chat turns ending with the customer
     long_support = next(c for c in example_cases if c.fixture and c.fixture.endswith("long.yaml"))
@@ -359,10 +359,10 @@ def test_needle_budget_with_the_anthropic_tokenizer(fake, tmp_path, monkeypatch)
     assert fake.api_key not in result.output
     data = json.loads(out.read_text())
     cases = [c for p in data["prompts"] for c in p["cases"]]
-    assert len(cases) == 6 and all(
+    assert len(cases) == 8 and all(
         c["count"]["counter"] == "anthropic" and c["count"]["exact"] for c in cases
     )
-    assert fake.calls["count_tokens"] == 6
+    assert fake.calls["count_tokens"] == 8
     assert {r["json"]["model"] for r in fake.requests} == {"claude-haiku-5-5"}
 
 

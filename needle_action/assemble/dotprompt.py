@@ -1,0 +1,459 @@
+"""Google Dotprompt ``.prompt`` files: YAML front matter, a Handlebars body, roles as messages.
+
+The front matter is read by the official ``dotpromptz`` package (its restricted YAML loader: no
+anchors, aliases or tags, errors with their line); the body is rendered by its Handlebars engine,
+bounded and with unforgeable role markers (:mod:`~needle_action.assemble.handlebars`). The messages
+follow Dotprompt's rules (``to_messages`` in dotpromptz):
+
+* ``{{role "system"}}``, ``{{role "user"}}``, ``{{role "model"}}`` start a message (``model`` is
+  the assistant); a role marker before any text just sets the role of the first message;
+* text before the first marker is a user message; messages with only whitespace are dropped;
+* ``{{history}}`` inserts the fixture's ``messages`` (Dotprompt's render-time history) there and
+  continues as a model message; without the marker the history goes before the last user message.
+
+Variables are ``input.default`` from the front matter, overlaid by the fixture (the fixture wins),
+as Dotprompt overlays runtime input on the defaults. Partials (``{{> name}}``) are the files
+``_name.prompt`` (``{{> dir/name}}``: ``dir/_name.prompt``), looked up next to the template
+first, then from the config root, and confined to the root like Jinja includes.
+"""
+
+from __future__ import annotations
+
+import re
+import threading
+from collections import OrderedDict
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from dotpromptz import FrontmatterError, parse_document
+from dotpromptz_handlebars import Node, StrictModeError
+
+from needle_action.assemble import handlebars as hbs
+from needle_action.assemble.handlebars import MARK, RenderLimit, Tag
+from needle_action.assemble.prompt import Message, RenderedPrompt
+from needle_action.errors import ConfigError, TemplateError
+from needle_action.paths import PathEscape, check_inside, check_relative, display_path, read_text
+
+MAX_TEMPLATE_BYTES = 2_000_000
+MAX_PARTIALS = 200
+ROLES = {"system": "system", "user": "user", "model": "assistant"}
+_MARKER_RE = re.compile(f"{MARK}(role:[^{MARK}]*|history){MARK}")
+_SIZE_HINT = "a prompt is text a model can read; build smaller values or fewer of them"
+
+
+# --------------------------------------------------------------------------- the file
+
+
+@dataclass(frozen=True)
+class DotpromptFile:
+    """A ``.prompt`` file: its front matter (raw), ``input.default``, and the body with its first line."""
+
+    front: dict
+    defaults: dict
+    schema: Any
+    body: str
+    body_line: int
+
+
+def parse(text: str, file: str) -> DotpromptFile:
+    """Front matter and body of a ``.prompt`` text, as dotpromptz parses them; errors at their line."""
+    try:
+        parsed = parse_document(text)
+    except FrontmatterError as exc:
+        raise TemplateError(
+            f"Dotprompt front matter: {exc.reason}",
+            file=file,
+            line=exc.line,
+            column=exc.column,
+            hint="the front matter is YAML between two --- lines; anchors, aliases and tags are not allowed",
+        ) from None
+    except Exception as exc:  # noqa: BLE001 - a hostile file must not surface as a traceback
+        raise TemplateError(f"Dotprompt front matter cannot be read: {type(exc).__name__}", file=file) from None
+    body = parsed.template
+    stripped = text.rstrip()
+    offset = len(stripped) - len(body) if body and stripped.endswith(body) else 0
+    defaults = parsed.input.default if parsed.input is not None and parsed.input.default else {}
+    return DotpromptFile(
+        front=dict(parsed.raw or {}),
+        defaults=dict(defaults),
+        schema=parsed.input.schema if parsed.input is not None else None,
+        body=body,
+        body_line=text.count("\n", 0, offset) + 1,
+    )
+
+
+def _read(path: Path, file: str) -> str:
+    try:
+        if path.stat().st_size > MAX_TEMPLATE_BYTES:
+            raise TemplateError(
+                f"template is larger than {MAX_TEMPLATE_BYTES:,} bytes",
+                file=file,
+                hint="prompts, templates and fixtures are text of a size a model can read; split it up",
+            )
+        return read_text(path, what="template", error_cls=TemplateError, file=file)
+    except FileNotFoundError:
+        raise TemplateError("template file not found", file=file) from None
+    except OSError as exc:
+        raise TemplateError(f"cannot read the template: {exc.strerror or exc}", file=file) from None
+
+
+# --------------------------------------------------------------------------- compiling, with partials
+
+
+@dataclass
+class Compiled:
+    """A template and its partials, compiled; the tags of each file, for error lines."""
+
+    doc: DotpromptFile
+    program: list[Node]
+    partials: dict[str, list[Node]] = field(default_factory=dict)
+    tags: dict[str, list[Tag]] = field(default_factory=dict)  # display path -> tags, template first
+    stamps: tuple = ()
+
+
+def _compile(text: str, tags: list[Tag], file: str, *, partial: bool) -> list[Node]:
+    try:
+        return hbs.compile_program(text, partial=partial)
+    except (ValueError, RecursionError) as exc:
+        tag = hbs.syntax_error_tag(tags)
+        raise TemplateError(
+            f"Handlebars syntax error: {exc}",
+            file=file,
+            line=tag.line if tag else None,
+            hint="check the {{...}} tags on this line; every {{#block}} needs its {{/block}}",
+        ) from None
+
+
+def _partial_file(root: Path, folder: Path, name: str, tag: Tag, file: str) -> Path | None:
+    """The file of partial NAME (``_name.prompt``) next to FOLDER, else at ROOT; None when missing."""
+    try:
+        check_relative(name)
+    except PathEscape:
+        raise TemplateError(
+            f"partial {name!r} leaves the config root; only files inside it may be used",
+            file=file,
+            line=tag.line,
+            hint="name partials by their path relative to the template's folder or the config root",
+        ) from None
+    folder_part, _, base = name.rpartition("/")
+    rel = f"{folder_part}/_{base}.prompt" if folder_part else f"_{base}.prompt"
+    for candidate in dict.fromkeys((folder / rel, root / rel)):
+        if candidate.is_file():
+            try:
+                check_inside(root, candidate)
+            except PathEscape:
+                raise TemplateError(
+                    f"partial {name!r} resolves through a symlink outside the config root",
+                    file=file,
+                    line=tag.line,
+                ) from None
+            return candidate
+    return None
+
+
+class _Partials:
+    """Loads the partials a template names, depth first, refusing loops (as dotpromptz does)."""
+
+    def __init__(self, root: Path, folder: Path, out: Compiled) -> None:
+        self.root, self.folder, self.out = root, folder, out
+        self.paths: list[Path] = []
+
+    def visit(self, tags: list[Tag], file: str, chain: tuple[str, ...]) -> None:
+        for tag in tags:
+            if tag.kind not in ("partial", "open") or not (tag.body or "").lstrip("#").startswith(">"):
+                continue
+            name = tag.name
+            if not name or name.startswith(("(", "@")):
+                continue  # a dynamic name or @partial-block: it can only reach partials loaded already
+            if name in chain:
+                loop = " -> ".join((*chain, name))
+                raise TemplateError(
+                    f"partials include each other in a loop: {loop}",
+                    file=file,
+                    line=tag.line,
+                    hint="Dotprompt refuses partial cycles too; break the loop",
+                )
+            if name not in self.out.partials:
+                self._load(name, tag, file, chain)
+
+    def _load(self, name: str, tag: Tag, file: str, chain: tuple[str, ...]) -> None:
+        path = _partial_file(self.root, self.folder, name, tag, file)
+        if path is None:
+            return  # the engine reports it at render time, unless a {{#> name}} block has a fallback
+        if len(self.out.partials) >= MAX_PARTIALS:
+            raise TemplateError(f"more than {MAX_PARTIALS} partials", file=file, line=tag.line)
+        pfile = display_path(path)
+        text = _read(path, pfile)
+        ptags = hbs.scan_tags(text)
+        self.paths.append(path)
+        self.out.tags[pfile] = ptags
+        self.out.partials[name] = _compile(text, ptags, pfile, partial=True)
+        self.visit(ptags, pfile, (*chain, name))
+
+
+def _stamp(path: Path) -> tuple[str, int, int] | tuple[str, None, None]:
+    try:
+        st = path.stat()
+    except OSError:
+        return (str(path), None, None)
+    return (str(path), st.st_mtime_ns, st.st_size)
+
+
+def _compile_file(root: Path, path: Path, file: str) -> Compiled:
+    doc = parse(_read(path, file), file)
+    tags = hbs.scan_tags(doc.body, doc.body_line)
+    out = Compiled(doc=doc, program=_compile(doc.body, tags, file, partial=False), tags={file: tags})
+    partials = _Partials(root.absolute(), path.absolute().parent, out)
+    partials.visit(tags, file, ())
+    out.stamps = tuple(_stamp(p) for p in (path, *partials.paths))
+    return out
+
+
+_cache: OrderedDict[tuple[str, str], Compiled] = OrderedDict()
+_cache_lock = threading.Lock()
+_CACHE_SIZE = 64
+
+
+def load(root: Path, path: Path, file: str) -> Compiled:
+    """PATH compiled with its partials; cached until one of the files changes (recall renders the
+    same template hundreds of times)."""
+    key = (str(root.absolute()), str(path.absolute()))
+    with _cache_lock:
+        hit = _cache.get(key)
+    if hit is not None and all(_stamp(Path(s[0])) == s for s in hit.stamps):
+        return hit
+    compiled = _compile_file(root, path, file)
+    with _cache_lock:
+        _cache[key] = compiled
+        _cache.move_to_end(key)
+        while len(_cache) > _CACHE_SIZE:
+            _cache.popitem(last=False)
+    return compiled
+
+
+# --------------------------------------------------------------------------- rendering
+
+
+def _blame(exc: BaseException, compiled: Compiled, default_file: str) -> tuple[str, int | None]:
+    """(file, line) of the tag that most likely raised EXC: the template first, then its partials."""
+    for file, tags in compiled.tags.items():
+        tag = hbs.runtime_error_tag(exc, tags)
+        if tag is not None:
+            return file, tag.line
+    return default_file, None
+
+
+def _runtime_error(exc: BaseException, compiled: Compiled, file: str) -> TemplateError:
+    where, line = _blame(exc, compiled, file)
+    if isinstance(exc, RenderLimit):
+        return TemplateError(str(exc), file=file, hint=_SIZE_HINT)
+    if isinstance(exc, StrictModeError):
+        return TemplateError(
+            f"undefined variable: {exc.path}",
+            file=where,
+            line=line,
+            hint="add it to the fixture or to input.default, or guard it with {{#if name}}",
+        )
+    if isinstance(exc, RecursionError):
+        return TemplateError("blocks or partials nest too deeply", file=where, line=line, hint=_SIZE_HINT)
+    text = str(exc)
+    if "partial" in text:
+        hint = "a partial NAME is the file _NAME.prompt, next to the template or at the config root"
+    else:
+        hint = (
+            "Dotprompt's helpers are role, history, section, media, json, ifEquals, unlessEquals "
+            "and lookup, besides Handlebars' if, unless, each and with"
+        )
+    return TemplateError(f"rendering failed: {text}", file=where, line=line, hint=hint)
+
+
+def render_raw(root: Path, path: Path, variables: dict, *, file: str) -> str:
+    """The raw render of the ``.prompt`` at PATH (markers included): defaults overlaid by VARIABLES."""
+    compiled = load(root, path, file)
+    context = hbs.prepare({**compiled.doc.defaults, **variables})
+    try:
+        return hbs.render(compiled.program, context, compiled.partials)
+    except (RenderLimit, StrictModeError, ValueError, TypeError, RecursionError, MemoryError) as exc:
+        raise _runtime_error(exc, compiled, file) from None
+
+
+# --------------------------------------------------------------------------- messages
+
+
+@dataclass
+class _Source:
+    role: str
+    text: str = ""
+    history: bool = False
+
+
+def _role_line(compiled: Compiled, role: str, file: str) -> int | None:
+    """Line of the first ``{{role ...}}`` tag naming ROLE (else of any role tag)."""
+    tags = [t for t in compiled.tags.get(file, []) if t.kind == "value" and t.name == "role"]
+    named = [t for t in tags if re.search(rf"[\"']{re.escape(role)}[\"']", t.body or "")]
+    first = (named or tags or [None])[0]
+    return first.line if first is not None else None
+
+
+def _history_messages(value: Any, file: str) -> list[_Source]:
+    """The fixture's ``messages`` (Dotprompt's render-time history) as message sources."""
+    if value is None:
+        return []
+    hint = "write messages: [{role: user, content: ...}, {role: model, content: ...}]"
+    if not isinstance(value, list):
+        raise ConfigError("`messages` (the history {{history}} inserts) must be a list", file=file, hint=hint)
+    out = []
+    for i, m in enumerate(value):
+        role = m.get("role") if isinstance(m, dict) else None
+        content = m.get("content") if isinstance(m, dict) else None
+        if isinstance(content, list):  # Dotprompt's parts: [{text: ...}]
+            content = "".join(str(p.get("text", "")) for p in content if isinstance(p, dict))
+        if role not in ("user", "model", "assistant") or not isinstance(content, str):
+            raise ConfigError(f"messages[{i}] needs a role (user or model) and a text content", file=file, hint=hint)
+        out.append(_Source("model" if role == "assistant" else role, content, history=True))
+    return out
+
+
+def _sources(raw: str, history: list[_Source], compiled: Compiled, file: str) -> list[_Source]:
+    """RAW split at the markers into messages, by Dotprompt's rules (see the module docstring)."""
+    sources = [_Source("user")]
+    marked_history = False
+    pos = 0
+    for m in [*_MARKER_RE.finditer(raw), None]:
+        sources[-1].text += raw[pos : m.start() if m else len(raw)]
+        if m is None:
+            break
+        pos = m.end()
+        kind = m.group(1)
+        if kind == "history":
+            marked_history = True
+            sources += [*history, _Source("model")]
+            continue
+        role = kind.removeprefix("role:")
+        if role not in ROLES:
+            raise TemplateError(
+                f"unknown role {role!r}" + (": tool messages are not supported" if role == "tool" else ""),
+                file=file,
+                line=_role_line(compiled, role, file),
+                hint='Dotprompt\'s roles are "system", "user" and "model"',
+            )
+        if sources[-1].text.strip():
+            sources.append(_Source(role))
+        else:
+            sources[-1].role = role
+    kept = [s for s in sources if s.text.strip() or s.history]
+    if history and not marked_history:
+        at = len(kept) - 1 if kept and kept[-1].role == "user" else len(kept)
+        kept[at:at] = history
+    return kept
+
+
+def _trim_blank_lines(text: str) -> str:
+    lines = text.split("\n")
+    while lines and not lines[0].strip():
+        lines.pop(0)
+    while lines and not lines[-1].strip():
+        lines.pop()
+    return "\n".join(lines)
+
+
+def _to_prompt(sources: list[_Source], compiled: Compiled, file: str) -> tuple[str | None, tuple[Message, ...]]:
+    system: str | None = None
+    messages: list[Message] = []
+    for i, s in enumerate(sources):
+        text = s.text if s.history else _trim_blank_lines(s.text)
+        if s.role != "system":
+            messages.append(Message(role=ROLES[s.role], content=text))  # type: ignore[arg-type]
+            continue
+        if system is not None or i != 0:
+            raise TemplateError(
+                "a system message must come first, and only once",
+                file=file,
+                line=_role_line(compiled, "system", file),
+                hint='put one {{role "system"}} section at the top of the template',
+            )
+        system = text
+    if system is None and not messages:
+        raise TemplateError(
+            "the template renders an empty prompt",
+            file=file,
+            hint="check the fixture's variables, input.default and the template's {{#if}} branches",
+        )
+    return system, tuple(messages)
+
+
+def render_dotprompt(
+    root: Path, path: Path, variables: dict, *, source: str, fixture: str | None
+) -> RenderedPrompt:
+    """The request the ``.prompt`` at PATH makes with VARIABLES (SOURCE: its name relative to ROOT)."""
+    file = display_path(path)
+    raw = render_raw(root, path, variables, file=file)
+    compiled = load(root, path, file)
+    history = _history_messages(variables.get("messages"), fixture or file)
+    system, messages = _to_prompt(_sources(raw, history, compiled, file), compiled, file)
+    meta_keys = ("name", "description", "model")
+    front = {k: v for k, v in compiled.doc.front.items() if k in meta_keys}
+    return RenderedPrompt(
+        system=system,
+        messages=messages,
+        source=source,
+        fixture=fixture,
+        meta={"front_matter": front} if front else {},
+    )
+
+
+# --------------------------------------------------------------------------- for `needle init`
+
+_SCHEMA_KEY = re.compile(r"^([A-Za-z_][\w-]*)")
+_PATH_ROOT = re.compile(r"^(?:@root\.)?([A-Za-z_][\w-]*)")
+_BUILTIN_WORDS = {"if", "unless", "each", "with", "else", "this", *hbs.HELPERS}
+_SCOPES = ("each", "with")  # inside them, a plain name is read from the item, not the input
+
+
+def _tag_names(tags: list[Tag]) -> set[str]:
+    """Input names the tags read: paths at the top level, ``@root.x`` anywhere."""
+    names: set[str] = set()
+    depth = 0
+    for tag in tags:
+        kind, body = tag.kind, tag.body or ""
+        if kind == "close" and tag.name in _SCOPES:
+            depth = max(0, depth - 1)
+        if kind not in ("value", "open"):
+            continue
+        for word in body.lstrip("#^&").split()[:2]:
+            m = _PATH_ROOT.match(word)
+            top = depth == 0 or word.startswith("@root.")
+            if m and top and m.group(1) not in _BUILTIN_WORDS and "=" not in word:
+                names.add(m.group(1))
+        if kind == "open" and tag.name in _SCOPES:
+            depth += 1
+    return names
+
+
+def template_variables(text: str, file: str) -> tuple[set[str], bool]:
+    """(names the template reads, whether ``input.default`` gives values), for ``needle init``.
+
+    Names come from ``input.schema`` (Picoschema keys like ``documents(array)``), ``input.default``
+    and the tags themselves (the first word of each path outside ``{{#each}}``/``{{#with}}``)."""
+    doc = parse(text, file)
+    names: set[str] = set(doc.defaults)
+    if isinstance(doc.schema, dict):
+        names |= {m.group(1) for k in doc.schema if (m := _SCHEMA_KEY.match(str(k)))}
+    return names | _tag_names(hbs.scan_tags(doc.body)), bool(doc.defaults)
+
+
+def is_partial(path: Path) -> bool:
+    """Dotprompt's convention: ``_name.prompt`` files are partials, not prompts."""
+    return path.name.startswith("_")
+
+
+__all__ = [
+    "DotpromptFile",
+    "parse",
+    "load",
+    "render_raw",
+    "render_dotprompt",
+    "template_variables",
+    "is_partial",
+]
