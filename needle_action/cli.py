@@ -22,10 +22,13 @@ from needle_action.config.loader import load_config
 from needle_action.config.model import Config
 from needle_action.config.scaffold import write_starter
 from needle_action.errors import EXIT_CONFIG, ConfigError, NeedleError
+from needle_action.paths import UnsafePath, write_user_file
 from needle_action.pipeline import RecallOverrides, render_prompt_cases, run_budget, run_check, run_recall
 from needle_action.policy import comparison_exit_code, results_exit_code
 from needle_action.providers.specs import PROVIDER_NAMES
 from needle_action.recall.scheduler import Progress
+from needle_action.report.html import render_html
+from needle_action.report.junit import junit_xml
 from needle_action.report.render import render_comment
 from needle_action.report.terminal import print_budget, print_recall, recall_progress
 from needle_action.results import Results, load_results
@@ -62,6 +65,11 @@ only_option = click.option(
 )
 json_option = click.option(
     "--json", "json_out", type=click.Path(dir_okay=False, path_type=Path), help="Write the results file here."
+)
+junit_option = click.option(
+    "--junit",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="Also write JUnit XML here (one testcase per prompt x fixture budget and per recall group).",
 )
 baseline_option = click.option(
     "--baseline",
@@ -112,16 +120,36 @@ def _write_output(path: Path, write) -> None:
     """Write a file the user named on the command line; a bad path is a usage error, not a traceback."""
     try:
         write(path)
+    except UnsafePath as exc:
+        raise ConfigError(
+            f"cannot write {path}: {exc.strerror or exc}",
+            hint="needle never writes through a symlink or into a special file: remove it or name another path",
+        ) from None
     except OSError as exc:
         raise ConfigError(
             f"cannot write {path}: {exc.strerror or exc}", hint="check the path: its folder must be writable"
         ) from None
 
 
-def _finish(results: Results, json_out: Path | None, *, stages: tuple[str, ...]) -> None:
+def _write_text(path: Path, text: str, what: str) -> None:
+    """A report file the user named: never written through a symlink (paths.write_user_file)."""
+    _write_output(path, lambda p: write_user_file(p, text))
+    click.echo(f"{what} written to {path}", err=True)
+
+
+def _finish(
+    results: Results,
+    json_out: Path | None,
+    *,
+    stages: tuple[str, ...],
+    junit: Path | None = None,
+    baseline: Results | None = None,
+) -> None:
     if json_out is not None:
         _write_output(json_out, results.dump)
         click.echo(f"results written to {json_out}", err=True)
+    if junit is not None:  # judged as the comparison judges it, so it agrees with `needle report`
+        _write_text(junit, junit_xml(compare(baseline, results), results, stages=stages), "JUnit XML")
     sys.exit(results_exit_code(results, stages=stages))
 
 
@@ -175,13 +203,17 @@ def render(name: str, fixture: str | None, fmt: str, config_path: Path) -> None:
 @only_option
 @baseline_option
 @json_option
+@junit_option
 @handle_errors
-def budget(config_path: Path, only: tuple[str, ...], baseline: Path | None, json_out: Path | None) -> None:
+def budget(
+    config_path: Path, only: tuple[str, ...], baseline: Path | None, json_out: Path | None, junit: Path | None
+) -> None:
     """Count real tokens of every prompt x fixture and check them against the budgets."""
     config = _load(config_path)
-    results = run_budget(config, baseline=_baseline(baseline), only=list(only) or None)
+    base = _baseline(baseline)
+    results = run_budget(config, baseline=base, only=list(only) or None)
     print_budget(results)
-    _finish(results, json_out, stages=("budget",))
+    _finish(results, json_out, stages=("budget",), junit=junit, baseline=base)
 
 
 @main.command()
@@ -189,9 +221,10 @@ def budget(config_path: Path, only: tuple[str, ...], baseline: Path | None, json
 @only_option
 @baseline_option
 @json_option
+@junit_option
 @recall_options
 @handle_errors
-def recall(config_path, only, baseline, json_out, overrides, progress, cache) -> None:
+def recall(config_path, only, baseline, json_out, junit, overrides, progress, cache) -> None:
     """Probe positional recall: needles at several depths and context sizes.
 
     Cells stop early once their verdict is settled (``early_stop``), except with --baseline: a run
@@ -207,7 +240,7 @@ def recall(config_path, only, baseline, json_out, overrides, progress, cache) ->
         cache=cache,
     )
     print_recall(results)
-    _finish(results, json_out, stages=("recall",))
+    _finish(results, json_out, stages=("recall",), junit=junit, baseline=base)
 
 
 @main.command()
@@ -215,15 +248,17 @@ def recall(config_path, only, baseline, json_out, overrides, progress, cache) ->
 @only_option
 @baseline_option
 @json_option
+@junit_option
 @recall_options
 @click.option("--no-recall", is_flag=True, help="Budgets only.")
 @handle_errors
-def check(config_path, only, baseline, json_out, overrides, progress, cache, no_recall) -> None:
+def check(config_path, only, baseline, json_out, junit, overrides, progress, cache, no_recall) -> None:
     """Budgets and recall together: what the GitHub Action runs on each side."""
     config = _load(config_path)
+    base = _baseline(baseline)
     results = run_check(
         config,
-        baseline=_baseline(baseline),
+        baseline=base,
         only=list(only) or None,
         overrides=overrides,
         recall=not no_recall,
@@ -233,7 +268,8 @@ def check(config_path, only, baseline, json_out, overrides, progress, cache, no_
     print_budget(results)
     if not no_recall:
         print_recall(results)
-    _finish(results, json_out, stages=("budget",) if no_recall else ("budget", "recall"))
+    stages = ("budget",) if no_recall else ("budget", "recall")
+    _finish(results, json_out, stages=stages, junit=junit, baseline=base)
 
 
 @main.command()
@@ -245,15 +281,29 @@ def check(config_path, only, baseline, json_out, overrides, progress, cache, no_
 @click.option(
     "--output", "-o", type=click.Path(dir_okay=False, path_type=Path), help="Write here, not stdout."
 )
+@click.option(
+    "--html",
+    "html_out",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="Also write a self-contained HTML report here (heatmaps, token table, diagnosis).",
+)
+@junit_option
 @handle_errors
-def report(head: Path, base: Path | None, fmt: str, output: Path | None) -> None:
+def report(
+    head: Path, base: Path | None, fmt: str, output: Path | None, html_out: Path | None, junit: Path | None
+) -> None:
     """Compare results files and render the PR comment (Markdown) or the verdicts (JSON)."""
-    comparison = compare(_baseline(base), load_results(head))
+    head_results = load_results(head)
+    comparison = compare(_baseline(base), head_results)
     text = comparison.model_dump_json(indent=2) if fmt == "json" else render_comment(comparison)
     if output:
         _write_output(output, lambda path: path.write_text(text, encoding="utf-8"))
     else:
         click.echo(text)
+    if html_out is not None:
+        _write_text(html_out, render_html(comparison), "HTML report")
+    if junit is not None:
+        _write_text(junit, junit_xml(comparison, head_results), "JUnit XML")
     sys.exit(comparison_exit_code(comparison))
 
 

@@ -8,15 +8,19 @@ against the folder it must stay in. The rules live here once:
   path stays at or below the real root). Both raise :class:`PathEscape` with a ``kind``, so each
   caller words the error its own way; :func:`confine` is the wording used for fixture files;
 * :func:`display_path` and :func:`relative` are how a path appears in messages and results;
-* :func:`read_text` reads UTF-8 and turns a decoding error into the line to fix.
+* :func:`read_text` reads UTF-8 and turns a decoding error into the line to fix;
+* :func:`write_file` writes a file the user named (a report, a JUnit file) without ever following a
+  symlink, so a link committed in a pull request cannot redirect the write.
 
 Bottom of the import graph: standard library and :mod:`needle_action.errors` only.
 """
 
 from __future__ import annotations
 
+import errno
 import os
 import re
+import stat
 from pathlib import Path, PurePosixPath
 from typing import Literal
 
@@ -163,3 +167,73 @@ def last_content_line(text: str) -> int:
         if lines[i - 1].strip():
             return i
     return 1
+
+
+# --------------------------------------------------------------------------- writing
+
+
+class UnsafePath(OSError):
+    """A write would follow a symlink, or reach something that is not a plain file or folder."""
+
+
+_DIR_FLAGS = os.O_RDONLY | getattr(os, "O_DIRECTORY", 0) | getattr(os, "O_CLOEXEC", 0)
+_NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
+
+
+def _open_folder(root: Path, parts: list[str]) -> int:
+    """A descriptor of ROOT/PARTS, each part created if missing and opened with O_NOFOLLOW."""
+    fd = os.open(root, _DIR_FLAGS)
+    try:
+        for part in parts:
+            try:
+                child = os.open(part, _DIR_FLAGS | _NOFOLLOW, dir_fd=fd)
+            except FileNotFoundError:
+                os.mkdir(part, 0o755, dir_fd=fd)
+                child = os.open(part, _DIR_FLAGS | _NOFOLLOW, dir_fd=fd)
+            except OSError as exc:  # ELOOP: a symlink; ENOTDIR: a file where a folder should be
+                raise UnsafePath(exc.errno, f"{part!r} is a symlink or not a folder") from None
+            os.close(fd)
+            fd = child
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
+
+
+def write_file(root: Path, rel: str, data: str | bytes) -> Path:
+    """Write DATA to ROOT/REL, creating folders, following no symlink below ROOT (ROOT is trusted).
+
+    The file is opened relative to its folder's descriptor with O_NOFOLLOW and truncated only once
+    it is known to be a plain file with a single link, so a symlink, FIFO or hard link placed where
+    the file goes is never written through: :class:`UnsafePath` (an ``OSError``) instead.
+    """
+    parts = [p for p in PurePosixPath(rel.replace("\\", "/")).parts if p not in ("", ".")]
+    if not parts or any(p == ".." or p.startswith("/") for p in parts) or "\x00" in rel:
+        raise UnsafePath(errno.EINVAL, f"not a plain relative file path: {rel!r}")
+    *folders, name = parts
+    dfd = _open_folder(root, folders)
+    try:
+        flags = os.O_WRONLY | os.O_CREAT | _NOFOLLOW | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0)
+        try:
+            fd = os.open(name, flags, 0o644, dir_fd=dfd)
+        except OSError as exc:  # ELOOP: the file is a symlink; ENXIO: a FIFO without a reader
+            raise UnsafePath(exc.errno, f"{rel!r} is a symlink or not a plain file") from None
+    finally:
+        os.close(dfd)
+    with os.fdopen(fd, "wb") as f:
+        st = os.fstat(f.fileno())
+        if not stat.S_ISREG(st.st_mode) or st.st_nlink > 1:
+            raise UnsafePath(errno.EPERM, f"{rel!r} is not a plain file of its own")
+        f.truncate(0)
+        f.write(data.encode("utf-8") if isinstance(data, str) else data)
+    return root / rel
+
+
+def write_user_file(path: Path, data: str | bytes) -> Path:
+    """Write DATA to PATH (a file the user named on the command line), never through a symlink.
+
+    The folders the user named are trusted as given; only the file itself must not be a link."""
+    path = Path(path)
+    folder = path.parent if str(path.parent) else Path(".")
+    folder.mkdir(parents=True, exist_ok=True)
+    return write_file(folder, path.name, data)

@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from dotpromptz import FrontmatterError, parse_document
+from dotpromptz import FrontmatterError, ParsedPrompt, parse_document
 from dotpromptz_handlebars import Node, StrictModeError
 
 from needle_action.assemble import handlebars as hbs
@@ -59,7 +59,7 @@ class DotpromptFile:
 def parse(text: str, file: str) -> DotpromptFile:
     """Front matter and body of a ``.prompt`` text, as dotpromptz parses them; errors at their line."""
     try:
-        parsed = parse_document(text)
+        parsed: ParsedPrompt[Any] = parse_document(text)
     except FrontmatterError as exc:
         raise TemplateError(
             f"Dotprompt front matter: {exc.reason}",
@@ -69,7 +69,9 @@ def parse(text: str, file: str) -> DotpromptFile:
             hint="the front matter is YAML between two --- lines; anchors, aliases and tags are not allowed",
         ) from None
     except Exception as exc:  # noqa: BLE001 - a hostile file must not surface as a traceback
-        raise TemplateError(f"Dotprompt front matter cannot be read: {type(exc).__name__}", file=file) from None
+        raise TemplateError(
+            f"Dotprompt front matter cannot be read: {type(exc).__name__}", file=file
+        ) from None
     body = parsed.template
     stripped = text.rstrip()
     offset = len(stripped) - len(body) if body and stripped.endswith(body) else 0
@@ -292,8 +294,8 @@ def _role_line(compiled: Compiled, role: str, file: str) -> int | None:
     """Line of the first ``{{role ...}}`` tag naming ROLE (else of any role tag)."""
     tags = [t for t in compiled.tags.get(file, []) if t.kind == "value" and t.name == "role"]
     named = [t for t in tags if re.search(rf"[\"']{re.escape(role)}[\"']", t.body or "")]
-    first = (named or tags or [None])[0]
-    return first.line if first is not None else None
+    found = named or tags
+    return found[0].line if found else None
 
 
 def _history_messages(value: Any, file: str) -> list[_Source]:
@@ -310,7 +312,9 @@ def _history_messages(value: Any, file: str) -> list[_Source]:
         if isinstance(content, list):  # Dotprompt's parts: [{text: ...}]
             content = "".join(str(p.get("text", "")) for p in content if isinstance(p, dict))
         if role not in ("user", "model", "assistant") or not isinstance(content, str):
-            raise ConfigError(f"messages[{i}] needs a role (user or model) and a text content", file=file, hint=hint)
+            raise ConfigError(
+                f"messages[{i}] needs a role (user or model) and a text content", file=file, hint=hint
+            )
         out.append(_Source("model" if role == "assistant" else role, content, history=True))
     return out
 
@@ -358,7 +362,9 @@ def _trim_blank_lines(text: str) -> str:
     return "\n".join(lines)
 
 
-def _to_prompt(sources: list[_Source], compiled: Compiled, file: str) -> tuple[str | None, tuple[Message, ...]]:
+def _to_prompt(
+    sources: list[_Source], compiled: Compiled, file: str
+) -> tuple[str | None, tuple[Message, ...]]:
     system: str | None = None
     messages: list[Message] = []
     for i, s in enumerate(sources):

@@ -100,8 +100,8 @@ class _MeteredText(Text):
     def __init__(self, text: str) -> None:  # noqa: D107 - Text's own fields are not used
         self._text = text
 
-    @property  # type: ignore[override]
-    def value(self) -> str:  # the engine reads node.value once per output
+    @property
+    def value(self) -> str:  # type: ignore[override]  # the engine reads node.value once per output
         _spend(len(self._text))
         return self._text
 
@@ -114,8 +114,8 @@ class _Step(Text):
     def __init__(self) -> None:  # noqa: D107
         pass
 
-    @property  # type: ignore[override]
-    def value(self) -> str:
+    @property
+    def value(self) -> str:  # type: ignore[override]
         budget = _budget.get()
         if budget is not None:
             budget.step()

@@ -14,7 +14,7 @@ from pathlib import Path
 import jinja2
 
 from needle_action.compare import CellDelta, Comparison, RecallComparison, TokenDelta
-from needle_action.report import sanitize
+from needle_action.report import charts, sanitize
 
 MARKER = "<!-- needle-action:comment -->"
 _BLANKS = re.compile(r"\n{3,}")
@@ -67,15 +67,12 @@ def _finalize(value):
     return value
 
 
+_SQUARES = {"pass": "🟩", "near": "🟨", "fail": "🟥", "none": "⬜"}
+
+
 def square(rate: float | None, threshold: float | None, trials: int | None) -> str:
     """🟩 at or above the threshold, 🟨 within 0.2 below it, 🟥 lower, ⬜ not run."""
-    if rate is None or not trials or threshold is None:
-        return "⬜"
-    if rate >= threshold - 1e-9:
-        return "🟩"
-    if rate >= threshold - 0.2 - 1e-9:
-        return "🟨"
-    return "🟥"
+    return _SQUARES[charts.cell_tier(rate, threshold, trials)]
 
 
 def _signed(n: int | float | None, suffix: str = "") -> Trusted:
@@ -168,6 +165,8 @@ def _environment() -> jinja2.Environment:
         short=lambda sha: Trusted(sanitize.code((sha or "")[:7])) if sha else Trusted("–"),
     )
     env.globals.update(heat=_heat_cell, square=square, MARKER=Trusted(MARKER), STATUS_LABEL=STATUS_LABEL)
+    # the Mermaid chart of a changed prompt's recall by depth (report/charts.py: names made safe there)
+    env.globals["depth_chart"] = lambda p: Trusted(charts.comment_chart(p))
     return env
 
 

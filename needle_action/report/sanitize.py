@@ -41,6 +41,11 @@ def _strip_controls(text: str) -> str:
     return "".join(out)
 
 
+def strip_controls(text: str) -> str:
+    """TEXT without control and format characters (bidi overrides, zero-widths), tab and newline kept."""
+    return _strip_controls(text)
+
+
 def inline(value: object, limit: int = 200) -> str:
     """One line of inert Markdown text, at most LIMIT visible characters of the original.
 

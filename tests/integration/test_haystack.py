@@ -68,7 +68,11 @@ def test_slot_shapes_follow_the_fixture(examples):
     ticket = _builder(examples, "summarize_ticket")
     assert ticket._shape.kind == "string"
     trip = _builder(examples, "trip_planner")  # a Dotprompt: the {{#each notes}} items
-    assert (trip._shape.kind, trip._shape.body_key, trip._shape.title_keys) == ("list_dict", "body", ("title",))
+    assert (trip._shape.kind, trip._shape.body_key, trip._shape.title_keys) == (
+        "list_dict",
+        "body",
+        ("title",),
+    )
 
 
 # --------------------------------------------------------------------------- depth and offsets

@@ -16,9 +16,9 @@ from pathlib import Path
 import pytest
 from dotpromptz import DataArgument, Dotprompt
 
-from needle_action.assemble import render_case
 from needle_action.assemble import dotprompt as dp
 from needle_action.assemble import handlebars as hbs
+from needle_action.assemble import render_case
 from needle_action.assemble.handlebars import MARK, MAX_OUTPUT_CHARS, MAX_STEPS
 from needle_action.config import Config, PromptConfig, load_config
 from needle_action.config.scaffold import write_starter
@@ -57,7 +57,9 @@ def official(text: str, data: dict, partials: dict[str, str] | None = None, hist
     arg = DataArgument(input=data, messages=history)
     out = asyncio.run(doc.render(text, arg))
     names = {"model": "assistant"}
-    pairs = [(names.get(m.role.value, m.role.value), "".join(p.text for p in m.content)) for m in out.messages]
+    pairs = [
+        (names.get(m.role.value, m.role.value), "".join(p.text for p in m.content)) for m in out.messages
+    ]
     return [(r, dp._trim_blank_lines(t) if t.strip() else t) for r, t in pairs]
 
 
