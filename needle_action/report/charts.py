@@ -248,10 +248,10 @@ def recall_by_depth(p: PromptComparison) -> XYChart | None:
 
 
 def comment_chart(p: PromptComparison) -> str:
-    """The Mermaid block for the PR comment (a caption line, then the block), or "" when the prompt
-    did not change or has no recall on both sides to compare."""
+    """The Mermaid block for the PR comment (a caption line, then the block), or "" when what recall
+    measures did not change (same fingerprint) or there is no recall on both sides to compare."""
     rc = p.recall
-    if p.status not in ("changed", "renamed") or rc is None or rc.unchanged:
+    if rc is None or rc.unchanged or p.status == "deleted":
         return ""
     chart = recall_by_depth(p)
     if chart is None:

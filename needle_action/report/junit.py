@@ -107,9 +107,9 @@ def budget_suite(comparison: Comparison) -> Suite:
 def _group_case(p: PromptComparison, g: GroupDelta) -> Case:
     case = Case(f"recall.{p.name}", g.label, file=p.template)
     rates = f"base {g.base_hits}/{g.base_trials}, head {g.head_hits}/{g.head_trials}"
-    drop = "-" if g.drop is None else f"{g.drop * 100:+.0f} pt"
+    drop = "-" if g.drop is None else f"{-g.drop * 100:+.0f} pt"
     p_value = "not tested" if g.p_value is None else f"p={g.p_value:.3g} (Holm bound {g.holm_bound or 0:.3g})"
-    case.details = f"{rates}; mean drop {drop}; {p_value}; verdict {g.verdict}"
+    case.details = f"{rates}; head change (mean) {drop}; {p_value}; verdict {g.verdict}"
     if g.verdict == "regressed":
         case.outcome, case.kind = "failure", "recall-regression"
         case.message = (
