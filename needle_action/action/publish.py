@@ -19,6 +19,8 @@ from needle_action.compare import Comparison
 from needle_action.errors import EXIT_CHECKS_FAILED, EXIT_OK, NeedleError
 from needle_action.paths import relative
 from needle_action.policy import comparison_exit_code, comparison_failed
+from needle_action.report.html import render_html
+from needle_action.report.junit import junit_xml
 from needle_action.report.render import MARKER, render_comment, render_summary
 from needle_action.results import Results
 
@@ -130,6 +132,8 @@ def publish(
         "comment.md": comment_body,
         "summary.md": summary,
         "pr.json": json.dumps(pr_info, indent=2),
+        "report.html": render_html(comparison),  # self-contained: heatmaps, tokens, diagnosis
+        "junit.xml": junit_xml(comparison, head),  # for CI systems that read JUnit
     }
     if base is not None:
         files["base.json"] = base.model_dump_json(indent=2)

@@ -148,6 +148,14 @@ def test_moving_key_content_into_the_middle_loses_recall_and_is_flagged(tmp_path
         assert cells[1.0]["verdict"] == "regressed" and cells[0.0]["verdict"] == "ok"
         body = gh.issue_comments(REPO, PR)[0]["body"]
         assert "## ❌ Positional recall regressed" in body and "🟩→🟥 ‼️" in body
+        # the changed prompt's recall by depth, base (bars) against head (line), as a Mermaid chart
+        assert "```mermaid\nxychart-beta\n" in body and "(bars: base · line: head)" in body
+        # the report folder holds the HTML report (both sides' heatmaps) and the JUnit file
+        html = (r.report / "report.html").read_text()
+        assert html.count('data-side="head"') >= len(rc["sizes"]) * len(rc["depths"])
+        assert 'data-side="base"' in html and "<script" not in html
+        junit = (r.report / "junit.xml").read_text()
+        assert 'classname="recall.rag_answer" name="depth 100%"' in junit and "<failure" in junit
 
 
 def test_fork_with_read_only_token_writes_the_summary_and_does_not_crash(tmp_path, fake_model):
