@@ -198,18 +198,38 @@ def render(name: str, fixture: str | None, fmt: str, config_path: Path) -> None:
             click.echo(case.as_text(), nl=False)
 
 
+def _offline(config: Config) -> None:
+    """Count without the network: prompts whose tokenizer is the Anthropic API count with tiktoken
+    instead (approximate, with their safety factor, marked ~ in the table)."""
+    for prompt in config.prompts.values():
+        if prompt.tokenizer == "anthropic":
+            prompt.tokenizer = "tiktoken:o200k_base"
+
+
 @main.command()
 @config_option
 @only_option
 @baseline_option
 @json_option
 @junit_option
+@click.option(
+    "--offline",
+    is_flag=True,
+    help='Never call an API: tokenizer = "anthropic" counts with tiktoken (approximate). For pre-commit.',
+)
 @handle_errors
 def budget(
-    config_path: Path, only: tuple[str, ...], baseline: Path | None, json_out: Path | None, junit: Path | None
+    config_path: Path,
+    only: tuple[str, ...],
+    baseline: Path | None,
+    json_out: Path | None,
+    junit: Path | None,
+    offline: bool,
 ) -> None:
     """Count real tokens of every prompt x fixture and check them against the budgets."""
     config = _load(config_path)
+    if offline:
+        _offline(config)
     base = _baseline(baseline)
     results = run_budget(config, baseline=base, only=list(only) or None)
     print_budget(results)
