@@ -162,6 +162,7 @@ class _Partials:
         self.paths: list[Path] = []
 
     def visit(self, tags: list[Tag], file: str, chain: tuple[str, ...]) -> None:
+        """Load every partial TAGS (of FILE) name, then theirs; CHAIN: the partials being loaded."""
         for tag in tags:
             if tag.kind not in ("partial", "open") or not (tag.body or "").lstrip("#").startswith(">"):
                 continue

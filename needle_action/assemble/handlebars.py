@@ -70,11 +70,13 @@ class Budget:
         self.chars, self.steps = self.max_chars, self.max_steps
 
     def spend(self, chars: int) -> None:
+        """Charge CHARS characters of output; RenderLimit beyond the limit."""
         self.chars -= chars
         if self.chars < 0:
             raise RenderLimit(f"the template's output grew beyond {self.max_chars:,} characters")
 
     def step(self) -> None:
+        """Charge one block body or partial rendered; RenderLimit beyond the limit."""
         self.steps -= 1
         if self.steps < 0:
             raise RenderLimit(

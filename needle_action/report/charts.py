@@ -125,6 +125,7 @@ class _Svg:
         return self.top + self.ph * (1 - (clamped - self.c.y_min) / span)
 
     def render(self) -> str:
+        """The whole <svg> element."""
         c = self.c
         parts = [
             f'<svg class="chart" xmlns="http://www.w3.org/2000/svg" width="{self.w}" height="{self.h}" '

@@ -50,6 +50,7 @@ class HeatCell:
 
     @property
     def label(self) -> str:
+        """The text in the cell: hits/trials."""
         return f"{self.hits}/{self.trials}" if self.trials else "–"
 
     def hover(self, side: str) -> str:
@@ -120,6 +121,7 @@ def heatmaps(p: PromptComparison) -> list[Heatmap]:
 
 
 def depth_chart(p: PromptComparison) -> Markup:
+    """The SVG chart of P's recall by depth (base bars, head line), or nothing."""
     chart = charts.recall_by_depth(p)
     return Markup(chart.svg()) if chart is not None else Markup("")  # noqa: S704 - escaped in charts
 

@@ -59,6 +59,7 @@ class Suite:
     properties: dict[str, str] = field(default_factory=dict)
 
     def count(self, outcome: str) -> int:
+        """How many testcases ended in OUTCOME (failure, error, skipped)."""
         return sum(1 for c in self.cases if c.outcome == outcome)
 
 
@@ -90,6 +91,7 @@ def _budget_case(p: PromptComparison, t: TokenDelta) -> Case:
 
 
 def budget_suite(comparison: Comparison) -> Suite:
+    """One testcase per prompt x fixture (an error for a prompt that did not render)."""
     suite = Suite("needle.budget")
     for p in comparison.prompts:
         if p.error and not p.tokens:
@@ -164,6 +166,7 @@ def _recall_cases(p: PromptComparison, rc: RecallComparison, head: Results) -> l
 
 
 def recall_suite(comparison: Comparison, head: Results) -> Suite:
+    """One testcase per recall group of each prompt (or one skipped testcase)."""
     suite = Suite("needle.recall")
     for p in comparison.prompts:
         if p.recall is not None:
