@@ -104,7 +104,7 @@ TRIP = """\
 def test_the_example_renders_with_roles_and_defaults():
     config = load_config(EXAMPLES / "needle.toml")
     prompt = config.prompts["trip_planner"]
-    gold, guest = (render_case(config, prompt, fx) for fx in config.fixture_paths(prompt))
+    guest, gold = (render_case(config, prompt, fx) for fx in config.fixture_paths(prompt))
     for r in (gold, guest):
         assert r.system and r.system.startswith("You are the trip planning assistant of Bluefin Travel")
         assert "Answer only from the destination notes" in r.system  # the partial _travel_rules.prompt
