@@ -179,9 +179,11 @@ def _partials(templates: list[Path], config_dir: Path) -> set[Path]:
     """Templates that other templates include/import/extend: building blocks, not prompts.
     Dotprompt partials are ``_name.prompt`` files, by that format's own convention."""
     env = environment_for(config_dir)
-    out: set[Path] = {t.resolve() for t in templates if t.suffix == ".prompt" and t.name.startswith("_")}
+    out: set[Path] = {
+        t.resolve() for t in templates if t.suffix.lower() == ".prompt" and t.name.startswith("_")
+    }
     for t in templates:
-        if t.suffix == ".prompt":
+        if t.suffix.lower() == ".prompt":
             continue
         try:
             refs = referenced_templates(env, t.read_text(encoding="utf-8"))
