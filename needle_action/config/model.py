@@ -203,11 +203,36 @@ class PromptConfig(PromptSettings):
     description: str | None = None
 
 
+class FileAccess(Strict):
+    """``[files]``: which hidden files and folders templates may read (see docs/security.md).
+
+    Hidden names (``.github/``, ``.env``, anything starting with ``.``) are refused to includes,
+    fixtures and filler globs unless listed here, relative to the threshold file's folder; ``.git``
+    is refused even when listed. In the action only the base branch's list counts.
+    """
+
+    allow_hidden: list[str] = Field(default_factory=list)
+
+    @field_validator("allow_hidden")
+    @classmethod
+    def _plain_relative(cls, v: list[str]):
+        for entry in v:
+            parts = entry.replace("\\", "/").strip("/").split("/")
+            if not entry.strip() or entry.startswith(("/", "\\")) or ".." in parts or "\x00" in entry:
+                raise ValueError(
+                    f"allow_hidden entries are folders or files relative to the file's folder, got {entry!r}"
+                )
+            if ".git" in parts:
+                raise ValueError(".git may never be read by templates (it holds the checkout's token)")
+        return v
+
+
 class Config(Strict):
     path: Path = Field(description="the threshold file itself")
     root: Path = Field(description="folder paths are relative to (the threshold file's folder)")
     defaults: PromptSettings = Field(default_factory=PromptSettings)
     prompts: dict[str, PromptConfig]
+    files: FileAccess = Field(default_factory=FileAccess)
     # line of each [prompts.NAME] header and of each key, for file:line errors and annotations
     lines: dict[str, int] = Field(default_factory=dict, exclude=True)
 
