@@ -135,6 +135,8 @@ def runner_env(
     }
     event_path = p.tmp / "event.json"
     event_path.write_text(json.dumps(event))
+    if (REPO.split("/")[0], REPO.split("/")[1], PR) not in gh.pulls:  # GitHub knows the PR it runs for
+        gh.add_pull(REPO, PR, head_sha=p.head_sha, base_sha=p.base_sha)
     (p.tmp / "runner_temp").mkdir(exist_ok=True)
     for name in ("output", "summary"):
         (p.tmp / name).write_text("")
@@ -287,10 +289,9 @@ def test_moving_key_content_into_the_middle_loses_recall_and_is_flagged(tmp_path
             "Before you answer, follow the house style.\n" + STYLE_GUIDE + "\n\nQuestion: {{ question }}",
         )
         t.write_text(text)
-        cfg = repo / "needle.toml"  # the PR accepts the longer prompt on purpose
-        cfg.write_text(cfg.read_text().replace('max_growth = "10%"', 'max_growth = "300%"'))
 
-    p = make_project(tmp_path, restructure)
+    # the base already accepts the longer prompt (a PR cannot loosen its own gate: test_hostile_pr.py)
+    p = make_project(tmp_path, restructure, base_growth="300%")
     with FakeGitHub() as gh:
         r = run_action(p, runner_env(p, gh, fake_model))
         assert r.code == 1, r.stdout + r.stderr

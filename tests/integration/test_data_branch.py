@@ -55,7 +55,9 @@ def setup(tmp_path):
     _git(p.workspace, "remote", "set-url", "origin", bare.as_uri())
     main_ws = tmp_path / "main-ws"
     _git(tmp_path, "clone", "-q", "--depth=1", "--branch", "main", bare.as_uri(), str(main_ws))
-    return p, bare, dataclasses.replace(p, workspace=main_ws)
+    main_home = tmp_path / "main-home"  # another job: its own runner, its own recall cache
+    main_home.mkdir()
+    return p, bare, dataclasses.replace(p, workspace=main_ws, home=main_home)
 
 
 def push_run(main: Project, gh: FakeGitHub, fake: FakeAnthropic):
