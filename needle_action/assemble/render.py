@@ -183,7 +183,7 @@ def _as_template_error(exc: BaseException, loader: RootLoader, default_file: str
         )
     if isinstance(exc, MemoryError):
         return TemplateError(
-            "rendering needed more memory than a render may use",
+            f"rendering needed more than the {isolate.MEMORY_BYTES // 2**20} MB of memory a render may use",
             file=file,
             line=line,
             hint="a prompt is text a model can read; build smaller values or fewer of them",

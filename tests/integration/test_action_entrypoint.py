@@ -91,13 +91,15 @@ class Project:
     home: Path
 
 
-def make_project(tmp: Path, change=None, *, base_growth: str = "10%") -> Project:
+def make_project(
+    tmp: Path, change=None, *, base_growth: str = "10%", base_config: str | None = None
+) -> Project:
     origin = tmp / "origin"
     origin.mkdir()
     _git(origin, "init", "-q", "-b", "main")
     shutil.copytree(EXAMPLES / "prompts", origin / "prompts")
     shutil.copytree(EXAMPLES / "fixtures", origin / "fixtures")
-    (origin / "needle.toml").write_text(CONFIG.format(growth=base_growth))
+    (origin / "needle.toml").write_text(base_config or CONFIG.format(growth=base_growth))
     (origin / "README.md").write_text("# widgets\n")
     _git(origin, "add", "-A")
     _git(origin, "commit", "-q", "-m", "base")
