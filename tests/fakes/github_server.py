@@ -60,6 +60,9 @@ class FakeGitHub:
     bot_login: str = "github-actions[bot]"
     identities: dict[str, tuple[str, str]] = field(default_factory=dict)
     faults: list[tuple[str, str, str]] = field(default_factory=list)  # (method, path regex, kind)
+    # called with (method, path) before a request is handled: lets a test land another client's
+    # request at an exact moment (a race, deterministically)
+    before: list = field(default_factory=list)
     requests: list[LoggedRequest] = field(default_factory=list)
     comments: dict[tuple[str, str, int], list[dict]] = field(default_factory=dict)
     pulls: dict[tuple[str, str, int], dict] = field(default_factory=dict)
@@ -189,6 +192,8 @@ class FakeGitHub:
                 {"message": "Bad credentials", "documentation_url": "https://docs.github.com/rest"},
             )
         path = url.path
+        for hook in list(self.before):
+            hook(method, path)
         for method_, pattern, kind in self.faults:
             if method_ == method and re.search(pattern, path):
                 return self._broken(h, method, url.path, query, body, kind)

@@ -164,8 +164,7 @@ def test_a_pr_that_loosens_its_own_gate_is_judged_by_the_base_and_the_comment_sa
         assert r.code == 1 and r.outputs["status"] == "fail-budget", r.stdout + r.stderr
         body = _plain(gh.issue_comments(REPO, PR)[0]["body"])
         assert (
-            "this PR raises max_input_tokens of rag_answer 6,000 → 60,000: takes effect after merge"
-            in body
+            "this PR raises max_input_tokens of rag_answer 6,000 → 60,000: takes effect after merge" in body
         )
         assert "this PR changes max_growth of rag_answer 10% → 300%: takes effect after merge" in body
         head = json.loads((r.report / "head.json").read_text())
