@@ -28,6 +28,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from needle_action.paths import is_visible
 from needle_action.providers.specs import PROVIDER_NAMES, ProviderName
 
 DEFAULT_DEPTHS = [0.0, 0.25, 0.5, 0.75, 1.0]
@@ -243,11 +244,15 @@ class Config(Strict):
         return self.root / prompt.template
 
     def fixture_paths(self, prompt: PromptConfig) -> list[Path]:
-        """Expanded fixture globs, sorted, relative order of patterns kept (validated at load)."""
+        """Expanded fixture globs, sorted, relative order of patterns kept (validated at load); a glob
+        skips hidden files and folders that ``[files] allow_hidden`` does not list, as at load."""
         out: list[Path] = []
+        allow = self.files.allow_hidden
         for pattern in prompt.fixtures:
             matches = (
-                sorted(self.root.glob(pattern)) if any(c in pattern for c in "*?[") else [self.root / pattern]
+                sorted(p for p in self.root.glob(pattern) if is_visible(self.root, p, allow))
+                if any(c in pattern for c in "*?[")
+                else [self.root / pattern]
             )
             for m in matches:
                 if m not in out:
