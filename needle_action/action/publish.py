@@ -181,9 +181,11 @@ def post_from_report(settings: Settings, folder: Path) -> int:
     run = settings.event.get("workflow_run") or {}
     head_sha = run.get("head_sha")
     try:
-        raw = (folder / "comparison.json").read_bytes()
-        info = json.loads((folder / "pr.json").read_text(encoding="utf-8"))
-    except (OSError, ValueError) as exc:
+        with open(folder / "comparison.json", "rb") as f:  # at most the cap, whatever the artifact holds
+            raw = f.read(MAX_REPORT_BYTES + 1)
+        with open(folder / "pr.json", "rb") as f:
+            info = json.loads(f.read(1_000_000))
+    except (OSError, ValueError, RecursionError) as exc:
         raise NeedleError(
             f"post-report: cannot read the report: {exc}",
             file=str(folder),

@@ -9,8 +9,9 @@ it, because they are the reviewer's to set, not the author's:
   ``anthropic`` tokenizer is an API call with the key). A PR that could set them could send the key
   anywhere;
 * **policy** (:data:`POLICY_KEYS`, :data:`RECALL_POLICY_KEYS`): budgets, allowed growth, recall
-  thresholds and the significance test, spend caps, whether recall runs at all. A PR that could set
-  them would judge itself.
+  thresholds and the significance test, what counts as a found needle (style, scoring, the answer
+  regex: ``scoring = "regex"`` with ``answer_regex = ".*"`` would pass every trial), spend caps and
+  answer length, whether recall runs at all. A PR that could set them would judge itself.
 
 Those come from the *trusted* file (the base branch's, which was reviewed when it merged): a prompt
 the base has keeps the base's values, a new prompt gets the base's ``[defaults]``, and the files
@@ -36,7 +37,21 @@ from needle_action.config.model import Config, FileAccess, PromptConfig, PromptS
 
 ENDPOINT_KEYS = ("provider", "providers", "tokenizer", "tokenizer_safety_factor")
 POLICY_KEYS = ("max_input_tokens", "reserve_output_tokens", "max_growth")
-RECALL_POLICY_KEYS = ("enabled", "threshold", "alpha", "min_drop", "max_calls", "max_cost_usd")
+# what passes (threshold, the test), what counts as a found needle (style, scoring, the regex, which
+# a PR could also make catastrophic to match), and what may be spent
+RECALL_POLICY_KEYS = (
+    "enabled",
+    "threshold",
+    "alpha",
+    "min_drop",
+    "max_calls",
+    "max_cost_usd",
+    "max_output_tokens",
+    "needle",
+    "needles",
+    "scoring",
+    "answer_regex",
+)
 
 Kind = Literal["policy", "endpoint", "files"]
 
@@ -82,6 +97,8 @@ def _verb(base: object, head: object) -> str:
 def _show(value: object) -> str:
     if value is None:
         return "unset"
+    if isinstance(value, list) and value and not isinstance(value[0], str | int | float):
+        return f"[{len(value)} entries]"
     if isinstance(value, bool):
         return str(value).lower()
     if isinstance(value, int):

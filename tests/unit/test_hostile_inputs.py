@@ -198,6 +198,8 @@ api_key_env = "ANTHROPIC_API_KEY"
 [defaults.recall]
 max_calls = 5000
 threshold = 0.1
+scoring = "regex"
+answer_regex = ".*"
 [prompts.rag_answer]
 template = "p.j2"
 max_input_tokens = 8000
@@ -216,6 +218,7 @@ def test_apply_trust_takes_endpoints_and_policy_from_the_base(tmp_path):
     assert rag.provider == "anthropic" and rag.providers == {} and rag.model == "claude-opus-9"
     assert rag.max_input_tokens == 4000 and str(rag.max_growth) == "10%"
     assert rag.recall.max_calls == 20 and rag.recall.threshold == 0.8
+    assert rag.recall.scoring == "strict" and rag.recall.answer_regex is None  # ".*" would pass every trial
     assert new.max_input_tokens == 4000 and new.recall.max_calls == 20 and new.providers == {}
     lines = [c.describe() for c in changes]
     assert "⚠️ this PR raises max_input_tokens of rag_answer 4,000 → 8,000: takes effect after merge" in lines
