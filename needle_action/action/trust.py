@@ -31,7 +31,7 @@ from needle_action.config.loader import load_config
 from needle_action.config.model import Config
 from needle_action.config.trust import apply_trust
 from needle_action.errors import ConfigError, NeedleError
-from needle_action.paths import UnsafePath, check_inside, ensure_folder, relative_path, write_file
+from needle_action.paths import PathEscape, UnsafePath, check_inside, ensure_folder, relative_path, write_file
 from needle_action.recall.cache import default_cache_path
 
 REPORT_DIR = ".needle-report"
@@ -120,7 +120,7 @@ def head_config(settings: Settings, trusted: Trusted, notes: list[str]) -> Confi
     if relative_path(settings.workspace, path) is not None:
         try:
             check_inside(settings.workspace, path)
-        except Exception:  # PathEscape, or a symlink loop
+        except PathEscape:  # outside, or a symlink loop
             raise ConfigError(
                 "the threshold file resolves (through a symlink) outside the workspace",
                 file=str(settings.config),
