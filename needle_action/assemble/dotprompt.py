@@ -22,6 +22,7 @@ from __future__ import annotations
 import re
 import threading
 from collections import OrderedDict
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -32,10 +33,19 @@ from dotpromptz_handlebars import Node, StrictModeError
 from needle_action.assemble import handlebars as hbs
 from needle_action.assemble.handlebars import MARK, RenderLimit, Tag
 from needle_action.assemble.prompt import Message, RenderedPrompt
+from needle_action.assemble.sandbox import MAX_TEMPLATE_BYTES
 from needle_action.errors import ConfigError, TemplateError
-from needle_action.paths import PathEscape, check_inside, check_relative, display_path, read_text
+from needle_action.paths import (
+    ESCAPE_REASONS,
+    HIDDEN_HINT,
+    PathEscape,
+    check_inside,
+    check_relative,
+    check_visible,
+    display_path,
+    read_text,
+)
 
-MAX_TEMPLATE_BYTES = 2_000_000
 MAX_PARTIALS = 200
 ROLES = {"system": "system", "user": "user", "model": "assistant"}
 _MARKER_RE = re.compile(f"{MARK}(role:[^{MARK}]*|history){MARK}")
@@ -87,13 +97,9 @@ def parse(text: str, file: str) -> DotpromptFile:
 
 def _read(path: Path, file: str) -> str:
     try:
-        if path.stat().st_size > MAX_TEMPLATE_BYTES:
-            raise TemplateError(
-                f"template is larger than {MAX_TEMPLATE_BYTES:,} bytes",
-                file=file,
-                hint="prompts, templates and fixtures are text of a size a model can read; split it up",
-            )
-        return read_text(path, what="template", error_cls=TemplateError, file=file)
+        return read_text(
+            path, what="template", error_cls=TemplateError, file=file, max_bytes=MAX_TEMPLATE_BYTES
+        )
     except FileNotFoundError:
         raise TemplateError("template file not found", file=file) from None
     except OSError as exc:
@@ -127,8 +133,11 @@ def _compile(text: str, tags: list[Tag], file: str, *, partial: bool) -> list[No
         ) from None
 
 
-def _partial_file(root: Path, folder: Path, name: str, tag: Tag, file: str) -> Path | None:
-    """The file of partial NAME (``_name.prompt``) next to FOLDER, else at ROOT; None when missing."""
+def _partial_file(
+    root: Path, folder: Path, name: str, tag: Tag, file: str, allow_hidden: Sequence[str]
+) -> Path | None:
+    """The file of partial NAME (``_name.prompt``) next to FOLDER, else at ROOT; None when missing.
+    Confined like a Jinja include: inside ROOT, symlinks resolved, out of hidden folders."""
     try:
         check_relative(name)
     except PathEscape:
@@ -144,11 +153,14 @@ def _partial_file(root: Path, folder: Path, name: str, tag: Tag, file: str) -> P
         if candidate.is_file():
             try:
                 check_inside(root, candidate)
-            except PathEscape:
+                check_visible(root, candidate, allow_hidden)
+            except PathEscape as exc:
+                why = "resolves through a symlink outside the config root" if exc.kind == "outside" else ""
                 raise TemplateError(
-                    f"partial {name!r} resolves through a symlink outside the config root",
+                    f"partial {name!r} {why or ESCAPE_REASONS[exc.kind]}",
                     file=file,
                     line=tag.line,
+                    hint=HIDDEN_HINT if exc.kind == "hidden" else None,
                 ) from None
             return candidate
     return None
@@ -157,8 +169,8 @@ def _partial_file(root: Path, folder: Path, name: str, tag: Tag, file: str) -> P
 class _Partials:
     """Loads the partials a template names, depth first, refusing loops (as dotpromptz does)."""
 
-    def __init__(self, root: Path, folder: Path, out: Compiled) -> None:
-        self.root, self.folder, self.out = root, folder, out
+    def __init__(self, root: Path, folder: Path, out: Compiled, allow_hidden: Sequence[str]) -> None:
+        self.root, self.folder, self.out, self.allow = root, folder, out, tuple(allow_hidden)
         self.paths: list[Path] = []
 
     def visit(self, tags: list[Tag], file: str, chain: tuple[str, ...]) -> None:
@@ -181,7 +193,7 @@ class _Partials:
                 self._load(name, tag, file, chain)
 
     def _load(self, name: str, tag: Tag, file: str, chain: tuple[str, ...]) -> None:
-        path = _partial_file(self.root, self.folder, name, tag, file)
+        path = _partial_file(self.root, self.folder, name, tag, file, self.allow)
         if path is None:
             return  # the engine reports it at render time, unless a {{#> name}} block has a fallback
         if len(self.out.partials) >= MAX_PARTIALS:
@@ -203,30 +215,30 @@ def _stamp(path: Path) -> tuple[str, int, int] | tuple[str, None, None]:
     return (str(path), st.st_mtime_ns, st.st_size)
 
 
-def _compile_file(root: Path, path: Path, file: str) -> Compiled:
+def _compile_file(root: Path, path: Path, file: str, allow_hidden: Sequence[str]) -> Compiled:
     doc = parse(_read(path, file), file)
     tags = hbs.scan_tags(doc.body, doc.body_line)
     out = Compiled(doc=doc, program=_compile(doc.body, tags, file, partial=False), tags={file: tags})
-    partials = _Partials(root.absolute(), path.absolute().parent, out)
+    partials = _Partials(root.absolute(), path.absolute().parent, out, allow_hidden)
     partials.visit(tags, file, ())
     out.stamps = tuple(_stamp(p) for p in (path, *partials.paths))
     return out
 
 
-_cache: OrderedDict[tuple[str, str], Compiled] = OrderedDict()
+_cache: OrderedDict[tuple, Compiled] = OrderedDict()
 _cache_lock = threading.Lock()
 _CACHE_SIZE = 64
 
 
-def load(root: Path, path: Path, file: str) -> Compiled:
+def load(root: Path, path: Path, file: str, allow_hidden: Sequence[str] = ()) -> Compiled:
     """PATH compiled with its partials; cached until one of the files changes (recall renders the
-    same template hundreds of times)."""
-    key = (str(root.absolute()), str(path.absolute()))
+    same template hundreds of times, in the same render worker)."""
+    key = (str(root.absolute()), str(path.absolute()), tuple(allow_hidden))
     with _cache_lock:
         hit = _cache.get(key)
     if hit is not None and all(_stamp(Path(s[0])) == s for s in hit.stamps):
         return hit
-    compiled = _compile_file(root, path, file)
+    compiled = _compile_file(root, path, file, allow_hidden)
     with _cache_lock:
         _cache[key] = compiled
         _cache.move_to_end(key)
@@ -271,9 +283,14 @@ def _runtime_error(exc: BaseException, compiled: Compiled, file: str) -> Templat
     return TemplateError(f"rendering failed: {text}", file=where, line=line, hint=hint)
 
 
-def render_raw(root: Path, path: Path, variables: dict, *, file: str) -> str:
-    """The raw render of the ``.prompt`` at PATH (markers included): defaults overlaid by VARIABLES."""
-    compiled = load(root, path, file)
+def render_raw(
+    root: Path, path: Path, variables: dict, *, file: str, allow_hidden: Sequence[str] = ()
+) -> str:
+    """The raw render of the ``.prompt`` at PATH (markers included): defaults overlaid by VARIABLES.
+
+    Runs in the render worker (``render.render_raw`` sends ``.prompt`` names here), so time and
+    memory are bounded there too; the answer is plain text for :func:`to_rendered`."""
+    compiled = load(root, path, file, allow_hidden)
     context = hbs.prepare({**compiled.doc.defaults, **variables})
     try:
         return hbs.render(compiled.program, context, compiled.partials)
@@ -291,11 +308,11 @@ class _Source:
     history: bool = False
 
 
-def _role_line(compiled: Compiled, role: str, file: str) -> int | None:
+def _role_line(tags: list[Tag], role: str) -> int | None:
     """Line of the first ``{{role ...}}`` tag naming ROLE (else of any role tag)."""
-    tags = [t for t in compiled.tags.get(file, []) if t.kind == "value" and t.name == "role"]
-    named = [t for t in tags if re.search(rf"[\"']{re.escape(role)}[\"']", t.body or "")]
-    found = named or tags
+    roles = [t for t in tags if t.kind == "value" and t.name == "role"]
+    named = [t for t in roles if re.search(rf"[\"']{re.escape(role)}[\"']", t.body or "")]
+    found = named or roles
     return found[0].line if found else None
 
 
@@ -320,7 +337,7 @@ def _history_messages(value: Any, file: str) -> list[_Source]:
     return out
 
 
-def _sources(raw: str, history: list[_Source], compiled: Compiled, file: str) -> list[_Source]:
+def _sources(raw: str, history: list[_Source], tags: list[Tag], file: str) -> list[_Source]:
     """RAW split at the markers into messages, by Dotprompt's rules (see the module docstring)."""
     sources = [_Source("user")]
     marked_history = False
@@ -340,7 +357,7 @@ def _sources(raw: str, history: list[_Source], compiled: Compiled, file: str) ->
             raise TemplateError(
                 f"unknown role {role!r}" + (": tool messages are not supported" if role == "tool" else ""),
                 file=file,
-                line=_role_line(compiled, role, file),
+                line=_role_line(tags, role),
                 hint='Dotprompt\'s roles are "system", "user" and "model"',
             )
         if sources[-1].text.strip():
@@ -363,9 +380,7 @@ def _trim_blank_lines(text: str) -> str:
     return "\n".join(lines)
 
 
-def _to_prompt(
-    sources: list[_Source], compiled: Compiled, file: str
-) -> tuple[str | None, tuple[Message, ...]]:
+def _to_prompt(sources: list[_Source], tags: list[Tag], file: str) -> tuple[str | None, tuple[Message, ...]]:
     system: str | None = None
     messages: list[Message] = []
     for i, s in enumerate(sources):
@@ -377,7 +392,7 @@ def _to_prompt(
             raise TemplateError(
                 "a system message must come first, and only once",
                 file=file,
-                line=_role_line(compiled, "system", file),
+                line=_role_line(tags, "system"),
                 hint='put one {{role "system"}} section at the top of the template',
             )
         system = text
@@ -390,17 +405,17 @@ def _to_prompt(
     return system, tuple(messages)
 
 
-def render_dotprompt(
-    root: Path, path: Path, variables: dict, *, source: str, fixture: str | None
+def to_rendered(
+    raw: str, source_text: str, variables: dict, *, path: Path, source: str, fixture: str | None
 ) -> RenderedPrompt:
-    """The request the ``.prompt`` at PATH makes with VARIABLES (SOURCE: its name relative to ROOT)."""
+    """The request the ``.prompt`` at PATH (whose text is SOURCE_TEXT) makes, from its raw render
+    RAW: messages split at the markers, the fixture's ``messages`` as history, front-matter meta."""
     file = display_path(path)
-    raw = render_raw(root, path, variables, file=file)
-    compiled = load(root, path, file)
+    doc = parse(source_text, file)
+    tags = hbs.scan_tags(doc.body, doc.body_line)
     history = _history_messages(variables.get("messages"), fixture or file)
-    system, messages = _to_prompt(_sources(raw, history, compiled, file), compiled, file)
-    meta_keys = ("name", "description", "model")
-    front = {k: v for k, v in compiled.doc.front.items() if k in meta_keys}
+    system, messages = _to_prompt(_sources(raw, history, tags, file), tags, file)
+    front = {k: v for k, v in doc.front.items() if k in ("name", "description", "model")}
     return RenderedPrompt(
         system=system,
         messages=messages,
@@ -460,7 +475,7 @@ __all__ = [
     "parse",
     "load",
     "render_raw",
-    "render_dotprompt",
+    "to_rendered",
     "template_variables",
     "is_partial",
 ]

@@ -43,20 +43,17 @@ from dotpromptz_handlebars import (
 )
 from dotpromptz_handlebars._render import compile_template, render_program
 
+from needle_action.assemble.limits import MAX_OUTPUT_CHARS, RenderLimit
+
 # Marks a role or history marker in the raw render. Private use (Supplementary Private Use Area-A),
 # next to the Jinja sandbox's sentinels; removed from every value before rendering.
 MARK = "\U000f8e02"
 
-MAX_OUTPUT_CHARS = 20_000_000  # a 2M-token context window is ~8 MB of text
 MAX_STEPS = 1_000_000  # block bodies + partials rendered: ~2 s of the engine's time
 MAX_JSON_INDENT = 64
 MAX_DEPTH = 100  # nesting of blocks and partials (the engine's own default)
 
 _LITERAL_MARKER = re.compile(r"<<<dotprompt:(role:([a-z]+)|history)>>>")
-
-
-class RenderLimit(Exception):  # noqa: N818 - reads as "the render hit a limit"
-    """A render asked for more than a prompt can need."""
 
 
 # --------------------------------------------------------------------------- the budget

@@ -11,6 +11,7 @@ from needle_action.config.model import (
     DEFAULT_DEPTHS,
     PROVIDERS,
     Config,
+    FileAccess,
     Growth,
     NeedleSpec,
     PromptConfig,
@@ -22,6 +23,7 @@ from needle_action.config.model import (
 
 __all__ = [
     "Config",
+    "FileAccess",
     "PromptConfig",
     "PromptSettings",
     "RecallSettings",

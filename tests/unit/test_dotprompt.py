@@ -18,13 +18,20 @@ from dotpromptz import DataArgument, Dotprompt
 
 from needle_action.assemble import dotprompt as dp
 from needle_action.assemble import handlebars as hbs
-from needle_action.assemble import render_case
+from needle_action.assemble import isolate, render_case
 from needle_action.assemble.handlebars import MARK, MAX_OUTPUT_CHARS, MAX_STEPS
 from needle_action.config import Config, PromptConfig, load_config
 from needle_action.config.scaffold import write_starter
 from needle_action.errors import ConfigError, TemplateError
 from tests import builders
 from tests.builders import EXAMPLES, Project
+
+
+@pytest.fixture(autouse=True)
+def in_process(monkeypatch):
+    """Render here, not in the render worker (a unit test starts no process; the limits the tests
+    lower are this process's): tests/integration/test_dotprompt_worker.py renders through it."""
+    monkeypatch.setattr(isolate, "available", lambda: False)
 
 
 def write(root: Path, rel: str, text: str) -> Path:
@@ -287,6 +294,12 @@ def test_partial_symlink_outside_the_root_is_refused(tmp_path):
     os.symlink(secret, tmp_path / "p" / "prompts" / "_link.prompt")
     e = error(tmp_path / "p", "{{> link}}\n")
     assert "symlink outside the config root" in e.message and "SECRET" not in e.format()
+
+
+def test_partials_in_hidden_folders_are_refused(tmp_path):
+    write(tmp_path, ".github/_leak.prompt", "SECRET")
+    e = error(tmp_path, "x\n{{> .github/leak}}\n")
+    assert "hidden files and folders" in e.message and e.location.line == 2 and "allow_hidden" in e.hint
 
 
 def test_partial_loops_are_refused_at_the_line_that_closes_them(tmp_path):
