@@ -27,3 +27,13 @@ def _no_sockets_or_processes(monkeypatch):
     monkeypatch.setattr(socket.socket, "connect_ex", _refuse("opened a network connection"))
     monkeypatch.setattr(socket.socket, "bind", _refuse("bound a socket (a server?)"))
     monkeypatch.setattr(subprocess.Popen, "__init__", _refuse("started a subprocess"))
+
+
+@pytest.fixture(autouse=True)
+def _renders_in_process(monkeypatch):
+    # production renders run in a bounded worker process (assemble/isolate.py, tested in
+    # tests/integration/); a unit test checks what the sandbox itself allows and refuses, the same
+    # code the worker runs, without starting that process
+    from needle_action.assemble import isolate
+
+    monkeypatch.setattr(isolate, "available", lambda: False)
