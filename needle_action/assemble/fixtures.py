@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import tomllib
 from collections.abc import Callable
 from pathlib import Path
@@ -112,17 +113,20 @@ def load_fixture(path: str | os.PathLike) -> dict:
         raise ConfigError(
             f"fixture variable names must be strings, got {bad[0]!r}",
             file=file,
-            line=_key_line(text, str(bad[0])),
+            line=key_line(text, str(bad[0])),
             hint="quote the key",
         )
     return data
 
 
-def _key_line(text: str, key: str) -> int | None:
+def key_line(text: str, key: str) -> int | None:
+    """The 1-based line where the top-level KEY of a fixture text is written (None: not found)."""
+    # YAML `key:`, TOML `key =`, JSON `"key":`, quoted or not; "golden:" is not "gold"
+    written = re.compile(rf"""^\s*(?:{re.escape(key)}|"{re.escape(key)}"|'{re.escape(key)}')\s*[:=]""")
     for i, line in enumerate(text.splitlines(), start=1):
-        if line.lstrip().startswith((key, f'"{key}"', f"'{key}'")):
+        if written.match(line):
             return i
     return None
 
 
-__all__ = ["load_fixture", "yaml_error_position"]
+__all__ = ["key_line", "load_fixture", "yaml_error_position"]

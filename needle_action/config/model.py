@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
-from typing import Literal
+from typing import Literal, get_args
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
@@ -87,14 +87,34 @@ class NeedleSpec(Strict):
     answer: str = "{value}"
 
 
+NeedleStyle = Literal[
+    "codeword", "sentence", "distractors", "multihop", "custom", "gold", "nonlexical", "absent"
+]
+NEEDLE_STYLES: tuple[str, ...] = get_args(NeedleStyle)
+# styles that take generated look-alikes (gold moves the user's own items, multihop brings its own
+# decoys, custom needles have no subject to vary)
+LOOK_ALIKE_STYLES = ("codeword", "sentence", "distractors", "nonlexical", "absent")
+DEFAULT_DISTRACTORS = {"distractors": 3}  # the distractors style has always placed three
+
+
 class RecallSettings(Strict):
     enabled: bool = True
     sizes: list[int] | Literal["auto"] = Field(default_factory=lambda: [2000, 8000])
     depths: list[float] = Field(default_factory=lambda: list(DEFAULT_DEPTHS))
     trials: int = Field(default=5, ge=1, le=1000)
     threshold: float = Field(default=0.8, ge=0.0, le=1.0, description="minimum recall per cell")
-    needle: Literal["codeword", "sentence", "distractors", "multihop", "custom"] = "codeword"
+    needle: NeedleStyle | list[NeedleStyle] = Field(
+        default="codeword", description="needle style, or a list: each cell runs one style"
+    )
     needles: list[NeedleSpec] = Field(default_factory=list)
+    distractors: int | None = Field(
+        default=None, ge=0, le=8, description="look-alikes per trial; default 0 (3 for the distractors style)"
+    )
+    similarity: Literal["low", "medium", "high"] = "high"
+    abstain_phrases: list[str] | None = Field(
+        default=None, description="absent: replies that count as abstaining; default a built-in list"
+    )
+    abstain_regex: str | None = None
     scoring: Literal["strict", "contains", "regex"] = "strict"
     answer_regex: str | None = None
     filler_globs: list[str] = Field(default_factory=list)
@@ -129,18 +149,50 @@ class RecallSettings(Strict):
             raise ValueError("every depth must be between 0.0 (start) and 1.0 (end)")
         return sorted(set(float(d) for d in v))
 
+    @property
+    def styles(self) -> list[str]:
+        """The needle styles this prompt runs, in the order written."""
+        return [self.needle] if isinstance(self.needle, str) else list(self.needle)
+
+    def distractor_count(self, style: str) -> int:
+        """Look-alikes per trial of STYLE (0 for styles that take none)."""
+        if style not in LOOK_ALIKE_STYLES:
+            return 0
+        return self.distractors if self.distractors is not None else DEFAULT_DISTRACTORS.get(style, 0)
+
+    @field_validator("needle")
+    @classmethod
+    def _styles(cls, v):
+        if isinstance(v, list):
+            if not v:
+                raise ValueError(
+                    'needle must name a style, or list at least one (e.g. ["codeword", "absent"])'
+                )
+            if len(set(v)) != len(v):
+                raise ValueError("needle lists a style twice")
+        return v
+
     @model_validator(mode="after")
-    def _custom(self):
-        if self.needle == "custom" and not self.needles:
+    def _combinations(self):
+        styles = self.styles
+        if "custom" in styles and not self.needles:
             raise ValueError('needle = "custom" needs at least one [[...recall.needles]] entry')
+        if self.distractors and not set(styles) & set(LOOK_ALIKE_STYLES):
+            raise ValueError(
+                f"distractors apply to the {', '.join(LOOK_ALIKE_STYLES)} styles, and this prompt runs none of them"
+            )
+        for name in ("answer_regex", "abstain_regex"):
+            pattern = getattr(self, name)
+            if pattern is not None:
+                try:
+                    re.compile(pattern)
+                except re.error as exc:
+                    raise ValueError(f"{name} does not compile: {exc}") from None
+        if self.abstain_phrases is not None and not all(p.strip() for p in self.abstain_phrases):
+            raise ValueError("abstain_phrases must not contain an empty phrase")
         if self.scoring == "regex":
             if not self.answer_regex:
                 raise ValueError('scoring = "regex" needs answer_regex')
-        if self.answer_regex:
-            try:
-                re.compile(self.answer_regex)
-            except re.error as exc:
-                raise ValueError(f"answer_regex does not compile: {exc}") from None
         return self
 
 

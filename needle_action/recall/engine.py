@@ -16,15 +16,14 @@ import json
 from pathlib import Path
 from typing import Literal
 
+from needle_action.assemble.fixtures import load_fixture
 from needle_action.assemble.render import render_case
 from needle_action.config.model import Config, PromptConfig
 from needle_action.errors import ProviderUnavailable
 from needle_action.paths import relative
 from needle_action.providers.base import Provider
 from needle_action.providers.registry import make_provider
-from needle_action.recall import stats
 from needle_action.recall.cache import ResultCache, default_cache_path
-from needle_action.recall.diagnose import diagnose
 from needle_action.recall.haystack import HaystackBuilder
 from needle_action.recall.plan import (
     RecallOverrides,
@@ -34,6 +33,8 @@ from needle_action.recall.plan import (
     settings_hash,
     skip_reason,
 )
+from needle_action.recall.probes.gold import answer_keys
+from needle_action.recall.probes.summary import summarize_cells
 from needle_action.recall.scheduler import (
     PROVIDER_STOP_PREFIX,
     CellRun,
@@ -68,27 +69,21 @@ def summarize(plan: PromptPlan, provider_name: str, outcome: RunOutcome) -> Reca
     stop_reason = outcome.stop_reason
     cells = [c.to_result(thr) for c in plan.cells]
     partial = stop_reason is not None and any(not c.complete(thr, rs.early_stop) for c in plan.cells)
-    by_size: dict[int, list[str]] = {}
-    rates: dict[int, list[float | None]] = {}
-    for c in cells:
-        by_size.setdefault(c.size, []).append(c.status)
-        rates.setdefault(c.size, []).append(c.rate)
-    # worst depth per size; unknown when some depth has no trial at all
-    worst = {s: (None if None in r else min(r)) for s, r in rates.items()}  # type: ignore[type-var]
-    eff = stats.effective_context(plan.sizes, by_size)
-    diagnosis = diagnose(
+    # per needle style, and over the recall styles for the prompt (probes/summary.py)
+    summary = summarize_cells(
         cells,
+        plan.sizes,
         threshold=thr,
         planned_trials=rs.trials,
-        effective_context=eff,
         partial=partial,
         partial_reason=stop_reason,
     )
+    distractors = max(rs.distractor_count(s) for s in rs.styles)
     return RecallResult(
         provider=provider_name,
         model=plan.prompt.model,
         fixture=plan.fixture,
-        needle_style=rs.needle,
+        needle_style="+".join(rs.styles),
         scoring=rs.scoring,
         threshold=thr,
         seed=rs.seed,
@@ -96,9 +91,9 @@ def summarize(plan: PromptPlan, provider_name: str, outcome: RunOutcome) -> Reca
         min_drop=rs.min_drop,
         settings_hash=plan.settings_hash,
         cells=cells,
-        effective_context=eff,
-        effective_context_relative=stats.effective_context_relative(plan.sizes, worst, thr),
-        diagnosis=diagnosis,
+        effective_context=summary.effective_context,
+        effective_context_relative=summary.effective_context_relative,
+        diagnosis=summary.diagnosis,
         calls=outcome.calls,
         cached_calls=0,
         saved_calls=sum(c.saved for c in plan.cells),
@@ -107,6 +102,9 @@ def summarize(plan: PromptPlan, provider_name: str, outcome: RunOutcome) -> Reca
         partial=partial,
         partial_reason=stop_reason if partial else None,
         status="fail" if any(c.status == "fail" for c in cells) else "pass",
+        distractors=distractors,
+        similarity=rs.similarity if distractors or "absent" in rs.styles else None,
+        styles=summary.styles,
     )
 
 
@@ -202,7 +200,12 @@ async def _recall_prompt(run: _Run, prompt: PromptConfig, pr: PromptResult) -> N
         sizes = list(prompt.recall.sizes)
 
     # reuse before any counting: an unchanged prompt costs no model call and no tokenizer call
-    digest = settings_hash(config, prompt, content_hash=base.content_hash(), fixture=fixture, sizes=sizes)
+    keys = None
+    if "gold" in prompt.recall.styles and fixture_path is not None:  # not rendered, yet decide the result
+        keys = answer_keys(load_fixture(fixture_path))
+    digest = settings_hash(
+        config, prompt, content_hash=base.content_hash(), fixture=fixture, sizes=sizes, answer_keys=keys
+    )
     stored = run.stored(prompt, digest)
     if stored is not None:
         pr.recall = stored
@@ -226,7 +229,13 @@ async def _recall_prompt(run: _Run, prompt: PromptConfig, pr: PromptResult) -> N
         except ProviderUnavailable as exc:
             return run.outage(pr, exc.message)
 
-    cells = [CellRun(size, depth, prompt.recall.trials) for size in sizes for depth in prompt.recall.depths]
+    rs = prompt.recall
+    cells = [
+        CellRun(size, depth, rs.trials, style=style)
+        for style in rs.styles
+        for size in sizes
+        for depth in rs.depths
+    ]
     plan = PromptPlan(prompt.name, prompt, fixture, sizes, builder, digest, cells)
     await _run_plan(run, plan, provider, pr)
 

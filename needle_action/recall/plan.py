@@ -117,13 +117,20 @@ def _filler_digest(config: Config, prompt: PromptConfig) -> str:
 
 
 def settings_hash(
-    config: Config, prompt: PromptConfig, *, content_hash: str, fixture: str | None, sizes: list[int]
+    config: Config,
+    prompt: PromptConfig,
+    *,
+    content_hash: str,
+    fixture: str | None,
+    sizes: list[int],
+    answer_keys: dict | None = None,
 ) -> str:
     """sha256 over everything that decides a complete recall result: the assembled prompt with its
     fixture (content hash), the fixture's name, provider, model, tokenizer, the provider settings
     that change answers, the recall settings (seed included, sizes resolved), the filler files'
-    contents and the tool's major version. Paths are relative, so a git worktree of the base branch
-    hashes the same as the head."""
+    contents and the tool's major version; for gold needles also the fixture's ``expected`` and
+    ``gold`` (ANSWER_KEYS), which decide the result without being rendered. Paths are relative, so a
+    git worktree of the base branch hashes the same as the head."""
     recall = prompt.recall.model_dump(mode="json", exclude=HASH_EXCLUDED)
     recall["sizes"] = sizes
     ps = prompt.providers.get(prompt.provider)
@@ -140,10 +147,16 @@ def settings_hash(
         "recall": recall,
         "filler": _filler_digest(config, prompt) if prompt.recall.filler_globs else None,
     }
-    blob = json.dumps(payload, sort_keys=True, separators=(",", ":")).encode()
+    if answer_keys is not None:
+        payload["answer_keys"] = answer_keys
+    blob = json.dumps(payload, sort_keys=True, separators=(",", ":"), default=str).encode()
     return hashlib.sha256(blob).hexdigest()
 
 
-def trial_rng(seed: int, prompt_name: str, size: int, depth: float, trial: int) -> random.Random:
-    """The RNG of one trial: a pure function of its coordinates, never of scheduling order."""
-    return random.Random(f"needle:{seed}:{prompt_name}:{size}:{depth!r}:{trial}")
+def trial_rng(
+    seed: int, prompt_name: str, size: int, depth: float, trial: int, *, style: str | None = None
+) -> random.Random:
+    """The RNG of one trial: a pure function of its coordinates (its needle style included), never
+    of scheduling order."""
+    key = f"needle:{seed}:{prompt_name}:{size}:{depth!r}:{trial}"
+    return random.Random(key if style is None else f"{key}:{style}")
