@@ -9,6 +9,7 @@ from needle_action.compare.models import (
     RecallComparison,
     RecallSide,
     SideTotals,
+    StyleLine,
     TokenDelta,
 )
 from needle_action.compare.verdict import compare
@@ -22,6 +23,7 @@ __all__ = [
     "RecallComparison",
     "RecallSide",
     "SideTotals",
+    "StyleLine",
     "TokenDelta",
     "compare",
 ]

@@ -7,6 +7,8 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from needle_action.results import ABSENT_STYLE
+
 PromptStatus = Literal["new", "deleted", "renamed", "changed", "unchanged"]
 Tier = Literal["green", "yellow", "red"]
 CellVerdict = Literal[
@@ -46,6 +48,7 @@ class TokenDelta(CompareModel):
 
 
 class CellDelta(CompareModel):
+    style: str = Field(default="", description="needle style of the cell")
     size: int
     depth: float
     base_hits: int | None = None
@@ -62,15 +65,37 @@ class CellDelta(CompareModel):
     p_value: float | None = None
     verdict: CellVerdict
     token_offset: int | None = None
+    head_distractor_answers: int | None = None
+
+    @property
+    def abstention(self) -> bool:
+        """An ``absent`` cell: its rate is the abstention rate, 1 - rate the hallucination rate."""
+        return self.style == ABSENT_STYLE
 
 
 class AnswerSample(CompareModel):
     """A wrong answer shown in the details (raw text; the renderer sanitises it)."""
 
+    style: str = ""
     size: int
     depth: float
     expected: str
     answer: str
+
+
+class StyleLine(CompareModel):
+    """One needle style of one side, summed over its cells (what the report's per-style lines say)."""
+
+    style: str
+    hits: int
+    trials: int
+    rate: float | None = None
+    diagnosis: str
+    summary: str
+    effective_context: int | None = None
+    distractor_answers: int = 0
+    distractor_rate: float | None = None
+    hallucination_rate: float | None = None
 
 
 class RecallSide(CompareModel):
@@ -86,6 +111,12 @@ class RecallSide(CompareModel):
     cost_usd: float
     partial: bool
     partial_reason: str | None = None
+    distractors: int = 0
+    similarity: str | None = None
+    styles: list[StyleLine] = Field(default_factory=list)
+
+    def style(self, name: str) -> StyleLine | None:
+        return next((s for s in self.styles if s.style == name), None)
 
 
 class RecallComparison(CompareModel):
@@ -94,16 +125,27 @@ class RecallComparison(CompareModel):
     threshold: float | None = None
     alpha: float | None = None
     min_drop: float | None = None
+    styles: list[str] = Field(default_factory=list, description="needle styles, head's first")
     sizes: list[int] = Field(default_factory=list)
     depths: list[float] = Field(default_factory=list)
     cells: list[CellDelta] = Field(default_factory=list)
     base: RecallSide | None = None
     head: RecallSide | None = None
-    comparable: bool = Field(default=True, description="false when base used other sizes/depths/model")
+    comparable: bool = Field(
+        default=True, description="false when base used another model, scoring or look-alikes"
+    )
     samples: list[AnswerSample] = Field(default_factory=list)
 
-    def cell(self, size: int, depth: float) -> CellDelta | None:
-        return next((c for c in self.cells if c.size == size and abs(c.depth - depth) < 1e-9), None)
+    def cell(self, size: int, depth: float, style: str | None = None) -> CellDelta | None:
+        """The cell at SIZE x DEPTH of STYLE (any style when None)."""
+        return next(
+            (
+                c
+                for c in self.cells
+                if c.size == size and abs(c.depth - depth) < 1e-9 and (style is None or c.style == style)
+            ),
+            None,
+        )
 
 
 class PromptComparison(CompareModel):

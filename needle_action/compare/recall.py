@@ -1,14 +1,18 @@
-"""Recall, base -> head: each cell (size x depth) tested for a significant drop.
+"""Recall, base -> head: each cell (style x size x depth) tested for a significant drop.
 
 A **regression** needs both a one-sided Fisher exact p-value below ``recall.alpha`` (the drop is
 unlikely to be noise) and a rate drop of at least ``recall.min_drop`` (the drop matters). A drop
 that the trial counts could never prove significant, however extreme, is **inconclusive** instead
 of guessed either way; a head cell with no base counterpart is judged against the threshold only.
+
+Cells pair by needle style too: a style the base did not run is new on the head. An ``absent``
+cell's rate is its abstention rate, so a drop there is a rise in hallucination and regresses the
+same way.
 """
 
 from __future__ import annotations
 
-from needle_action.compare.models import AnswerSample, CellDelta, RecallComparison, RecallSide
+from needle_action.compare.models import AnswerSample, CellDelta, RecallComparison, RecallSide, StyleLine
 from needle_action.recall.stats import fisher_drop_pvalue
 from needle_action.results import PromptResult, RecallCell, RecallResult
 
@@ -34,11 +38,38 @@ def _side(r: RecallResult) -> RecallSide:
         cost_usd=r.cost_usd,
         partial=r.partial,
         partial_reason=r.partial_reason,
+        distractors=r.distractors,
+        similarity=r.similarity,
+        styles=[
+            StyleLine(
+                style=s.style,
+                hits=s.hits,
+                trials=s.trials,
+                rate=s.rate,
+                diagnosis=s.diagnosis.kind,
+                summary=s.diagnosis.summary,
+                effective_context=s.effective_context,
+                distractor_answers=s.distractor_answers,
+                distractor_rate=s.distractor_rate,
+                hallucination_rate=s.hallucination_rate,
+            )
+            for s in r.styles
+        ],
     )
 
 
-def _cell_key(c: RecallCell) -> tuple[int, float]:
-    return (c.size, round(c.depth, 6))
+def _cell_key(c: RecallCell) -> tuple[str, int, float]:
+    return (c.style, c.size, round(c.depth, 6))
+
+
+def _comparable(base: RecallResult, head: RecallResult) -> bool:
+    """Same model, scoring and look-alikes: otherwise the rates are not the same quantity."""
+    return (base.model, base.scoring, base.distractors, base.similarity) == (
+        head.model,
+        head.scoring,
+        head.distractors,
+        head.similarity,
+    )
 
 
 def _judge_cell(
@@ -46,7 +77,7 @@ def _judge_cell(
 ) -> CellDelta:
     ref = head or base
     assert ref is not None
-    d = CellDelta(size=ref.size, depth=ref.depth, verdict="not-run")
+    d = CellDelta(style=ref.style, size=ref.size, depth=ref.depth, verdict="not-run")
     if base is not None:
         d.base_hits, d.base_trials, d.base_rate, d.base_status = (
             base.hits,
@@ -57,7 +88,7 @@ def _judge_cell(
     if head is not None:
         d.head_hits, d.head_trials, d.head_rate = head.hits, head.trials, head.rate
         d.head_ci_low, d.head_ci_high, d.head_status = head.ci_low, head.ci_high, head.status
-        d.token_offset = head.token_offset
+        d.token_offset, d.head_distractor_answers = head.token_offset, head.distractor_answers
     if head is None:
         d.verdict = "removed"
         return d
@@ -108,16 +139,18 @@ def compare_recall(head: PromptResult, base: PromptResult | None) -> RecallCompa
     rc.alpha, rc.min_drop = settings
     head_cells = {_cell_key(c): c for c in hr.cells}
     base_cells = {_cell_key(c): c for c in br.cells} if br else {}
-    if br is not None and (
-        br.model != hr.model or br.needle_style != hr.needle_style or br.scoring != hr.scoring
-    ):
-        rc.comparable = False  # other model or needles: rates are not the same quantity; judge head alone
+    if br is not None and not _comparable(br, hr):
+        rc.comparable = False  # other model, scoring or look-alikes: judge the head alone
         base_cells_for_test: dict = {}
     else:
         base_cells_for_test = base_cells
-    keys = sorted(set(head_cells) | set(base_cells))
-    rc.sizes = sorted({k[0] for k in keys})
-    rc.depths = sorted({k[1] for k in keys})
+    order = {
+        s: i for i, s in enumerate(dict.fromkeys([c.style for c in hr.cells] + [k[0] for k in base_cells]))
+    }
+    keys = sorted(set(head_cells) | set(base_cells), key=lambda k: (order[k[0]], k[1], k[2]))
+    rc.styles = list(order)
+    rc.sizes = sorted({k[1] for k in keys})
+    rc.depths = sorted({k[2] for k in keys})
     for key in keys:
         rc.cells.append(
             _judge_cell(
@@ -140,13 +173,27 @@ def compare_recall(head: PromptResult, base: PromptResult | None) -> RecallCompa
         rc.status = "fail"
     elif "inconclusive" in verdicts or hr.partial:
         rc.status = "inconclusive"
-    for c in hr.cells:
-        for a in c.answers:
-            if not a.hit and len(rc.samples) < 12:
-                rc.samples.append(
-                    AnswerSample(size=c.size, depth=c.depth, expected=a.needle, answer=a.answer)
-                )
+    rc.samples = _samples(hr)
     return rc
+
+
+def _samples(r: RecallResult, limit: int = 12) -> list[AnswerSample]:
+    """Up to LIMIT wrong answers, shared fairly between the styles (each gets its turn in order)."""
+    per_style: dict[str, list[AnswerSample]] = {}
+    for c in r.cells:
+        for a in c.answers:
+            if not a.hit:
+                sample = AnswerSample(
+                    style=c.style, size=c.size, depth=c.depth, expected=a.needle, answer=a.answer
+                )
+                per_style.setdefault(c.style, []).append(sample)
+    out: list[AnswerSample] = []
+    queues = list(per_style.values())
+    while len(out) < limit and any(queues):
+        for q in queues:
+            if q and len(out) < limit:
+                out.append(q.pop(0))
+    return out
 
 
 def _recall_tolerances(r: RecallResult) -> tuple[float, float]:

@@ -23,10 +23,12 @@ from __future__ import annotations
 from typing import Any
 
 from needle_action.compare.models import (
+    CellDelta,
     Comparison,
     Failure,
     PromptComparison,
     PromptStatus,
+    RecallComparison,
     SideTotals,
     Verdict,
 )
@@ -124,34 +126,38 @@ def _failures_of(pc: PromptComparison) -> list[Failure]:
             )
     rc = pc.recall
     if rc is not None:
-        for c in rc.cells:
-            if c.verdict == "regressed":
-                out.append(
-                    Failure(
-                        kind="recall-regression",
-                        title=f"needle: {pc.name} recall regressed",
-                        message=(
-                            f"{pc.name}: recall at {c.size} tokens, depth {c.depth:g} fell from "
-                            f"{c.base_hits}/{c.base_trials} to {c.head_hits}/{c.head_trials} "
-                            f"(one-sided Fisher p={c.p_value:.3g} < alpha {rc.alpha:g})"
-                        ),
-                        **loc,
-                    )
-                )
-            elif c.verdict == "below-threshold":
-                out.append(
-                    Failure(
-                        kind="recall-threshold",
-                        title=f"needle: {pc.name} recall below threshold",
-                        message=(
-                            f"{pc.name}: recall at {c.size} tokens, depth {c.depth:g} is "
-                            f"{c.head_hits}/{c.head_trials}, below the threshold {rc.threshold:g} "
-                            "(no base result to compare with)"
-                        ),
-                        **loc,
-                    )
-                )
+        out += [f for c in rc.cells if (f := _recall_failure(pc, rc, c, loc)) is not None]
     return out
+
+
+def _recall_failure(pc: PromptComparison, rc: RecallComparison, c: CellDelta, loc: dict) -> Failure | None:
+    """The failure a recall cell's verdict stands for, if any; the style is named (an ``absent``
+    cell measures abstention: its drop is the model inventing answers)."""
+    what = "abstention (absent needle)" if c.abstention else "recall"
+    single = len(rc.styles) <= 1 and not c.abstention
+    where = f"{pc.name}: {what}{'' if single else f' [{c.style}]'} at {c.size} tokens, depth {c.depth:g}"
+    why = " (the model invents answers the context does not hold)" if c.abstention else ""
+    if c.verdict == "regressed":
+        return Failure(
+            kind="recall-regression",
+            title=f"needle: {pc.name} {what} regressed",
+            message=(
+                f"{where} fell from {c.base_hits}/{c.base_trials} to {c.head_hits}/{c.head_trials}{why} "
+                f"(one-sided Fisher p={c.p_value:.3g} < alpha {rc.alpha:g})"
+            ),
+            **loc,
+        )
+    if c.verdict == "below-threshold":
+        return Failure(
+            kind="recall-threshold",
+            title=f"needle: {pc.name} {what} below threshold",
+            message=(
+                f"{where} is {c.head_hits}/{c.head_trials}, below the threshold {rc.threshold:g}{why} "
+                "(no base result to compare with)"
+            ),
+            **loc,
+        )
+    return None
 
 
 def _totals(r: Results) -> SideTotals:

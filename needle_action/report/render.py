@@ -46,6 +46,13 @@ DIAGNOSIS_LABEL = {
     "flaky": "Flaky",
     "inconclusive": "Inconclusive",
     "mixed-failure": "Mixed failure",
+    "hallucination": "Hallucination",
+}
+# what each needle style's grid measures, under its name (docs/needles.md has the long version)
+STYLE_NOTE = {
+    "gold": "the fixture's own gold item, moved",
+    "nonlexical": "no word shared with the question",
+    "absent": "the answer is not in the context: 🟩 = the model says so",
 }
 # detail levels, richest first; the comment drops to the next one while it is too long
 LEVELS = ("full", "no-answers", "no-cells", "changed-only", "minimal")
@@ -130,6 +137,30 @@ def _heat_cell(c: CellDelta | None, rc: RecallComparison, with_base: bool) -> Tr
     return Trusted(f"{base}→{head}{mark}")
 
 
+def _share(part: int, whole: int, base: float | None = None) -> str:
+    text = f"{part}/{whole} ({part / whole:.0%})" if whole else "–"
+    return text + (f", base {base:.0%}" if base is not None else "")
+
+
+def _style_caption(rc: RecallComparison, style: str) -> Trusted:
+    """``codeword`` needle · recall 56/60 (93%) · answered a look-alike's value in 2/60 (3%)."""
+    name = f"**{sanitize.code(style, 40)}** needle"
+    if style in STYLE_NOTE:
+        name += f" ({STYLE_NOTE[style]})"
+    parts = [name]
+    head = rc.head.style(style) if rc.head is not None else None
+    base = rc.base.style(style) if rc.base is not None and rc.comparable else None
+    if head is not None:
+        if head.hallucination_rate is not None:
+            before = base.hallucination_rate if base is not None else None
+            parts.append(f"hallucination {_share(head.trials - head.hits, head.trials, before)}")
+        else:
+            parts.append(f"recall {_share(head.hits, head.trials, base.rate if base is not None else None)}")
+        if head.distractor_answers or (rc.head is not None and rc.head.distractors):
+            parts.append(f"answered a look-alike's value in {_share(head.distractor_answers, head.trials)}")
+    return Trusted(" · ".join(parts))
+
+
 def _money(x: float | None) -> Trusted:
     return Trusted("$0" if not x else f"${x:,.4f}")
 
@@ -165,7 +196,13 @@ def _environment() -> jinja2.Environment:
         ),
         short=lambda sha: Trusted(sanitize.code((sha or "")[:7])) if sha else Trusted("–"),
     )
-    env.globals.update(heat=_heat_cell, square=square, MARKER=Trusted(MARKER), STATUS_LABEL=STATUS_LABEL)
+    env.globals.update(
+        heat=_heat_cell,
+        square=square,
+        style_caption=_style_caption,
+        MARKER=Trusted(MARKER),
+        STATUS_LABEL=STATUS_LABEL,
+    )
     return env
 
 
