@@ -8,6 +8,7 @@ never as a traceback.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import json
 import sys
@@ -191,13 +192,17 @@ def budget(config_path: Path, only: tuple[str, ...], baseline: Path | None, json
 @recall_options
 @handle_errors
 def recall(config_path, only, baseline, json_out, overrides, progress, cache) -> None:
-    """Probe positional recall: needles at several depths and context sizes."""
+    """Probe positional recall: needles at several depths and context sizes.
+
+    Cells stop early once their verdict is settled (``early_stop``), except with --baseline: a run
+    that will be compared runs every planned trial."""
     config = _load(config_path)
+    base = _baseline(baseline)
     results = run_recall(
         config,
-        baseline=_baseline(baseline),
+        baseline=base,
         only=list(only) or None,
-        overrides=overrides,
+        overrides=dataclasses.replace(overrides, full_trials=base is not None),
         progress=progress,
         cache=cache,
     )

@@ -5,6 +5,7 @@ Nothing here prints or talks to GitHub: the faces (``cli``, ``action``) do that 
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
@@ -112,14 +113,15 @@ def run_check(
     progress: ProgressFactory | None = None,
     cache: CacheArg = None,
 ) -> Results:
-    """Budgets, then recall (unless RECALL is false): what ``needle check`` runs."""
+    """Budgets, then recall (unless RECALL is false): what ``needle check`` runs, on either side of
+    a comparison, so every planned recall trial runs (no early stopping)."""
     results = run_budget(config, baseline=baseline, only=only)
     if recall:
         run_recall(
             config,
             baseline=baseline,
             only=only,
-            overrides=overrides,
+            overrides=dataclasses.replace(overrides, full_trials=True),
             progress=progress,
             results=results,
             cache=cache,
@@ -159,7 +161,9 @@ def measure(config: Config, how: Measure, *, env: Mapping[str, str], cache: Cach
                 "budgets still ran offline",
             )
     if runnable:
-        run_recall(config, only=runnable, overrides=how.overrides, results=results, cache=cache)
+        # both sides of a pull request are compared: every planned trial runs (no early stopping)
+        overrides = dataclasses.replace(how.overrides, full_trials=True)
+        run_recall(config, only=runnable, overrides=overrides, results=results, cache=cache)
     return results
 
 

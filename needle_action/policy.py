@@ -51,11 +51,16 @@ def comparison_exit_code(comparison: Comparison, policy: Policy = Policy()) -> i
 def results_exit_code(results: Results, *, stages: Collection[str]) -> int:
     """``needle budget`` / ``recall`` / ``check``: exit by one side's results.
 
-    An outage exits 3 only when no prompt's recall could run at all: partial runs are judged.
+    A recall run cut short never passes: 3 when the provider stopped it (an outage), else 1 (a
+    cap stopped the planned trials). An outage where no prompt's recall ran at all exits 3.
     """
+    recall = "recall" in stages
     failed = ("budget" in stages and results.budget_status in ("fail", "error")) or (
-        "recall" in stages and results.recall_status in ("fail", "error")
+        recall and results.recall_status in ("fail", "error")
     )
     nothing_ran = not any(p.recall is not None for p in results.prompts)
-    outage = "recall" in stages and results.totals.provider_unavailable
-    return exit_code(failed=failed, outage=outage, outage_fails=nothing_ran)
+    outage = recall and results.totals.provider_unavailable
+    cut_short = recall and results.recall_status == "partial"
+    if cut_short and not outage:
+        failed = True
+    return exit_code(failed=failed, outage=outage, outage_fails=nothing_ran or cut_short)

@@ -29,9 +29,10 @@ from needle_action import __version__
 from needle_action.config.model import Growth, parse_growth
 from needle_action.errors import ConfigError
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2  # 2: pooled verdicts (status "partial", alpha is family-wise, min_drop the power target)
 
 Status = Literal["pass", "fail", "skipped", "error"]
+RecallStatus = Literal["pass", "fail", "partial"]
 CellStatus = Literal["pass", "fail", "undecided"]
 Diagnosis = Literal[
     "all-pass",
@@ -144,7 +145,7 @@ class StyleSummary(Model):
     hits: int
     trials: int
     rate: float | None
-    status: Status = "pass"
+    status: RecallStatus = "pass"
     effective_context: int | None = Field(
         default=None, description="largest size whose every depth passes (null for absent)"
     )
@@ -156,6 +157,39 @@ class StyleSummary(Model):
     hallucination_rate: float | None = Field(default=None, description="absent: share that did not abstain")
 
 
+class HistoryCell(Model):
+    style: str = Field(default="", description="needle style (empty in files of one-style runs)")
+    size: int
+    depth: float
+    hits: int
+    trials: int
+
+
+class RecallHistory(Model):
+    """Trials of earlier complete runs with the same fingerprint (``pool_key``) and other seeds,
+    pooled into this result's sample when it is the base of a comparison."""
+
+    runs: int = Field(description="earlier runs pooled (one per seed)")
+    seeds: list[int] = Field(default_factory=list)
+    cells: list[HistoryCell] = Field(default_factory=list)
+
+    def trials(self) -> int:
+        return sum(c.trials for c in self.cells)
+
+
+class RecallPower(Model):
+    """How the run's trials were planned, and what drop they can catch (docs/recall.md)."""
+
+    trials: int = Field(description="trials per cell the run planned")
+    auto: bool = Field(description='true when trials = "auto" chose them')
+    group: str = Field(description="the group planned for, e.g. middle depths (25%-75%)")
+    base_rate: float = Field(description="the base recall of that group the plan assumed")
+    base_rate_source: Literal["baseline", "assumed"]
+    min_drop: float
+    power: float = Field(description="chance of catching a drop of min_drop with these trials")
+    detectable_drop: float | None = Field(description="smallest drop caught with 95% power")
+
+
 class RecallResult(Model):
     provider: str
     model: str
@@ -164,12 +198,22 @@ class RecallResult(Model):
     scoring: str
     threshold: float
     seed: int
-    # regression tolerances from the threshold file (RecallSettings), so a results file is self-describing
-    alpha: float = 0.05
-    min_drop: float = 0.2
+    # regression settings from the threshold file (RecallSettings), so a results file is self-describing
+    alpha: float = Field(default=0.01, description="family-wise alpha of the base-vs-head comparison")
+    min_drop: float = Field(default=0.2, description="drop the run is planned to catch (95% power)")
     settings_hash: str = Field(description="hash of (assembled prompt, model, needle settings, seed)")
+    pool_key: str | None = Field(
+        default=None,
+        description="hash of what decides the answers (no seed, no trials): runs that share it pool",
+    )
     cells: list[RecallCell]
-    effective_context: int | None = Field(description="largest size whose worst depth >= threshold")
+    effective_context: int | None = Field(description="largest size up to which recall holds (pooled)")
+    effective_context_low: int | None = Field(
+        default=None, description="largest size up to which every size is demonstrably above the threshold"
+    )
+    effective_context_high: int | None = Field(
+        default=None, description="first size at which recall does not hold (the estimate is below it)"
+    )
     effective_context_relative: int | None = Field(
         default=None,
         description="largest size whose worst depth >= threshold x the smallest size's worst depth",
@@ -180,8 +224,17 @@ class RecallResult(Model):
     cost_usd: float = 0.0
     partial: bool = False
     partial_reason: str | None = None
-    status: Status = "pass"
+    status: RecallStatus = Field(
+        default="pass",
+        description="fail: some group is below the threshold (pooled); partial: cut short, else pass",
+    )
     saved_calls: int = Field(default=0, description="planned trials not run thanks to early stopping")
+    lost_trials: int = Field(default=0, description="trials whose call failed after every retry")
+    full_trials: bool = Field(
+        default=True, description="false when cells could stop early (not comparable with a base)"
+    )
+    power: RecallPower | None = None
+    history: RecallHistory | None = None
     cost_known: bool = Field(default=True, description="false when the price table does not know the model")
     reused_from: Literal["cache", "baseline"] | None = Field(
         default=None, description="set when this result was reused (0 new calls) instead of measured"
@@ -270,11 +323,15 @@ class Results(Model):
         return "fail" if any(c.status == "fail" for c in cases) else "pass"
 
     @property
-    def recall_status(self) -> Status:
+    def recall_status(self) -> Status | RecallStatus:
+        """skipped (nothing ran), fail (some prompt's recall fails), partial (some prompt's run was
+        cut short: never a pass), else pass."""
         rs = [p.recall for p in self.prompts if p.recall is not None]
         if not rs:
             return "skipped"
-        return "fail" if any(r.status == "fail" for r in rs) else "pass"
+        if any(r.status == "fail" for r in rs):
+            return "fail"
+        return "partial" if any(r.partial for r in rs) else "pass"
 
     def prompt(self, name: str) -> PromptResult | None:
         return next((p for p in self.prompts if p.name == name), None)

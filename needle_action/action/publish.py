@@ -90,7 +90,7 @@ def token_delta_lines(comparison: Comparison) -> str:
 
 def recall_verdict(comparison: Comparison) -> str:
     statuses = [p.recall.status for p in comparison.prompts if p.recall is not None]
-    for s in ("fail", "inconclusive", "pass"):
+    for s in ("fail", "underpowered", "inconclusive", "pass"):
         if s in statuses:
             return "regressed" if s == "fail" else s
     return "skipped"

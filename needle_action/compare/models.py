@@ -14,7 +14,7 @@ Tier = Literal["green", "yellow", "red"]
 CellVerdict = Literal[
     "ok", "regressed", "improved", "inconclusive", "below-threshold", "new", "removed", "not-run"
 ]
-Verdict = Literal["pass", "fail-budget", "fail-recall", "fail", "inconclusive"]
+Verdict = Literal["pass", "fail-budget", "fail-recall", "fail", "inconclusive", "underpowered"]
 FailureKind = Literal["budget", "growth", "recall-regression", "recall-threshold", "error"]
 
 # the "yellow" tier: more than this share of the growth allowance used, or less headroom than this
@@ -73,6 +73,33 @@ class CellDelta(CompareModel):
         return self.style == ABSENT_STYLE
 
 
+class GroupDelta(CompareModel):
+    """One group of cells (the middle, a depth, a size) of one needle style tested for a drop,
+    base -> head.
+
+    Rates are pooled over the group's cells; ``drop`` is the mean of the cells' drops (every cell
+    counts the same whatever its trials). ``p_value`` is the one-sided exact stratified test
+    (strata = cells); null when the group was not tested (drop below the floor, or no cell with
+    full counts on both sides). ``regressed`` when Holm's procedure rejects it at the family alpha
+    (the family spans every style's groups). In an ``absent`` group the rate is the abstention rate.
+    """
+
+    style: str = Field(default="", description="needle style of the group's cells")
+    kind: Literal["middle", "depth", "size"]
+    label: str
+    cells: int
+    base_hits: int = 0
+    base_trials: int = 0
+    base_rate: float | None = None
+    head_hits: int = 0
+    head_trials: int = 0
+    head_rate: float | None = None
+    drop: float | None = None
+    p_value: float | None = None
+    holm_bound: float | None = Field(default=None, description="alpha / (m - rank + 1) it was held to")
+    verdict: Literal["ok", "regressed", "below-floor", "untested"] = "ok"
+
+
 class AnswerSample(CompareModel):
     """A wrong answer shown in the details (raw text; the renderer sanitises it)."""
 
@@ -90,6 +117,7 @@ class StyleLine(CompareModel):
     hits: int
     trials: int
     rate: float | None = None
+    status: str = "pass"
     diagnosis: str
     summary: str
     effective_context: int | None = None
@@ -111,6 +139,10 @@ class RecallSide(CompareModel):
     cost_usd: float
     partial: bool
     partial_reason: str | None = None
+    trials: int = Field(default=0, description="trials of this side's own run, over every cell")
+    history_trials: int = Field(default=0, description="trials pooled from earlier runs (base only)")
+    history_runs: int = 0
+    lost_trials: int = 0
     distractors: int = 0
     similarity: str | None = None
     styles: list[StyleLine] = Field(default_factory=list)
@@ -120,11 +152,18 @@ class RecallSide(CompareModel):
 
 
 class RecallComparison(CompareModel):
-    status: Literal["pass", "fail", "inconclusive", "skipped"]
+    status: Literal["pass", "fail", "inconclusive", "underpowered", "skipped"]
     skipped_reason: str | None = None
     threshold: float | None = None
-    alpha: float | None = None
-    min_drop: float | None = None
+    alpha: float | None = Field(default=None, description="family-wise alpha over the groups")
+    min_drop: float | None = Field(default=None, description="the drop a run is planned to catch")
+    floor: float | None = Field(default=None, description="smallest pooled drop ever flagged")
+    unchanged: bool = Field(default=False, description="same fingerprint on both sides: nothing to test")
+    groups: list[GroupDelta] = Field(default_factory=list)
+    detectable_drop: float | None = Field(
+        default=None, description="drop in the planning group this comparison catches with 95% power"
+    )
+    detectable_in: str | None = Field(default=None, description="the planning group, e.g. middle depths")
     styles: list[str] = Field(default_factory=list, description="needle styles, head's first")
     sizes: list[int] = Field(default_factory=list)
     depths: list[float] = Field(default_factory=list)
@@ -198,6 +237,7 @@ class Comparison(CompareModel):
         default=False, description="a significant drop vs base, or a new cell below threshold"
     )
     recall_inconclusive: bool = False
+    recall_underpowered: bool = Field(default=False, description="a cap or outage stopped planned trials")
     provider_outage: bool = False
     errors: bool = False
     prompts: list[PromptComparison] = Field(default_factory=list)

@@ -1,30 +1,131 @@
-"""Recall, base -> head: each cell (style x size x depth) tested for a significant drop.
+"""Recall, base -> head: groups of cells tested for a drop, with a known family-wise error rate.
 
-A **regression** needs both a one-sided Fisher exact p-value below ``recall.alpha`` (the drop is
-unlikely to be noise) and a rate drop of at least ``recall.min_drop`` (the drop matters). A drop
-that the trial counts could never prove significant, however extreme, is **inconclusive** instead
-of guessed either way; a head cell with no base counterpart is judged against the threshold only.
+The decision rule (docs/recall.md, "Comparing base and head"):
 
-Cells pair by needle style too: a style the base did not run is new on the head. An ``absent``
-cell's rate is its abstention rate, so a drop there is a rise in hallucination and regresses the
-same way.
+* cells are pooled into groups (:mod:`needle_action.recall.groups`: the middle depths, each depth,
+  each size); a group is tested only when its observed drop (mean of its cells' drops) is at least
+  the **floor**, ``min_drop / 2``;
+* each tested group gets a one-sided exact stratified test (strata = cells), so rates that differ by
+  size or depth keep the error rate exact;
+* Holm's procedure over the whole family at ``alpha`` (default 0.01): the chance that a pull request
+  which changes nothing is blocked is at most ``alpha``, however many groups there are;
+* only cells with their **full** planned counts on both sides are tested: early stopping makes the
+  number of trials depend on the answers, which breaks the test (curtailed cells are "untested");
+* the base sample adds the trials of earlier runs with the same fingerprint (``history``).
+
+A prompt with the same fingerprint on both sides is not tested (the pull request did not change
+what recall measures). A head with no comparable base is judged against the threshold alone, on
+pooled estimates (``RecallResult.status``).
+
+Needle styles: each style a prompt runs is a grid of its own (cells pair by style, size and depth),
+its groups are tested like a one-style grid's, and Holm runs over the groups of every style at once,
+so the family-wise rate holds for the prompt. An ``absent`` group's rate is its abstention rate: a
+drop there is a rise in hallucination and regresses the same way. A style the base did not run is
+judged against the threshold alone (its pooled reading, ``StyleSummary.status``).
 """
 
 from __future__ import annotations
 
-from needle_action.compare.models import AnswerSample, CellDelta, RecallComparison, RecallSide, StyleLine
-from needle_action.recall.stats import fisher_drop_pvalue
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+from needle_action.compare.models import (
+    AnswerSample,
+    CellDelta,
+    GroupDelta,
+    RecallComparison,
+    RecallSide,
+    StyleLine,
+)
+from needle_action.recall.groups import CellKey, Group, cell_key, family, planning_group, pooled
+from needle_action.recall.history import base_counts, testable_counts
+from needle_action.recall.power import GroupDesign, detectable_drop
+from needle_action.recall.stats import holm_rejections, stratified_drop_pvalue
 from needle_action.results import PromptResult, RecallCell, RecallResult
 
-
-def min_achievable_pvalue(base_n: int, head_n: int) -> float:
-    """The smallest one-sided p-value these trial counts can ever produce (base all hits, head none)."""
-    if base_n <= 0 or head_n <= 0:
-        return 1.0
-    return fisher_drop_pvalue(base_n, base_n, 0, head_n)
+Counts = Mapping[CellKey, tuple[int, int]]  # cell -> (hits, trials)
+StyledKey = tuple[str, int, float]  # (needle style, size, depth)
 
 
-def _side(r: RecallResult) -> RecallSide:
+def drop_floor(min_drop: float) -> float:
+    """The smallest pooled drop ever flagged: half the drop a run is planned to catch."""
+    return min_drop / 2
+
+
+@dataclass(frozen=True)
+class GroupTest:
+    """One group's test: the pure result :func:`test_groups` returns."""
+
+    group: Group
+    base: tuple[int, int]  # pooled (hits, trials)
+    head: tuple[int, int]
+    drop: float | None
+    p_value: float | None
+    holm_bound: float | None
+    regressed: bool
+    style: str = ""
+
+
+def _mean_drop(base: Counts, head: Counts, cells: Sequence[CellKey]) -> float | None:
+    drops = [
+        base[k][0] / base[k][1] - head[k][0] / head[k][1]
+        for k in cells
+        if base.get(k, (0, 0))[1] > 0 and head.get(k, (0, 0))[1] > 0
+    ]
+    return sum(drops) / len(drops) if drops else None
+
+
+def test_groups(
+    base: Counts, head: Counts, sizes: Sequence[int], depths: Sequence[float], *, alpha: float, floor: float
+) -> list[GroupTest]:
+    """Test every group of the SIZES x DEPTHS grid for a drop from BASE to HEAD (counts of the
+    cells that may be tested; others absent); Holm at ALPHA over the whole family."""
+    return test_styled_groups({"": (base, head)}, sizes, depths, alpha=alpha, floor=floor)
+
+
+def test_styled_groups(
+    grids: Mapping[str, tuple[Counts, Counts]],
+    sizes: Sequence[int],
+    depths: Sequence[float],
+    *,
+    alpha: float,
+    floor: float,
+) -> list[GroupTest]:
+    """:func:`test_groups` for several needle styles, each a grid of its own ((base, head) counts
+    per style): every style's groups, with Holm at ALPHA over all of them together."""
+    tagged = [(style, g) for style in grids for g in family(sizes, depths)]
+    drops = [_mean_drop(*grids[style], g.cells) for style, g in tagged]
+    pvalues: list[float | None] = []
+    for (style, g), drop in zip(tagged, drops, strict=True):
+        if drop is None or drop < floor or drop <= 0:
+            pvalues.append(None)  # untested: treated as p = 1 by Holm (monotone, still valid)
+            continue
+        base, head = grids[style]
+        strata = [(*base[k], *head[k]) for k in g.cells if k in base and k in head]
+        pvalues.append(stratified_drop_pvalue(strata))
+    as_tested = [1.0 if p is None else p for p in pvalues]
+    rejected = holm_rejections(as_tested, alpha)
+    ranks = {i: r for r, i in enumerate(sorted(range(len(tagged)), key=lambda i: as_tested[i]))}
+    return [
+        GroupTest(
+            group=g,
+            base=pooled(grids[style][0], g.cells),
+            head=pooled(grids[style][1], g.cells),
+            drop=drop,
+            p_value=p,
+            holm_bound=alpha / (len(tagged) - ranks[i]) if p is not None else None,
+            regressed=rejected[i] and p is not None,
+            style=style,
+        )
+        for i, ((style, g), drop, p) in enumerate(zip(tagged, drops, pvalues, strict=True))
+    ]
+
+
+# -- from results files ------------------------------------------------------------------------
+
+
+def _side(r: RecallResult, *, with_history: bool) -> RecallSide:
+    history = r.history if with_history else None
     return RecallSide(
         provider=r.provider,
         model=r.model,
@@ -38,6 +139,10 @@ def _side(r: RecallResult) -> RecallSide:
         cost_usd=r.cost_usd,
         partial=r.partial,
         partial_reason=r.partial_reason,
+        trials=sum(c.trials for c in r.cells),
+        history_trials=history.trials() if history else 0,
+        history_runs=history.runs if history else 0,
+        lost_trials=r.lost_trials,
         distractors=r.distractors,
         similarity=r.similarity,
         styles=[
@@ -46,6 +151,7 @@ def _side(r: RecallResult) -> RecallSide:
                 hits=s.hits,
                 trials=s.trials,
                 rate=s.rate,
+                status=s.status,
                 diagnosis=s.diagnosis.kind,
                 summary=s.diagnosis.summary,
                 effective_context=s.effective_context,
@@ -58,129 +164,187 @@ def _side(r: RecallResult) -> RecallSide:
     )
 
 
-def _cell_key(c: RecallCell) -> tuple[str, int, float]:
-    return (c.style, c.size, round(c.depth, 6))
+def _group_delta(t: GroupTest) -> GroupDelta:
+    def rate(hits_n: tuple[int, int]) -> float | None:
+        return round(hits_n[0] / hits_n[1], 4) if hits_n[1] else None
 
-
-def _comparable(base: RecallResult, head: RecallResult) -> bool:
-    """Same model, scoring and look-alikes: otherwise the rates are not the same quantity."""
-    return (base.model, base.scoring, base.distractors, base.similarity) == (
-        head.model,
-        head.scoring,
-        head.distractors,
-        head.similarity,
+    if t.regressed:
+        verdict = "regressed"
+    elif t.drop is None:
+        verdict = "untested"
+    elif t.p_value is None and t.drop > 0:
+        verdict = "below-floor"
+    else:
+        verdict = "ok"
+    return GroupDelta(
+        style=t.style,
+        kind=t.group.kind,
+        label=t.group.label,
+        cells=len(t.group.cells),
+        base_hits=t.base[0],
+        base_trials=t.base[1],
+        base_rate=rate(t.base),
+        head_hits=t.head[0],
+        head_trials=t.head[1],
+        head_rate=rate(t.head),
+        drop=round(t.drop, 4) if t.drop is not None else None,
+        p_value=t.p_value,
+        holm_bound=t.holm_bound,
+        verdict=verdict,  # type: ignore[arg-type]
     )
 
 
-def _judge_cell(
-    head: RecallCell | None, base: RecallCell | None, *, threshold: float, alpha: float, min_drop: float
+def _cell_delta(
+    key: StyledKey, head: RecallCell | None, base: RecallCell | None, pooled_base: Counts, *, compared: bool
 ) -> CellDelta:
-    ref = head or base
-    assert ref is not None
-    d = CellDelta(style=ref.style, size=ref.size, depth=ref.depth, verdict="not-run")
+    d = CellDelta(style=key[0], size=key[1], depth=key[2], verdict="not-run")
     if base is not None:
-        d.base_hits, d.base_trials, d.base_rate, d.base_status = (
-            base.hits,
-            base.trials,
-            base.rate,
-            base.status,
-        )
+        d.base_hits, d.base_trials = pooled_base.get(key[1:], (base.hits, base.trials))
+        d.base_rate = round(d.base_hits / d.base_trials, 4) if d.base_trials else None
+        d.base_status = base.status
     if head is not None:
         d.head_hits, d.head_trials, d.head_rate = head.hits, head.trials, head.rate
         d.head_ci_low, d.head_ci_high, d.head_status = head.ci_low, head.ci_high, head.status
         d.token_offset, d.head_distractor_answers = head.token_offset, head.distractor_answers
     if head is None:
         d.verdict = "removed"
-        return d
-    if head.trials == 0:
-        d.verdict = "not-run"
-        return d
-    if base is None or base.trials == 0:
-        d.verdict = (
-            "below-threshold"
-            if head.status == "fail"
-            else ("inconclusive" if head.status == "undecided" else "new")
-        )
-        return d
-    base_rate, head_rate = base.hits / base.trials, head.hits / head.trials
-    d.drop = round(base_rate - head_rate, 4)
-    d.p_value = fisher_drop_pvalue(base.hits, base.trials, head.hits, head.trials)
-    if d.drop >= min_drop and d.drop > 0:
-        powerless = min_achievable_pvalue(base.trials, head.trials) >= alpha
-        stopped = base.trials < base.planned_trials or head.trials < head.planned_trials
-        if d.p_value < alpha:
-            d.verdict = "regressed"
-        elif head.status != "pass" and (powerless or stopped):
-            # the cell fell below the threshold but there are too few trials to call it: no outcome at
-            # these counts could be significant, or early stopping ended the cell before it could be
-            d.verdict = "inconclusive"
-        else:
-            d.verdict = "ok"  # a drop this size is within noise at these counts
-    elif -d.drop >= min_drop and fisher_drop_pvalue(head.hits, head.trials, base.hits, base.trials) < alpha:
-        d.verdict = "improved"
-    else:
-        d.verdict = "ok"
+    elif base is None or not compared:
+        d.verdict = "new" if head.trials > 0 else "not-run"
+    elif head.trials > 0 and d.base_rate is not None and head.rate is not None:
+        d.drop = round(d.base_rate - head.rate, 4)
+        curtailed = head.stopped_early or base.stopped_early
+        d.verdict = "inconclusive" if curtailed else "ok"
     return d
 
 
+def _is_unchanged(head: RecallResult, base: RecallResult) -> bool:
+    if head.pool_key and base.pool_key:
+        return head.pool_key == base.pool_key
+    return head.settings_hash == base.settings_hash
+
+
+def _comparable(head: RecallResult, base: RecallResult | None) -> bool:
+    """Same model, scoring and look-alikes, and a needle style in common: otherwise the rates are
+    not the same quantity. Styles pair one by one; one the base did not run is new."""
+    return (
+        base is not None
+        and (base.model, base.scoring, base.distractors, base.similarity)
+        == (head.model, head.scoring, head.distractors, head.similarity)
+        and bool(set(head.style_names()) & set(base.style_names()))
+    )
+
+
+def _detectable(
+    base: Counts, head: Counts, sizes, depths, alpha: float, styles: int
+) -> tuple[float | None, str]:
+    """The drop in the planning group this comparison catches with 95% power."""
+    group = planning_group(sizes, depths)
+    base_hits, base_n = pooled(base, group.cells)
+    _, head_n = pooled(head, group.cells)
+    if not base_n or not head_n:
+        return None, group.label
+    design = GroupDesign(cells=len(group.cells), family_size=styles * len(family(sizes, depths)), alpha=alpha)
+    return detectable_drop(design, base_n=base_n, head_n=head_n, base_rate=base_hits / base_n), group.label
+
+
+def _test_against_base(rc: RecallComparison, hr: RecallResult, base: Mapping[str, Counts]) -> None:
+    """Test the groups of every style both sides ran (BASE: each style's base counts)."""
+    grids = {s: (base[s], testable_counts(hr, s)) for s in hr.style_names() if s in base}
+    tests = test_styled_groups(grids, rc.sizes, rc.depths, alpha=rc.alpha or hr.alpha, floor=rc.floor or 0.0)
+    rc.groups = [_group_delta(t) for t in tests]
+    flagged = {(t.style, *k) for t in tests if t.regressed for k in t.group.cells}
+    for d in rc.cells:
+        if (d.style, *cell_key(d.size, d.depth)) in flagged and d.drop is not None and d.drop > 0:
+            d.verdict = "regressed"
+    first = next(iter(grids), None)
+    if first is not None:
+        rc.detectable_drop, rc.detectable_in = _detectable(
+            *grids[first], rc.sizes, rc.depths, hr.alpha, len(grids)
+        )
+
+
+def _judge_alone(rc: RecallComparison, hr: RecallResult, styles: set[str]) -> None:
+    """Cells of STYLES (no comparable base) judged against the threshold: a failing cell of a style
+    whose pooled reading fails is below the threshold."""
+    status = {s.style: s.status for s in hr.styles}
+    for d in rc.cells:
+        failing = status.get(d.style, hr.status) == "fail"
+        if d.style in styles and failing and d.head_status == "fail":
+            d.verdict = "below-threshold"
+
+
+def _status(rc: RecallComparison, hr: RecallResult, br: RecallResult | None, tested: bool) -> str:
+    if any(g.verdict == "regressed" for g in rc.groups):
+        return "fail"
+    if not tested and not rc.unchanged and hr.status == "fail":
+        return "fail"  # no comparable base: judged against the threshold, on pooled estimates
+    if any(c.verdict == "below-threshold" for c in rc.cells):
+        return "fail"  # a style the base did not run, below the threshold
+    if hr.partial or (tested and br is not None and br.partial):
+        return "underpowered"
+    if any(c.verdict == "inconclusive" for c in rc.cells) or (tested and not hr.full_trials):
+        return "inconclusive"
+    return "pass"
+
+
 def compare_recall(head: PromptResult, base: PromptResult | None) -> RecallComparison | None:
+    """The recall comparison of one prompt (None when neither side has recall to show)."""
     hr = head.recall
     br = base.recall if base is not None else None
     if hr is None:
         if head.recall_skipped:
-            return RecallComparison(
-                status="skipped", skipped_reason=head.recall_skipped, base=_side(br) if br else None
-            )
+            side = _side(br, with_history=True) if br else None
+            return RecallComparison(status="skipped", skipped_reason=head.recall_skipped, base=side)
         return None
+    comparable = _comparable(hr, br)
     rc = RecallComparison(
-        status="pass", threshold=hr.threshold, head=_side(hr), base=_side(br) if br else None
+        status="pass",
+        threshold=hr.threshold,
+        alpha=hr.alpha,
+        min_drop=hr.min_drop,
+        floor=drop_floor(hr.min_drop),
+        head=_side(hr, with_history=False),
+        base=_side(br, with_history=comparable) if br else None,
+        comparable=comparable or br is None,
     )
-    settings = _recall_tolerances(hr)
-    rc.alpha, rc.min_drop = settings
-    head_cells = {_cell_key(c): c for c in hr.cells}
-    base_cells = {_cell_key(c): c for c in br.cells} if br else {}
-    if br is not None and not _comparable(br, hr):
-        rc.comparable = False  # other model, scoring or look-alikes: judge the head alone
-        base_cells_for_test: dict = {}
-    else:
-        base_cells_for_test = base_cells
+    head_cells = {_key(c): c for c in hr.cells}
+    base_cells = {_key(c): c for c in br.cells} if br else {}
     order = {
-        s: i for i, s in enumerate(dict.fromkeys([c.style for c in hr.cells] + [k[0] for k in base_cells]))
+        s: i for i, s in enumerate(dict.fromkeys([k[0] for k in head_cells] + [k[0] for k in base_cells]))
     }
     keys = sorted(set(head_cells) | set(base_cells), key=lambda k: (order[k[0]], k[1], k[2]))
     rc.styles = list(order)
     rc.sizes = sorted({k[1] for k in keys})
     rc.depths = sorted({k[2] for k in keys})
+    rc.unchanged = br is not None and comparable and _is_unchanged(hr, br)
+    tested = br is not None and comparable and not rc.unchanged
+    both = set(hr.style_names()) & set(br.style_names()) if br is not None and comparable else set()
+    pooled_base = {s: base_counts(br, s) for s in both} if br is not None else {}
     for key in keys:
+        base_cell = base_cells.get(key) if br is not None else None
         rc.cells.append(
-            _judge_cell(
-                head_cells.get(key),
-                base_cells_for_test.get(key),
-                threshold=hr.threshold,
-                alpha=rc.alpha,
-                min_drop=rc.min_drop,
+            _cell_delta(
+                key, head_cells.get(key), base_cell, pooled_base.get(key[0], {}), compared=key[0] in both
             )
         )
-        if key in base_cells and key not in base_cells_for_test and rc.cells[-1].verdict != "removed":
-            b = base_cells[key]  # keep the base numbers visible even when not tested
-            rc.cells[-1].base_hits, rc.cells[-1].base_trials, rc.cells[-1].base_rate = (
-                b.hits,
-                b.trials,
-                b.rate,
-            )
-    verdicts = {c.verdict for c in rc.cells}
-    if verdicts & {"regressed", "below-threshold"}:
-        rc.status = "fail"
-    elif "inconclusive" in verdicts or hr.partial:
-        rc.status = "inconclusive"
-    rc.samples = _samples(hr)
+    if tested:
+        _test_against_base(rc, hr, pooled_base)
+        _judge_alone(rc, hr, set(hr.style_names()) - both)
+    elif hr.status == "fail":
+        _judge_alone(rc, hr, set(hr.style_names()))
+    rc.status = _status(rc, hr, br, tested)  # type: ignore[assignment]
+    rc.samples = _samples(hr.cells)
     return rc
 
 
-def _samples(r: RecallResult, limit: int = 12) -> list[AnswerSample]:
+def _key(c: RecallCell) -> StyledKey:
+    return (c.style, *cell_key(c.size, c.depth))
+
+
+def _samples(cells: Sequence[RecallCell], limit: int = 12) -> list[AnswerSample]:
     """Up to LIMIT wrong answers, shared fairly between the styles (each gets its turn in order)."""
     per_style: dict[str, list[AnswerSample]] = {}
-    for c in r.cells:
+    for c in cells:
         for a in c.answers:
             if not a.hit:
                 sample = AnswerSample(
@@ -194,8 +358,3 @@ def _samples(r: RecallResult, limit: int = 12) -> list[AnswerSample]:
             if q and len(out) < limit:
                 out.append(q.pop(0))
     return out
-
-
-def _recall_tolerances(r: RecallResult) -> tuple[float, float]:
-    """alpha and min_drop of the head run (the threshold file's RecallSettings, recorded in the result)."""
-    return float(r.alpha), float(r.min_drop)

@@ -8,11 +8,11 @@ Verdict rules (tolerances come from the threshold file):
 
 * tokens: a case fails when tokens + output reserve exceed ``max_input_tokens`` (absolute budget)
   or when growth against the base case exceeds ``max_growth``;
-* recall, per cell (size x depth) present on both sides: a **regression** needs both a
-  one-sided Fisher exact p-value below ``recall.alpha`` (the drop is unlikely to be noise) and a
-  rate drop of at least ``recall.min_drop`` (the drop matters). A drop that the trial counts could
-  never prove significant, however extreme, is **inconclusive** instead of guessed either way;
-* a head cell with no base counterpart is judged against the absolute threshold only.
+* recall: groups of cells (the middle depths, each depth, each size) are tested for a drop with an
+  exact stratified test under Holm's correction at the family alpha, only when the pooled drop
+  reaches the floor ``min_drop / 2`` (:mod:`needle_action.compare.recall`);
+* a prompt with no comparable base is judged against the absolute threshold on pooled estimates;
+* a run cut short (cap, outage) that shows no regression is **underpowered**, never a pass.
 
 Policy (fail on budget / on recall regression / on provider outage) is applied by the action; this
 module only reports the flags separately.
@@ -23,7 +23,6 @@ from __future__ import annotations
 from typing import Any
 
 from needle_action.compare.models import (
-    CellDelta,
     Comparison,
     Failure,
     PromptComparison,
@@ -34,7 +33,7 @@ from needle_action.compare.models import (
 )
 from needle_action.compare.recall import compare_recall
 from needle_action.compare.tokens import budget_reason, growth_reason, token_delta
-from needle_action.results import PromptResult, Results, SkipKind
+from needle_action.results import ABSENT_STYLE, PromptResult, Results, SkipKind
 
 
 def _case_hashes(p: PromptResult) -> set[str]:
@@ -126,38 +125,62 @@ def _failures_of(pc: PromptComparison) -> list[Failure]:
             )
     rc = pc.recall
     if rc is not None:
-        out += [f for c in rc.cells if (f := _recall_failure(pc, rc, c, loc)) is not None]
+        out.extend(_recall_failures(pc, rc, loc))
     return out
 
 
-def _recall_failure(pc: PromptComparison, rc: RecallComparison, c: CellDelta, loc: dict) -> Failure | None:
-    """The failure a recall cell's verdict stands for, if any; the style is named (an ``absent``
-    cell measures abstention: its drop is the model inventing answers)."""
-    what = "abstention (absent needle)" if c.abstention else "recall"
-    single = len(rc.styles) <= 1 and not c.abstention
-    where = f"{pc.name}: {what}{'' if single else f' [{c.style}]'} at {c.size} tokens, depth {c.depth:g}"
-    why = " (the model invents answers the context does not hold)" if c.abstention else ""
-    if c.verdict == "regressed":
-        return Failure(
-            kind="recall-regression",
-            title=f"needle: {pc.name} {what} regressed",
-            message=(
-                f"{where} fell from {c.base_hits}/{c.base_trials} to {c.head_hits}/{c.head_trials}{why} "
-                f"(one-sided Fisher p={c.p_value:.3g} < alpha {rc.alpha:g})"
-            ),
-            **loc,
+def _measure(rc: RecallComparison, style: str) -> tuple[str, str]:
+    """(what a style's rate measures, named with the style when it needs naming; why it matters):
+    ``recall``, ``recall [nonlexical]``, ``abstention [absent]``."""
+    if style == ABSENT_STYLE:
+        return f"abstention [{style}]", " (the model invents answers the context does not hold)"
+    return ("recall" if len(rc.styles) <= 1 else f"recall [{style}]"), ""
+
+
+def _recall_failures(pc: PromptComparison, rc: RecallComparison, loc: dict[str, Any]) -> list[Failure]:
+    out: list[Failure] = []
+    for g in rc.groups:
+        if g.verdict != "regressed":
+            continue
+        what, why = _measure(rc, g.style)
+        out.append(
+            Failure(
+                kind="recall-regression",
+                title=f"needle: {pc.name} {what.split(' ')[0]} regressed",
+                message=(
+                    f"{pc.name}: {what} at {g.label} fell from {g.base_hits}/{g.base_trials} to "
+                    f"{g.head_hits}/{g.head_trials}{why} (mean drop {g.drop * 100 if g.drop else 0:.0f} pt; "
+                    f"exact stratified test p={g.p_value:.3g} <= {g.holm_bound:.3g}, Holm at family "
+                    f"alpha {rc.alpha:g})"
+                ),
+                **loc,
+            )
         )
-    if c.verdict == "below-threshold":
-        return Failure(
-            kind="recall-threshold",
-            title=f"needle: {pc.name} {what} below threshold",
-            message=(
-                f"{where} is {c.head_hits}/{c.head_trials}, below the threshold {rc.threshold:g}{why} "
-                "(no base result to compare with)"
-            ),
-            **loc,
+    if rc.status == "fail" and rc.head is not None:
+        out += _threshold_failures(pc, rc, loc)
+    return out
+
+
+def _threshold_failures(pc: PromptComparison, rc: RecallComparison, loc: dict[str, Any]) -> list[Failure]:
+    """One failure per style judged against the threshold alone (no comparable base) that fails."""
+    assert rc.head is not None
+    below = list(dict.fromkeys(c.style for c in rc.cells if c.verdict == "below-threshold"))
+    if not below and not rc.groups:
+        below = [""]  # a result without cell styles: the prompt's own summary says it
+    out = []
+    for style in below:
+        line = rc.head.style(style)
+        what, why = _measure(rc, style) if style else ("recall", "")
+        summary = line.summary if line is not None else rc.head.summary
+        out.append(
+            Failure(
+                kind="recall-threshold",
+                title=f"needle: {pc.name} {what.split(' ')[0]} below threshold",
+                message=f"{pc.name}: {'' if what == 'recall' else f'{what}: '}{summary}{why} (no comparable base result)",
+                **loc,
+            )
         )
-    return None
+    return out
 
 
 def _totals(r: Results) -> SideTotals:
@@ -216,6 +239,7 @@ def compare(base: Results | None, head: Results, *, provider_outage: bool | None
         budget_failed=any(f.kind in ("budget", "growth") for f in failures),
         recall_regressed=any(f.kind in ("recall-regression", "recall-threshold") for f in failures),
         recall_inconclusive=any(p.recall is not None and p.recall.status == "inconclusive" for p in prompts),
+        recall_underpowered=any(p.recall is not None and p.recall.status == "underpowered" for p in prompts),
         provider_outage=outage,
         errors=any(f.kind == "error" for f in failures),
         prompts=prompts,
@@ -244,8 +268,13 @@ def _headline(c: Comparison) -> tuple[Verdict, str]:
         return "fail-budget", "❌ Token budget exceeded"
     if c.recall_regressed:
         return "fail-recall", "❌ Positional recall regressed"
+    if c.recall_underpowered:
+        return "underpowered", "⚠️ Underpowered: a cap or an outage stopped the planned recall trials"
     if c.recall_inconclusive:
-        return "inconclusive", "❔ Inconclusive: too few recall trials to tell a regression from noise"
+        return (
+            "inconclusive",
+            "❔ Inconclusive: recall was measured with early stopping and cannot be compared",
+        )
     if c.provider_outage:
         return "inconclusive", "⚠️ Budgets pass; recall could not run (provider unavailable)"
     return "pass", "✅ Prompts within budget, no recall regression"

@@ -101,7 +101,8 @@ class RecallSettings(Strict):
     enabled: bool = True
     sizes: list[int] | Literal["auto"] = Field(default_factory=lambda: [2000, 8000])
     depths: list[float] = Field(default_factory=lambda: list(DEFAULT_DEPTHS))
-    trials: int = Field(default=5, ge=1, le=1000)
+    # "auto": the fewest trials per cell that catch a drop of min_drop with 95% power (recall/power.py)
+    trials: int | Literal["auto"] = "auto"
     threshold: float = Field(default=0.8, ge=0.0, le=1.0, description="minimum recall per cell")
     needle: NeedleStyle | list[NeedleStyle] = Field(
         default="codeword", description="needle style, or a list: each cell runs one style"
@@ -125,9 +126,10 @@ class RecallSettings(Strict):
     concurrency: int = Field(default=8, ge=1, le=256)
     early_stop: bool = True
     max_output_tokens: int = Field(default=64, ge=1)
-    # regression test vs base: one-sided Fisher exact p-value below alpha flags a drop
-    alpha: float = Field(default=0.05, gt=0.0, lt=1.0)
-    min_drop: float = Field(default=0.2, ge=0.0, le=1.0, description="smallest rate drop worth failing on")
+    # base vs head: family-wise false-block rate over the groups one comparison tests (Holm)
+    alpha: float = Field(default=0.01, gt=0.0, lt=1.0)
+    # the drop a run is planned to catch with 95% power; drops below min_drop / 2 never fail
+    min_drop: float = Field(default=0.2, gt=0.0, le=1.0, description="drop a run must catch")
 
     @field_validator("sizes")
     @classmethod
@@ -139,6 +141,13 @@ class RecallSettings(Strict):
         if any(s < 64 for s in v):
             raise ValueError("every size must be at least 64 tokens")
         return sorted(set(v))
+
+    @field_validator("trials")
+    @classmethod
+    def _trials(cls, v):
+        if v != "auto" and not 1 <= v <= 1000:
+            raise ValueError('trials must be "auto" or a whole number from 1 to 1000')
+        return v
 
     @field_validator("depths")
     @classmethod

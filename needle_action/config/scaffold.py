@@ -232,7 +232,7 @@ def render_starter(found: list[FoundTemplate], partials: list[str]) -> str:
         f"enabled = {str(r.enabled).lower()}",
         f'sizes = {json.dumps(r.sizes)}            # context sizes in real tokens, or "auto"',
         f"depths = {json.dumps(r.depths)}   # needle positions: 0 = start, 1 = end",
-        f"trials = {r.trials}                     # trials per size x depth cell",
+        f'trials = {json.dumps(r.trials)}                # trials per cell; "auto": enough to catch a drop of min_drop',
         f"threshold = {r.threshold}                # minimum recall per cell",
         f"needle = {_s(r.styles[0])}              # codeword | sentence | distractors | multihop | custom | gold | nonlexical | absent, or a list (docs/needles.md)",
         "# distractors = 3                # look-alikes per trial that differ in subject and value",

@@ -58,6 +58,11 @@ class MalformedResponse(Exception):
     """The provider answered 200 but the body is not the expected shape (transient)."""
 
 
+class RetriesExhausted(ProviderUnavailable):
+    """Every attempt of one call failed transiently. The provider may still answer the next call:
+    the recall scheduler loses this trial and goes on (several in a row mean the provider is down)."""
+
+
 class RequestRejected(ProviderUnavailable):
     """The provider refused this request for good (400/404/413/422...): retrying cannot help."""
 
@@ -143,7 +148,7 @@ async def call_with_retries(
     """Run ``attempt`` until it succeeds; returns (result, attempts used).
 
     ``classify`` turns an exception into ``Retry`` (transient) or an exception to raise now.
-    After ``policy.max_attempts`` transient failures, raises ProviderUnavailable naming the last one.
+    After ``policy.max_attempts`` transient failures, raises RetriesExhausted naming the last one.
     """
     rng = rng or random.Random()
     last: Retry | None = None
@@ -166,7 +171,7 @@ async def call_with_retries(
         if on_retry is not None:
             on_retry(number, last, delay)
         await sleep(delay)
-    raise ProviderUnavailable(
+    raise RetriesExhausted(
         f"{provider} still failing after {policy.max_attempts} attempts (last: {last.reason if last else '?'})",
         hint="the provider may be down or rate-limiting; retry later, lower recall.concurrency, "
         "or raise providers.<name>.max_retries",

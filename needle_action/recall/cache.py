@@ -24,9 +24,14 @@ _SCHEMA = """
 CREATE TABLE IF NOT EXISTS recall_results (
     settings_hash TEXT PRIMARY KEY,
     result_json   TEXT NOT NULL,
-    created_at    REAL NOT NULL
+    created_at    REAL NOT NULL,
+    pool_key      TEXT
 )
 """
+# pool_key was added later, so earlier runs of the same fingerprint can be found (recall/history.py);
+# files written before it get the column on first open (NULL for old rows: never pooled)
+_POOL_COLUMN = "ALTER TABLE recall_results ADD COLUMN pool_key TEXT"
+_POOL_INDEX = "CREATE INDEX IF NOT EXISTS recall_results_pool ON recall_results (pool_key)"
 
 
 def default_cache_path() -> Path:
@@ -70,6 +75,14 @@ class ResultCache:
                     db.execute("PRAGMA journal_mode=WAL")
                 with db:
                     db.execute(_SCHEMA)
+                    columns = {row[1] for row in db.execute("PRAGMA table_info(recall_results)")}
+                    if "pool_key" not in columns:
+                        try:
+                            db.execute(_POOL_COLUMN)
+                        except sqlite3.OperationalError as exc:  # another process added it first
+                            if "duplicate column" not in str(exc):
+                                raise
+                    db.execute(_POOL_INDEX)
                 return
             except sqlite3.OperationalError as exc:
                 if "locked" not in str(exc) or time.monotonic() > deadline:
@@ -100,17 +113,35 @@ class ResultCache:
         """Store RESULT under its settings hash; partial results are refused (returns False)."""
         if result.partial:
             return False
+        own = result.model_copy(update={"history": None})  # the pool is recomputed when read
         db = self._connect()
         try:
             with db:
                 db.execute(
-                    "INSERT OR REPLACE INTO recall_results (settings_hash, result_json, created_at) "
-                    "VALUES (?, ?, ?)",
-                    (result.settings_hash, result.model_dump_json(), time.time()),
+                    "INSERT OR REPLACE INTO recall_results (settings_hash, result_json, created_at, pool_key) "
+                    "VALUES (?, ?, ?, ?)",
+                    (result.settings_hash, own.model_dump_json(), time.time(), result.pool_key),
                 )
         finally:
             db.close()
         return True
+
+    def pooled_with(self, pool_key: str) -> list[RecallResult]:
+        """Every stored result with POOL_KEY (unreadable rows skipped), oldest first."""
+        db = self._connect()
+        try:
+            rows = db.execute(
+                "SELECT result_json FROM recall_results WHERE pool_key = ? ORDER BY created_at", (pool_key,)
+            ).fetchall()
+        finally:
+            db.close()
+        out = []
+        for (text,) in rows:
+            try:
+                out.append(RecallResult.model_validate_json(text))
+            except ValidationError:
+                continue
+        return out
 
     def __len__(self) -> int:
         db = self._connect()

@@ -25,14 +25,17 @@ from needle_action.providers.base import Provider
 from needle_action.providers.registry import make_provider
 from needle_action.recall.cache import ResultCache, default_cache_path
 from needle_action.recall.haystack import HaystackBuilder
+from needle_action.recall.history import base_counts, pool_history
 from needle_action.recall.plan import (
     RecallOverrides,
     auto_sizes,
     context_window,
     effective_prompt,
+    pool_key,
     settings_hash,
     skip_reason,
 )
+from needle_action.recall.power import plan_run
 from needle_action.recall.probes.gold import answer_keys
 from needle_action.recall.probes.summary import summarize_cells
 from needle_action.recall.scheduler import (
@@ -44,7 +47,7 @@ from needle_action.recall.scheduler import (
     RunOutcome,
     price,
 )
-from needle_action.results import PromptResult, RecallResult, Results, RunTotals, SkipKind
+from needle_action.results import PromptResult, RecallPower, RecallResult, Results, RunTotals, SkipKind
 from needle_action.tokens import get_counter
 
 CacheArg = ResultCache | str | Path | Literal[False] | None
@@ -62,19 +65,23 @@ def open_cache(cache: CacheArg) -> ResultCache | None:
     return cache
 
 
-def summarize(plan: PromptPlan, provider_name: str, outcome: RunOutcome) -> RecallResult:
-    """The RecallResult of a plan whose cells have run."""
+def summarize(
+    plan: PromptPlan, provider_name: str, outcome: RunOutcome, power: RecallPower | None = None
+) -> RecallResult:
+    """The RecallResult of a plan whose cells have run: diagnosis, effective context and status
+    from the pooled reading of the grid (recall/diagnose.py)."""
     rs = plan.prompt.recall
     thr = rs.threshold
     stop_reason = outcome.stop_reason
     cells = [c.to_result(thr) for c in plan.cells]
     partial = stop_reason is not None and any(not c.complete(thr, rs.early_stop) for c in plan.cells)
-    # per needle style, and over the recall styles for the prompt (probes/summary.py)
+    # per needle style (each its own grid), and for the prompt over its recall styles (probes/summary.py)
     summary = summarize_cells(
         cells,
         plan.sizes,
         threshold=thr,
-        planned_trials=rs.trials,
+        alpha=rs.alpha,
+        planned_trials=power.trials if power else max((c.planned for c in plan.cells), default=0),
         partial=partial,
         partial_reason=stop_reason,
     )
@@ -92,16 +99,21 @@ def summarize(plan: PromptPlan, provider_name: str, outcome: RunOutcome) -> Reca
         settings_hash=plan.settings_hash,
         cells=cells,
         effective_context=summary.effective_context,
+        effective_context_low=summary.effective_low,
+        effective_context_high=summary.effective_high,
         effective_context_relative=summary.effective_context_relative,
         diagnosis=summary.diagnosis,
         calls=outcome.calls,
         cached_calls=0,
         saved_calls=sum(c.saved for c in plan.cells),
+        lost_trials=outcome.lost_trials,
+        full_trials=not rs.early_stop,
         cost_usd=round(outcome.cost_usd, 6),
         cost_known=price(plan.prompt, 1000, 100) is not None,
         partial=partial,
         partial_reason=stop_reason if partial else None,
-        status="fail" if any(c.status == "fail" for c in cells) else "pass",
+        status="fail" if summary.fails else ("partial" if partial else "pass"),
+        power=power,
         distractors=distractors,
         similarity=rs.similarity if distractors or "absent" in rs.styles else None,
         styles=summary.styles,
@@ -165,6 +177,30 @@ class _Run:
             return reused(hit, "cache")
         return None
 
+    def known_base(self, prompt: PromptConfig) -> dict | None:
+        """The baseline's sample of PROMPT (history included) when it measured the same model and
+        needles: its rates plan this run's trials (recall/power.py). With several needle styles the
+        first one's rates plan them (every style runs the same trials per cell)."""
+        base_pr = self.baseline.prompt(prompt.name) if self.baseline is not None else None
+        base = base_pr.recall if base_pr is not None else None
+        styles = prompt.recall.styles
+        if base is None or (base.model, base.needle_style, base.scoring) != (
+            prompt.model,
+            "+".join(styles),
+            prompt.recall.scoring,
+        ):
+            return None
+        return base_counts(base, style=styles[0])
+
+    def with_history(self, result: RecallResult, key: str) -> RecallResult:
+        """RESULT with its pool key and the trials of earlier runs that share it (from the cache)."""
+        result.pool_key = result.pool_key or key
+        if self.cache is not None:
+            history = pool_history(result, self.cache.pooled_with(key))
+            if history is not None:
+                result.history = history
+        return result
+
     def outage(self, pr: PromptResult, message: str) -> None:
         pr.skip_recall(SkipKind.PROVIDER_UNAVAILABLE, f"{PROVIDER_STOP_PREFIX}{message}")
         self.totals.provider_unavailable = True
@@ -206,9 +242,10 @@ async def _recall_prompt(run: _Run, prompt: PromptConfig, pr: PromptResult) -> N
     digest = settings_hash(
         config, prompt, content_hash=base.content_hash(), fixture=fixture, sizes=sizes, answer_keys=keys
     )
+    key = pool_key(config, prompt, content_hash=base.content_hash(), fixture=fixture, answer_keys=keys)
     stored = run.stored(prompt, digest)
     if stored is not None:
-        pr.recall = stored
+        pr.recall = run.with_history(stored, key)
         pr.clear_skip()
         run.totals.cached_calls += stored.cached_calls
         return
@@ -230,20 +267,35 @@ async def _recall_prompt(run: _Run, prompt: PromptConfig, pr: PromptResult) -> N
             return run.outage(pr, exc.message)
 
     rs = prompt.recall
+    power = plan_run(
+        sizes=sizes,
+        depths=rs.depths,
+        trials=rs.trials,
+        threshold=rs.threshold,
+        alpha=rs.alpha,
+        min_drop=rs.min_drop,
+        base=run.known_base(prompt),
+        styles=len(rs.styles),
+    )
     cells = [
-        CellRun(size, depth, rs.trials, style=style)
+        CellRun(size, depth, power.trials, style=style)
         for style in rs.styles
         for size in sizes
         for depth in rs.depths
     ]
     plan = PromptPlan(prompt.name, prompt, fixture, sizes, builder, digest, cells)
-    await _run_plan(run, plan, provider, pr)
+    result = await _run_plan(run, plan, provider, pr, power)
+    if result is not None:
+        run.record(pr, run.with_history(result, key))
 
 
-async def _run_plan(run: _Run, plan: PromptPlan, provider: Provider, pr: PromptResult) -> None:
+async def _run_plan(
+    run: _Run, plan: PromptPlan, provider: Provider, pr: PromptResult, power: RecallPower
+) -> RecallResult | None:
+    """Run PLAN's cells; the summarised result, or None when the provider answered nothing."""
     bar = None
     if run.progress is not None:
-        bar = run.progress(len(plan.cells) * plan.prompt.recall.trials, f"recall {plan.name}")
+        bar = run.progress(sum(c.planned for c in plan.cells), f"recall {plan.name}")
     try:
         outcome = await CellScheduler(plan, provider, bar).run()
     finally:
@@ -252,8 +304,9 @@ async def _run_plan(run: _Run, plan: PromptPlan, provider: Provider, pr: PromptR
     if outcome.provider_failed:
         run.totals.provider_unavailable = True
         if outcome.calls == 0:
-            return run.outage(pr, (outcome.stop_reason or "").removeprefix(PROVIDER_STOP_PREFIX))
-    run.record(pr, summarize(plan, getattr(provider, "name", plan.prompt.provider), outcome))
+            run.outage(pr, (outcome.stop_reason or "").removeprefix(PROVIDER_STOP_PREFIX))
+            return None
+    return summarize(plan, getattr(provider, "name", plan.prompt.provider), outcome, power)
 
 
 def _prompt_result(config: Config, results: Results, prompt: PromptConfig) -> PromptResult:

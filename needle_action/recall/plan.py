@@ -18,11 +18,25 @@ from needle_action import __version__
 from needle_action.config.model import Config, PromptConfig
 from needle_action.errors import ConfigError
 from needle_action.paths import relative
-from needle_action.results import SkipKind
+from needle_action.results import SCHEMA_VERSION, SkipKind
 
 # Recall settings that change how a run is bounded, not what a complete result contains: left out
 # of the settings hash so raising a cap or the concurrency still finds the cached result.
 HASH_EXCLUDED = {"concurrency", "max_calls", "max_cost_usd"}
+# What decides the *answers* a trial gets is less than what decides a result: the seed picks which
+# needles are asked, trials how many, the rest how they are judged. Runs whose pool keys match are
+# samples of the same recall and may be pooled (recall/history.py).
+POOL_EXCLUDED = HASH_EXCLUDED | {
+    "seed",
+    "trials",
+    "threshold",
+    "early_stop",
+    "alpha",
+    "min_drop",
+    "sizes",
+    "depths",
+    "enabled",
+}
 LADDER_START = 2000
 LADDER_FACTOR = 4
 
@@ -35,6 +49,9 @@ class RecallOverrides:
     provider: str | None = None
     model: str | None = None
     trials: int | None = None
+    # a run whose result will be compared with another runs every planned trial: early stopping
+    # makes the number of trials depend on the answers, which the comparison's test cannot allow
+    full_trials: bool = False
 
 
 def effective_prompt(prompt: PromptConfig, overrides: RecallOverrides | None) -> PromptConfig:
@@ -48,6 +65,8 @@ def effective_prompt(prompt: PromptConfig, overrides: RecallOverrides | None) ->
         if overrides.trials < 1:
             raise ConfigError("--trials must be at least 1", hint="e.g. --trials 5")
         recall_updates["trials"] = overrides.trials
+    if overrides.full_trials:
+        recall_updates["early_stop"] = False
     updates: dict = {"recall": prompt.recall.model_copy(update=recall_updates)}
     if overrides.provider:
         updates["provider"] = overrides.provider
@@ -116,6 +135,29 @@ def _filler_digest(config: Config, prompt: PromptConfig) -> str:
     return h.hexdigest()
 
 
+def _answers_payload(config: Config, prompt: PromptConfig, *, content_hash: str, fixture: str | None) -> dict:
+    ps = prompt.providers.get(prompt.provider)
+    return {
+        "tool_major": __version__.split(".")[0],
+        "results_schema": SCHEMA_VERSION,
+        "prompt": content_hash,
+        "fixture": fixture,
+        "provider": prompt.provider,
+        "model": prompt.model,
+        "tokenizer": [prompt.tokenizer, prompt.tokenizer_safety_factor],
+        "provider_settings": ps.model_dump(mode="json", include={"base_url", "model_path", "n_ctx"})
+        if ps
+        else None,
+        "filler": _filler_digest(config, prompt) if prompt.recall.filler_globs else None,
+    }
+
+
+def _digest(payload: dict) -> str:
+    # default=str: a fixture's expected answer may hold YAML dates or numbers
+    blob = json.dumps(payload, sort_keys=True, separators=(",", ":"), default=str).encode()
+    return hashlib.sha256(blob).hexdigest()
+
+
 def settings_hash(
     config: Config,
     prompt: PromptConfig,
@@ -128,29 +170,33 @@ def settings_hash(
     """sha256 over everything that decides a complete recall result: the assembled prompt with its
     fixture (content hash), the fixture's name, provider, model, tokenizer, the provider settings
     that change answers, the recall settings (seed included, sizes resolved), the filler files'
-    contents and the tool's major version; for gold needles also the fixture's ``expected`` and
-    ``gold`` (ANSWER_KEYS), which decide the result without being rendered. Paths are relative, so a
-    git worktree of the base branch hashes the same as the head."""
+    contents, the tool's major version and the results schema; for gold needles also the fixture's
+    ``expected`` and ``gold`` (ANSWER_KEYS), which decide the result without being rendered. Paths
+    are relative, so a git worktree of the base branch hashes the same as the head."""
     recall = prompt.recall.model_dump(mode="json", exclude=HASH_EXCLUDED)
     recall["sizes"] = sizes
-    ps = prompt.providers.get(prompt.provider)
-    payload = {
-        "tool_major": __version__.split(".")[0],
-        "prompt": content_hash,
-        "fixture": fixture,
-        "provider": prompt.provider,
-        "model": prompt.model,
-        "tokenizer": [prompt.tokenizer, prompt.tokenizer_safety_factor],
-        "provider_settings": ps.model_dump(mode="json", include={"base_url", "model_path", "n_ctx"})
-        if ps
-        else None,
-        "recall": recall,
-        "filler": _filler_digest(config, prompt) if prompt.recall.filler_globs else None,
-    }
-    if answer_keys is not None:
-        payload["answer_keys"] = answer_keys
-    blob = json.dumps(payload, sort_keys=True, separators=(",", ":"), default=str).encode()
-    return hashlib.sha256(blob).hexdigest()
+    payload = _answers_payload(config, prompt, content_hash=content_hash, fixture=fixture)
+    return _digest({**payload, "recall": recall, **_answer_keys(answer_keys)})
+
+
+def pool_key(
+    config: Config,
+    prompt: PromptConfig,
+    *,
+    content_hash: str,
+    fixture: str | None,
+    answer_keys: dict | None = None,
+) -> str:
+    """sha256 over what decides the answers a trial gets (the settings hash without the seed, the
+    trial counts, the grid and the judging rules): runs that share it may be pooled."""
+    recall = prompt.recall.model_dump(mode="json", exclude=POOL_EXCLUDED)
+    payload = _answers_payload(config, prompt, content_hash=content_hash, fixture=fixture)
+    return _digest({**payload, "recall": recall, "kind": "pool", **_answer_keys(answer_keys)})
+
+
+def _answer_keys(keys: dict | None) -> dict:
+    # only present for gold needles, so every other prompt hashes exactly as before
+    return {"answer_keys": keys} if keys is not None else {}
 
 
 def trial_rng(

@@ -174,3 +174,100 @@ def fisher_drop_pvalue(base_hits: int, base_n: int, head_hits: int, head_n: int)
         for k in range(lo, head_hits + 1)
     )
     return min(1.0, numerator / math.comb(total_n, head_n))
+
+
+# -- groups of cells: exact stratified test, Holm ------------------------------------------------
+
+
+_LOG_FACTORIALS = [0.0]  # log(k!) for k = 0..; grown on demand (the tests below are hot in the bench)
+
+
+def _log_factorial(n: int) -> float:
+    table = _LOG_FACTORIALS
+    while len(table) <= n:
+        table.append(table[-1] + math.log(len(table)))
+    return table[n]
+
+
+def _log_comb(n: int, k: int) -> float:
+    return _log_factorial(n) - _log_factorial(k) - _log_factorial(n - k)
+
+
+@functools.lru_cache(maxsize=65536)  # strata repeat (same counts): the bench replays thousands of PRs
+def _head_hits_pmf(total_n: int, total_hits: int, head_n: int) -> tuple[int, tuple[float, ...]]:
+    """Null distribution of one stratum's head hits given its margins (hypergeometric):
+    (lowest possible value, probabilities from there up)."""
+    lo = max(0, total_hits - (total_n - head_n))
+    hi = min(total_hits, head_n)
+    log_denominator = _log_comb(total_n, head_n)
+    pmf = tuple(
+        math.exp(_log_comb(total_hits, k) + _log_comb(total_n - total_hits, head_n - k) - log_denominator)
+        for k in range(lo, hi + 1)
+    )
+    return lo, pmf
+
+
+Stratum = tuple[int, int, int, int]  # (base hits, base trials, head hits, head trials)
+
+
+def stratified_drop_pvalue(strata: Sequence[Stratum]) -> float:
+    """One-sided exact stratified test (exact Cochran-Mantel-Haenszel) of "head recall is lower
+    than base" over several strata (cells) that may each have their own rate.
+
+    Conditional on each stratum's margins, its head hits are hypergeometric under the null (same
+    rate on both sides *within* the stratum); the statistic is the total head hits, whose exact
+    null distribution is the convolution of the strata's. The p-value is P(total <= observed).
+    Strata with no trial on a side carry no information and are skipped; 1.0 when none is left.
+    With a single stratum this is the one-sided Fisher exact test.
+    """
+    dists: list[tuple[float, ...]] = []
+    slack = 0  # observed total minus the smallest possible total
+    for base_hits, base_n, head_hits, head_n in strata:
+        for hits, n in ((base_hits, base_n), (head_hits, head_n)):
+            if n < 0 or not 0 <= hits <= n:
+                raise ValueError(f"hits must be between 0 and n ({hits}/{n})")
+        if base_n == 0 or head_n == 0:
+            continue
+        lo, pmf = _head_hits_pmf(base_n + head_n, base_hits + head_hits, head_n)
+        dists.append(pmf)
+        slack += head_hits - lo
+    if not dists:
+        return 1.0
+    # convolve, keeping only partial sums that can still end at or below the observed total
+    acc = [1.0]
+    for pmf in dists:
+        width = min(len(acc) + len(pmf) - 1, slack + 1)
+        nxt = [0.0] * width
+        for i, a in enumerate(acc):
+            if a == 0.0:
+                continue
+            for j in range(min(len(pmf), width - i)):
+                nxt[i + j] += a * pmf[j]
+        acc = nxt
+    return min(1.0, sum(acc))
+
+
+def holm_rejections(pvalues: Sequence[float], alpha: float) -> list[bool]:
+    """Holm's step-down procedure: which hypotheses are rejected with family-wise error <= ALPHA.
+
+    The k-th smallest p-value is compared with alpha / (m - k + 1); testing stops at the first
+    that is not below its bound. Valid for any dependence between the tests, and monotone: raising
+    a p-value never adds a rejection (so a hypothesis left untested may be given p = 1).
+    """
+    m = len(pvalues)
+    order = sorted(range(m), key=lambda i: pvalues[i])
+    rejected = [False] * m
+    for rank, i in enumerate(order):
+        if pvalues[i] > alpha / (m - rank):
+            break
+        rejected[i] = True
+    return rejected
+
+
+def family_z(family_size: int, confidence: float = 0.95) -> float:
+    """Normal quantile for two-sided intervals that hold jointly over FAMILY_SIZE groups
+    (Bonferroni): each interval at 1 - (1 - confidence) / family_size."""
+    from statistics import NormalDist
+
+    per_interval = (1.0 - confidence) / max(1, family_size)
+    return NormalDist().inv_cdf(1.0 - per_interval / 2.0)

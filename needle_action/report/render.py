@@ -38,6 +38,8 @@ VERDICT_LABEL = {
     "new": "new",
     "removed": "removed",
     "not-run": "not run",
+    "below-floor": "ok (below the floor)",
+    "untested": "not tested",
 }
 DIAGNOSIS_LABEL = {
     "all-pass": "All pass",

@@ -12,7 +12,7 @@ from needle_action.results import BudgetCase, Results
 
 _BUDGET_HEADERS = ("prompt", "fixture", "tokens", "reserve", "budget", "headroom", "base", "delta", "status")
 _RIGHT_ALIGNED = {"tokens", "reserve", "budget", "headroom", "base", "delta"}
-_STATUS_COLOUR = {"pass": "green", "fail": "red", "error": "red", "skipped": "yellow"}
+_STATUS_COLOUR = {"pass": "green", "fail": "red", "error": "red", "skipped": "yellow", "partial": "yellow"}
 
 
 def _n(value: int | None) -> str:
@@ -244,11 +244,9 @@ def _print_recall_prompt(p) -> None:
         )
     )
 
-    eff = f"{r.effective_context:,} tokens" if r.effective_context else "below the smallest size tested"
-    rel = f"{r.effective_context_relative:,} tokens" if r.effective_context_relative else "-"
-    click.echo(
-        f"  effective context: {eff} (worst depth >= {r.threshold:.0%}); relative to the smallest size: {rel}"
-    )
+    click.echo(f"  effective context: {_effective(r)}")
+    if r.power is not None:
+        click.echo(f"  {power_sentence(r)}")
     kind = r.diagnosis.kind
     click.echo(
         f"  diagnosis: {click.style(kind, fg=_DIAG_COLOUR.get(kind, 'red'), bold=True)}: {r.diagnosis.summary}"
@@ -268,6 +266,10 @@ def _print_recall_prompt(p) -> None:
         calls = f"0 new calls (reused from {r.reused_from}: {r.cached_calls:,} calls)"
     else:
         calls = f"{r.calls:,} calls, {r.saved_calls:,} saved by early stopping"
+    if r.lost_trials:
+        calls += f", {r.lost_trials:,} trials lost (calls failed after every retry)"
+    if r.history is not None:
+        calls += f"; {r.history.trials():,} more trials pooled from {r.history.runs} earlier run(s)"
     cost = (
         f"${r.cost_usd:.4f}"
         if r.cost_known
@@ -276,6 +278,32 @@ def _print_recall_prompt(p) -> None:
     click.echo(f"  calls: {calls} · cost {cost}")
     if r.partial:
         click.echo(click.style(f"  PARTIAL: {r.partial_reason}", fg="yellow", bold=True))
+
+
+def _effective(r) -> str:
+    """Effective context with its range: the estimate, where it is demonstrated, where it is lost."""
+    eff = f"{r.effective_context:,} tokens" if r.effective_context else "below the smallest size tested"
+    bounds = []
+    if r.effective_context_low:
+        bounds.append(f"demonstrated up to {r.effective_context_low:,}")
+    if r.effective_context_high:
+        bounds.append(f"lost by {r.effective_context_high:,}")
+    if bounds:
+        eff += f" ({', '.join(bounds)})"
+    rel = f"{r.effective_context_relative:,} tokens" if r.effective_context_relative else "-"
+    return f"{eff}; relative to the smallest size: {rel}"
+
+
+def power_sentence(r) -> str:
+    """'20 trials per cell (auto): this run detects drops >= 20 pt in the middle depths ...'."""
+    p = r.power
+    how = "auto" if p.auto else "as set"
+    base = f"base recall {'assumed' if p.base_rate_source == 'assumed' else 'measured'} {p.base_rate:.0%}"
+    if p.detectable_drop is None:
+        catch = f"too few to catch even a total loss in the {p.group} with 95% power"
+    else:
+        catch = f"this run detects drops >= {p.detectable_drop * 100:.0f} pt in the {p.group} (95% power)"
+    return f"trials: {p.trials} per cell ({how}): {catch}; {base}"
 
 
 def print_recall(results: Results) -> None:

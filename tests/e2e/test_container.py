@@ -27,6 +27,7 @@ import yaml
 
 from needle_action import __version__
 from needle_action.action.workflow import read_outputs
+from needle_action.results import SCHEMA_VERSION
 from needle_action.tokens import tiktoken_cache
 from tests.builders import EXAMPLES, Project, PullRequest, pull_request
 from tests.fakes.anthropic_server import FakeAnthropic
@@ -164,7 +165,7 @@ def test_image_counts_tokens_offline_and_is_lean(engine, tmp_path):
     # budgets ran with every download blocked, with the examples read-only
     assert s["budget"].endswith("rc=0"), _fail(proc)
     inside = json.loads(s["results"])
-    assert inside["schema_version"] == 1 and inside["prompts"], inside
+    assert inside["schema_version"] == SCHEMA_VERSION and inside["prompts"], inside
     assert all(
         c["count"]["counter"] == "tiktoken:o200k_base" and c["count"]["exact"]
         for p in inside["prompts"]
@@ -349,7 +350,7 @@ def test_action_in_the_container_posts_then_updates_one_comment(engine, tmp_path
         assert not report.is_absolute(), outputs
         on_host = workspace / report
         head_results = json.loads((on_host / "head.json").read_text())
-        assert head_results["commit"] == head and head_results["schema_version"] == 1
+        assert head_results["commit"] == head and head_results["schema_version"] == SCHEMA_VERSION
         assert (dirs["file_commands"] / "step_summary_e2e").read_text().strip()
 
         second = engine.run(args, [])

@@ -34,7 +34,7 @@ def write_project(
     *,
     sizes=SIZES,
     depths=DEPTHS,
-    trials: int = 5,
+    trials: int | str = 5,
     concurrency: int = 16,
     seed: int = 0,
     recall_extra: str = "",
@@ -55,7 +55,7 @@ reserve_output_tokens = 256
 [defaults.recall]
 sizes = {sizes_toml}
 depths = [{", ".join(repr(float(d)) for d in depths)}]
-trials = {trials}
+trials = {f'"{trials}"' if isinstance(trials, str) else trials}
 threshold = 0.8
 concurrency = {concurrency}
 max_output_tokens = 32

@@ -136,14 +136,16 @@ def test_moving_key_content_into_the_middle_loses_recall_and_is_flagged(tmp_path
         assert r.outputs["status"] == "fail-recall" and r.outputs["recall-verdict"] == "regressed"
         assert re.search(
             r"^::error file=prompts/rag_answer\.j2,line=\d+,title=needle%3A rag_answer recall "
-            r"regressed::rag_answer: recall at 1500 tokens, depth 1 fell from",
+            r"regressed::rag_answer: recall at depth 100%25 fell from",
             r.stdout,
             re.M,
         ), r.stdout
         comp = json.loads((r.report / "comparison.json").read_text())
-        cells = {c["depth"]: c for c in comp["prompts"][0]["recall"]["cells"]}
-        assert cells[1.0]["verdict"] == "regressed" and cells[1.0]["p_value"] < 0.05
-        assert cells[0.0]["verdict"] == "ok"
+        rc = comp["prompts"][0]["recall"]
+        cells = {c["depth"]: c for c in rc["cells"]}
+        groups = {g["label"]: g for g in rc["groups"]}
+        assert groups["depth 100%"]["verdict"] == "regressed" and groups["depth 100%"]["p_value"] < 0.01
+        assert cells[1.0]["verdict"] == "regressed" and cells[0.0]["verdict"] == "ok"
         body = gh.issue_comments(REPO, PR)[0]["body"]
         assert "## ❌ Positional recall regressed" in body and "🟩→🟥 ‼️" in body
 

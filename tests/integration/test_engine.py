@@ -14,7 +14,7 @@ from needle_action.pipeline import RecallOverrides
 from needle_action.recall import engine
 from needle_action.recall.cache import ResultCache
 from needle_action.recall.stats import final_status
-from tests.fakes.anthropic_server import FakeAnthropic
+from tests.fakes.anthropic_server import FakeAnthropic, Faults
 from tests.fakes.simulated_model import SimulatedModel, flat, u_shape
 from tests.integration.recall_helpers import outcomes, run, verdicts, write_project
 
@@ -288,3 +288,72 @@ def test_many_processes_opening_a_fresh_cache_file_together_all_succeed(tmp_path
     with multiprocessing.get_context("fork").Pool(8) as pool:
         outcomes = [o for p in paths for o in pool.map(_open_cache, [p] * 8)]
     assert [o for o in outcomes if o != "ok"] == []
+
+
+# -- runs cut short, lost trials, pooled history --------------------------------------------------
+
+RETRIES = "\n[defaults.providers.anthropic]\nmax_retries = {n}\n"
+
+
+def _with_retries(cfg, n: int):
+    cfg.write_text(cfg.read_text().replace("\n[prompts.qa]", RETRIES.format(n=n) + "\n[prompts.qa]", 1))
+    return cfg
+
+
+def test_a_call_that_exhausts_its_retries_loses_one_trial_not_the_run(tmp_path, fake):
+    from needle_action.policy import results_exit_code
+
+    # 60% of attempts fail (429, retried at once), 3 attempts a call: ~22% of calls are lost
+    fake.faults = Faults(rate=0.6, kinds=("429",), retry_after_s=0.001, max_consecutive=10)
+    fake.responder = SimulatedModel(flat(0.97), seed=2)
+    cfg = _with_retries(write_project(tmp_path, concurrency=1, recall_extra="early_stop = false"), 2)
+    res = run(cfg, seed=4)
+    r = res.prompt("qa").recall
+    assert r.lost_trials > 0 and not r.partial and r.partial_reason is None
+    assert r.calls + r.lost_trials == 3 * 5 * 5  # every planned trial was asked
+    assert sum(c.trials for c in r.cells) == r.calls
+    assert results_exit_code(res, stages=("recall",)) == 0
+
+
+def test_a_provider_that_dies_mid_run_gives_a_partial_result_that_never_passes(tmp_path, fake):
+    from needle_action.policy import results_exit_code
+
+    sim, answered = SimulatedModel(flat(0.97), seed=3), []
+
+    def dies_after_12(body):
+        # the provider goes away mid-run: every later call fails (500), whatever the retries
+        if len(answered) >= 12:
+            raise RuntimeError("down")
+        answered.append(1)
+        return sim(body)
+
+    fake.responder = dies_after_12
+    cfg = _with_retries(write_project(tmp_path, concurrency=4, recall_extra="early_stop = false"), 1)
+    res = run(cfg)
+    r = res.prompt("qa").recall
+    assert r.partial and r.partial_reason.startswith("provider unavailable: ")
+    assert "in a row failed after every retry" in r.partial_reason
+    assert r.calls == 12 and r.status == "partial"
+    assert r.diagnosis.kind == "inconclusive"
+    assert res.recall_status == "partial" and res.totals.provider_unavailable
+    assert results_exit_code(res, stages=("recall",)) == 3  # an outage, never a pass
+
+
+def test_earlier_runs_with_other_seeds_pool_into_the_sample(tmp_path, fake):
+    cfg = write_project(tmp_path / "p", recall_extra="early_stop = false")
+    store = ResultCache(tmp_path / "cache.sqlite")
+    for seed in (1, 2):
+        run(cfg, cache=store, seed=seed)
+    run(cfg, cache=store, seed=2)  # the same seed again: the same trials, counted once
+    first = run(cfg, cache=store).prompt("qa").recall
+    assert first.history is not None and first.history.runs == 2 and first.history.seeds == [1, 2]
+    assert first.history.trials() == 2 * 3 * 5 * 5
+    sent = model_calls(fake)
+    again = run(cfg, cache=store).prompt("qa").recall  # an unchanged base: 0 calls, still pooled
+    assert model_calls(fake) == sent and again.calls == 0 and again.reused_from == "cache"
+    assert again.history == first.history
+    # curtailed runs (early stopping) never join a pool: their counts depend on their answers
+    curtailed = write_project(tmp_path / "q")  # the same prompt, with early stopping
+    for seed in (5, 6):
+        run(curtailed, cache=store, seed=seed)
+    assert run(curtailed, cache=store).prompt("qa").recall.history.seeds == [1, 2]

@@ -46,6 +46,7 @@ def cell(
     threshold: float = 0.8,
     answers=(),
     planned: int | None = None,
+    stopped: bool = False,
 ) -> RecallCell:
     rate = hits / trials if trials else None
     return RecallCell(
@@ -58,6 +59,7 @@ def cell(
         ci_low=0.0,
         ci_high=1.0,
         status="pass" if rate is not None and rate >= threshold else "fail",
+        stopped_early=stopped and trials < (planned or trials),
         answers=[RecallAnswer(trial=i, needle=n, answer=a, hit=False) for i, (n, a) in enumerate(answers)],
     )
 
@@ -67,15 +69,29 @@ def recall(
     *,
     model: str = "claude-sonnet-5-5",
     threshold: float = 0.8,
-    alpha: float = 0.05,
+    alpha: float = 0.01,
     min_drop: float = 0.2,
     kind: str = "all-pass",
     answers: dict | None = None,
     calls: int = 0,
     planned: int | None = None,
+    stopped: bool = False,
+    full: bool = True,
+    partial: bool = False,
+    pool_key: str | None = None,
+    status: str | None = None,
 ) -> RecallResult:
     cells = [
-        cell(s, d, h, n, threshold=threshold, answers=(answers or {}).get((s, d), ()), planned=planned)
+        cell(
+            s,
+            d,
+            h,
+            n,
+            threshold=threshold,
+            answers=(answers or {}).get((s, d), ()),
+            planned=planned,
+            stopped=stopped,
+        )
         for (s, d), (h, n) in sorted(grid.items())
     ]
     return RecallResult(
@@ -89,6 +105,7 @@ def recall(
         alpha=alpha,
         min_drop=min_drop,
         settings_hash="s" + str(sorted(grid.items())),
+        pool_key=pool_key or "p" + str(sorted(grid.items())),
         cells=cells,
         effective_context=max(s for s, _ in grid),
         diagnosis=RecallDiagnosis(
@@ -97,7 +114,10 @@ def recall(
             fix="Move key content to the edges and the question last.",
         ),
         calls=calls,
-        status="fail" if any(c.status == "fail" for c in cells) else "pass",
+        partial=partial,
+        partial_reason="max_calls (40) reached" if partial else None,
+        full_trials=full,
+        status=status or ("partial" if partial else "pass"),  # type: ignore[arg-type]
     )
 
 

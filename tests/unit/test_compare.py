@@ -3,27 +3,16 @@
 from __future__ import annotations
 
 import json
-import math
 
 import pytest
 
 from needle_action.compare import compare
-from needle_action.compare.recall import min_achievable_pvalue
-from needle_action.recall.stats import fisher_drop_pvalue
+from needle_action.policy import comparison_exit_code as exit_of
 from needle_action.results import SkipKind
 from tests.unit._results_builder import case, grid, prompt, recall, results
 
 FULL = {0.0: (5, 5), 0.5: (5, 5), 1.0: (5, 5)}
-
-
-def test_fisher_matches_hypergeometric_by_hand():
-    # base 5/5, head 0/5: only one table that extreme -> 1 / C(10, 5)
-    assert fisher_drop_pvalue(5, 5, 0, 5) == pytest.approx(1 / math.comb(10, 5))
-    # base 5/5, head 3/5: P(X<=3) with 8 hits among 10, 5 drawn for head
-    expect = sum(math.comb(8, k) * math.comb(2, 5 - k) for k in (3,)) / math.comb(10, 5)
-    assert fisher_drop_pvalue(5, 5, 3, 5) == pytest.approx(expect)
-    assert fisher_drop_pvalue(3, 5, 5, 5) == pytest.approx(1.0)  # head better: no evidence of a drop
-    assert min_achievable_pvalue(2, 2) == pytest.approx(1 / 6)
+FULL20 = {0.0: (20, 20), 0.5: (19, 20), 1.0: (20, 20)}
 
 
 def test_unchanged_new_deleted_renamed_changed():
@@ -91,57 +80,98 @@ def test_little_headroom_is_yellow():
     assert c.prompts[0].tokens[0].tier == "yellow" and not c.failed
 
 
-def test_significant_middle_drop_regresses():
-    base = results(prompt("r", [case(100)], rec=recall(grid(FULL))))
-    head = results(prompt("r", [case(100)], rec=recall(grid({0.0: (5, 5), 0.5: (0, 5), 1.0: (5, 5)}))))
+def test_a_collapsed_middle_regresses_as_a_group():
+    base = results(prompt("r", [case(100)], rec=recall(grid(FULL20))))
+    head = results(prompt("r", [case(100)], rec=recall(grid({0.0: (20, 20), 0.5: (4, 20), 1.0: (20, 20)}))))
     c = compare(base, head)
     rc = c.prompts[0].recall
     assert rc.status == "fail" and c.verdict == "fail-recall" and c.recall_regressed
-    mids = [x for x in rc.cells if x.depth == 0.5]
-    assert all(x.verdict == "regressed" and x.p_value < 0.01 for x in mids)
+    flagged = {g.label for g in rc.groups if g.verdict == "regressed"}
+    assert "middle depth (50%)" in flagged
+    assert all(x.verdict == "regressed" for x in rc.cells if x.depth == 0.5)
+    assert all(x.verdict == "ok" for x in rc.cells if x.depth != 0.5)
     assert {f.kind for f in c.failures} == {"recall-regression"}
-    assert "Fisher" in c.failures[0].message
+    assert "Holm" in c.failures[0].message and "stratified" in c.failures[0].message
+    assert exit_of(c) == 1
 
 
-def test_small_drop_is_noise_not_regression():
-    base = results(prompt("r", [], rec=recall(grid({0.5: (5, 5)}))))
-    head = results(prompt("r", [], rec=recall(grid({0.5: (3, 5)}))))
+def test_a_drop_below_the_floor_is_never_tested():
+    # 200 trials a side: 10 points would be significant, but half of min_drop (0.3) is the floor
+    base = results(prompt("r", [], rec=recall(grid({0.5: (190, 200)}), min_drop=0.3)))
+    head = results(prompt("r", [], rec=recall(grid({0.5: (170, 200)}), min_drop=0.3)))
+    rc = compare(base, head).prompts[0].recall
+    assert rc.floor == pytest.approx(0.15)
+    assert {g.verdict for g in rc.groups} == {"below-floor"} and all(g.p_value is None for g in rc.groups)
+    assert rc.status == "pass"
+
+
+def test_noise_at_full_counts_is_ok():
+    base = results(prompt("r", [], rec=recall(grid({0.0: (19, 20), 0.5: (17, 20), 1.0: (19, 20)}))))
+    head = results(prompt("r", [], rec=recall(grid({0.0: (18, 20), 0.5: (14, 20), 1.0: (19, 20)}))))
     c = compare(base, head)
-    assert all(x.verdict == "ok" for x in c.prompts[0].recall.cells)  # p = 0.22: could be noise
-    assert c.verdict == "pass"
+    rc = c.prompts[0].recall
+    assert rc.status == "pass" and c.verdict == "pass" and not c.failed
+    assert all(g.verdict in ("ok", "below-floor") for g in rc.groups)
+    assert rc.detectable_drop is not None and rc.detectable_in == "middle depth (50%)"
 
 
-def test_significant_but_tiny_drop_is_not_a_regression():
-    base = results(prompt("r", [], rec=recall(grid({0.5: (200, 200)}), min_drop=0.2)))
-    head = results(prompt("r", [], rec=recall(grid({0.5: (180, 200)}), min_drop=0.2)))
-    cells = compare(base, head).prompts[0].recall.cells
-    assert all(x.p_value < 0.05 and x.verdict == "ok" for x in cells)
-
-
-def test_too_few_trials_is_inconclusive():
-    base = results(prompt("r", [], rec=recall(grid({0.5: (2, 2)}))))
-    head = results(prompt("r", [], rec=recall(grid({0.5: (0, 2)}))))
+def test_curtailed_counts_are_not_tested():
+    # early stopping ended these cells: their counts depend on the answers, the test cannot use them
+    base = results(prompt("r", [], rec=recall(grid({0.5: (8, 8)}), planned=20, stopped=True, full=False)))
+    head = results(prompt("r", [], rec=recall(grid({0.5: (0, 6)}), planned=20, stopped=True, full=False)))
     c = compare(base, head)
-    assert {x.verdict for x in c.prompts[0].recall.cells} == {"inconclusive"}
+    rc = c.prompts[0].recall
+    assert {g.verdict for g in rc.groups} == {"untested"}
+    assert {x.verdict for x in rc.cells} == {"inconclusive"}
     assert c.verdict == "inconclusive" and not c.failed
 
 
-def test_big_drop_cut_short_by_early_stopping_is_inconclusive_not_ok():
-    # base passed after 8 straight hits, head failed after 3 misses in 6: p = 0.055, more trials could tell
-    base = results(prompt("r", [], rec=recall(grid({0.5: (8, 8)}), planned=10)))
-    head = results(prompt("r", [], rec=recall(grid({0.5: (3, 6)}), planned=10)))
-    cells = compare(base, head).prompts[0].recall.cells
-    assert all(x.p_value > 0.05 and x.verdict == "inconclusive" for x in cells)
-    # the same counts with every planned trial run are just noise
-    full = compare(
-        results(prompt("r", [], rec=recall(grid({0.5: (8, 8)})))),
-        results(prompt("r", [], rec=recall(grid({0.5: (3, 6)})))),
+def test_a_partial_head_is_underpowered_never_pass():
+    base = results(prompt("r", [], rec=recall(grid(FULL20))))
+    head = results(prompt("r", [], rec=recall(grid({0.0: (6, 6), 0.5: (5, 6), 1.0: (6, 6)}), partial=True)))
+    c = compare(base, head)
+    assert c.prompts[0].recall.status == "underpowered"
+    assert c.verdict == "underpowered" and c.recall_underpowered and not c.failed
+    assert "Underpowered" in c.headline
+
+
+def test_a_regression_found_in_a_partial_run_still_fails():
+    base = results(prompt("r", [], rec=recall(grid(FULL20))))
+    head = results(
+        prompt("r", [], rec=recall(grid({0.0: (10, 10), 0.5: (0, 10), 1.0: (10, 10)}), partial=True))
     )
-    assert {x.verdict for x in full.prompts[0].recall.cells} == {"ok"}
+    c = compare(base, head)
+    assert c.verdict == "fail-recall" and exit_of(c) == 1
 
 
-def test_new_cell_below_threshold_is_reported():
-    c = compare(None, results(prompt("r", [], rec=recall(grid({0.0: (5, 5), 0.5: (1, 5)})))))
+def test_same_fingerprint_is_not_tested():
+    same = recall(grid({0.5: (20, 20)}), pool_key="k")
+    other = recall(grid({0.5: (10, 20)}), pool_key="k")
+    rc = compare(results(prompt("r", [], rec=same)), results(prompt("r", [], rec=other))).prompts[0].recall
+    assert rc.unchanged and rc.groups == [] and rc.status == "pass"
+
+
+def test_history_joins_the_base_sample_and_shows_n():
+    from needle_action.results import HistoryCell, RecallHistory
+
+    base_rec = recall(grid({0.5: (18, 20)}))
+    base_rec.history = RecallHistory(
+        runs=3,
+        seeds=[1, 2, 3],
+        cells=[HistoryCell(size=s, depth=0.5, hits=54, trials=60) for s in (2000, 8000)],
+    )
+    head = results(prompt("r", [], rec=recall(grid({0.5: (12, 20)}))))
+    rc = compare(results(prompt("r", [], rec=base_rec)), head).prompts[0].recall
+    assert rc.base.history_trials == 120 and rc.base.history_runs == 3 and rc.base.trials == 40
+    assert rc.head.trials == 40 and rc.head.history_trials == 0
+    group = next(g for g in rc.groups if g.kind == "depth")
+    assert (group.base_hits, group.base_trials) == (36 + 108, 160)
+    assert (group.head_hits, group.head_trials) == (24, 40)
+
+
+def test_new_prompt_below_threshold_is_reported():
+    rec = recall(grid({0.0: (20, 20), 0.5: (2, 20), 1.0: (20, 20)}), status="fail")
+    c = compare(None, results(prompt("r", [], rec=rec)))
     verdicts = {(x.depth, x.verdict) for x in c.prompts[0].recall.cells}
     assert (0.5, "below-threshold") in verdicts and (0.0, "new") in verdicts
     assert c.recall_regressed and c.failures[0].kind == "recall-threshold"

@@ -196,3 +196,71 @@ def test_fisher_matches_scipy_on_random_tables():
 def test_fisher_rejects_impossible_counts():
     with pytest.raises(ValueError):
         stats.fisher_drop_pvalue(6, 5, 1, 5)
+
+
+# -- groups: exact stratified test, Holm ----------------------------------------------------------
+
+
+def _brute_force_stratified(strata) -> float:
+    """P(total head hits <= observed) by enumerating every table of every stratum."""
+    dists = []
+    for bh, bn, hh, hn in strata:
+        total, n = bh + hh, bn + hn
+        dists.append(
+            {
+                k: math.comb(total, k) * math.comb(n - total, hn - k) / math.comb(n, hn)
+                for k in range(max(0, total - bn), min(total, hn) + 1)
+            }
+        )
+    observed = sum(s[2] for s in strata)
+    p = 0.0
+    for combo in itertools.product(*[d.items() for d in dists]):
+        if sum(k for k, _ in combo) <= observed:
+            p += math.prod(q for _, q in combo)
+    return p
+
+
+def test_stratified_test_is_fisher_for_one_stratum_and_exact_for_several():
+    rng = random.Random(5)
+    for _ in range(60):
+        strata = []
+        for _ in range(rng.randint(1, 3)):
+            bn, hn = rng.randint(1, 7), rng.randint(1, 7)
+            strata.append((rng.randint(0, bn), bn, rng.randint(0, hn), hn))
+        assert stats.stratified_drop_pvalue(strata) == pytest.approx(
+            _brute_force_stratified(strata), rel=1e-9
+        )
+    assert stats.stratified_drop_pvalue([(3, 4, 1, 4)]) == pytest.approx(17 / 70)
+    assert stats.stratified_drop_pvalue([(3, 0, 0, 0)][:0]) == 1.0
+    assert stats.stratified_drop_pvalue([(0, 0, 2, 5)]) == 1.0  # a side with no trial says nothing
+
+
+def test_stratified_test_matches_scipy_fisher_on_one_stratum():
+    scipy_stats = pytest.importorskip("scipy.stats")
+    rng = random.Random(8)
+    for _ in range(100):
+        bn, hn = rng.randint(1, 300), rng.randint(1, 60)
+        bh, hh = rng.randint(0, bn), rng.randint(0, hn)
+        ref = scipy_stats.fisher_exact([[hh, hn - hh], [bh, bn - bh]], alternative="less").pvalue
+        assert stats.stratified_drop_pvalue([(bh, bn, hh, hn)]) == pytest.approx(ref, rel=1e-7, abs=1e-13)
+
+
+def test_stratification_keeps_rates_that_differ_by_size_apart():
+    # base: 20/20 at small, 0/20 at large; head the same: no drop in either stratum
+    strata = [(20, 20, 20, 20), (0, 20, 0, 20)]
+    assert stats.stratified_drop_pvalue(strata) == pytest.approx(1.0)
+    # a real drop in one stratum is seen through the other
+    assert stats.stratified_drop_pvalue([(20, 20, 8, 20), (0, 20, 0, 20)]) < 1e-4
+
+
+def test_holm_step_down():
+    assert stats.holm_rejections([0.001, 0.02, 0.04], 0.05) == [True, True, True]
+    assert stats.holm_rejections([0.001, 0.03, 0.04], 0.05) == [True, False, False]  # 0.03 > 0.05/2
+    assert stats.holm_rejections([0.02, 0.001], 0.05) == [True, True]
+    assert stats.holm_rejections([0.2, 0.5], 0.05) == [False, False]
+    assert stats.holm_rejections([], 0.05) == []
+
+
+def test_family_z_widens_with_the_family():
+    assert stats.family_z(1) == pytest.approx(stats.Z95, abs=1e-6)
+    assert stats.family_z(9) > stats.family_z(3) > stats.family_z(1)

@@ -1,0 +1,110 @@
+"""A handful of pull requests through the real CLI, against the fake Anthropic server answering with
+the simulated model, agree with the replay of ``bench/verdicts.py``:
+
+    needle check --json base.json     (the base's project; its own model draws)
+    needle check --json head.json     (the head's project: a changed prompt)
+    needle report head.json --base base.json   -> exit 1 exactly when the PR must be blocked
+
+on a 3 sizes x 5 depths grid at the default recall settings (trials "auto", family alpha 0.01,
+min_drop 0.2). Noise alone (flat .95 on both sides) blocks none of them (the replay: under 1%); a
+30-point drop in the middle depths blocks every one (the replay: 100%); ``needle report``'s exit code
+is 1 exactly when ``comparison.json`` says the PR fails.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from bench.verdicts import DROPS, NULLS, replay
+from tests.fakes.anthropic_server import FakeAnthropic
+from tests.fakes.simulated_model import SimulatedModel
+from tests.integration.recall_helpers import TEMPLATE, write_project
+
+REPO = Path(__file__).resolve().parents[2]
+SIZES = (400, 800, 1200)
+PRS = 3
+
+pytestmark = pytest.mark.slow
+
+
+def flat95(depth: float, size: int) -> float:
+    return 0.95
+
+
+def middle_minus_30(depth: float, size: int) -> float:
+    # the simulated model sees depth in the whole request: the slot's 0.25-0.75 sit well inside
+    return 0.65 if 0.15 < depth < 0.85 else 0.95
+
+
+def _needle(args: list[str], fake: FakeAnthropic, cache: Path) -> subprocess.CompletedProcess:
+    env = dict(os.environ)
+    env.update(
+        ANTHROPIC_BASE_URL=fake.base_url,
+        ANTHROPIC_API_KEY=fake.api_key,
+        NEEDLE_CACHE_DIR=str(cache),
+        PYTHONPATH=str(REPO),
+        NO_COLOR="1",
+    )
+    return subprocess.run(
+        [sys.executable, "-m", "needle_action", *args], capture_output=True, text=True, env=env, timeout=600
+    )
+
+
+def _pr(tmp: Path, fake: FakeAnthropic, base_curve, head_curve, pr: int) -> tuple[int, dict, dict]:
+    """One pull request: (exit code of needle report, comparison, head results)."""
+    base_cfg = write_project(tmp / "base", sizes=SIZES, trials="auto", concurrency=16)
+    head_cfg = write_project(
+        tmp / "head",
+        sizes=SIZES,
+        trials="auto",
+        concurrency=16,
+        template=TEMPLATE.replace("Answer from the notes.", "Answer from the notes, briefly."),
+    )
+    out = {}
+    for side, cfg, curve in (("base", base_cfg, base_curve), ("head", head_cfg, head_curve)):
+        # independent draws per side and per PR, as two runs of a real model give
+        fake.responder = SimulatedModel(curve, seed=1000 * pr + (side == "head"), exact_size=False)
+        res = _needle(["check", "--config", str(cfg), "--json", str(tmp / f"{side}.json")], fake, tmp / side)
+        assert res.returncode in (0, 1) and "Traceback" not in res.stderr, res.stdout + res.stderr
+        out[side] = json.loads((tmp / f"{side}.json").read_text())
+    report = _needle(
+        ["report", str(tmp / "head.json"), "--base", str(tmp / "base.json"), "--format", "json"], fake, tmp
+    )
+    assert "Traceback" not in report.stderr, report.stderr
+    return report.returncode, json.loads(report.stdout), out["head"]
+
+
+@pytest.fixture(scope="module")
+def fake():
+    with FakeAnthropic() as server:
+        yield server
+
+
+@pytest.mark.parametrize(
+    ("name", "base_curve", "head_curve", "replayed"),
+    [("noise", flat95, flat95, NULLS[0]), ("middle -30 pt", flat95, middle_minus_30, DROPS[2])],
+)
+def test_the_cli_agrees_with_the_replay(tmp_path, fake, name, base_curve, head_curve, replayed):
+    expected = replay(replayed, 400, seed=7)
+    blocked = 0
+    for pr in range(PRS):
+        code, comparison, head = _pr(tmp_path / str(pr), fake, base_curve, head_curve, pr)
+        rc = comparison["prompts"][0]["recall"]
+        must_block = comparison["recall_regressed"] or comparison["budget_failed"]
+        assert code == (1 if must_block else 0), (code, comparison["verdict"])
+        assert comparison["verdict"] in ("pass", "fail-recall")  # never inconclusive at full trials
+        recall = head["prompts"][0]["recall"]
+        assert recall["power"]["trials"] == 20 and recall["calls"] == 15 * 20
+        assert rc["base"]["trials"] == rc["head"]["trials"] == 300
+        blocked += code == 1
+    replay_rate = expected.blocked / expected.prs
+    if replayed.must_block:
+        assert replay_rate >= 0.99 and blocked == PRS, (name, blocked, replay_rate)
+    else:
+        assert replay_rate <= 0.01 and blocked == 0, (name, blocked, replay_rate)
