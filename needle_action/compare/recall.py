@@ -278,7 +278,7 @@ def _status(rc: RecallComparison, hr: RecallResult, br: RecallResult | None, tes
         return "fail"
     if not tested and not rc.unchanged and hr.status == "fail":
         return "fail"  # no comparable base: judged against the threshold, on pooled estimates
-    if any(c.verdict == "below-threshold" for c in rc.cells):
+    if tested and any(c.verdict == "below-threshold" for c in rc.cells):
         return "fail"  # a style the base did not run, below the threshold
     if hr.partial or (tested and br is not None and br.partial):
         return "underpowered"

@@ -22,11 +22,12 @@ Paths in the file are relative to the file's own folder (the "root"); nothing ma
 
 from __future__ import annotations
 
+import difflib
 import re
 from pathlib import Path
 from typing import Literal, get_args
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
 
 from needle_action.providers.specs import PROVIDER_NAMES, ProviderName
 
@@ -169,9 +170,16 @@ class RecallSettings(Strict):
             return 0
         return self.distractors if self.distractors is not None else DEFAULT_DISTRACTORS.get(style, 0)
 
-    @field_validator("needle")
+    @field_validator("needle", mode="before")
     @classmethod
     def _styles(cls, v):
+        # before the Literal check, so the message names the word that is wrong
+        names = v if isinstance(v, list) else [v]
+        for name in names:
+            if isinstance(name, str) and name not in NEEDLE_STYLES:
+                close = difflib.get_close_matches(name, NEEDLE_STYLES, n=1)
+                guess = f" (did you mean {close[0]!r}?)" if close else ""
+                raise ValueError(f"unknown needle style {name!r}{guess}; styles: {', '.join(NEEDLE_STYLES)}")
         if isinstance(v, list):
             if not v:
                 raise ValueError(
@@ -181,24 +189,40 @@ class RecallSettings(Strict):
                 raise ValueError("needle lists a style twice")
         return v
 
+    @field_validator("distractors")
+    @classmethod
+    def _look_alikes(cls, v, info: ValidationInfo):
+        needle = info.data.get("needle", "codeword")
+        styles = [needle] if isinstance(needle, str) else list(needle)
+        if v and not set(styles) & set(LOOK_ALIKE_STYLES):
+            raise ValueError(
+                f"distractors apply to the {', '.join(LOOK_ALIKE_STYLES)} styles, and this prompt runs none "
+                "of them (gold moves your own items, multihop has its own decoys)"
+            )
+        return v
+
+    @field_validator("abstain_phrases")
+    @classmethod
+    def _phrases(cls, v):
+        if v is not None and not all(p.strip() for p in v):
+            raise ValueError("abstain_phrases must not contain an empty phrase (it would match every reply)")
+        return v
+
+    @field_validator("answer_regex", "abstain_regex")
+    @classmethod
+    def _compiles(cls, v, info: ValidationInfo):
+        if v is not None:
+            try:
+                re.compile(v)
+            except re.error as exc:
+                raise ValueError(f"{info.field_name} does not compile: {exc}") from None
+        return v
+
     @model_validator(mode="after")
     def _combinations(self):
         styles = self.styles
         if "custom" in styles and not self.needles:
             raise ValueError('needle = "custom" needs at least one [[...recall.needles]] entry')
-        if self.distractors and not set(styles) & set(LOOK_ALIKE_STYLES):
-            raise ValueError(
-                f"distractors apply to the {', '.join(LOOK_ALIKE_STYLES)} styles, and this prompt runs none of them"
-            )
-        for name in ("answer_regex", "abstain_regex"):
-            pattern = getattr(self, name)
-            if pattern is not None:
-                try:
-                    re.compile(pattern)
-                except re.error as exc:
-                    raise ValueError(f"{name} does not compile: {exc}") from None
-        if self.abstain_phrases is not None and not all(p.strip() for p in self.abstain_phrases):
-            raise ValueError("abstain_phrases must not contain an empty phrase")
         if self.scoring == "regex":
             if not self.answer_regex:
                 raise ValueError('scoring = "regex" needs answer_regex')

@@ -37,9 +37,7 @@ from needle_action.recall.probes.needle import Needle
 EXPECTED_KEY = "expected"
 GOLD_KEY = "gold"
 MAX_PATTERN_CHARS = 500
-_EXPECTED_HINT = (
-    'e.g. expected: "14 days", expected: ["14 days", "two weeks"] or expected: {regex: "14\\\\s*days"}'
-)
+_EXPECTED_HINT = """e.g. expected: "14 days", expected: ["14 days", "two weeks"] or expected: {regex: '14\\s*days'}"""
 
 
 @dataclass(frozen=True)
@@ -165,21 +163,23 @@ def _gold_index(items: list, raw: object, expected: Expected, where: _Where, var
             )
         return raw
     holding = [i for i, item in enumerate(items) if expected.found_in(_item_text(item))]
-    return _only_one(holding, where, f"item of {var!r}", f"{GOLD_KEY} = N (counted from 0)")
+    return _only_one(holding, where, ("item", "items", var), f"{GOLD_KEY} = N (counted from 0)")
 
 
-def _only_one(found: list[int], where: _Where, what: str, mark: str) -> int:
+def _only_one(found: list[int], where: _Where, what: tuple[str, str, str], mark: str) -> int:
+    """The one index in FOUND; WHAT: (singular, plural, variable) for the error."""
+    one, many, var = what
     if len(found) == 1:
         return found[0]
     if not found:
         raise where.error(
-            f"no {what} contains the expected answer, so the gold one cannot be found",
+            f"no {one} of {var!r} contains the expected answer, so the gold one cannot be found",
             EXPECTED_KEY,
             f"mark it with {mark}, or check that {EXPECTED_KEY} is written as in the text",
         )
     listed = ", ".join(str(i) for i in found[:6])
     raise where.error(
-        f"{len(found)} of the {what}s contain the expected answer ({listed}): which one is gold is ambiguous",
+        f"{len(found)} {many} of {var!r} contain the expected answer ({listed}): which one is gold is ambiguous",
         EXPECTED_KEY,
         f"mark the gold one with {mark}",
     )
@@ -205,7 +205,8 @@ def _passage_span(text: str, raw: object, expected: Expected, where: _Where, var
         return spans[0]
     paragraphs = [(m.start(), m.end()) for m in re.finditer(r"\S(?:.|\n(?![ \t]*\n))*", text)]
     holding = [i for i, (a, b) in enumerate(paragraphs) if expected.found_in(text[a:b])]
-    return paragraphs[_only_one(holding, where, f"paragraph of {var!r}", f'{GOLD_KEY} = "the passage"')]
+    found = _only_one(holding, where, ("paragraph", "paragraphs", var), f'{GOLD_KEY} = "the passage"')
+    return paragraphs[found]
 
 
 def _question(variables: dict, question_var: str, where: _Where) -> str:
@@ -239,7 +240,7 @@ def resolve_gold(
     if EXPECTED_KEY not in variables:
         raise where.error(
             f'needle = "gold" needs the fixture to name its answer, but it has no {EXPECTED_KEY!r}',
-            None,
+            question_var,
             f"add {EXPECTED_KEY} next to {question_var}: {_EXPECTED_HINT}",
         )
     expected = parse_expected(variables[EXPECTED_KEY], where)
