@@ -37,7 +37,9 @@ from needle_action.recall.probes.needle import Needle
 EXPECTED_KEY = "expected"
 GOLD_KEY = "gold"
 MAX_PATTERN_CHARS = 500
-_EXPECTED_HINT = """e.g. expected: "14 days", expected: ["14 days", "two weeks"] or expected: {regex: '14\\s*days'}"""
+_EXPECTED_HINT = (
+    """e.g. expected: "14 days", expected: ["14 days", "two weeks"] or expected: {regex: '14\\s*days'}"""
+)
 
 
 @dataclass(frozen=True)
