@@ -15,6 +15,7 @@ from needle_action.tokens import tiktoken_cache
 pytest_plugins = [
     "tests.fakes.anthropic_server",
     "tests.fakes.github_server",
+    "tests.fakes.lexical_model",
     "tests.fakes.openai_server",
     "tests.fakes.simulated_model",
 ]
