@@ -41,6 +41,9 @@ __all__ = ["Judgement", "judge", "normalise", "score"]
 
 @dataclass(frozen=True)
 class Judgement:
+    """How an answer was judged: a hit (for ``absent``: an abstention), and whether it repeated a
+    look-alike's value."""
+
     hit: bool
     distractor: bool = False  # a miss that repeats a look-alike's value
 

@@ -33,9 +33,11 @@ class Family:
     subjects: tuple[str, ...]  # single words, distinct, so a question names exactly one
 
     def fact(self, subject: str, value: str, *, paraphrased: bool = False) -> str:
+        """The fact stating VALUE for SUBJECT, in the frame or in its paraphrase."""
         return (self.paraphrase if paraphrased else self.frame).format(s=subject, value=value)
 
     def ask(self, subject: str) -> str:
+        """The question for SUBJECT's value."""
         return self.question.format(s=subject)
 
 
@@ -107,6 +109,8 @@ MAX_LOOK_ALIKES = 8  # subjects per family minus the asked one and an absent tri
 
 @dataclass(frozen=True)
 class LookAlike:
+    """A look-alike fact and the value it states."""
+
     text: str
     value: str
 

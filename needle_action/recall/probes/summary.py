@@ -36,6 +36,8 @@ _RANK = {"all-pass": 3, "flaky": 2, "inconclusive": 1}  # anything else is a fai
 
 @dataclass(frozen=True)
 class Summary:
+    """What a prompt's cells add up to: per style, and for the prompt as a whole."""
+
     styles: list[StyleSummary]
     effective_context: int | None
     effective_low: int | None
