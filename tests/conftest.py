@@ -15,9 +15,9 @@ from needle_action.tokens import tiktoken_cache
 pytest_plugins = [
     "tests.fakes.anthropic_server",
     "tests.fakes.github_server",
-    "tests.fakes.lexical_model",
     "tests.fakes.openai_server",
     "tests.fakes.simulated_model",
+    "tests.fakes.lexical_model",  # after simulated_model, which it imports
 ]
 
 REPO = Path(__file__).resolve().parent.parent
