@@ -26,7 +26,7 @@ from pydantic import (
 )
 
 from needle_action import __version__
-from needle_action.config.model import Growth, parse_growth
+from needle_action.config.model import LOOK_ALIKE_STYLES, Growth, parse_growth
 from needle_action.errors import ConfigError
 
 SCHEMA_VERSION = 2  # 2: pooled verdicts (status "partial", alpha is family-wise, min_drop the power target)
@@ -44,6 +44,12 @@ Diagnosis = Literal[
     "hallucination",
 ]
 ABSENT_STYLE = "absent"  # its cells count abstentions: a hit says the answer is not in the context
+
+
+def has_look_alikes(style: str, distractors: int) -> bool:
+    """Whether STYLE's trials carry look-alikes (so its precision means something): an absent
+    trial always has its near miss; the other styles that take them, when ``distractors`` > 0."""
+    return style == ABSENT_STYLE or (distractors > 0 and style in LOOK_ALIKE_STYLES)
 
 
 class Model(BaseModel):

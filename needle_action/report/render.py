@@ -15,6 +15,7 @@ import jinja2
 
 from needle_action.compare import CellDelta, Comparison, RecallComparison, TokenDelta
 from needle_action.report import sanitize
+from needle_action.results import has_look_alikes
 
 MARKER = "<!-- needle-action:comment -->"
 _BLANKS = re.compile(r"\n{3,}")
@@ -144,6 +145,19 @@ def _share(part: int, whole: int, base: float | None = None) -> str:
     return text + (f", base {base:.0%}" if base is not None else "")
 
 
+def _worst(rc: RecallComparison, style: str) -> str:
+    """``, worst 40% at depth 0.5 of 8,000 tokens``: the absent cell that invents answers most."""
+    rated = [
+        ((c.head_trials - (c.head_hits or 0)) / c.head_trials, c)
+        for c in rc.cells
+        if c.style == style and c.head_trials
+    ]
+    if not rated:
+        return ""
+    rate, worst = max(rated, key=lambda rc_: rc_[0])
+    return f", worst {rate:.0%} at depth {worst.depth:g} of {worst.size:,} tokens" if rate else ""
+
+
 def _style_caption(rc: RecallComparison, style: str) -> Trusted:
     """``codeword`` needle · recall 56/60 (93%) · answered a look-alike's value in 2/60 (3%)."""
     name = f"**{sanitize.code(style, 40)}** needle"
@@ -155,10 +169,12 @@ def _style_caption(rc: RecallComparison, style: str) -> Trusted:
     if head is not None:
         if head.hallucination_rate is not None:
             before = base.hallucination_rate if base is not None else None
-            parts.append(f"hallucination {_share(head.trials - head.hits, head.trials, before)}")
+            parts.append(
+                f"hallucination {_share(head.trials - head.hits, head.trials, before)}{_worst(rc, style)}"
+            )
         else:
             parts.append(f"recall {_share(head.hits, head.trials, base.rate if base is not None else None)}")
-        if head.distractor_answers or (rc.head is not None and rc.head.distractors):
+        if head.distractor_answers or (rc.head is not None and has_look_alikes(style, rc.head.distractors)):
             parts.append(f"answered a look-alike's value in {_share(head.distractor_answers, head.trials)}")
     return Trusted(" · ".join(parts))
 

@@ -6,7 +6,7 @@ from pathlib import PurePosixPath
 
 import click
 
-from needle_action.results import BudgetCase, Results
+from needle_action.results import BudgetCase, Results, has_look_alikes
 
 # ---------------------------------------------------------------------------------- budget table
 
@@ -180,7 +180,7 @@ def _style_heading(r, style: str) -> str:
         line += f": hallucination {_share(summary.trials - summary.hits, summary.trials)}"
     else:
         line += f": recall {_share(summary.hits, summary.trials)}"
-    if summary.distractor_answers or r.distractors:
+    if summary.distractor_answers or has_look_alikes(style, r.distractors):
         line += f", answered a look-alike's value in {_share(summary.distractor_answers, summary.trials)}"
     if len(r.styles) > 1 and summary.hallucination_rate is None:
         eff = summary.effective_context
