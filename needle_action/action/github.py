@@ -1,15 +1,22 @@
-"""A thin GitHub REST client: just what the sticky PR comment needs.
+"""A thin GitHub REST client: just what the sticky PR comment needs (issue comments, the pull
+request, and who the token is).
 
 Built on the standard library's ``urllib`` on purpose: three endpoints do not justify a
 dependency in the container image, ``requests`` is not wanted, and the ``httpx2`` that the
 ``anthropic`` SDK pulls in is that SDK's private transport, not an API we should lean on.
 
-Honours ``GITHUB_API_URL`` (GitHub Enterprise Server: ``https://HOST/api/v3``). The token is
-sent only to that host: pagination links pointing anywhere else are refused.
+Honours ``GITHUB_API_URL`` (GitHub Enterprise Server: ``https://HOST/api/v3``) and
+``GITHUB_GRAPHQL_URL`` (``https://HOST/api/graphql``). The token is sent only to that host:
+pagination links pointing anywhere else are refused.
+
+Every answer is checked for its shape: a 200 whose body is not JSON, is cut short, or is JSON of
+the wrong shape raises :class:`GitHubMalformed` (a :class:`GitHubError`), so callers that turn API
+trouble into a warning handle it like any other failure.
 """
 
 from __future__ import annotations
 
+import http.client
 import json
 import re
 import time
@@ -52,7 +59,12 @@ class GitHubUnprocessable(GitHubError):
     """422: GitHub rejected the content (e.g. a comment body above 65,536 characters)."""
 
 
+class GitHubMalformed(GitHubError):
+    """A success status with a body that is not what the API documents (garbage, cut short, wrong shape)."""
+
+
 _BY_STATUS = {401: GitHubUnauthorized, 403: GitHubForbidden, 404: GitHubNotFound, 422: GitHubUnprocessable}
+MAX_ANSWER_BYTES = 50 * 1024 * 1024
 
 
 def parse_link_header(value: str | None) -> dict[str, str]:
@@ -69,15 +81,20 @@ class Comment:
     user_type: str
 
     @classmethod
-    def from_api(cls, data: dict) -> Comment:
-        user = data.get("user") or {}
-        return cls(
-            int(data["id"]),
-            data.get("body") or "",
-            data.get("html_url") or "",
-            user.get("login") or "",
-            user.get("type") or "",
-        )
+    def from_api(cls, data: Any) -> Comment:
+        """A comment from the API's JSON; GitHubMalformed when it does not have a comment's shape."""
+        try:
+            user = data.get("user") or {}
+            comment = cls(
+                int(data["id"]),
+                str(data.get("body") or ""),
+                str(data.get("html_url") or ""),
+                str(user.get("login") or ""),
+                str(user.get("type") or ""),
+            )
+        except (AttributeError, KeyError, TypeError, ValueError):
+            raise GitHubMalformed(200, "an issue comment without the fields GitHub documents") from None
+        return comment
 
 
 class GitHubClient:
@@ -86,6 +103,7 @@ class GitHubClient:
         token: str,
         *,
         api_url: str = "https://api.github.com",
+        graphql_url: str | None = None,
         repository: str,
         timeout_s: float = 30.0,
         retries: int = 2,
@@ -94,6 +112,7 @@ class GitHubClient:
             raise GitHubUnauthorized(401, "no token given")
         self.token = token
         self.api_url = api_url.rstrip("/")
+        self.graphql_url = graphql_url or graphql_url_for(self.api_url)
         self.repository = repository
         self.timeout_s = timeout_s
         self.retries = retries
@@ -119,8 +138,8 @@ class GitHubClient:
             req = urllib.request.Request(url, data=data, method=method, headers=headers)
             try:
                 with urllib.request.urlopen(req, timeout=self.timeout_s) as resp:
-                    body = resp.read()
-                    return resp.status, dict(resp.headers.items()), json.loads(body) if body else None
+                    body = resp.read(MAX_ANSWER_BYTES)
+                    return resp.status, dict(resp.headers.items()), _json(body, url)
             except urllib.error.HTTPError as exc:
                 text = exc.read().decode("utf-8", "replace")
                 try:
@@ -132,7 +151,8 @@ class GitHubClient:
                     time.sleep(0.5 * 2**attempt)
                     continue
                 raise _BY_STATUS.get(exc.code, GitHubError)(exc.code, str(message), url) from None
-            except (urllib.error.URLError, TimeoutError, ConnectionError) as exc:
+            except (urllib.error.URLError, TimeoutError, ConnectionError, http.client.HTTPException) as exc:
+                # HTTPException: IncompleteRead (a body cut short), BadStatusLine, ...
                 if attempt < self.retries:
                     attempt += 1
                     time.sleep(0.5 * 2**attempt)
@@ -146,17 +166,11 @@ class GitHubClient:
         url: str | None = f"/repos/{self.repository}/issues/{issue}/comments?per_page={per_page}"
         while url:
             _, headers, data = self._request("GET", url)
+            if data is not None and not isinstance(data, list):
+                raise GitHubMalformed(200, "the list of comments is not a JSON array", url)
             for item in data or []:
                 yield Comment.from_api(item)
             url = parse_link_header(headers.get("Link") or headers.get("link")).get("next")
-
-    def find_sticky_comment(self, issue: int, marker: str) -> Comment | None:
-        """The comment whose body starts with MARKER; a bot's wins over a human's copy-paste."""
-        found = [c for c in self.list_issue_comments(issue) if c.body.lstrip().startswith(marker)]
-        if not found:
-            return None
-        bots = [c for c in found if c.user_type == "Bot"]
-        return (bots or found)[0]
 
     def create_comment(self, issue: int, body: str) -> Comment:
         _, _, data = self._request(
@@ -170,17 +184,68 @@ class GitHubClient:
         )
         return Comment.from_api(data)
 
+    def delete_comment(self, comment_id: int) -> None:
+        """DELETE one issue comment (callers only ever pass comments of their own)."""
+        self._request("DELETE", f"/repos/{self.repository}/issues/comments/{comment_id}")
+
     def get_pull(self, number: int) -> dict:
         """The pull request (``head.sha``, ``base.sha``, ...)."""
         _, _, data = self._request("GET", f"/repos/{self.repository}/pulls/{int(number)}")
-        return data or {}
+        if not isinstance(data, dict):
+            raise GitHubMalformed(200, "the pull request is not a JSON object")
+        return data
 
-    def upsert_sticky_comment(self, issue: int, body: str, marker: str) -> tuple[Comment, bool]:
-        """PATCH the marked comment in place, else POST a new one. Returns (comment, created)."""
-        existing = self.find_sticky_comment(issue, marker)
-        if existing is not None:
-            try:
-                return self.update_comment(existing.id, body), False
-            except GitHubNotFound:
-                pass  # deleted between list and patch: post a fresh one
-        return self.create_comment(issue, body), True
+    def pull_head_sha(self, number: int) -> str:
+        """The commit the pull request's head points at now."""
+        head = self.get_pull(number).get("head")
+        sha = head.get("sha") if isinstance(head, dict) else None
+        if not isinstance(sha, str) or not sha:
+            raise GitHubMalformed(200, "the pull request has no head.sha")
+        return sha
+
+    # ---------------------------------------------------------------- who we are
+    def viewer_login(self) -> str:
+        """The login the token acts as: GraphQL ``viewer`` (works for installation tokens such as the
+        default ``GITHUB_TOKEN``, answering ``github-actions[bot]``, where ``GET /user`` is 403)."""
+        _, _, data = self._request("POST", self.graphql_url, {"query": "query { viewer { login } }"})
+        login = _dig(data, "data", "viewer", "login")
+        if not isinstance(login, str) or not login:
+            raise GitHubMalformed(200, "GraphQL viewer has no login", self.graphql_url)
+        return login
+
+    def user_login(self) -> str:
+        """``GET /user``: the login of a personal or OAuth token (403 for installation tokens)."""
+        _, _, data = self._request("GET", "/user")
+        login = data.get("login") if isinstance(data, dict) else None
+        if not isinstance(login, str) or not login:
+            raise GitHubMalformed(200, "/user has no login")
+        return login
+
+
+def graphql_url_for(api_url: str) -> str:
+    """GitHub's GraphQL endpoint next to a REST base: ``https://api.github.com/graphql``, or on
+    GitHub Enterprise Server ``https://HOST/api/graphql`` for ``https://HOST/api/v3``."""
+    base = api_url.rstrip("/")
+    if base.endswith("/api/v3"):
+        return base[: -len("/v3")] + "/graphql"
+    return base + "/graphql"
+
+
+def _dig(data: Any, *keys: str) -> Any:
+    """DATA[k1][k2]... through JSON objects only; None as soon as something is not one."""
+    for key in keys:
+        if not isinstance(data, dict):
+            return None
+        data = data.get(key)
+    return data
+
+
+def _json(body: bytes, url: str) -> Any:
+    if not body:
+        return None
+    try:
+        return json.loads(body)
+    except ValueError:  # not JSON, cut short, or not UTF-8
+        raise GitHubMalformed(200, "the answer is not valid JSON", url) from None
+    except RecursionError:
+        raise GitHubMalformed(200, "the answer is nested too deeply", url) from None

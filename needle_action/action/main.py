@@ -19,9 +19,10 @@ import time
 import traceback
 from pathlib import Path
 
-from needle_action.action import databranch, workflow
+from needle_action.action import databranch, trust, workflow
 from needle_action.action.baseline import (
     BaselineUnavailable,
+    ensure_commit,
     ensure_safe_directory,
     first_changed_line,
     measure_base,
@@ -30,7 +31,6 @@ from needle_action.action.baseline import (
 from needle_action.action.publish import log, post_from_report, publish, workspace_relative
 from needle_action.action.settings import Settings, load_settings
 from needle_action.compare import Comparison, compare
-from needle_action.config.loader import load_config
 from needle_action.config.model import Config
 from needle_action.errors import EXIT_CHECKS_FAILED, NeedleError
 from needle_action.pipeline import measure
@@ -40,14 +40,19 @@ from needle_action.results import Results, SkipKind
 
 
 def run(settings: Settings) -> int:
-    """Head, base, compare, publish: one pull request checked."""
+    """Head, base, compare, publish: one pull request checked.
+
+    The base commit is found first: its threshold file decides how the head is measured (endpoints,
+    keys, policy; see action/trust.py)."""
     notes: list[str] = []
     if settings.data_branch:
         databranch.check_branch_name(settings.data_branch)
-    cache = ResultCache(settings.resolved_cache_dir / "recall.sqlite")
-    head_config = load_config(settings.config_path)
+    base_sha, no_base = base_commit(settings, notes)
+    trusted = trust.load_trusted(settings, base_sha, notes)
+    cache = ResultCache(trust.cache_file(settings, notes))
+    head_config = trust.head_config(settings, trusted, notes)
     head = measure_head(settings, head_config, cache, notes)
-    base, base_sha = measure_base_side(settings, cache, notes)
+    base = measure_base_side(settings, base_sha, no_base, cache, trusted, notes)
     if settings.data_branch and databranch.is_default_branch_push(settings) and head.commit:
         notes.append(databranch.store_or_explain(settings, head))
     comparison = compare(base, head)
@@ -71,21 +76,43 @@ def measure_head(settings: Settings, config: Config, cache: ResultCache, notes: 
     return head
 
 
-def measure_base_side(
-    settings: Settings, cache: ResultCache, notes: list[str]
-) -> tuple[Results | None, str | None]:
-    """The base's results (data branch, else a git worktree), and its commit; None when there is
-    no base to compare with (NOTES says why)."""
+def base_commit(settings: Settings, notes: list[str]) -> tuple[str | None, str | None]:
+    """(the base commit, fetched, or None; why there is none when there should be one)."""
     pr = settings.pull_request
-    base_sha = settings.base_ref or (pr.base_sha if pr else None)
-    if not base_sha:
-        notes.append("Not a pull request and no `base-ref` input: nothing to compare with.")
-        return None, None
-    base = None
+    ref = settings.base_ref or (pr.base_sha if pr else None)
     try:
         ensure_safe_directory(settings.workspace, force=settings.in_actions)
-        if settings.base_ref:
-            base_sha = resolve_commit(settings.workspace, settings.base_ref)
+    except BaselineUnavailable as exc:
+        if ref:
+            return None, str(exc)
+    if not ref:
+        notes.append("Not a pull request and no `base-ref` input: nothing to compare with.")
+        return None, None
+    try:
+        sha = resolve_commit(settings.workspace, ref) if settings.base_ref else ref
+        ensure_commit(settings.workspace, sha)
+    except BaselineUnavailable as exc:
+        return None, str(exc)
+    return sha, None
+
+
+def measure_base_side(
+    settings: Settings,
+    base_sha: str | None,
+    no_base: str | None,
+    cache: ResultCache,
+    trusted: trust.Trusted,
+    notes: list[str],
+) -> Results | None:
+    """The base's results (data branch, else a git worktree); None when there is no base to compare
+    with (NOTES says why)."""
+    if base_sha is None:
+        if no_base:
+            notes.append(f"No baseline: {no_base}")
+            workflow.warning(f"needle: no baseline: {no_base}")
+        return None
+    base = None
+    try:
         if settings.data_branch:  # a main-branch run may have measured the base already
             base, note = databranch.load_base(settings, base_sha)
             notes.append(note)
@@ -96,7 +123,9 @@ def measure_base_side(
                 settings.workspace,
                 base_sha,
                 settings.config_path,
-                lambda cfg: measure(cfg, settings.measure, env=os.environ, cache=cache),
+                lambda cfg: measure(
+                    trust.for_base(cfg, trusted), settings.measure, env=os.environ, cache=cache
+                ),
             )
             if note:
                 notes.append(note)
@@ -104,7 +133,7 @@ def measure_base_side(
     except BaselineUnavailable as exc:
         notes.append(f"No baseline: {exc}")
         workflow.warning(f"needle: no baseline: {exc}")
-    return base, base_sha
+    return base
 
 
 def locate_failures(

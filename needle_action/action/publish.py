@@ -8,6 +8,7 @@ import json
 from pathlib import Path
 
 from needle_action.action import workflow
+from needle_action.action.comment import publish_sticky, with_head
 from needle_action.action.github import (
     GitHubClient,
     GitHubError,
@@ -15,6 +16,7 @@ from needle_action.action.github import (
     GitHubUnprocessable,
 )
 from needle_action.action.settings import Settings
+from needle_action.action.trust import write_report
 from needle_action.compare import Comparison
 from needle_action.errors import EXIT_CHECKS_FAILED, EXIT_OK, NeedleError
 from needle_action.paths import relative
@@ -36,8 +38,18 @@ def workspace_relative(settings: Settings | None, file: str | None) -> str | Non
     return relative(settings.workspace, Path(file), resolved=True, default=file)
 
 
-def post_comment(settings: Settings, body: str) -> tuple[str | None, str | None]:
-    """Upsert the sticky comment. Returns (url, problem); never raises for API trouble."""
+def client_for(settings: Settings) -> GitHubClient:
+    """The REST client for this repository (``github-token``, ``GITHUB_API_URL``)."""
+    return GitHubClient(
+        settings.github_token,
+        api_url=settings.api_url,
+        graphql_url=settings.graphql_url,
+        repository=settings.repository or "",
+    )
+
+
+def post_comment(settings: Settings, body: str, head_sha: str | None) -> tuple[str | None, str | None]:
+    """Create or update our sticky comment. Returns (url, problem); never raises for API trouble."""
     pr = settings.pull_request
     if not settings.comment:
         return None, None
@@ -46,10 +58,14 @@ def post_comment(settings: Settings, body: str) -> tuple[str | None, str | None]
     if not settings.github_token or not settings.repository:
         return None, "no github-token or GITHUB_REPOSITORY: no PR comment"
     try:
-        client = GitHubClient(settings.github_token, api_url=settings.api_url, repository=settings.repository)
-        comment, created = client.upsert_sticky_comment(pr.number, body, MARKER)
-        log(f"{'posted' if created else 'updated'} the PR comment: {comment.html_url}")
-        return comment.html_url, None
+        posted = publish_sticky(client_for(settings), pr.number, body, MARKER, head_sha=head_sha)
+        if posted.comment is None:
+            log(f"not commenting: {posted.note}")
+            return None, None
+        log(f"{posted.action} the PR comment: {posted.comment.html_url}")
+        if posted.note:
+            workflow.warning(f"needle: {posted.note}")
+        return posted.comment.html_url, None
     except GitHubForbidden:
         why = "this pull request comes from a fork" if pr.from_fork else "the token is read-only"
         return None, (
@@ -61,14 +77,6 @@ def post_comment(settings: Settings, body: str) -> tuple[str | None, str | None]
         return None, f"GitHub rejected the comment (422: {exc.message}); the job summary stands in."
     except GitHubError as exc:
         return None, f"could not comment on the pull request ({exc}); the job summary stands in."
-
-
-def write_report(settings: Settings, files: dict[str, str]) -> Path:
-    out = settings.report_dir
-    out.mkdir(parents=True, exist_ok=True)
-    for name, text in files.items():
-        (out / name).write_text(text, encoding="utf-8")
-    return out
 
 
 def token_delta_lines(comparison: Comparison) -> str:
@@ -106,8 +114,10 @@ def publish(
     """Comment, then the summary (which says whether the comment made it), the report folder,
     the step outputs and the annotations. Returns the exit code by the action's policy."""
     head, base = sides
-    comment_body = render_comment(comparison, summary_url=settings.summary_url, notes=notes)
-    url, problem = post_comment(settings, comment_body)
+    comment_body = with_head(
+        render_comment(comparison, summary_url=settings.summary_url, notes=notes), head.commit
+    )
+    url, problem = post_comment(settings, comment_body, head.commit)
     summary_notes = list(notes)
     if problem:
         workflow.warning(f"needle: {problem}")
@@ -171,9 +181,11 @@ def post_from_report(settings: Settings, folder: Path) -> int:
     run = settings.event.get("workflow_run") or {}
     head_sha = run.get("head_sha")
     try:
-        raw = (folder / "comparison.json").read_bytes()
-        info = json.loads((folder / "pr.json").read_text(encoding="utf-8"))
-    except (OSError, ValueError) as exc:
+        with open(folder / "comparison.json", "rb") as f:  # at most the cap, whatever the artifact holds
+            raw = f.read(MAX_REPORT_BYTES + 1)
+        with open(folder / "pr.json", "rb") as f:
+            info = json.loads(f.read(1_000_000))
+    except (OSError, ValueError, RecursionError) as exc:
         raise NeedleError(
             f"post-report: cannot read the report: {exc}",
             file=str(folder),
@@ -187,26 +199,30 @@ def post_from_report(settings: Settings, folder: Path) -> int:
         notes = [str(n) for n in info.get("notes") or []][:20]
     except Exception as exc:  # pydantic, KeyError, TypeError, ValueError: all mean "not our report"
         raise NeedleError(f"post-report: not a needle report: {str(exc)[:300]}", file=str(folder)) from None
-    listed = [p.get("number") for p in run.get("pull_requests") or []]
+    listed = [p.get("number") for p in run.get("pull_requests") or [] if isinstance(p, dict)]
     if listed and number not in listed:
         raise NeedleError(f"post-report: the report names PR #{number}, the workflow run is for {listed}")
     if not settings.github_token or not settings.repository:
         raise NeedleError("post-report needs github-token and GITHUB_REPOSITORY")
-    client = GitHubClient(settings.github_token, api_url=settings.api_url, repository=settings.repository)
+    client = client_for(settings)
     try:
-        pull = client.get_pull(number)
-        if not head_sha or (pull.get("head") or {}).get("sha") != head_sha:
+        current = client.pull_head_sha(number)
+        if not head_sha or current != head_sha:
             raise NeedleError(
                 f"post-report: PR #{number} is not at the commit this workflow run tested "
                 f"({str(head_sha)[:12]}); not posting",
                 hint="the PR may have moved on: a newer run will post",
             )
-        body = render_comment(comparison, summary_url=settings.summary_url, notes=notes)
-        comment, created = client.upsert_sticky_comment(number, body, MARKER)
+        body = with_head(render_comment(comparison, summary_url=settings.summary_url, notes=notes), head_sha)
+        posted = publish_sticky(client, number, body, MARKER, head_sha=head_sha)
     except GitHubError as exc:
         workflow.warning(f"needle: could not post the comment: {exc}")
         return EXIT_CHECKS_FAILED
-    log(f"{'posted' if created else 'updated'} the PR comment: {comment.html_url}")
+    if posted.comment is None:
+        log(f"not commenting: {posted.note}")
+        return EXIT_OK
+    comment = posted.comment
+    log(f"{posted.action} the PR comment: {comment.html_url}")
     workflow.append_summary(render_summary(comparison, notes=notes), settings.summary_path)
     workflow.set_output("status", comparison.verdict, settings.output_path)
     workflow.set_output("comment-url", comment.html_url, settings.output_path)

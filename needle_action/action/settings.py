@@ -57,7 +57,8 @@ class Settings:
     seed: int | None = None
     trials: int | None = None
     provider: str | None = None
-    cache_dir: Path | None = None
+    cache_dir: Path | None = None  # None: outside the checkout (see action/trust.py)
+    trust_pr_config: bool = False  # measure the PR with its own endpoints, keys and policy (risky)
     post_report: Path | None = None  # workflow_run pattern: only post the comment of this earlier report
     data_branch: str | None = None  # store main-branch results there; PR runs read the base from it
     # runner
@@ -69,6 +70,7 @@ class Settings:
     sha: str | None = None
     ref: str | None = None
     api_url: str = "https://api.github.com"
+    graphql_url: str | None = None  # GITHUB_GRAPHQL_URL; None: next to api_url
     server_url: str = "https://github.com"
     run_id: str | None = None
     output_path: str | None = None
@@ -100,18 +102,6 @@ class Settings:
     def config_path(self) -> Path:
         p = Path(self.config)
         return p if p.is_absolute() else self.workspace / p
-
-    @property
-    def resolved_cache_dir(self) -> Path:
-        if self.cache_dir is not None:
-            return self.cache_dir if self.cache_dir.is_absolute() else self.workspace / self.cache_dir
-        return self.workspace / ".needle-cache"
-
-    @property
-    def report_dir(self) -> Path:
-        # in the workspace, not RUNNER_TEMP: a Docker action sees RUNNER_TEMP's host path unmounted,
-        # while the workspace is the one folder the next steps (upload-artifact) share with us
-        return self.workspace / ".needle-report"
 
 
 def _get(env: dict[str, str], name: str, default: str = "") -> str:
@@ -198,6 +188,13 @@ def load_settings(env: dict[str, str] | None = None) -> Settings:
         )
     cache_dir = _get(env, "cache-dir")
     post_report = _get(env, "post-report")
+    for name, value in (
+        ("cache-dir", cache_dir),
+        ("post-report", post_report),
+        ("config", _get(env, "config")),
+    ):
+        if "\x00" in value:
+            raise ConfigError(f"input `{name}` contains a NUL character", file="action inputs")
     temp = env.get("RUNNER_TEMP")
     return Settings(
         config=_get(env, "config", "needle.toml") or "needle.toml",
@@ -212,6 +209,7 @@ def load_settings(env: dict[str, str] | None = None) -> Settings:
         trials=_int(env, "trials", minimum=1),
         provider=provider,
         cache_dir=Path(cache_dir) if cache_dir else None,
+        trust_pr_config=_bool(env, "trust-pr-config", False),
         data_branch=_get(env, "data-branch") or None,
         post_report=(Path(post_report) if Path(post_report).is_absolute() else workspace / post_report)
         if post_report
@@ -224,6 +222,7 @@ def load_settings(env: dict[str, str] | None = None) -> Settings:
         sha=env.get("GITHUB_SHA") or None,
         ref=env.get("GITHUB_REF") or None,
         api_url=(env.get("GITHUB_API_URL") or "https://api.github.com").rstrip("/"),
+        graphql_url=env.get("GITHUB_GRAPHQL_URL") or None,
         server_url=(env.get("GITHUB_SERVER_URL") or "https://github.com").rstrip("/"),
         run_id=env.get("GITHUB_RUN_ID") or None,
         output_path=env.get("GITHUB_OUTPUT") or None,

@@ -8,12 +8,12 @@ config root like every other file.
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-import yaml
-
-from needle_action.assemble.fixtures import load_fixture, yaml_error_position
+from needle_action.assemble.fixtures import load_fixture
+from needle_action.dataformats import DataError, parse_yaml
 from needle_action.errors import TemplateError
 from needle_action.paths import confine
 
@@ -51,14 +51,13 @@ def split_prompty(text: str, file: str) -> Prompty:
 
 def _front_matter(front_text: str, file: str) -> dict:
     try:
-        front = yaml.safe_load(front_text) or {}
-    except yaml.YAMLError as exc:
-        line, col, problem = yaml_error_position(exc)
+        front = parse_yaml(front_text) or {}
+    except DataError as exc:
         raise TemplateError(
-            f"YAML error in the .prompty front matter: {problem}",
+            f"YAML error in the .prompty front matter: {exc.message}",
             file=file,
-            line=line + 1 if line else None,  # the front matter starts on the file's second line
-            column=col,
+            line=exc.line + 1 if exc.line else None,  # the front matter starts on the file's second line
+            column=exc.column,
             hint="check indentation and quoting",
         ) from None
     if not isinstance(front, dict):
@@ -66,8 +65,12 @@ def _front_matter(front_text: str, file: str) -> dict:
     return front
 
 
-def prompty_defaults(front: dict, prompty_path: Path, root: Path, file: str) -> dict:
-    """Default inputs from ``sample`` (mapping or file reference) and ``inputs.X.default/sample``."""
+def prompty_defaults(
+    front: dict, prompty_path: Path, root: Path, file: str, *, allow_hidden: Sequence[str] = ()
+) -> dict:
+    """Default inputs from ``sample`` (mapping or file reference) and ``inputs.X.default/sample``.
+
+    A sample file must stay inside ROOT and out of hidden folders (ALLOW_HIDDEN excepted)."""
     out = _input_defaults(front.get("inputs"))
     sample = front.get("sample")
     if isinstance(sample, dict):
@@ -76,7 +79,13 @@ def prompty_defaults(front: dict, prompty_path: Path, root: Path, file: str) -> 
         ref = sample.strip()
         m = _FILE_REF.fullmatch(ref)
         ref = m.group(1).strip() if m else ref
-        target = confine(root, prompty_path.parent / ref, what="the .prompty sample file", file=file)
+        target = confine(
+            root,
+            prompty_path.parent / ref,
+            what="the .prompty sample file",
+            file=file,
+            allow_hidden=allow_hidden,
+        )
         out.update(load_fixture(target))
     return out
 

@@ -11,17 +11,26 @@ from __future__ import annotations
 
 import os
 import traceback
+from collections.abc import Sequence
 from pathlib import Path
 
 import jinja2
 from jinja2 import meta as jinja_meta
 from jinja2.exceptions import SecurityError, TemplateNotFound, TemplateSyntaxError, UndefinedError
 
+from needle_action.assemble import isolate
 from needle_action.assemble.fixtures import load_fixture
+from needle_action.assemble.limits import RenderLimit
 from needle_action.assemble.prompt import RenderedPrompt
 from needle_action.assemble.prompty import prompty_defaults, split_prompty
 from needle_action.assemble.roles import split_messages, to_prompt
-from needle_action.assemble.sandbox import AccessDenied, RootLoader, environment_for, scrub
+from needle_action.assemble.sandbox import (
+    MAX_TEMPLATE_BYTES,
+    AccessDenied,
+    RootLoader,
+    environment_for,
+    scrub,
+)
 from needle_action.config.model import Config, PromptConfig
 from needle_action.errors import NeedleError, TemplateError
 from needle_action.paths import confine, display_path, read_text, relative
@@ -35,51 +44,70 @@ def render_case(
     fixture_path_or_None: str | os.PathLike | None,
     variables: dict | None = None,
 ) -> RenderedPrompt:
-    """Render PROMPT with one fixture (or VARIABLES, which then replace the fixture's contents)."""
+    """Render PROMPT with one fixture (or VARIABLES, which then replace the fixture's contents).
+
+    Files are read here (confined to the root, out of hidden folders unless ``[files] allow_hidden``
+    lists them); the template itself runs in the render worker, bounded in time and memory
+    (:mod:`~needle_action.assemble.isolate`)."""
     root = config.root
-    env = environment_for(root)
+    allow = tuple(config.files.allow_hidden)
     template_path = config.template_path(prompt)
     template_file = display_path(template_path)
     name = relative(root, template_path)
-    variables, fixture_rel = _case_variables(root, fixture_path_or_None, variables)
+    variables, fixture_rel = _case_variables(root, fixture_path_or_None, variables, allow)
 
-    source_text = ""
     front: dict = {}
     try:
+        source_text = _read_template(template_path, template_file)
         if template_path.suffix.lower() == ".prompty":
-            source_text = _read_template(template_path, template_file)
             front = split_prompty(source_text, template_file).front
-            variables = {**prompty_defaults(front, template_path, root, template_file), **variables}
-        template = env.get_template(name)
-        if not source_text:
-            source_text = _read_template(template_path, template_file)
-        raw = template.render(scrub(variables))
+            defaults = prompty_defaults(front, template_path, root, template_file, allow_hidden=allow)
+            variables = {**defaults, **variables}
     except NeedleError:
         raise
-    except Exception as exc:  # noqa: BLE001 - user templates can raise anything; never a traceback
-        raise _as_template_error(exc, env.loader, template_file) from None
+    except OSError as exc:
+        raise TemplateError(f"cannot read the template: {exc.strerror or exc}", file=template_file) from None
+    raw = isolate.render(root, allow, name, variables, file=template_file)
 
     system, messages = to_prompt(split_messages(raw), source_text, template_file)
     meta = {"front_matter": {k: v for k, v in front.items() if k in _FRONT_MATTER_META}} if front else {}
     return RenderedPrompt(system=system, messages=messages, source=name, fixture=fixture_rel, meta=meta)
 
 
+def render_raw(root: Path, allow_hidden: Sequence[str], name: str, variables: dict, *, file: str) -> str:
+    """The raw output (sentinels included) of template NAME under ROOT, in this process.
+
+    Everything a template raises becomes a TemplateError at the template line that raised it. The
+    size checks of the sandbox apply; time and memory are bounded only in the render worker, which
+    is what calls this (:func:`needle_action.assemble.isolate.render`).
+    """
+    env = environment_for(root, allow_hidden)
+    try:
+        return env.get_template(name).render(scrub(variables))
+    except NeedleError:
+        raise
+    except Exception as exc:  # noqa: BLE001 - user templates can raise anything; never a traceback
+        raise _as_template_error(exc, env.loader, file) from None
+
+
 def _case_variables(
-    root: Path, fixture_path: str | os.PathLike | None, variables: dict | None
+    root: Path, fixture_path: str | os.PathLike | None, variables: dict | None, allow_hidden: Sequence[str]
 ) -> tuple[dict, str | None]:
     """(the variables to render with, the fixture's name relative to ROOT or None)."""
     if variables is not None:
         return variables, relative(root, Path(fixture_path)) if fixture_path is not None else None
     if fixture_path is None:
         return {}, None
-    fx = confine(root, Path(fixture_path), what="fixture")
+    fx = confine(root, Path(fixture_path), what="fixture", allow_hidden=allow_hidden)
     fixture_rel = relative(root, fx)
     return load_fixture(fx), fixture_rel
 
 
 def _read_template(path: Path, file: str) -> str:
     try:
-        return read_text(path, what="template", error_cls=TemplateError, file=file)
+        return read_text(
+            path, what="template", error_cls=TemplateError, file=file, max_bytes=MAX_TEMPLATE_BYTES
+        )
     except FileNotFoundError:
         raise TemplateError("template file not found", file=file) from None
 
@@ -146,6 +174,20 @@ def _as_template_error(exc: BaseException, loader: RootLoader, default_file: str
         )
     if isinstance(exc, RecursionError):
         return TemplateError("the template includes or calls itself without end", file=file, line=line)
+    if isinstance(exc, RenderLimit):  # sizes (and, in the worker, time): the message says which
+        return TemplateError(
+            str(exc),
+            file=file,
+            line=line,
+            hint="a prompt is text a model can read; build smaller values or fewer of them",
+        )
+    if isinstance(exc, MemoryError):
+        return TemplateError(
+            f"rendering needed more than the {isolate.MEMORY_BYTES // 2**20} MB of memory a render may use",
+            file=file,
+            line=line,
+            hint="a prompt is text a model can read; build smaller values or fewer of them",
+        )
     return TemplateError(f"rendering failed: {type(exc).__name__}: {exc}", file=file, line=line)
 
 
@@ -162,4 +204,4 @@ def referenced_templates(env: jinja2.Environment, source: str) -> list[str]:
     return [t for t in jinja_meta.find_referenced_templates(env.parse(source)) if t]
 
 
-__all__ = ["render_case", "undeclared_variables", "referenced_templates"]
+__all__ = ["render_case", "render_raw", "undeclared_variables", "referenced_templates"]

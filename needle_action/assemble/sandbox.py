@@ -4,28 +4,45 @@
   ``str.format`` checked) with ``StrictUndefined`` and autoescape off;
 * the only globals are the fixture's variables and Jinja's harmless helpers (``range``, ``dict``,
   ``namespace``, ``cycler``, ``joiner``); nothing from ``os.environ`` or the process is reachable;
-* includes, imports and extends resolve only inside the config root (:class:`RootLoader`);
+* includes, imports and extends resolve only inside the config root and out of hidden files and
+  folders (``.git/``, ``.github/``, ``.env``; :class:`RootLoader`);
 * every interpolated value is wrapped in private-use sentinels by :func:`finalize`, so the marker
-  splitter (:mod:`~needle_action.assemble.roles`) can tell template text from data.
+  splitter (:mod:`~needle_action.assemble.roles`) can tell template text from data;
+* sizes are bounded (:mod:`~needle_action.assemble.limits`): strings built by filters, methods and
+  operators (``*``, ``**``, ``+``, ``%``, ``~``), integers, and the whole output of a render.
 """
 
 from __future__ import annotations
 
+import functools
 import posixpath
 import re
 import threading
-from collections.abc import Callable
+import types
+from collections.abc import Callable, Sequence
 from pathlib import Path, PurePosixPath
 from typing import Any
 
 import jinja2
-from jinja2.exceptions import SecurityError, TemplateNotFound
+from jinja2 import nodes
+from jinja2.compiler import CodeGenerator, Frame
+from jinja2.exceptions import TemplateNotFound
 from jinja2.runtime import BlockReference, Context, Macro
-from jinja2.sandbox import ImmutableSandboxedEnvironment
+from jinja2.sandbox import ImmutableSandboxedEnvironment, SandboxedEscapeFormatter, SandboxedFormatter
+from markupsafe import Markup
 
+from needle_action.assemble import limits
 from needle_action.assemble.prompty import split_prompty
 from needle_action.errors import TemplateError
-from needle_action.paths import PathEscape, check_inside, check_relative, display_path, read_text
+from needle_action.paths import (
+    ESCAPE_REASONS,
+    PathEscape,
+    check_inside,
+    check_relative,
+    check_visible,
+    display_path,
+    read_text,
+)
 
 # Private-use code points (Supplementary Private Use Area-A): they bracket every interpolated value
 # in the raw render and are removed before anything leaves the assemble package.
@@ -34,9 +51,8 @@ CLOSE = "\U000f8e01"
 
 _SENTINEL_RE = re.compile(f"[{OPEN}{CLOSE}]")
 
-# Cheap guards against templates that try to exhaust memory ('x' * 10**10, 9 ** 9 ** 9).
-MAX_SEQUENCE_PRODUCT = 20_000_000
-MAX_EXPONENT = 1024
+# a template (with its includes) is source code a person wrote: 2 MB is far beyond any real one
+MAX_TEMPLATE_BYTES = 2_000_000
 
 # RootLoader's refusals, by PathEscape kind
 _DENIED = {
@@ -44,6 +60,8 @@ _DENIED = {
     "parent": "template name {name!r} contains '..'; only files inside the config root may be used",
     "unresolvable": "template {name!r} cannot be resolved (symlink loop?)",
     "outside": "template {name!r} resolves through a symlink outside the config root",
+    "hidden": "template {name!r} is refused: " + ESCAPE_REASONS["hidden"],
+    "invalid": "template name {name!r} contains a NUL character",
 }
 
 
@@ -56,17 +74,31 @@ def strip_sentinels(text: str) -> str:
     return text.replace(OPEN, "").replace(CLOSE, "")
 
 
-def scrub(value: Any) -> Any:
-    """Fixture data with any sentinel characters removed, so data cannot fake template text."""
+def scrub(value: Any, _memo: dict[int, Any] | None = None) -> Any:
+    """Fixture data with any sentinel characters removed, so data cannot fake template text.
+
+    Shared values (YAML aliases) are scrubbed once and stay shared: walking every reference anew
+    would make an alias bomb exponential here even when no template ever reads the variable.
+    """
     if isinstance(value, str):
         return strip_sentinels(value) if (OPEN in value or CLOSE in value) else value
+    if not isinstance(value, dict | list | tuple):
+        return value
+    memo = {} if _memo is None else _memo
+    key = id(value)
+    if key in memo:
+        return memo[key]
+    out: Any
     if isinstance(value, dict):
-        return {scrub(k): scrub(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [scrub(v) for v in value]
-    if isinstance(value, tuple):
-        return tuple(scrub(v) for v in value)
-    return value
+        out = memo[key] = {}
+        for k, v in value.items():
+            out[scrub(k, memo)] = scrub(v, memo)
+    elif isinstance(value, list):
+        out = memo[key] = []
+        out.extend(scrub(v, memo) for v in value)
+    else:
+        out = memo[key] = tuple(scrub(v, memo) for v in value)
+    return out
 
 
 class _Rendered(str):
@@ -78,6 +110,7 @@ def finalize(value: Any) -> str:
     if isinstance(value, _Rendered):
         return value
     text = str(value)  # StrictUndefined raises here, which is what we want
+    limits.check_output_piece(text)
     if OPEN in text or CLOSE in text:
         if _balanced(text):
             return text  # a {% set %} block or similar: template text with marked interpolations inside
@@ -102,10 +135,12 @@ class AccessDenied(Exception):
 
 
 class RootLoader(jinja2.BaseLoader):
-    """Resolves template names only inside ROOT; refuses absolute names, '..' and escaping symlinks."""
+    """Resolves template names only inside ROOT; refuses absolute names, '..', escaping symlinks and
+    hidden files and folders (unless ALLOW_HIDDEN lists them; ``.git`` never)."""
 
-    def __init__(self, root: Path) -> None:
+    def __init__(self, root: Path, allow_hidden: Sequence[str] = ()) -> None:
         self.root = root.absolute()
+        self.allow_hidden = tuple(allow_hidden)
         self.filenames: dict[str, str] = {}  # absolute filename -> display path
 
     def check_name(self, name: str) -> Path:
@@ -115,6 +150,7 @@ class RootLoader(jinja2.BaseLoader):
             check_relative(posix)
             full = self.root / posix
             check_inside(self.root, full)
+            check_visible(self.root, full, self.allow_hidden)
         except PathEscape as exc:
             raise AccessDenied(_DENIED[exc.kind].format(name=name)) from None
         return full
@@ -126,7 +162,7 @@ class RootLoader(jinja2.BaseLoader):
         if not full.is_file():
             raise TemplateNotFound(template)
         mtime = full.stat().st_mtime_ns
-        text = read_text(full, what="template", error_cls=TemplateError)
+        text = read_text(full, what="template", error_cls=TemplateError, max_bytes=MAX_TEMPLATE_BYTES)
         filename = str(full)
         self.filenames[filename] = display_path(full)
         if full.suffix.lower() == ".prompty":
@@ -144,15 +180,40 @@ class RootLoader(jinja2.BaseLoader):
 # --------------------------------------------------------------------------- the environment
 
 
+class _CodeGenerator(CodeGenerator):
+    """Jinja's code generator with ``a ~ b`` routed through a size check (it is no operator call the
+    sandbox can intercept: Jinja compiles it to a plain ``str_join``)."""
+
+    def visit_Concat(self, node: nodes.Concat, frame: Frame) -> None:
+        self.write("environment.concat_values((")
+        for arg in node.nodes:
+            self.visit(arg, frame)
+            self.write(", ")
+        self.write("))")
+
+
+class _GuardedFormatter(SandboxedFormatter):
+    def format_field(self, value: Any, format_spec: str) -> Any:
+        limits.check_format_spec(format_spec)
+        return super().format_field(value, format_spec)
+
+
+class _GuardedEscapeFormatter(SandboxedEscapeFormatter):
+    def format_field(self, value: Any, format_spec: str) -> Any:
+        limits.check_format_spec(format_spec)
+        return super().format_field(value, format_spec)
+
+
 class PromptEnvironment(ImmutableSandboxedEnvironment):
     """The sandbox one config root's templates render in (see the module docstring)."""
 
-    intercepted_binops = frozenset(["*", "**"])
+    intercepted_binops = frozenset(["*", "**", "+", "%"])
+    code_generator_class = _CodeGenerator
     loader: RootLoader
 
-    def __init__(self, root: Path) -> None:
+    def __init__(self, root: Path, allow_hidden: Sequence[str] = ()) -> None:
         super().__init__(
-            loader=RootLoader(root),
+            loader=RootLoader(root, allow_hidden),
             undefined=jinja2.StrictUndefined,
             autoescape=False,
             finalize=finalize,
@@ -167,11 +228,15 @@ class PromptEnvironment(ImmutableSandboxedEnvironment):
             "cycler": self.globals["cycler"],
             "joiner": self.globals["joiner"],
         }
+        self.filters.update(limits.GUARDED_FILTERS)
+        # the join of every render, macro body and {% set %} block: bounded output
+        self.concat = limits.bounded_concat  # type: ignore[method-assign]
+        self.concat_values = limits.guarded_str_join
 
     def join_path(self, template: str, parent: str) -> str:
         """``{% include "x.j2" %}`` finds x.j2 next to the including template first, then at the root."""
         posix = template.replace("\\", "/")
-        if posix.startswith("/") or ".." in PurePosixPath(posix).parts:
+        if posix.startswith("/") or ".." in PurePosixPath(posix).parts or "\x00" in posix:
             return template  # the loader refuses it with a clear message
         sibling = posixpath.join(posixpath.dirname(parent), posix)
         if sibling != posix and (self.loader.root / sibling).is_file():
@@ -179,42 +244,59 @@ class PromptEnvironment(ImmutableSandboxedEnvironment):
         return template
 
     def call(__self, __context: Context, __obj: Any, *args: Any, **kwargs: Any) -> Any:  # noqa: N805 - mirrors Jinja's signature
+        limits.check_method(__obj, args, kwargs)
         result = super().call(__context, __obj, *args, **kwargs)
         if isinstance(__obj, (Macro, BlockReference)) and isinstance(result, str):
             return _Rendered(result)
         return result
 
     def call_binop(self, context: Context, operator: str, left: Any, right: Any) -> Any:
-        if operator == "*":
-            for seq, n in ((left, right), (right, left)):
-                if (
-                    isinstance(seq, (str, list, tuple))
-                    and isinstance(n, int)
-                    and len(seq) * n > MAX_SEQUENCE_PRODUCT
-                ):
-                    raise SecurityError("the template tried to build a sequence too large to be a prompt")
-        if (
-            operator == "**"
-            and isinstance(right, int)
-            and right > MAX_EXPONENT
-            and isinstance(left, (int, float))
-        ):
-            if abs(left) > 1:
-                raise SecurityError("the template tried to compute a number too large to be a prompt")
+        limits.check_binop(operator, left, right)
         return super().call_binop(context, operator, left, right)
 
+    def wrap_str_format(self, value: Any) -> Any:
+        """``str.format`` / ``format_map`` reached from a template: Jinja's own wrapper (same checks,
+        same errors), with a formatter that also bounds each field's width and precision
+        (``'{:>999999999}'.format(x)``)."""
+        if not isinstance(value, types.MethodType | types.BuiltinMethodType) or value.__name__ not in (
+            "format",
+            "format_map",
+        ):
+            return None
+        f_self = value.__self__
+        if not isinstance(f_self, str):
+            return None
+        formatter: SandboxedFormatter = (
+            _GuardedEscapeFormatter(self, escape=f_self.escape)
+            if isinstance(f_self, Markup)
+            else _GuardedFormatter(self)
+        )
+        is_map = value.__name__ == "format_map"
 
-_envs: dict[Path, PromptEnvironment] = {}
+        def wrapper(*args: Any, **kwargs: Any) -> str:
+            if is_map:
+                if kwargs:
+                    raise TypeError("format_map() takes no keyword arguments")
+                if len(args) != 1:
+                    raise TypeError(f"format_map() takes exactly one argument ({len(args)} given)")
+                kwargs, args = args[0], ()
+            return type(f_self)(formatter.vformat(f_self, args, kwargs))
+
+        return functools.update_wrapper(wrapper, value)
+
+
+_envs: dict[tuple[Path, tuple[str, ...]], PromptEnvironment] = {}
 _envs_lock = threading.Lock()
 
 
-def environment_for(root: Path) -> PromptEnvironment:
-    """One environment per config root; Jinja caches compiled templates per (name, mtime) inside it."""
-    key = root.absolute().resolve()
+def environment_for(root: Path, allow_hidden: Sequence[str] = ()) -> PromptEnvironment:
+    """One environment per config root (and hidden-path allow-list); Jinja caches compiled templates
+    per (name, mtime) inside it."""
+    key = (root.absolute().resolve(), tuple(allow_hidden))
     with _envs_lock:
         env = _envs.get(key)
         if env is None:
-            env = _envs[key] = PromptEnvironment(root)
+            env = _envs[key] = PromptEnvironment(root, allow_hidden)
         return env
 
 

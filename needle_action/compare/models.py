@@ -174,6 +174,9 @@ class RecallComparison(CompareModel):
         default=True, description="false when base used another model, scoring or look-alikes"
     )
     samples: list[AnswerSample] = Field(default_factory=list)
+    notes: list[str] = Field(
+        default_factory=list, description="what the reader must know about this comparison"
+    )
 
     def cell(self, size: int, depth: float, style: str | None = None) -> CellDelta | None:
         """The cell at SIZE x DEPTH of STYLE (any style when None)."""

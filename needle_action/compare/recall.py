@@ -319,6 +319,13 @@ def compare_recall(head: PromptResult, base: PromptResult | None) -> RecallCompa
     rc.unchanged = br is not None and comparable and _is_unchanged(hr, br)
     tested = br is not None and comparable and not rc.unchanged
     both = set(hr.style_names()) & set(br.style_names()) if br is not None and comparable else set()
+    if br is not None and "gold" in both and _gold_target(br) != _gold_target(hr):
+        # the fixture's answer changed: another quantity, judged against the threshold alone
+        both.discard("gold")
+        rc.notes.append(
+            f"This pull request changes what the gold fixture counts as right ({_gold_target(br)} → "
+            f"{_gold_target(hr)}): gold is judged against the threshold alone, not compared with the base."
+        )
     pooled_base = {s: base_counts(br, s) for s in both} if br is not None else {}
     for key in keys:
         base_cell = base_cells.get(key) if br is not None else None
@@ -335,6 +342,11 @@ def compare_recall(head: PromptResult, base: PromptResult | None) -> RecallCompa
     rc.status = _status(rc, hr, br, tested)  # type: ignore[assignment]
     rc.samples = _samples(hr.cells)
     return rc
+
+
+def _gold_target(r: RecallResult) -> str:
+    """The expected answer the gold cells scored against (the fixture's ``expected``, as shown)."""
+    return " / ".join(sorted({a.needle for c in r.cells if c.style == "gold" for a in c.answers}))
 
 
 def _key(c: RecallCell) -> StyledKey:

@@ -13,6 +13,7 @@ from needle_action.config.model import (
     NEEDLE_STYLES,
     PROVIDERS,
     Config,
+    FileAccess,
     Growth,
     NeedleSpec,
     PromptConfig,
@@ -24,6 +25,7 @@ from needle_action.config.model import (
 
 __all__ = [
     "Config",
+    "FileAccess",
     "PromptConfig",
     "PromptSettings",
     "RecallSettings",

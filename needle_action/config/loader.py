@@ -2,8 +2,9 @@
 
 Three passes, each with its own reason to exist:
 
-1. ``tomllib`` parses the text (syntax errors carry their line only inside the message, so we
-   parse it back out: :func:`~needle_action.config.toml_lines.toml_error_at`);
+1. ``tomllib`` parses the text, through :func:`~needle_action.dataformats.parse_toml` (syntax
+   errors carry their line only inside the message, so it is parsed back out; integers beyond
+   4,300 digits and deep nesting become errors with a line too);
 2. a small line scanner (:func:`~needle_action.config.toml_lines.scan_lines`) remembers where every
    table header and key sits, so that pydantic errors, missing files and bad globs can point at
    the line the user must edit;
@@ -11,28 +12,36 @@ Three passes, each with its own reason to exist:
    ``providers.NAME`` tables too, the prompt winning) and pydantic validates the result
    (:mod:`~needle_action.config.pydantic_errors` words its errors); then every path is checked: it
    exists, and it stays inside the config root (no absolute paths, no ``..``, no symlink resolving
-   outside), because templates and fixtures come from pull requests.
+   outside, no hidden file or folder unless ``[files] allow_hidden`` lists it), because templates
+   and fixtures come from pull requests.
+
+``load_config(path, text=..., check_paths=False)`` reads a file that is not checked out (the
+action reads the base branch's threshold file with ``git cat-file``): settings only, no file checks.
 """
 
 from __future__ import annotations
 
 import os
 import re
-import tomllib
 from pathlib import Path, PurePosixPath
 
 from pydantic import BaseModel, ValidationError
 
-from needle_action.config.model import PROVIDERS, Config, PromptConfig, PromptSettings
+from needle_action.config.model import PROVIDERS, Config, FileAccess, PromptConfig, PromptSettings
 from needle_action.config.pydantic_errors import describe, did_you_mean, origin_key
-from needle_action.config.toml_lines import nearest_line, scan_lines, toml_error_at, value_line
+from needle_action.config.toml_lines import nearest_line, scan_lines, value_line
+from needle_action.dataformats import DataError, parse_toml
 from needle_action.errors import ConfigError
 from needle_action.paths import (
+    ESCAPE_REASONS,
+    HIDDEN_HINT,
     PathEscape,
     check_inside,
     check_relative,
+    check_visible,
     display_path,
     is_inside,
+    is_visible,
     read_text,
     relative,
 )
@@ -40,15 +49,9 @@ from needle_action.paths import (
 FIXTURE_SUFFIXES = (".yaml", ".yml", ".json", ".toml")
 _GLOB_CHARS = "*?["
 _PROMPT_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]*$")
-_TOP_LEVEL = ("defaults", "prompts")
+_TOP_LEVEL = ("defaults", "prompts", "files")
 _OUTSIDE_HINT = "paths are relative to the threshold file's folder and may not leave it"
-# why a path written in the file may not be used (the end of "... escapes the config root: WHY")
-_ESCAPES = {
-    "absolute": "absolute paths are not allowed",
-    "parent": "'..' is not allowed",
-    "unresolvable": "the path cannot be resolved (symlink loop?)",
-    "outside": "it resolves (through a symlink) outside the folder of the threshold file",
-}
+MAX_CONFIG_BYTES = 1_000_000
 
 
 def _merge(defaults: dict, prompt: dict) -> dict:
@@ -74,13 +77,20 @@ def _merge(defaults: dict, prompt: dict) -> dict:
 class _Loader:
     """One threshold file: its text, where each key sits, and every check that needs both."""
 
-    def __init__(self, path: Path) -> None:
+    def __init__(
+        self, path: Path, *, allow_hidden: list[str] | None = None, check_paths: bool = True
+    ) -> None:
         self.path = path
         self.file = str(path)
         self.root = path.absolute().parent
         self.text = ""
         self.text_lines: list[str] = []
         self.lines: dict[str, int] = {}
+        self.check_paths = check_paths
+        # hidden paths the checks let through: the file's own [files] list, unless a trusted one is given
+        self.allow_override = allow_hidden
+        self.allow_hidden: list[str] = list(allow_hidden or [])
+        self.files = FileAccess()
 
     def error(
         self, message: str, *, key: str | None = None, line: int | None = None, hint: str | None = None
@@ -91,8 +101,23 @@ class _Loader:
         return ConfigError(message, file=self.file, line=line, hint=hint)
 
     # ---- reading
-    def read(self) -> dict:
-        """The parsed TOML; remembers the text and the line of every key."""
+    def read(self, text: str | None = None) -> dict:
+        """The parsed TOML (of TEXT, else of the file); remembers the text and the line of every key."""
+        if text is not None:
+            self.text = text
+        else:
+            self.text = self._read_file()
+        self.text_lines = self.text.splitlines()
+        try:
+            data = parse_toml(self.text)
+        except DataError as exc:
+            raise self._toml_error(exc) from None
+        self.lines = scan_lines(self.text)
+        return data
+
+    def _read_file(self) -> str:
+        if "\x00" in self.file:
+            raise ConfigError("the threshold file's path contains a NUL character", file=repr(self.file))
         if not self.path.exists():
             raise ConfigError(
                 "threshold file not found",
@@ -106,24 +131,16 @@ class _Loader:
                 hint="pass --config PATH/needle.toml",
             )
         try:
-            self.text = read_text(self.path, what="the file", file=self.file)
+            return read_text(self.path, what="the file", file=self.file, max_bytes=MAX_CONFIG_BYTES)
         except OSError as exc:
             raise ConfigError(f"cannot read the file: {exc.strerror}", file=self.file) from None
-        self.text_lines = self.text.splitlines()
-        try:
-            data = tomllib.loads(self.text)
-        except tomllib.TOMLDecodeError as exc:
-            raise self._toml_error(str(exc)) from None
-        self.lines = scan_lines(self.text)
-        return data
 
-    def _toml_error(self, message: str) -> ConfigError:
-        at = toml_error_at(message, self.text)
+    def _toml_error(self, exc: DataError) -> ConfigError:
         return ConfigError(
-            f"TOML syntax error: {at.message}{' at the end of the file' if at.at_end else ''}",
+            f"TOML syntax error: {exc.message}{' at the end of the file' if exc.at_end else ''}",
             file=self.file,
-            line=at.line,
-            column=at.column,
+            line=exc.line,
+            column=exc.column,
             hint="check quotes, brackets and `key = value` pairs on this line (https://toml.io)",
         )
 
@@ -152,7 +169,19 @@ class _Loader:
             )
         for name, table in prompts.items():
             self._check_prompt_table(name, table)
+        self.files = self._files(data.get("files", {}))
         return defaults, prompts
+
+    def _files(self, raw: object) -> FileAccess:
+        if not isinstance(raw, dict):
+            raise self.error("'files' must be a table", key="files", hint="write it as [files]")
+        try:
+            files = FileAccess.model_validate(raw)
+        except ValidationError as exc:
+            raise self._invalid(exc, FileAccess, raw, {}, "files") from None
+        if self.allow_override is None:
+            self.allow_hidden = list(files.allow_hidden)
+        return files
 
     def _unknown_top_level(self, key: str, is_table: bool) -> ConfigError:
         guess = did_you_mean(key, _TOP_LEVEL)
@@ -202,8 +231,16 @@ class _Loader:
                 prompts[name] = PromptConfig.model_validate(merged)
             except ValidationError as exc:
                 raise self._invalid(exc, PromptConfig, raw, defaults_raw, f"prompts.{name}") from None
-            self._check_paths(prompts[name], raw, defaults_raw)
-        return Config(path=self.path, root=self.root, defaults=defaults, prompts=prompts, lines=self.lines)
+            if self.check_paths:
+                self._check_paths(prompts[name], raw, defaults_raw)
+        return Config(
+            path=self.path,
+            root=self.root,
+            defaults=defaults,
+            prompts=prompts,
+            files=self.files,
+            lines=self.lines,
+        )
 
     def _invalid(
         self, exc: ValidationError, model: type[BaseModel], prompt_raw: dict, defaults_raw: dict, base: str
@@ -227,15 +264,18 @@ class _Loader:
 
     # ---- paths
     def _inside(self, rel: str) -> tuple[Path | None, str | None]:
-        """(absolute path, None) when REL stays inside the root, else (None, reason)."""
+        """(absolute path, None) when REL stays inside the root and out of hidden files and folders,
+        else (None, "escapes the config root: WHY" or "is hidden: WHY")."""
         if not rel or not rel.strip():
-            return None, "the path is empty"
+            return None, "is empty"
         try:
             check_relative(rel)
             full = self.root / rel
             check_inside(self.root, full)
+            check_visible(self.root, full, self.allow_hidden)
         except PathEscape as exc:
-            return None, _ESCAPES[exc.kind]
+            verb = "is refused" if exc.kind in ("hidden", "invalid") else "escapes the config root"
+            return None, f"{verb}: {ESCAPE_REASONS[exc.kind]}"
         return full, None
 
     def _check_paths(self, prompt: PromptConfig, raw: dict, defaults_raw: dict) -> None:
@@ -255,9 +295,7 @@ class _Loader:
     def _check_template(self, template: str, key: str) -> None:
         full, why = self._inside(template)
         if full is None:
-            raise self.error(
-                f"template path {template!r} escapes the config root: {why}", key=key, hint=_OUTSIDE_HINT
-            )
+            raise self.error(f"template path {template!r} {why}", key=key, hint=_hint(why))
         if not full.exists():
             raise self.error(
                 f"template file not found: {template}", key=key, hint=self._missing_hint(template)
@@ -289,9 +327,7 @@ class _Loader:
     def _check_recall_fixture(self, fixture: str, key: str) -> None:
         full, why = self._inside(fixture)
         if full is None:
-            raise self.error(
-                f"recall fixture {fixture!r} escapes the config root: {why}", key=key, hint=_OUTSIDE_HINT
-            )
+            raise self.error(f"recall fixture {fixture!r} {why}", key=key, hint=_hint(why))
         if not full.is_file():
             raise self.error(
                 f"recall fixture not found: {fixture}", key=key, hint=self._missing_hint(fixture)
@@ -301,9 +337,7 @@ class _Loader:
         """The files PATTERN (a path or a glob) names, each checked to stay inside the root."""
         full, why = self._inside(pattern)
         if full is None:
-            raise self.error(
-                f"{what} path {pattern!r} escapes the config root: {why}", line=line, hint=_OUTSIDE_HINT
-            )
+            raise self.error(f"{what} path {pattern!r} {why}", line=line, hint=_hint(why))
         if not any(c in pattern for c in _GLOB_CHARS):
             self._check_single_file(full, pattern, line, what=what)
             return [full]
@@ -321,7 +355,12 @@ class _Loader:
 
     def _glob(self, pattern: str, line: int | None, *, what: str) -> list[Path]:
         try:
-            matches = sorted(p for p in self.root.glob(pattern) if p.is_file())
+            # hidden matches are skipped, as a shell's glob skips them (a `*` in pathlib matches them)
+            matches = sorted(
+                p
+                for p in self.root.glob(pattern)
+                if p.is_file() and is_visible(self.root, p, self.allow_hidden)
+            )
         except (ValueError, OSError) as exc:
             raise self.error(f"bad {what} glob {pattern!r}: {exc}", line=line) from None
         if not matches:
@@ -350,10 +389,26 @@ class _Loader:
         return f"paths are relative to the threshold file's folder ({display_path(self.root) or '.'})"
 
 
-def load_config(path: str | os.PathLike) -> Config:
-    """Read, merge and validate the threshold file; every problem is a ``ConfigError`` with file:line."""
-    loader = _Loader(Path(path))
-    data = loader.read()
+def _hint(why: str | None) -> str:
+    return HIDDEN_HINT if why and "hidden" in why else _OUTSIDE_HINT
+
+
+def load_config(
+    path: str | os.PathLike,
+    *,
+    text: str | None = None,
+    check_paths: bool = True,
+    allow_hidden: list[str] | None = None,
+) -> Config:
+    """Read, merge and validate the threshold file; every problem is a ``ConfigError`` with file:line.
+
+    TEXT: the file's contents when it is not on disk (PATH then names it in messages and fixes the
+    root). CHECK_PATHS=False skips every file check (templates, fixtures, globs): settings only.
+    ALLOW_HIDDEN replaces the file's own ``[files] allow_hidden`` in the path checks (the action
+    passes the base branch's list, so a pull request cannot allow-list ``.github/`` for itself).
+    """
+    loader = _Loader(Path(path), allow_hidden=allow_hidden, check_paths=check_paths)
+    data = loader.read(text)
     defaults, prompts = loader.split(data)
     return loader.validate(defaults, prompts)
 

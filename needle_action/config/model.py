@@ -29,6 +29,7 @@ from typing import Literal, get_args
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
 
+from needle_action.paths import is_visible
 from needle_action.providers.specs import PROVIDER_NAMES, ProviderName
 
 DEFAULT_DEPTHS = [0.0, 0.25, 0.5, 0.75, 1.0]
@@ -288,11 +289,36 @@ class PromptConfig(PromptSettings):
     description: str | None = None
 
 
+class FileAccess(Strict):
+    """``[files]``: which hidden files and folders templates may read (see docs/security.md).
+
+    Hidden names (``.github/``, ``.env``, anything starting with ``.``) are refused to includes,
+    fixtures and filler globs unless listed here, relative to the threshold file's folder; ``.git``
+    is refused even when listed. In the action only the base branch's list counts.
+    """
+
+    allow_hidden: list[str] = Field(default_factory=list)
+
+    @field_validator("allow_hidden")
+    @classmethod
+    def _plain_relative(cls, v: list[str]):
+        for entry in v:
+            parts = entry.replace("\\", "/").strip("/").split("/")
+            if not entry.strip() or entry.startswith(("/", "\\")) or ".." in parts or "\x00" in entry:
+                raise ValueError(
+                    f"allow_hidden entries are folders or files relative to the file's folder, got {entry!r}"
+                )
+            if ".git" in parts:
+                raise ValueError(".git may never be read by templates (it holds the checkout's token)")
+        return v
+
+
 class Config(Strict):
     path: Path = Field(description="the threshold file itself")
     root: Path = Field(description="folder paths are relative to (the threshold file's folder)")
     defaults: PromptSettings = Field(default_factory=PromptSettings)
     prompts: dict[str, PromptConfig]
+    files: FileAccess = Field(default_factory=FileAccess)
     # line of each [prompts.NAME] header and of each key, for file:line errors and annotations
     lines: dict[str, int] = Field(default_factory=dict, exclude=True)
 
@@ -303,11 +329,15 @@ class Config(Strict):
         return self.root / prompt.template
 
     def fixture_paths(self, prompt: PromptConfig) -> list[Path]:
-        """Expanded fixture globs, sorted, relative order of patterns kept (validated at load)."""
+        """Expanded fixture globs, sorted, relative order of patterns kept (validated at load); a glob
+        skips hidden files and folders that ``[files] allow_hidden`` does not list, as at load."""
         out: list[Path] = []
+        allow = self.files.allow_hidden
         for pattern in prompt.fixtures:
             matches = (
-                sorted(self.root.glob(pattern)) if any(c in pattern for c in "*?[") else [self.root / pattern]
+                sorted(p for p in self.root.glob(pattern) if is_visible(self.root, p, allow))
+                if any(c in pattern for c in "*?[")
+                else [self.root / pattern]
             )
             for m in matches:
                 if m not in out:

@@ -9,15 +9,12 @@ position back out of a ``TOMLDecodeError`` message.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 
-from needle_action.paths import last_content_line
+from needle_action.dataformats import TomlErrorAt, toml_error_at
 
 _KEY_SEGMENT = re.compile(r"""\s*(?:([A-Za-z0-9_-]+)|"((?:[^"\\]|\\.)*)"|'([^']*)')\s*""")
 _INLINE_KEY = re.compile(r"([A-Za-z0-9_-]+)\s*=")
 _KEY_OR_TABLE = re.compile(r"""^\s*(\[|[A-Za-z0-9_."'-]+\s*=)""")
-_AT_LINE = re.compile(r"\s*\(at line (\d+), column (\d+)\)\s*$")
-_AT_END = re.compile(r"\s*\(at end of document\)\s*$")
 
 
 # --------------------------------------------------------------------------- keys -> lines
@@ -181,30 +178,6 @@ def value_line(text_lines: list[str], key_line: int | None, value: str) -> int |
         if any(n in line for n in needles):
             return idx + 1
     return key_line
-
-
-# --------------------------------------------------------------------------- tomllib errors
-
-
-@dataclass(frozen=True)
-class TomlErrorAt:
-    """A ``TOMLDecodeError`` message split into its text and the position it names."""
-
-    message: str  # without the "(at line L, column C)" / "(at end of document)" suffix
-    line: int | None = None
-    column: int | None = None
-    at_end: bool = False  # "at end of document": LINE is then the last non-blank line
-
-
-def toml_error_at(message: str, text: str) -> TomlErrorAt:
-    """Parse the position out of ``str(TOMLDecodeError)`` for TEXT (the document that failed)."""
-    m = _AT_LINE.search(message)
-    if m:
-        return TomlErrorAt(message[: m.start()], int(m.group(1)), int(m.group(2)))
-    m = _AT_END.search(message)
-    if m:
-        return TomlErrorAt(message[: m.start()], last_content_line(text), at_end=True)
-    return TomlErrorAt(message)
 
 
 __all__ = ["scan_lines", "nearest_line", "value_line", "TomlErrorAt", "toml_error_at"]

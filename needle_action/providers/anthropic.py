@@ -18,6 +18,7 @@ import anthropic
 from needle_action.assemble import RenderedPrompt
 from needle_action.config import ProviderSettings
 from needle_action.errors import ConfigError, ProviderUnavailable
+from needle_action.providers import specs
 from needle_action.providers.base import Completion
 from needle_action.providers.retry import (
     MalformedResponse,
@@ -36,7 +37,7 @@ class AnthropicProvider(RetryingProvider):
     def __init__(self, model: str, settings: ProviderSettings | None = None, **retry_kw) -> None:
         super().__init__(model, settings, **retry_kw)  # retry_kw: sleep=, rng= (tests inject them)
         self.key_env, key = find_key(self.settings.api_key_env)
-        base_url = self.settings.base_url or os.environ.get("ANTHROPIC_BASE_URL") or None
+        base_url = specs.base_url("anthropic", self.settings.base_url, os.environ)
         self._client = anthropic.AsyncAnthropic(
             **client_auth(self.key_env, key),
             base_url=base_url,

@@ -19,6 +19,7 @@ import openai
 from needle_action.assemble import RenderedPrompt
 from needle_action.config import ProviderSettings
 from needle_action.errors import ConfigError, ProviderUnavailable
+from needle_action.providers import specs
 from needle_action.providers.base import Completion
 from needle_action.providers.retry import (
     MalformedResponse,
@@ -55,7 +56,7 @@ class OpenAICompatProvider(RetryingProvider):
     def __init__(self, model: str, settings: ProviderSettings | None = None, **retry_kw) -> None:
         super().__init__(model, settings, **retry_kw)  # retry_kw: sleep=, rng= (tests inject them)
         settings = self.settings
-        self.base_url = settings.base_url or os.environ.get("OPENAI_BASE_URL") or None
+        self.base_url = specs.base_url("openai", settings.base_url, os.environ)
         self.cloud = is_openai_cloud(self.base_url)
         self.key_env = settings.api_key_env or SPECS["openai"].key_envs[0]
         key = os.environ.get(self.key_env)

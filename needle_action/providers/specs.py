@@ -25,6 +25,8 @@ class ProviderSpec:
     key_envs: tuple[str, ...] = ()  # variables that may hold the key, in lookup order; () = no key
     # a self-hosted server of your own (vLLM, Ollama) may need no key when base_url points at it
     key_optional_with_base_url: bool = False
+    base_url_env: str | None = None  # the SDK's own variable for another endpoint
+    official_url: str | None = None  # where the SDK goes when nothing says otherwise
 
     @property
     def needs_key(self) -> bool:
@@ -36,12 +38,16 @@ SPECS: dict[str, ProviderSpec] = {
         "anthropic",
         "needle_action.providers.anthropic:AnthropicProvider",
         key_envs=("ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN"),
+        base_url_env="ANTHROPIC_BASE_URL",
+        official_url="https://api.anthropic.com",
     ),
     "openai": ProviderSpec(
         "openai",
         "needle_action.providers.openai_compat:OpenAICompatProvider",
         key_envs=("OPENAI_API_KEY",),
         key_optional_with_base_url=True,
+        base_url_env="OPENAI_BASE_URL",
+        official_url="https://api.openai.com/v1",
     ),
     "local": ProviderSpec("local", "needle_action.providers.local:LocalProvider"),
 }
@@ -52,6 +58,19 @@ assert PROVIDER_NAMES == typing.get_args(ProviderName), "SPECS and ProviderName 
 def spec(name: str) -> ProviderSpec:
     """The spec of provider NAME (KeyError for an unknown name: callers validate names first)."""
     return SPECS[name]
+
+
+def base_url(name: str, configured: str | None, env: Mapping[str, str]) -> str | None:
+    """The endpoint provider NAME is called at, as given to its SDK: the configured ``base_url``, else
+    the SDK's variable (``ANTHROPIC_BASE_URL``, ``OPENAI_BASE_URL``), else None (the SDK's default)."""
+    s = SPECS[name]
+    return configured or (env.get(s.base_url_env) if s.base_url_env else None) or None
+
+
+def endpoint(name: str, configured: str | None, env: Mapping[str, str]) -> str | None:
+    """Where provider NAME's requests (and key) really go: :func:`base_url`, else the official API;
+    None for a provider that calls nothing (``local``). Results are cached per endpoint."""
+    return base_url(name, configured, env) or SPECS[name].official_url
 
 
 def missing_key(

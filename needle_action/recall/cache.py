@@ -18,8 +18,11 @@ from pathlib import Path
 
 from pydantic import ValidationError
 
+from needle_action.errors import ConfigError
+from needle_action.paths import UnsafePath, refuse_links
 from needle_action.results import RecallResult
 
+_SQLITE_FILES = ("", "-wal", "-shm", "-journal")
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS recall_results (
     settings_hash TEXT PRIMARY KEY,
@@ -55,6 +58,14 @@ class ResultCache:
         self.path = Path(path)
         self.timeout_s = timeout_s
         self.path.parent.mkdir(parents=True, exist_ok=True)
+        try:  # SQLite opens by path: a symlinked database (or journal) would be written through
+            refuse_links(self.path.parent, [self.path.name + s for s in _SQLITE_FILES])
+        except UnsafePath as exc:
+            raise ConfigError(
+                f"the recall cache is not safe to open: {exc.strerror}",
+                file=str(self.path),
+                hint="remove the file, or point the cache somewhere else (--cache-dir / cache-dir)",
+            ) from None
         db = self._connect()
         try:
             self._setup(db)

@@ -21,10 +21,11 @@ from __future__ import annotations
 import json
 import random
 import re
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from needle_action.paths import PathEscape, check_relative, is_visible
 from needle_action.recall.needles import BRIDGE_RE, VALUE_RE
 
 
@@ -62,42 +63,65 @@ def split_paragraphs(text: str, *, min_chars: int = 40, max_chars: int = 1500) -
     return out
 
 
-def repo_passages(
-    root: Path, globs: list[str], *, max_total_chars: int = 4_000_000, max_file_bytes: int = 1_000_000
-) -> list[Passage]:
-    """Paragraphs of the files GLOBS match under ROOT, in sorted path order.
+def filler_files(root: Path, globs: list[str], allow_hidden: Sequence[str] = ()) -> list[Path]:
+    """The files GLOBS match under ROOT (resolved, each once, in pattern then path order).
 
-    Files outside the root (``..``, absolute patterns, symlinks pointing out), binary files, files over
-    MAX_FILE_BYTES and anything past MAX_TOTAL_CHARS are skipped: the repository is untrusted input.
+    Patterns that are absolute, climb out with ``..`` or contain NUL are skipped, and so are matches
+    that resolve outside the root or lie in hidden files and folders (``.git/``, ``.env``) the
+    ALLOW_HIDDEN list does not name: the repository is untrusted input.
     """
     root_real = Path(root).resolve()
     seen: set[Path] = set()
-    out: list[Passage] = []
-    total = 0
+    out: list[Path] = []
     for pattern in globs:
-        if Path(pattern).is_absolute() or ".." in Path(pattern).parts:
+        try:
+            check_relative(pattern)
+            matches = sorted(Path(root).glob(pattern))
+        except (PathEscape, ValueError, OSError):
             continue
-        for path in sorted(Path(root).glob(pattern)):
+        for path in matches:
             real = path.resolve()
             if real in seen or not real.is_relative_to(root_real) or not real.is_file():
                 continue
+            if not is_visible(Path(root), path, allow_hidden):
+                continue
             seen.add(real)
-            if real.stat().st_size > max_file_bytes:
+            out.append(real)
+    return out
+
+
+def repo_passages(
+    root: Path,
+    globs: list[str],
+    *,
+    allow_hidden: Sequence[str] = (),
+    max_total_chars: int = 4_000_000,
+    max_file_bytes: int = 1_000_000,
+) -> list[Passage]:
+    """Paragraphs of the files GLOBS match under ROOT (:func:`filler_files`), in sorted path order.
+
+    Binary files, files over MAX_FILE_BYTES and anything past MAX_TOTAL_CHARS are skipped.
+    """
+    root_real = Path(root).resolve()
+    out: list[Passage] = []
+    total = 0
+    for real in filler_files(root, globs, allow_hidden):
+        if real.stat().st_size > max_file_bytes:
+            continue
+        try:
+            raw = real.read_bytes()
+            if b"\x00" in raw:
                 continue
-            try:
-                raw = real.read_bytes()
-                if b"\x00" in raw:
-                    continue
-                text = raw.decode("utf-8")
-            except (OSError, UnicodeDecodeError):
-                continue
-            rel = real.relative_to(root_real).as_posix()
-            for i, para in enumerate(split_paragraphs(text), start=1):
-                if total >= max_total_chars:
-                    return out
-                para = scrub(para)
-                total += len(para)
-                out.append(Passage(title=f"{rel} (part {i})", text=para, source=f"repo:{rel}"))
+            text = raw.decode("utf-8")
+        except (OSError, UnicodeDecodeError):
+            continue
+        rel = real.relative_to(root_real).as_posix()
+        for i, para in enumerate(split_paragraphs(text), start=1):
+            if total >= max_total_chars:
+                return out
+            para = scrub(para)
+            total += len(para)
+            out.append(Passage(title=f"{rel} (part {i})", text=para, source=f"repo:{rel}"))
     return out
 
 

@@ -316,7 +316,11 @@ class HaystackBuilder:
             own = split_paragraphs(scrub(original or ""), min_chars=1)
         else:
             own = list(self._shape.items)
-        repo = repo_passages(config.root, prompt.recall.filler_globs) if prompt.recall.filler_globs else []
+        repo = (
+            repo_passages(config.root, prompt.recall.filler_globs, allow_hidden=config.files.allow_hidden)
+            if prompt.recall.filler_globs
+            else []
+        )
         repo_items = [
             self._shape.item(p.text, p.title, index=len(own) + i, needle=False) for i, p in enumerate(repo)
         ]

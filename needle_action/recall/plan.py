@@ -9,8 +9,10 @@ from __future__ import annotations
 import functools
 import hashlib
 import json
+import os
 import random
 import tomllib
+from collections.abc import Mapping
 from dataclasses import dataclass
 from importlib import resources
 
@@ -18,6 +20,8 @@ from needle_action import __version__
 from needle_action.config.model import Config, PromptConfig
 from needle_action.errors import ConfigError
 from needle_action.paths import relative
+from needle_action.providers import specs
+from needle_action.recall.filler import filler_files
 from needle_action.results import SCHEMA_VERSION, SkipKind
 
 # Recall settings that change how a run is bounded, not what a complete result contains: left out
@@ -127,15 +131,22 @@ def auto_sizes(window: int, reserve: int, *, min_size: int = 0) -> list[int]:
 
 def _filler_digest(config: Config, prompt: PromptConfig) -> str:
     h = hashlib.sha256()
-    for pattern in prompt.recall.filler_globs:
-        for path in sorted(config.root.glob(pattern)):
-            if path.is_file():
-                h.update(relative(config.root, path, resolved=True).encode() + b"\0")
-                h.update(hashlib.sha256(path.read_bytes()).digest())
+    for path in filler_files(config.root, prompt.recall.filler_globs, config.files.allow_hidden):
+        h.update(relative(config.root, path, resolved=True).encode() + b"\0")
+        h.update(hashlib.sha256(path.read_bytes()).digest())
     return h.hexdigest()
 
 
-def _answers_payload(config: Config, prompt: PromptConfig, *, content_hash: str, fixture: str | None) -> dict:
+def _answers_payload(
+    config: Config,
+    prompt: PromptConfig,
+    *,
+    content_hash: str,
+    fixture: str | None,
+    env: Mapping[str, str] | None,
+) -> dict:
+    # the endpoint the provider really calls (ENV's ANTHROPIC_BASE_URL counts): a result measured
+    # against one server is never reused for another
     ps = prompt.providers.get(prompt.provider)
     return {
         "tool_major": __version__.split(".")[0],
@@ -149,6 +160,9 @@ def _answers_payload(config: Config, prompt: PromptConfig, *, content_hash: str,
         if ps
         else None,
         "filler": _filler_digest(config, prompt) if prompt.recall.filler_globs else None,
+        "endpoint": specs.endpoint(
+            prompt.provider, ps.base_url if ps else None, os.environ if env is None else env
+        ),
     }
 
 
@@ -165,17 +179,19 @@ def settings_hash(
     content_hash: str,
     fixture: str | None,
     sizes: list[int],
+    env: Mapping[str, str] | None = None,
     answer_keys: dict | None = None,
 ) -> str:
     """sha256 over everything that decides a complete recall result: the assembled prompt with its
     fixture (content hash), the fixture's name, provider, model, tokenizer, the provider settings
     that change answers, the recall settings (seed included, sizes resolved), the filler files'
-    contents, the tool's major version and the results schema; for gold needles also the fixture's
-    ``expected`` and ``gold`` (ANSWER_KEYS), which decide the result without being rendered. Paths
-    are relative, so a git worktree of the base branch hashes the same as the head."""
+    contents, the tool's major version, the results schema and the endpoint the provider calls; for
+    gold needles also the fixture's ``expected`` and ``gold`` (ANSWER_KEYS), which decide the result
+    without being rendered. Paths are relative, so a git worktree of the base branch hashes the same
+    as the head."""
     recall = prompt.recall.model_dump(mode="json", exclude=HASH_EXCLUDED)
     recall["sizes"] = sizes
-    payload = _answers_payload(config, prompt, content_hash=content_hash, fixture=fixture)
+    payload = _answers_payload(config, prompt, content_hash=content_hash, fixture=fixture, env=env)
     return _digest({**payload, "recall": recall, **_answer_keys(answer_keys)})
 
 
@@ -185,12 +201,13 @@ def pool_key(
     *,
     content_hash: str,
     fixture: str | None,
+    env: Mapping[str, str] | None = None,
     answer_keys: dict | None = None,
 ) -> str:
     """sha256 over what decides the answers a trial gets (the settings hash without the seed, the
     trial counts, the grid and the judging rules): runs that share it may be pooled."""
     recall = prompt.recall.model_dump(mode="json", exclude=POOL_EXCLUDED)
-    payload = _answers_payload(config, prompt, content_hash=content_hash, fixture=fixture)
+    payload = _answers_payload(config, prompt, content_hash=content_hash, fixture=fixture, env=env)
     return _digest({**payload, "recall": recall, "kind": "pool", **_answer_keys(answer_keys)})
 
 

@@ -66,6 +66,14 @@ question_var = "customer_message"
 max_input_tokens = 6000
 """
 
+# A "style guide" a PR inserts between the documents and the question: it pushes the documents
+# (and whatever key fact sits near their end) into the middle of the request.
+STYLE_GUIDE = "\n".join(
+    f"Style rule {i}: write in plain words, keep sentences short, prefer the active voice, and avoid "
+    f"jargon unless the customer used it first; mention limits and settings exactly as documented."
+    for i in range(1, 25)
+)
+
 
 @dataclass
 class Checkout:
@@ -80,13 +88,18 @@ class Checkout:
 
 
 def make_checkout(
-    tmp: Path, change: Callable[[Project], object] | None = None, *, base_growth: str = "10%"
+    tmp: Path,
+    change: Callable[[Project], object] | None = None,
+    *,
+    base_growth: str = "10%",
+    base_config: str | None = None,
 ) -> Checkout:
     """The examples' prompts and fixtures with CONFIG on ``main``; the PR edits the README, then
     applies CHANGE (given the origin's :class:`~tests.builders.Project`)."""
 
     def base(project: Project) -> None:
-        project.examples("prompts", "fixtures").config(CONFIG.format(growth=base_growth), dedent=False)
+        config = base_config or CONFIG.format(growth=base_growth)
+        project.examples("prompts", "fixtures").config(config, dedent=False)
         project.file("README.md", "# widgets\n")
 
     def the_pull_request(project: Project) -> None:
@@ -98,6 +111,18 @@ def make_checkout(
     home = tmp / "home"
     home.mkdir()
     return Checkout(tmp, pr.origin, pr.workspace, pr.base_sha, pr.head_sha, home)
+
+
+def make_project(
+    tmp: Path,
+    change: Callable[[Path], object] | None = None,
+    *,
+    base_growth: str = "10%",
+    base_config: str | None = None,
+) -> Checkout:
+    """:func:`make_checkout` for CHANGE callbacks that edit the origin folder directly."""
+    edit = (lambda project: change(project.root)) if change else None
+    return make_checkout(tmp, edit, base_growth=base_growth, base_config=base_config)
 
 
 def runner_env(
@@ -119,6 +144,8 @@ def runner_env(
     }
     event_path = p.tmp / "event.json"
     event_path.write_text(json.dumps(event))
+    if (*REPO.split("/"), PR) not in gh.pulls:  # GitHub knows the pull request it runs for
+        gh.add_pull(REPO, PR, head_sha=p.head_sha, base_sha=p.base_sha)
     (p.tmp / "runner_temp").mkdir(exist_ok=True)
     for name in ("output", "summary"):
         (p.tmp / name).write_text("")

@@ -24,18 +24,11 @@ from tests.integration.action_runner import (
     MARKER,
     PR,
     REPO,
+    STYLE_GUIDE,
     make_checkout,
     report_json,
     run_action,
     runner_env,
-)
-
-# A "style guide" the PR inserts between the documents and the question: it pushes the documents
-# (and whatever key fact sits near their end) into the middle of the request.
-STYLE_GUIDE = "\n".join(
-    f"Style rule {i}: write in plain words, keep sentences short, prefer the active voice, and avoid "
-    f"jargon unless the customer used it first; mention limits and settings exactly as documented."
-    for i in range(1, 25)
 )
 
 
@@ -126,10 +119,9 @@ def test_moving_key_content_into_the_middle_loses_recall_and_is_flagged(tmp_path
             "Question: {{ question }}",
             "Before you answer, follow the house style.\n" + STYLE_GUIDE + "\n\nQuestion: {{ question }}",
         )
-        # the PR accepts the longer prompt on purpose
-        repo.edit("needle.toml", 'max_growth = "10%"', 'max_growth = "300%"')
 
-    p = make_checkout(tmp_path, restructure)
+    # the base already accepts the longer prompt (a PR cannot loosen its own gate: test_hostile_pr.py)
+    p = make_checkout(tmp_path, restructure, base_growth="300%")
     with FakeGitHub() as gh:
         r = run_action(p, runner_env(p, gh, fake_model))
         assert r.code == 1, r.stdout + r.stderr

@@ -45,7 +45,9 @@ def setup(tmp_path):
     bare = GitRepo(p.origin).clone(tmp_path / "origin.git", bare=True)
     git(p.workspace, "remote", "set-url", "origin", bare.path.as_uri())
     main_ws = bare.clone(tmp_path / "main-ws", branch="main", depth=1)
-    return p, bare.path, dataclasses.replace(p, workspace=main_ws.path)
+    main_home = tmp_path / "main-home"  # another job: its own runner, its own recall cache
+    main_home.mkdir()
+    return p, bare.path, dataclasses.replace(p, workspace=main_ws.path, home=main_home)
 
 
 def push_run(main: Checkout, gh: FakeGitHub, fake: FakeAnthropic):

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from needle_action.action.comment import ours, publish_sticky
 from needle_action.action.github import (
     GitHubClient,
     GitHubError,
@@ -38,15 +39,16 @@ def test_pagination_finds_marker_on_a_late_page(fake_github):
     gets = [r for r in gh.requests if r.method == "GET"]
     assert [r.query.get("page", "1") for r in gets] == ["1", "2", "3"]
     assert all(r.query["per_page"] == "100" for r in gets)
-    assert c.find_sticky_comment(7, MARKER).id == sticky["id"]
+    assert [x.id for x in ours(c, 7, MARKER, "github-actions[bot]")] == [sticky["id"]]
 
 
-def test_upsert_creates_once_then_updates_in_place(fake_github):
+def test_sticky_comment_is_created_once_then_updated_in_place(fake_github):
     gh = fake_github
     c = client(gh)
-    first, created = c.upsert_sticky_comment(3, MARKER + "\nv1", MARKER)
-    second, created2 = c.upsert_sticky_comment(3, MARKER + "\nv2", MARKER)
-    assert created and not created2 and first.id == second.id
+    first = publish_sticky(c, 3, MARKER + "\nv1", MARKER, head_sha=None)
+    second = publish_sticky(c, 3, MARKER + "\nv2", MARKER, head_sha=None)
+    assert first.action == "created" and second.action == "updated"
+    assert first.comment.id == second.comment.id
     bodies = [x["body"] for x in gh.issue_comments(REPO, 3)]
     assert bodies == [MARKER + "\nv2"]
     assert gh.count("POST") == 1 and gh.count("PATCH") == 1
@@ -56,14 +58,17 @@ def test_upsert_creates_once_then_updates_in_place(fake_github):
 def test_marker_in_the_middle_of_someone_elses_comment_is_not_ours(fake_github):
     gh = fake_github
     gh.seed_comment(REPO, 4, f"quoting the bot: {MARKER}")
-    assert client(gh).find_sticky_comment(4, MARKER) is None
+    assert ours(client(gh), 4, MARKER, "github-actions[bot]") == []
 
 
-def test_bot_comment_wins_over_a_human_copy(fake_github):
+def test_a_human_copy_of_the_marker_is_never_ours(fake_github):
     gh = fake_github
     gh.seed_comment(REPO, 5, MARKER + " fake", login="mallory")
     bot = gh.seed_comment(REPO, 5, MARKER + " real", login="github-actions[bot]", kind="Bot")
-    assert client(gh).find_sticky_comment(5, MARKER).id == bot["id"]
+    assert [x.id for x in ours(client(gh), 5, MARKER, "github-actions[bot]")] == [bot["id"]]
+    # a user called like the bot without [bot] is still not the bot
+    gh.seed_comment(REPO, 6, MARKER + " fake", login="github-actions", kind="User")
+    assert ours(client(gh), 6, MARKER, "github-actions[bot]") == []
 
 
 def test_read_only_token_is_forbidden_but_can_read():

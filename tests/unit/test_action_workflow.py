@@ -109,7 +109,7 @@ def test_settings_from_a_runner_environment(tmp_path):
     assert s.seed == 12 and s.api_url == "https://ghe.example/api/v3"
     assert s.pull_request.number == 5 and s.pull_request.from_fork
     assert s.summary_url == "https://github.com/o/r/actions/runs/7"
-    assert s.resolved_cache_dir == tmp_path / ".needle-cache"
+    assert s.cache_dir is None and s.trust_pr_config is False  # the cache lives outside the checkout
 
 
 @pytest.mark.parametrize(

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from needle_action.compare import compare
 from needle_action.recall.groups import family
-from needle_action.results import RecallDiagnosis, RecallResult, StyleSummary
+from needle_action.results import RecallAnswer, RecallDiagnosis, RecallResult, StyleSummary
 from tests.unit._results_builder import case, grid, prompt, recall, results
 
 DEPTHS = (0.0, 0.5, 1.0)
@@ -112,3 +112,22 @@ def test_other_look_alikes_are_not_the_same_quantity():
     head.distractors, head.similarity = 3, "high"
     rc = _compare(base, head).prompt("qa").recall
     assert not rc.comparable and not rc.groups  # judged against the threshold alone
+
+
+def _with_target(r: RecallResult, target: str) -> RecallResult:
+    for c in r.cells:
+        c.answers = [RecallAnswer(trial=0, needle=target, answer="...", hit=True)]
+    return r
+
+
+def test_a_pull_request_that_changes_the_gold_answer_is_not_compared():
+    base = _with_target(_styled({"gold": GOOD}, pool_key="b"), "14 days")
+    head = _with_target(_styled({"gold": BAD_MIDDLE}, pool_key="h"), "/./")
+    rc = _compare(base, head).prompt("qa").recall
+    assert not rc.groups  # another quantity: nothing tested against the base
+    assert rc.notes == [
+        "This pull request changes what the gold fixture counts as right (14 days → /./): gold is judged "
+        "against the threshold alone, not compared with the base."
+    ]
+    same = _with_target(_styled({"gold": BAD_MIDDLE}, pool_key="h"), "14 days")
+    assert any(g.verdict == "regressed" for g in _compare(base, same).prompt("qa").recall.groups)

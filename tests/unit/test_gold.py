@@ -142,3 +142,10 @@ def test_fixture_text_is_data(tmp_path):
     assert gold.index == 1
     err = _error(tmp_path, DOCS + f"expected: {{regex: '{'a' * 600}'}}\n")
     assert "the limit is 500" in err.message
+
+
+@pytest.mark.parametrize("expected", ["{regex: '.'}", "{regex: '.*'}", "'no'", "[14 days, know]", "'I'"])
+def test_an_answer_that_a_non_answer_satisfies_is_refused(tmp_path, expected):
+    # a mistake, or a pull request making its own gold probe pass
+    err = _error(tmp_path, DOCS + f"expected: {expected}\n")
+    assert "satisfied by a reply that answers nothing" in err.message and err.location.line == 9

@@ -125,8 +125,37 @@ def _pattern(raw: dict, where: _Where) -> Expected:
     return Expected(pattern=pattern)
 
 
+# Replies that answer nothing: an `expected` they satisfy cannot tell a hit from a miss (a mistake,
+# or a pull request making its own gold probe pass: `expected: {regex: "."}`).
+NON_ANSWERS = (
+    "",
+    "I could not find it.",
+    "I don't know.",
+    "The documents do not say.",
+    "Yes.",
+    "No.",
+    "None.",
+)
+
+
+def _not_vacuous(expected: Expected, where: _Where) -> Expected:
+    satisfied = [a for a in NON_ANSWERS if expected.found_in(a)]
+    if satisfied:
+        raise where.error(
+            f"{EXPECTED_KEY} is satisfied by a reply that answers nothing ({satisfied[0]!r}), so it cannot tell a "
+            "right answer from a wrong one",
+            EXPECTED_KEY,
+            'name the fact itself (e.g. "14 days"), not a yes/no or a pattern that matches anything',
+        )
+    return expected
+
+
 def parse_expected(raw: object, where: _Where) -> Expected:
     """The fixture's ``expected`` value as an :class:`Expected`, or a ConfigError at its line."""
+    return _not_vacuous(_parse_expected(raw, where), where)
+
+
+def _parse_expected(raw: object, where: _Where) -> Expected:
     if isinstance(raw, dict):
         return _pattern(raw, where)
     strings = [raw] if isinstance(raw, str) else raw
