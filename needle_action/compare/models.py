@@ -148,6 +148,7 @@ class RecallSide(CompareModel):
     styles: list[StyleLine] = Field(default_factory=list)
 
     def style(self, name: str) -> StyleLine | None:
+        """The summary line of needle style NAME on this side, if it ran."""
         return next((s for s in self.styles if s.style == name), None)
 
 

@@ -26,6 +26,8 @@ SIMILARITY = ("low", "medium", "high")
 
 @dataclass(frozen=True)
 class Family:
+    """One kind of value fact about a subject, in two wordings, and the question that asks for it."""
+
     frame: str  # the fact, with {s} (subject) and {value}
     paraphrase: str  # the same kind of fact in other words
     question: str  # asks for the value of {s}

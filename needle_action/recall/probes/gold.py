@@ -96,6 +96,7 @@ class _Where:
             self.text = ""
 
     def error(self, message: str, key: str | None, hint: str) -> ConfigError:
+        """A ConfigError at the line of KEY in the fixture (line 1 when the key is not written)."""
         line = key_line(self.text, key) if key else None
         return ConfigError(message, file=self.file, line=line or (1 if key else None), hint=hint)
 
