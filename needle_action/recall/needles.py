@@ -153,6 +153,8 @@ def _sentence_look_alikes(
 ) -> list[LookAlike]:
     """``high``: the needle's sentence with one asked field changed; ``medium``: another kind of
     record about what the question names; ``low``: a fact of a value family (no shared subject)."""
+    if n == 0:
+        return []
     if similarity == "low":
         family = rng.choice(FAMILIES)
         return look_alikes(family, [], n, "low", rng, avoid)

@@ -122,6 +122,8 @@ def look_alikes(
 ) -> list[LookAlike]:
     """N look-alikes of FAMILY's facts (graded by SIMILARITY) about subjects other than TAKEN, each
     with a fresh value not in AVOID. ``low`` ones come from the other families."""
+    if n == 0:
+        return []
     values = [v for v in distinct_values(rng, n + len(avoid)) if v not in avoid][:n]
     if similarity == "low":
         pool = [(f, s) for f in FAMILIES if f is not family for s in f.subjects]
