@@ -26,7 +26,7 @@ from pydantic import (
 )
 
 from needle_action import __version__
-from needle_action.config.model import Growth, parse_growth
+from needle_action.config.model import LOOK_ALIKE_STYLES, Growth, parse_growth
 from needle_action.errors import ConfigError
 
 SCHEMA_VERSION = 2  # 2: pooled verdicts (status "partial", alpha is family-wise, min_drop the power target)
@@ -35,8 +35,21 @@ Status = Literal["pass", "fail", "skipped", "error"]
 RecallStatus = Literal["pass", "fail", "partial"]
 CellStatus = Literal["pass", "fail", "undecided"]
 Diagnosis = Literal[
-    "all-pass", "lost-in-the-middle", "size-limited", "flaky", "inconclusive", "mixed-failure"
+    "all-pass",
+    "lost-in-the-middle",
+    "size-limited",
+    "flaky",
+    "inconclusive",
+    "mixed-failure",
+    "hallucination",
 ]
+ABSENT_STYLE = "absent"  # its cells count abstentions: a hit says the answer is not in the context
+
+
+def has_look_alikes(style: str, distractors: int) -> bool:
+    """Whether STYLE's trials carry look-alikes (so its precision means something): an absent
+    trial always has its near miss; the other styles that take them, when ``distractors`` > 0."""
+    return style == ABSENT_STYLE or (distractors > 0 and style in LOOK_ALIKE_STYLES)
 
 
 class Model(BaseModel):
@@ -87,10 +100,12 @@ class RecallAnswer(Model):
     needle: str = Field(description="the expected answer for this trial")
     answer: str = Field(description="raw model output (unsanitised; sanitise before display)")
     hit: bool
+    distractor: bool = Field(default=False, description="a miss that repeats a look-alike's value")
     cached: bool = False
 
 
 class RecallCell(Model):
+    style: str = Field(default="", description="needle style of this cell (codeword, gold, absent, ...)")
     size: int = Field(description="target prompt size in tokens")
     depth: float = Field(description="needle position as a fraction of the context slot, 0..1")
     prompt_tokens: int | None = Field(default=None, description="measured tokens of the trial prompt")
@@ -103,7 +118,16 @@ class RecallCell(Model):
     ci_high: float
     status: CellStatus
     stopped_early: bool = False
+    distractor_answers: int = Field(default=0, description="trials answered with a look-alike's value")
+    hallucination_rate: float | None = Field(
+        default=None, description="absent cells: share of trials that did not abstain (1 - rate)"
+    )
     answers: list[RecallAnswer] = Field(default_factory=list)
+
+    @property
+    def abstention(self) -> bool:
+        """An ``absent`` cell: hits are abstentions, misses are hallucinations."""
+        return self.style == ABSENT_STYLE
 
     @model_validator(mode="after")
     def _hits_within_trials(self) -> RecallCell:
@@ -120,7 +144,27 @@ class RecallDiagnosis(Model):
     fix: str
 
 
+class StyleSummary(Model):
+    """One needle style of a prompt's run, over all its cells."""
+
+    style: str
+    hits: int
+    trials: int
+    rate: float | None
+    status: RecallStatus = "pass"
+    effective_context: int | None = Field(
+        default=None, description="largest size whose every depth passes (null for absent)"
+    )
+    diagnosis: RecallDiagnosis
+    distractor_answers: int = 0
+    distractor_rate: float | None = Field(
+        default=None, description="share of trials answered with a look-alike's value (precision)"
+    )
+    hallucination_rate: float | None = Field(default=None, description="absent: share that did not abstain")
+
+
 class HistoryCell(Model):
+    style: str = Field(default="", description="needle style (empty in files of one-style runs)")
     size: int
     depth: float
     hits: int
@@ -156,7 +200,7 @@ class RecallResult(Model):
     provider: str
     model: str
     fixture: str | None
-    needle_style: str
+    needle_style: str = Field(description="the style, or the styles joined by '+'")
     scoring: str
     threshold: float
     seed: int
@@ -201,6 +245,21 @@ class RecallResult(Model):
     reused_from: Literal["cache", "baseline"] | None = Field(
         default=None, description="set when this result was reused (0 new calls) instead of measured"
     )
+    distractors: int = Field(default=0, description="look-alikes per trial (recall.distractors)")
+    similarity: str | None = Field(default=None, description="their similarity, when there are any")
+    styles: list[StyleSummary] = Field(default_factory=list, description="one per needle style, in run order")
+
+    @model_validator(mode="after")
+    def _cells_name_their_style(self) -> RecallResult:
+        # files written before cells carried a style ran one style: name it on every cell
+        for cell in self.cells:
+            if not cell.style:
+                cell.style = self.needle_style
+        return self
+
+    def style_names(self) -> list[str]:
+        """The styles of the cells, in run order."""
+        return list(dict.fromkeys(c.style for c in self.cells))
 
 
 class SkipKind(StrEnum):

@@ -17,6 +17,7 @@ pytest_plugins = [
     "tests.fakes.github_server",
     "tests.fakes.openai_server",
     "tests.fakes.simulated_model",
+    "tests.fakes.lexical_model",  # after simulated_model, which it imports
 ]
 
 REPO = Path(__file__).resolve().parent.parent

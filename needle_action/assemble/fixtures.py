@@ -7,6 +7,7 @@ files above :data:`MAX_FIXTURE_BYTES` are refused before they are read.
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -87,17 +88,20 @@ def load_fixture(path: str | os.PathLike) -> dict:
         raise ConfigError(
             f"fixture variable names must be strings, got {bad[0]!r}",
             file=file,
-            line=_key_line(text, str(bad[0])),
+            line=key_line(text, str(bad[0])),
             hint="quote the key",
         )
     return data
 
 
-def _key_line(text: str, key: str) -> int | None:
+def key_line(text: str, key: str) -> int | None:
+    """The 1-based line where the top-level KEY of a fixture text is written (None: not found)."""
+    # YAML `key:`, TOML `key =`, JSON `"key":`, quoted or not; "golden:" is not "gold"
+    written = re.compile(rf"""^\s*(?:{re.escape(key)}|"{re.escape(key)}"|'{re.escape(key)}')\s*[:=]""")
     for i, line in enumerate(text.splitlines(), start=1):
-        if line.lstrip().startswith((key, f'"{key}"', f"'{key}'")):
+        if written.match(line):
             return i
     return None
 
 
-__all__ = ["MAX_FIXTURE_BYTES", "load_fixture", "yaml_error_position"]
+__all__ = ["MAX_FIXTURE_BYTES", "key_line", "load_fixture", "yaml_error_position"]

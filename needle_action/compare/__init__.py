@@ -10,6 +10,7 @@ from needle_action.compare.models import (
     RecallComparison,
     RecallSide,
     SideTotals,
+    StyleLine,
     TokenDelta,
 )
 from needle_action.compare.verdict import compare
@@ -24,6 +25,7 @@ __all__ = [
     "RecallComparison",
     "RecallSide",
     "SideTotals",
+    "StyleLine",
     "TokenDelta",
     "compare",
 ]

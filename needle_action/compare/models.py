@@ -7,6 +7,8 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from needle_action.results import ABSENT_STYLE
+
 PromptStatus = Literal["new", "deleted", "renamed", "changed", "unchanged"]
 Tier = Literal["green", "yellow", "red"]
 CellVerdict = Literal[
@@ -46,6 +48,7 @@ class TokenDelta(CompareModel):
 
 
 class CellDelta(CompareModel):
+    style: str = Field(default="", description="needle style of the cell")
     size: int
     depth: float
     base_hits: int | None = None
@@ -62,17 +65,26 @@ class CellDelta(CompareModel):
     p_value: float | None = None
     verdict: CellVerdict
     token_offset: int | None = None
+    head_distractor_answers: int | None = None
+
+    @property
+    def abstention(self) -> bool:
+        """An ``absent`` cell: its rate is the abstention rate, 1 - rate the hallucination rate."""
+        return self.style == ABSENT_STYLE
 
 
 class GroupDelta(CompareModel):
-    """One group of cells (the middle, a depth, a size) tested for a drop, base -> head.
+    """One group of cells (the middle, a depth, a size) of one needle style tested for a drop,
+    base -> head.
 
     Rates are pooled over the group's cells; ``drop`` is the mean of the cells' drops (every cell
     counts the same whatever its trials). ``p_value`` is the one-sided exact stratified test
     (strata = cells); null when the group was not tested (drop below the floor, or no cell with
-    full counts on both sides). ``regressed`` when Holm's procedure rejects it at the family alpha.
+    full counts on both sides). ``regressed`` when Holm's procedure rejects it at the family alpha
+    (the family spans every style's groups). In an ``absent`` group the rate is the abstention rate.
     """
 
+    style: str = Field(default="", description="needle style of the group's cells")
     kind: Literal["middle", "depth", "size"]
     label: str
     cells: int
@@ -91,10 +103,27 @@ class GroupDelta(CompareModel):
 class AnswerSample(CompareModel):
     """A wrong answer shown in the details (raw text; the renderer sanitises it)."""
 
+    style: str = ""
     size: int
     depth: float
     expected: str
     answer: str
+
+
+class StyleLine(CompareModel):
+    """One needle style of one side, summed over its cells (what the report's per-style lines say)."""
+
+    style: str
+    hits: int
+    trials: int
+    rate: float | None = None
+    status: str = "pass"
+    diagnosis: str
+    summary: str
+    effective_context: int | None = None
+    distractor_answers: int = 0
+    distractor_rate: float | None = None
+    hallucination_rate: float | None = None
 
 
 class RecallSide(CompareModel):
@@ -114,6 +143,13 @@ class RecallSide(CompareModel):
     history_trials: int = Field(default=0, description="trials pooled from earlier runs (base only)")
     history_runs: int = 0
     lost_trials: int = 0
+    distractors: int = 0
+    similarity: str | None = None
+    styles: list[StyleLine] = Field(default_factory=list)
+
+    def style(self, name: str) -> StyleLine | None:
+        """The summary line of needle style NAME on this side, if it ran."""
+        return next((s for s in self.styles if s.style == name), None)
 
 
 class RecallComparison(CompareModel):
@@ -129,16 +165,30 @@ class RecallComparison(CompareModel):
         default=None, description="drop in the planning group this comparison catches with 95% power"
     )
     detectable_in: str | None = Field(default=None, description="the planning group, e.g. middle depths")
+    styles: list[str] = Field(default_factory=list, description="needle styles, head's first")
     sizes: list[int] = Field(default_factory=list)
     depths: list[float] = Field(default_factory=list)
     cells: list[CellDelta] = Field(default_factory=list)
     base: RecallSide | None = None
     head: RecallSide | None = None
-    comparable: bool = Field(default=True, description="false when base used other sizes/depths/model")
+    comparable: bool = Field(
+        default=True, description="false when base used another model, scoring or look-alikes"
+    )
     samples: list[AnswerSample] = Field(default_factory=list)
+    notes: list[str] = Field(
+        default_factory=list, description="what the reader must know about this comparison"
+    )
 
-    def cell(self, size: int, depth: float) -> CellDelta | None:
-        return next((c for c in self.cells if c.size == size and abs(c.depth - depth) < 1e-9), None)
+    def cell(self, size: int, depth: float, style: str | None = None) -> CellDelta | None:
+        """The cell at SIZE x DEPTH of STYLE (any style when None)."""
+        return next(
+            (
+                c
+                for c in self.cells
+                if c.size == size and abs(c.depth - depth) < 1e-9 and (style is None or c.style == style)
+            ),
+            None,
+        )
 
 
 class PromptComparison(CompareModel):

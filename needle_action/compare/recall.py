@@ -16,6 +16,12 @@ The decision rule (docs/recall.md, "Comparing base and head"):
 A prompt with the same fingerprint on both sides is not tested (the pull request did not change
 what recall measures). A head with no comparable base is judged against the threshold alone, on
 pooled estimates (``RecallResult.status``).
+
+Needle styles: each style a prompt runs is a grid of its own (cells pair by style, size and depth),
+its groups are tested like a one-style grid's, and Holm runs over the groups of every style at once,
+so the family-wise rate holds for the prompt. An ``absent`` group's rate is its abstention rate: a
+drop there is a rise in hallucination and regresses the same way. A style the base did not run is
+judged against the threshold alone (its pooled reading, ``StyleSummary.status``).
 """
 
 from __future__ import annotations
@@ -29,6 +35,7 @@ from needle_action.compare.models import (
     GroupDelta,
     RecallComparison,
     RecallSide,
+    StyleLine,
 )
 from needle_action.recall.groups import CellKey, Group, cell_key, family, planning_group, pooled
 from needle_action.recall.history import base_counts, testable_counts
@@ -37,6 +44,7 @@ from needle_action.recall.stats import holm_rejections, stratified_drop_pvalue
 from needle_action.results import PromptResult, RecallCell, RecallResult
 
 Counts = Mapping[CellKey, tuple[int, int]]  # cell -> (hits, trials)
+StyledKey = tuple[str, int, float]  # (needle style, size, depth)
 
 
 def drop_floor(min_drop: float) -> float:
@@ -55,6 +63,7 @@ class GroupTest:
     p_value: float | None
     holm_bound: float | None
     regressed: bool
+    style: str = ""
 
 
 def _mean_drop(base: Counts, head: Counts, cells: Sequence[CellKey]) -> float | None:
@@ -71,29 +80,44 @@ def test_groups(
 ) -> list[GroupTest]:
     """Test every group of the SIZES x DEPTHS grid for a drop from BASE to HEAD (counts of the
     cells that may be tested; others absent); Holm at ALPHA over the whole family."""
-    groups = family(sizes, depths)
-    drops = [_mean_drop(base, head, g.cells) for g in groups]
+    return test_styled_groups({"": (base, head)}, sizes, depths, alpha=alpha, floor=floor)
+
+
+def test_styled_groups(
+    grids: Mapping[str, tuple[Counts, Counts]],
+    sizes: Sequence[int],
+    depths: Sequence[float],
+    *,
+    alpha: float,
+    floor: float,
+) -> list[GroupTest]:
+    """:func:`test_groups` for several needle styles, each a grid of its own ((base, head) counts
+    per style): every style's groups, with Holm at ALPHA over all of them together."""
+    tagged = [(style, g) for style in grids for g in family(sizes, depths)]
+    drops = [_mean_drop(*grids[style], g.cells) for style, g in tagged]
     pvalues: list[float | None] = []
-    for g, drop in zip(groups, drops, strict=True):
+    for (style, g), drop in zip(tagged, drops, strict=True):
         if drop is None or drop < floor or drop <= 0:
             pvalues.append(None)  # untested: treated as p = 1 by Holm (monotone, still valid)
             continue
+        base, head = grids[style]
         strata = [(*base[k], *head[k]) for k in g.cells if k in base and k in head]
         pvalues.append(stratified_drop_pvalue(strata))
     as_tested = [1.0 if p is None else p for p in pvalues]
     rejected = holm_rejections(as_tested, alpha)
-    ranks = {i: r for r, i in enumerate(sorted(range(len(groups)), key=lambda i: as_tested[i]))}
+    ranks = {i: r for r, i in enumerate(sorted(range(len(tagged)), key=lambda i: as_tested[i]))}
     return [
         GroupTest(
             group=g,
-            base=pooled(base, g.cells),
-            head=pooled(head, g.cells),
+            base=pooled(grids[style][0], g.cells),
+            head=pooled(grids[style][1], g.cells),
             drop=drop,
             p_value=p,
-            holm_bound=alpha / (len(groups) - ranks[i]) if p is not None else None,
+            holm_bound=alpha / (len(tagged) - ranks[i]) if p is not None else None,
             regressed=rejected[i] and p is not None,
+            style=style,
         )
-        for i, (g, drop, p) in enumerate(zip(groups, drops, pvalues, strict=True))
+        for i, ((style, g), drop, p) in enumerate(zip(tagged, drops, pvalues, strict=True))
     ]
 
 
@@ -119,6 +143,24 @@ def _side(r: RecallResult, *, with_history: bool) -> RecallSide:
         history_trials=history.trials() if history else 0,
         history_runs=history.runs if history else 0,
         lost_trials=r.lost_trials,
+        distractors=r.distractors,
+        similarity=r.similarity,
+        styles=[
+            StyleLine(
+                style=s.style,
+                hits=s.hits,
+                trials=s.trials,
+                rate=s.rate,
+                status=s.status,
+                diagnosis=s.diagnosis.kind,
+                summary=s.diagnosis.summary,
+                effective_context=s.effective_context,
+                distractor_answers=s.distractor_answers,
+                distractor_rate=s.distractor_rate,
+                hallucination_rate=s.hallucination_rate,
+            )
+            for s in r.styles
+        ],
     )
 
 
@@ -135,6 +177,7 @@ def _group_delta(t: GroupTest) -> GroupDelta:
     else:
         verdict = "ok"
     return GroupDelta(
+        style=t.style,
         kind=t.group.kind,
         label=t.group.label,
         cells=len(t.group.cells),
@@ -152,17 +195,17 @@ def _group_delta(t: GroupTest) -> GroupDelta:
 
 
 def _cell_delta(
-    key: CellKey, head: RecallCell | None, base: RecallCell | None, pooled_base: Counts, *, compared: bool
+    key: StyledKey, head: RecallCell | None, base: RecallCell | None, pooled_base: Counts, *, compared: bool
 ) -> CellDelta:
-    d = CellDelta(size=key[0], depth=key[1], verdict="not-run")
+    d = CellDelta(style=key[0], size=key[1], depth=key[2], verdict="not-run")
     if base is not None:
-        d.base_hits, d.base_trials = pooled_base.get(key, (base.hits, base.trials))
+        d.base_hits, d.base_trials = pooled_base.get(key[1:], (base.hits, base.trials))
         d.base_rate = round(d.base_hits / d.base_trials, 4) if d.base_trials else None
         d.base_status = base.status
     if head is not None:
         d.head_hits, d.head_trials, d.head_rate = head.hits, head.trials, head.rate
         d.head_ci_low, d.head_ci_high, d.head_status = head.ci_low, head.ci_high, head.status
-        d.token_offset = head.token_offset
+        d.token_offset, d.head_distractor_answers = head.token_offset, head.distractor_answers
     if head is None:
         d.verdict = "removed"
     elif base is None or not compared:
@@ -181,33 +224,53 @@ def _is_unchanged(head: RecallResult, base: RecallResult) -> bool:
 
 
 def _comparable(head: RecallResult, base: RecallResult | None) -> bool:
-    return base is not None and (base.model, base.needle_style, base.scoring) == (
-        head.model,
-        head.needle_style,
-        head.scoring,
+    """Same model, scoring and look-alikes, and a needle style in common: otherwise the rates are
+    not the same quantity. Styles pair one by one; one the base did not run is new."""
+    return (
+        base is not None
+        and (base.model, base.scoring, base.distractors, base.similarity)
+        == (head.model, head.scoring, head.distractors, head.similarity)
+        and bool(set(head.style_names()) & set(base.style_names()))
     )
 
 
-def _detectable(base: Counts, head: Counts, sizes, depths, alpha: float) -> tuple[float | None, str]:
+def _detectable(
+    base: Counts, head: Counts, sizes, depths, alpha: float, styles: int
+) -> tuple[float | None, str]:
     """The drop in the planning group this comparison catches with 95% power."""
     group = planning_group(sizes, depths)
     base_hits, base_n = pooled(base, group.cells)
     _, head_n = pooled(head, group.cells)
     if not base_n or not head_n:
         return None, group.label
-    design = GroupDesign(cells=len(group.cells), family_size=len(family(sizes, depths)), alpha=alpha)
+    design = GroupDesign(cells=len(group.cells), family_size=styles * len(family(sizes, depths)), alpha=alpha)
     return detectable_drop(design, base_n=base_n, head_n=head_n, base_rate=base_hits / base_n), group.label
 
 
-def _test_against_base(rc: RecallComparison, hr: RecallResult, br: RecallResult, base: Counts) -> None:
-    head = testable_counts(hr)
-    tests = test_groups(base, head, rc.sizes, rc.depths, alpha=rc.alpha or hr.alpha, floor=rc.floor or 0.0)
+def _test_against_base(rc: RecallComparison, hr: RecallResult, base: Mapping[str, Counts]) -> None:
+    """Test the groups of every style both sides ran (BASE: each style's base counts)."""
+    grids = {s: (base[s], testable_counts(hr, s)) for s in hr.style_names() if s in base}
+    tests = test_styled_groups(grids, rc.sizes, rc.depths, alpha=rc.alpha or hr.alpha, floor=rc.floor or 0.0)
     rc.groups = [_group_delta(t) for t in tests]
-    flagged = {k for t in tests if t.regressed for k in t.group.cells}
+    flagged = {(t.style, *k) for t in tests if t.regressed for k in t.group.cells}
     for d in rc.cells:
-        if cell_key(d.size, d.depth) in flagged and d.drop is not None and d.drop > 0:
+        if (d.style, *cell_key(d.size, d.depth)) in flagged and d.drop is not None and d.drop > 0:
             d.verdict = "regressed"
-    rc.detectable_drop, rc.detectable_in = _detectable(base, head, rc.sizes, rc.depths, hr.alpha)
+    first = next(iter(grids), None)
+    if first is not None:
+        rc.detectable_drop, rc.detectable_in = _detectable(
+            *grids[first], rc.sizes, rc.depths, hr.alpha, len(grids)
+        )
+
+
+def _judge_alone(rc: RecallComparison, hr: RecallResult, styles: set[str]) -> None:
+    """Cells of STYLES (no comparable base) judged against the threshold: a failing cell of a style
+    whose pooled reading fails is below the threshold."""
+    status = {s.style: s.status for s in hr.styles}
+    for d in rc.cells:
+        failing = status.get(d.style, hr.status) == "fail"
+        if d.style in styles and failing and d.head_status == "fail":
+            d.verdict = "below-threshold"
 
 
 def _status(rc: RecallComparison, hr: RecallResult, br: RecallResult | None, tested: bool) -> str:
@@ -215,6 +278,8 @@ def _status(rc: RecallComparison, hr: RecallResult, br: RecallResult | None, tes
         return "fail"
     if not tested and not rc.unchanged and hr.status == "fail":
         return "fail"  # no comparable base: judged against the threshold, on pooled estimates
+    if tested and any(c.verdict == "below-threshold" for c in rc.cells):
+        return "fail"  # a style the base did not run, below the threshold
     if hr.partial or (tested and br is not None and br.partial):
         return "underpowered"
     if any(c.verdict == "inconclusive" for c in rc.cells) or (tested and not hr.full_trials):
@@ -242,32 +307,66 @@ def compare_recall(head: PromptResult, base: PromptResult | None) -> RecallCompa
         base=_side(br, with_history=comparable) if br else None,
         comparable=comparable or br is None,
     )
-    head_cells = {cell_key(c.size, c.depth): c for c in hr.cells}
-    base_cells = {cell_key(c.size, c.depth): c for c in br.cells} if br else {}
-    keys = sorted(set(head_cells) | set(base_cells))
-    rc.sizes = sorted({k[0] for k in keys})
-    rc.depths = sorted({k[1] for k in keys})
+    head_cells = {_key(c): c for c in hr.cells}
+    base_cells = {_key(c): c for c in br.cells} if br else {}
+    order = {
+        s: i for i, s in enumerate(dict.fromkeys([k[0] for k in head_cells] + [k[0] for k in base_cells]))
+    }
+    keys = sorted(set(head_cells) | set(base_cells), key=lambda k: (order[k[0]], k[1], k[2]))
+    rc.styles = list(order)
+    rc.sizes = sorted({k[1] for k in keys})
+    rc.depths = sorted({k[2] for k in keys})
     rc.unchanged = br is not None and comparable and _is_unchanged(hr, br)
     tested = br is not None and comparable and not rc.unchanged
-    pooled_base = base_counts(br) if br is not None and comparable else {}
+    both = set(hr.style_names()) & set(br.style_names()) if br is not None and comparable else set()
+    if br is not None and "gold" in both and _gold_target(br) != _gold_target(hr):
+        # the fixture's answer changed: another quantity, judged against the threshold alone
+        both.discard("gold")
+        rc.notes.append(
+            f"This pull request changes what the gold fixture counts as right ({_gold_target(br)} → "
+            f"{_gold_target(hr)}): gold is judged against the threshold alone, not compared with the base."
+        )
+    pooled_base = {s: base_counts(br, s) for s in both} if br is not None else {}
     for key in keys:
         base_cell = base_cells.get(key) if br is not None else None
-        rc.cells.append(_cell_delta(key, head_cells.get(key), base_cell, pooled_base, compared=comparable))
-    if tested and br is not None:
-        _test_against_base(rc, hr, br, pooled_base)
+        rc.cells.append(
+            _cell_delta(
+                key, head_cells.get(key), base_cell, pooled_base.get(key[0], {}), compared=key[0] in both
+            )
+        )
+    if tested:
+        _test_against_base(rc, hr, pooled_base)
+        _judge_alone(rc, hr, set(hr.style_names()) - both)
     elif hr.status == "fail":
-        for d in rc.cells:
-            if d.head_status == "fail":
-                d.verdict = "below-threshold"
+        _judge_alone(rc, hr, set(hr.style_names()))
     rc.status = _status(rc, hr, br, tested)  # type: ignore[assignment]
     rc.samples = _samples(hr.cells)
     return rc
 
 
+def _gold_target(r: RecallResult) -> str:
+    """The expected answer the gold cells scored against (the fixture's ``expected``, as shown)."""
+    return " / ".join(sorted({a.needle for c in r.cells if c.style == "gold" for a in c.answers}))
+
+
+def _key(c: RecallCell) -> StyledKey:
+    return (c.style, *cell_key(c.size, c.depth))
+
+
 def _samples(cells: Sequence[RecallCell], limit: int = 12) -> list[AnswerSample]:
-    out: list[AnswerSample] = []
+    """Up to LIMIT wrong answers, shared fairly between the styles (each gets its turn in order)."""
+    per_style: dict[str, list[AnswerSample]] = {}
     for c in cells:
         for a in c.answers:
-            if not a.hit and len(out) < limit:
-                out.append(AnswerSample(size=c.size, depth=c.depth, expected=a.needle, answer=a.answer))
+            if not a.hit:
+                sample = AnswerSample(
+                    style=c.style, size=c.size, depth=c.depth, expected=a.needle, answer=a.answer
+                )
+                per_style.setdefault(c.style, []).append(sample)
+    out: list[AnswerSample] = []
+    queues = list(per_style.values())
+    while len(out) < limit and any(queues):
+        for q in queues:
+            if q and len(out) < limit:
+                out.append(q.pop(0))
     return out

@@ -33,7 +33,7 @@ from needle_action.compare.models import (
 )
 from needle_action.compare.recall import compare_recall
 from needle_action.compare.tokens import budget_reason, growth_reason, token_delta
-from needle_action.results import PromptResult, Results, SkipKind
+from needle_action.results import ABSENT_STYLE, PromptResult, Results, SkipKind
 
 
 def _case_hashes(p: PromptResult) -> set[str]:
@@ -129,30 +129,54 @@ def _failures_of(pc: PromptComparison) -> list[Failure]:
     return out
 
 
+def _measure(rc: RecallComparison, style: str) -> tuple[str, str]:
+    """(what a style's rate measures, named with the style when it needs naming; why it matters):
+    ``recall``, ``recall [nonlexical]``, ``abstention [absent]``."""
+    if style == ABSENT_STYLE:
+        return f"abstention [{style}]", " (the model invents answers the context does not hold)"
+    return ("recall" if len(rc.styles) <= 1 else f"recall [{style}]"), ""
+
+
 def _recall_failures(pc: PromptComparison, rc: RecallComparison, loc: dict[str, Any]) -> list[Failure]:
     out: list[Failure] = []
     for g in rc.groups:
         if g.verdict != "regressed":
             continue
+        what, why = _measure(rc, g.style)
         out.append(
             Failure(
                 kind="recall-regression",
-                title=f"needle: {pc.name} recall regressed",
+                title=f"needle: {pc.name} {what.split(' ')[0]} regressed",
                 message=(
-                    f"{pc.name}: recall at {g.label} fell from {g.base_hits}/{g.base_trials} to "
-                    f"{g.head_hits}/{g.head_trials} (mean drop {g.drop * 100 if g.drop else 0:.0f} pt; "
+                    f"{pc.name}: {what} at {g.label} fell from {g.base_hits}/{g.base_trials} to "
+                    f"{g.head_hits}/{g.head_trials}{why} (mean drop {g.drop * 100 if g.drop else 0:.0f} pt; "
                     f"exact stratified test p={g.p_value:.3g} <= {g.holm_bound:.3g}, Holm at family "
                     f"alpha {rc.alpha:g})"
                 ),
                 **loc,
             )
         )
-    if rc.status == "fail" and not rc.groups and rc.head is not None:
+    if rc.status == "fail" and rc.head is not None:
+        out += _threshold_failures(pc, rc, loc)
+    return out
+
+
+def _threshold_failures(pc: PromptComparison, rc: RecallComparison, loc: dict[str, Any]) -> list[Failure]:
+    """One failure per style judged against the threshold alone (no comparable base) that fails."""
+    assert rc.head is not None
+    below = list(dict.fromkeys(c.style for c in rc.cells if c.verdict == "below-threshold"))
+    if not below and not rc.groups:
+        below = [""]  # a result without cell styles: the prompt's own summary says it
+    out = []
+    for style in below:
+        line = rc.head.style(style)
+        what, why = _measure(rc, style) if style else ("recall", "")
+        summary = line.summary if line is not None else rc.head.summary
         out.append(
             Failure(
                 kind="recall-threshold",
-                title=f"needle: {pc.name} recall below threshold",
-                message=f"{pc.name}: {rc.head.summary} (no comparable base result)",
+                title=f"needle: {pc.name} {what.split(' ')[0]} below threshold",
+                message=f"{pc.name}: {'' if what == 'recall' else f'{what}: '}{summary}{why} (no comparable base result)",
                 **loc,
             )
         )

@@ -9,6 +9,8 @@
 from needle_action.config.loader import FIXTURE_SUFFIXES, load_config
 from needle_action.config.model import (
     DEFAULT_DEPTHS,
+    LOOK_ALIKE_STYLES,
+    NEEDLE_STYLES,
     PROVIDERS,
     Config,
     FileAccess,
@@ -33,6 +35,8 @@ __all__ = [
     "parse_growth",
     "load_config",
     "DEFAULT_DEPTHS",
+    "LOOK_ALIKE_STYLES",
+    "NEEDLE_STYLES",
     "PROVIDERS",
     "FIXTURE_SUFFIXES",
 ]

@@ -22,11 +22,12 @@ Paths in the file are relative to the file's own folder (the "root"); nothing ma
 
 from __future__ import annotations
 
+import difflib
 import re
 from pathlib import Path
-from typing import Literal
+from typing import Literal, get_args
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
 
 from needle_action.paths import is_visible
 from needle_action.providers.specs import PROVIDER_NAMES, ProviderName
@@ -88,6 +89,16 @@ class NeedleSpec(Strict):
     answer: str = "{value}"
 
 
+NeedleStyle = Literal[
+    "codeword", "sentence", "distractors", "multihop", "custom", "gold", "nonlexical", "absent"
+]
+NEEDLE_STYLES: tuple[str, ...] = get_args(NeedleStyle)
+# styles that take generated look-alikes (gold moves the user's own items, multihop brings its own
+# decoys, custom needles have no subject to vary)
+LOOK_ALIKE_STYLES = ("codeword", "sentence", "distractors", "nonlexical", "absent")
+DEFAULT_DISTRACTORS = {"distractors": 3}  # the distractors style has always placed three
+
+
 class RecallSettings(Strict):
     enabled: bool = True
     sizes: list[int] | Literal["auto"] = Field(default_factory=lambda: [2000, 8000])
@@ -95,8 +106,18 @@ class RecallSettings(Strict):
     # "auto": the fewest trials per cell that catch a drop of min_drop with 95% power (recall/power.py)
     trials: int | Literal["auto"] = "auto"
     threshold: float = Field(default=0.8, ge=0.0, le=1.0, description="minimum recall per cell")
-    needle: Literal["codeword", "sentence", "distractors", "multihop", "custom"] = "codeword"
+    needle: NeedleStyle | list[NeedleStyle] = Field(
+        default="codeword", description="needle style, or a list: each cell runs one style"
+    )
     needles: list[NeedleSpec] = Field(default_factory=list)
+    distractors: int | None = Field(
+        default=None, ge=0, le=8, description="look-alikes per trial; default 0 (3 for the distractors style)"
+    )
+    similarity: Literal["low", "medium", "high"] = "high"
+    abstain_phrases: list[str] | None = Field(
+        default=None, description="absent: replies that count as abstaining; default a built-in list"
+    )
+    abstain_regex: str | None = None
     scoring: Literal["strict", "contains", "regex"] = "strict"
     answer_regex: str | None = None
     filler_globs: list[str] = Field(default_factory=list)
@@ -139,18 +160,73 @@ class RecallSettings(Strict):
             raise ValueError("every depth must be between 0.0 (start) and 1.0 (end)")
         return sorted(set(float(d) for d in v))
 
+    @property
+    def styles(self) -> list[str]:
+        """The needle styles this prompt runs, in the order written."""
+        return [self.needle] if isinstance(self.needle, str) else list(self.needle)
+
+    def distractor_count(self, style: str) -> int:
+        """Look-alikes per trial of STYLE (0 for styles that take none)."""
+        if style not in LOOK_ALIKE_STYLES:
+            return 0
+        return self.distractors if self.distractors is not None else DEFAULT_DISTRACTORS.get(style, 0)
+
+    @field_validator("needle", mode="before")
+    @classmethod
+    def _styles(cls, v):
+        # before the Literal check, so the message names the word that is wrong
+        names = v if isinstance(v, list) else [v]
+        for name in names:
+            if isinstance(name, str) and name not in NEEDLE_STYLES:
+                close = difflib.get_close_matches(name, NEEDLE_STYLES, n=1)
+                guess = f" (did you mean {close[0]!r}?)" if close else ""
+                raise ValueError(f"unknown needle style {name!r}{guess}; styles: {', '.join(NEEDLE_STYLES)}")
+        if isinstance(v, list):
+            if not v:
+                raise ValueError(
+                    'needle must name a style, or list at least one (e.g. ["codeword", "absent"])'
+                )
+            if len(set(v)) != len(v):
+                raise ValueError("needle lists a style twice")
+        return v
+
+    @field_validator("distractors")
+    @classmethod
+    def _look_alikes(cls, v, info: ValidationInfo):
+        needle = info.data.get("needle", "codeword")
+        styles = [needle] if isinstance(needle, str) else list(needle)
+        if v and not set(styles) & set(LOOK_ALIKE_STYLES):
+            raise ValueError(
+                f"distractors apply to the {', '.join(LOOK_ALIKE_STYLES)} styles, and this prompt runs none "
+                "of them (gold moves your own items, multihop has its own decoys)"
+            )
+        return v
+
+    @field_validator("abstain_phrases")
+    @classmethod
+    def _phrases(cls, v):
+        if v is not None and not all(p.strip() for p in v):
+            raise ValueError("abstain_phrases must not contain an empty phrase (it would match every reply)")
+        return v
+
+    @field_validator("answer_regex", "abstain_regex")
+    @classmethod
+    def _compiles(cls, v, info: ValidationInfo):
+        if v is not None:
+            try:
+                re.compile(v)
+            except re.error as exc:
+                raise ValueError(f"{info.field_name} does not compile: {exc}") from None
+        return v
+
     @model_validator(mode="after")
-    def _custom(self):
-        if self.needle == "custom" and not self.needles:
+    def _combinations(self):
+        styles = self.styles
+        if "custom" in styles and not self.needles:
             raise ValueError('needle = "custom" needs at least one [[...recall.needles]] entry')
         if self.scoring == "regex":
             if not self.answer_regex:
                 raise ValueError('scoring = "regex" needs answer_regex')
-        if self.answer_regex:
-            try:
-                re.compile(self.answer_regex)
-            except re.error as exc:
-                raise ValueError(f"answer_regex does not compile: {exc}") from None
         return self
 
 

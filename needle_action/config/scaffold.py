@@ -13,6 +13,7 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from needle_action.assemble.fixtures import load_fixture
 from needle_action.assemble.prompty import split_prompty
 from needle_action.assemble.render import referenced_templates, render_case, undeclared_variables
 from needle_action.assemble.sandbox import environment_for
@@ -83,6 +84,7 @@ class FoundTemplate:
     problem: str | None = None
     has_sample: bool = False  # a .prompty sample / a .prompt input.default renders without a fixture
     rough_chars: int | None = None
+    gold_fixture: str | None = None  # the first fixture that names its answer (`expected`)
 
 
 def _walk(root: Path, suffixes: tuple[str, ...]) -> list[Path]:
@@ -247,7 +249,9 @@ def render_starter(found: list[FoundTemplate], partials: list[str]) -> str:
         f"depths = {json.dumps(r.depths)}   # needle positions: 0 = start, 1 = end",
         f'trials = {json.dumps(r.trials)}                # trials per cell; "auto": enough to catch a drop of min_drop',
         f"threshold = {r.threshold}                # minimum recall per cell",
-        f"needle = {_s(r.needle)}              # codeword | sentence | distractors | multihop | custom",
+        f"needle = {_s(r.styles[0])}              # codeword | sentence | distractors | multihop | custom | gold | nonlexical | absent, or a list (docs/needles.md)",
+        "# distractors = 3                # look-alikes per trial that differ in subject and value",
+        '# similarity = "high"            # how alike they are: low | medium | high',
         f"seed = {r.seed}",
         "# max_calls = 500                # stop cleanly (partial result) after this many model calls",
         "# max_cost_usd = 2.0             # ... or this estimated spend",
@@ -290,12 +294,34 @@ def render_starter(found: list[FoundTemplate], partials: list[str]) -> str:
         else:
             out.append("# max_input_tokens = 8000")
         out.append('# max_growth = "10%"')
-        if not (f.context_var and f.question_var and (f.fixtures or f.has_sample)):
-            out += [
-                f"[prompts.{f.name}.recall]",
-                "enabled = false   # turn on once fixtures, context_var and question_var are set",
-            ]
+        out += _recall_table(f)
     return "\n".join(out) + "\n"
+
+
+def _recall_table(f: FoundTemplate) -> list[str]:
+    """The prompt's own recall keys: off until it can run; ``gold`` when a fixture names its answer."""
+    lines: list[str] = []
+    if not (f.context_var and f.question_var and (f.fixtures or f.has_sample)):
+        lines.append("enabled = false   # turn on once fixtures, context_var and question_var are set")
+    if f.gold_fixture is not None:
+        if f.fixtures and f.gold_fixture != f.fixtures[0]:
+            lines.append(f"fixture = {_s(f.gold_fixture)}   # the fixture that names its answer")
+        lines.append(
+            'needle = "gold"   # the fixture names its answer (expected): move its real gold item through '
+            'the context, as in "Lost in the Middle"; or ["gold", "nonlexical", "absent"]'
+        )
+    return [f"[prompts.{f.name}.recall]", *lines] if lines else []
+
+
+def _gold_fixture(fixtures: list[str], config_dir: Path) -> str | None:
+    """The first fixture with a top-level ``expected`` (its answer), for ``needle = "gold"``."""
+    for rel in fixtures:
+        try:
+            if "expected" in load_fixture(config_dir / rel):
+                return rel
+        except NeedleError:  # a broken fixture is reported when the file is used, not here
+            continue
+    return None
 
 
 def write_starter(root: str | os.PathLike, config_path: str | os.PathLike, force: bool = False) -> Path:
@@ -346,6 +372,7 @@ def write_starter(root: str | os.PathLike, config_path: str | os.PathLike, force
             continue
         f = FoundTemplate(path=t, rel=rel, name=_prompt_name(t, taken))
         f.fixtures = _fixture_candidates(t.absolute(), config_dir, [p.absolute() for p in fixture_files])
+        f.gold_fixture = _gold_fixture(f.fixtures, config_dir)
         _inspect(f, config_dir)
         _estimate(f, config_dir)
         found.append(f)

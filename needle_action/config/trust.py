@@ -51,6 +51,12 @@ RECALL_POLICY_KEYS = (
     "needles",
     "scoring",
     "answer_regex",
+    # how hard a probe is and what counts as an abstention: abstain_regex = ".*" would pass every
+    # absent trial, distractors = 0 would make a look-alike probe easy
+    "distractors",
+    "similarity",
+    "abstain_phrases",
+    "abstain_regex",
 )
 
 Kind = Literal["policy", "endpoint", "files"]

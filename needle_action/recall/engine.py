@@ -16,15 +16,14 @@ import json
 from pathlib import Path
 from typing import Literal
 
+from needle_action.assemble.fixtures import load_fixture
 from needle_action.assemble.render import render_case
 from needle_action.config.model import Config, PromptConfig
 from needle_action.errors import ProviderUnavailable
 from needle_action.paths import relative
 from needle_action.providers.base import Provider
 from needle_action.providers.registry import make_provider
-from needle_action.recall import stats
 from needle_action.recall.cache import ResultCache, default_cache_path
-from needle_action.recall.diagnose import diagnose, read_grid
 from needle_action.recall.haystack import HaystackBuilder
 from needle_action.recall.history import base_counts, pool_history
 from needle_action.recall.plan import (
@@ -37,6 +36,8 @@ from needle_action.recall.plan import (
     skip_reason,
 )
 from needle_action.recall.power import plan_run
+from needle_action.recall.probes.gold import answer_keys
+from needle_action.recall.probes.summary import summarize_cells
 from needle_action.recall.scheduler import (
     PROVIDER_STOP_PREFIX,
     CellRun,
@@ -74,25 +75,22 @@ def summarize(
     stop_reason = outcome.stop_reason
     cells = [c.to_result(thr) for c in plan.cells]
     partial = stop_reason is not None and any(not c.complete(thr, rs.early_stop) for c in plan.cells)
-    rates: dict[int, list[float | None]] = {}
-    for c in cells:
-        rates.setdefault(c.size, []).append(c.rate)
-    # worst depth per size; unknown when some depth has no trial at all
-    worst = {s: (None if None in r else min(r)) for s, r in rates.items()}  # type: ignore[type-var]
-    reading = read_grid(cells, threshold=thr, alpha=rs.alpha, partial=partial)
-    settled = sum(c.status != "undecided" for c in cells)
-    diagnosis = diagnose(
-        reading,
+    # per needle style (each its own grid), and for the prompt over its recall styles (probes/summary.py)
+    summary = summarize_cells(
+        cells,
+        plan.sizes,
         threshold=thr,
+        alpha=rs.alpha,
         planned_trials=power.trials if power else max((c.planned for c in plan.cells), default=0),
+        partial=partial,
         partial_reason=stop_reason,
-        decided=(settled, len(cells)),
     )
+    distractors = max(rs.distractor_count(s) for s in rs.styles)
     return RecallResult(
         provider=provider_name,
         model=plan.prompt.model,
         fixture=plan.fixture,
-        needle_style=rs.needle,
+        needle_style="+".join(rs.styles),
         scoring=rs.scoring,
         threshold=thr,
         seed=rs.seed,
@@ -100,11 +98,11 @@ def summarize(
         min_drop=rs.min_drop,
         settings_hash=plan.settings_hash,
         cells=cells,
-        effective_context=reading.effective_context,
-        effective_context_low=reading.effective_low,
-        effective_context_high=reading.effective_high,
-        effective_context_relative=stats.effective_context_relative(plan.sizes, worst, thr),
-        diagnosis=diagnosis,
+        effective_context=summary.effective_context,
+        effective_context_low=summary.effective_low,
+        effective_context_high=summary.effective_high,
+        effective_context_relative=summary.effective_context_relative,
+        diagnosis=summary.diagnosis,
         calls=outcome.calls,
         cached_calls=0,
         saved_calls=sum(c.saved for c in plan.cells),
@@ -114,8 +112,11 @@ def summarize(
         cost_known=price(plan.prompt, 1000, 100) is not None,
         partial=partial,
         partial_reason=stop_reason if partial else None,
-        status="fail" if reading.fails else ("partial" if partial else "pass"),
+        status="fail" if summary.fails else ("partial" if partial else "pass"),
         power=power,
+        distractors=distractors,
+        similarity=rs.similarity if distractors or "absent" in rs.styles else None,
+        styles=summary.styles,
     )
 
 
@@ -178,16 +179,18 @@ class _Run:
 
     def known_base(self, prompt: PromptConfig) -> dict | None:
         """The baseline's sample of PROMPT (history included) when it measured the same model and
-        needles: its rates plan this run's trials (recall/power.py)."""
+        needles: its rates plan this run's trials (recall/power.py). With several needle styles the
+        first one's rates plan them (every style runs the same trials per cell)."""
         base_pr = self.baseline.prompt(prompt.name) if self.baseline is not None else None
         base = base_pr.recall if base_pr is not None else None
+        styles = prompt.recall.styles
         if base is None or (base.model, base.needle_style, base.scoring) != (
             prompt.model,
-            prompt.recall.needle,
+            "+".join(styles),
             prompt.recall.scoring,
         ):
             return None
-        return base_counts(base)
+        return base_counts(base, style=styles[0])
 
     def with_history(self, result: RecallResult, key: str) -> RecallResult:
         """RESULT with its pool key and the trials of earlier runs that share it (from the cache)."""
@@ -233,8 +236,13 @@ async def _recall_prompt(run: _Run, prompt: PromptConfig, pr: PromptResult) -> N
         sizes = list(prompt.recall.sizes)
 
     # reuse before any counting: an unchanged prompt costs no model call and no tokenizer call
-    digest = settings_hash(config, prompt, content_hash=base.content_hash(), fixture=fixture, sizes=sizes)
-    key = pool_key(config, prompt, content_hash=base.content_hash(), fixture=fixture)
+    keys = None
+    if "gold" in prompt.recall.styles and fixture_path is not None:  # not rendered, yet decide the result
+        keys = answer_keys(load_fixture(fixture_path))
+    digest = settings_hash(
+        config, prompt, content_hash=base.content_hash(), fixture=fixture, sizes=sizes, answer_keys=keys
+    )
+    key = pool_key(config, prompt, content_hash=base.content_hash(), fixture=fixture, answer_keys=keys)
     stored = run.stored(prompt, digest)
     if stored is not None:
         pr.recall = run.with_history(stored, key)
@@ -267,8 +275,14 @@ async def _recall_prompt(run: _Run, prompt: PromptConfig, pr: PromptResult) -> N
         alpha=rs.alpha,
         min_drop=rs.min_drop,
         base=run.known_base(prompt),
+        styles=len(rs.styles),
     )
-    cells = [CellRun(size, depth, power.trials) for size in sizes for depth in rs.depths]
+    cells = [
+        CellRun(size, depth, power.trials, style=style)
+        for style in rs.styles
+        for size in sizes
+        for depth in rs.depths
+    ]
     plan = PromptPlan(prompt.name, prompt, fixture, sizes, builder, digest, cells)
     result = await _run_plan(run, plan, provider, pr, power)
     if result is not None:

@@ -19,6 +19,10 @@ Slot shapes:
 Distractors go at other depths (0.1 .. 0.9, at least 0.15 away from the needle); a multi-hop needle's
 second fact goes near the end (depth 0.95, or just after the first fact when that is deeper).
 
+Gold (``needle = "gold"``): the fixture's gold item (or passage) is the needle, placed as it is; the
+hay of gold trials is the fixture's context *without* it, then the same repository and generated
+filler, so the gold item moves among the real items it was retrieved with.
+
 Sizing: filler units are pre-counted in one batch call; a monotone search over "how many words of
 filler" starts from an estimate built on those counts and the per-item template overhead, then
 corrects with real measurements of the rendered prompt (a handful of renders, not hundreds).
@@ -42,7 +46,8 @@ from needle_action.assemble import Message, RenderedPrompt
 from needle_action.config import Config, PromptConfig
 from needle_action.errors import ConfigError, TemplateError
 from needle_action.recall.filler import Passage, generated_passages, repo_passages, scrub, split_paragraphs
-from needle_action.recall.needles import Needle
+from needle_action.recall.probes.gold import resolve_gold
+from needle_action.recall.probes.needle import Needle
 
 DISTRACTOR_DEPTHS = (0.1, 0.3, 0.5, 0.7, 0.9)
 SECOND_HOP_DEPTH = 0.95
@@ -190,9 +195,9 @@ class _Stream:
 
     BATCH = 48
 
-    def __init__(self, builder: HaystackBuilder, trial: int) -> None:
+    def __init__(self, builder: HaystackBuilder, trial: int, fixed: list[_Unit]) -> None:
         self.b = builder
-        self.units: list[_Unit] = list(builder._fixed_units)
+        self.units: list[_Unit] = list(fixed)
         self._gen: Iterator[Passage] = generated_passages(f"{builder.seed}:{trial}")
         self._cum_words = [0]
         self._cum_tokens = [0.0]
@@ -301,7 +306,7 @@ class HaystackBuilder:
 
         self._unit_counter = _unit_counter_for(counter)
         self._lock = threading.RLock()
-        self._streams: OrderedDict[int, _Stream] = OrderedDict()
+        self._streams: OrderedDict[tuple[int, bool], _Stream] = OrderedDict()
         self._base: int | None = None
         self._hint_words: dict[int, int] = {}  # size -> filler words that hit it last time
 
@@ -321,7 +326,31 @@ class HaystackBuilder:
         ]
         self._overhead = 2.0 if self._shape.kind == "string" else 0.0  # refined by _calibrate
         self._fixed_units = self._make_units(own + repo_items)
+        self.gold_needle: Needle | None = None
+        self._gold_units: list[_Unit] = []
+        if "gold" in prompt.recall.styles:
+            self._prepare_gold(where, repo_items)
         self._calibrate()
+
+    def _prepare_gold(self, config_where: dict, repo_items: list[Any]) -> None:
+        """The fixture's gold needle, and the hay of gold trials: its context without the gold."""
+        gold = resolve_gold(
+            self.variables,
+            context_var=self.context_var,
+            question_var=self.question_var,
+            fixture=self.fixture_path,
+            config_where=config_where,
+        )
+        if gold.index is not None:  # a list slot: the scrubbed item, as the template will show it
+            item = self._shape.items[gold.index]
+            rest = self._shape.items[: gold.index] + self._shape.items[gold.index + 1 :]
+            self.gold_needle = gold.needle(
+                item if self._shape.kind == "list_dict" else None, self._shape.body(item)
+            )
+        else:
+            rest = split_paragraphs(scrub(gold.rest), min_chars=1)
+            self.gold_needle = gold.needle(None, scrub(gold.passage or "").strip())
+        self._gold_units = self._make_units(rest + repo_items)
 
     # ---- counting ------------------------------------------------------------------------------
     def _make_units(self, items: list[Any]) -> list[_Unit]:
@@ -354,7 +383,7 @@ class HaystackBuilder:
         """Learn the template's per-item overhead from the fixture's own items (or a few generated ones)."""
         units = self._fixed_units[:8]
         if not units:
-            stream = _Stream(self, -1)
+            stream = _Stream(self, -1, [])
             stream.extend()
             units = stream.units[:8]
         q = self._default_question()
@@ -381,7 +410,7 @@ class HaystackBuilder:
             second = SECOND_HOP_DEPTH if depth < SECOND_HOP_DEPTH else depth
             out.extend((second, i, f, True) for i, f in enumerate(needle.facts[1:], start=1))
         if needle.distractors:
-            rng = random.Random(f"{self.seed}:{needle.answer}:distractors")
+            rng = random.Random(f"{self.seed}:{needle.key}:distractors")
             taken = [d for d, *_ in out]
             free = [d for d in DISTRACTOR_DEPTHS if all(abs(d - t) >= 0.15 for t in taken)]
             rng.shuffle(free)
@@ -392,7 +421,9 @@ class HaystackBuilder:
         return sorted(out, key=lambda p: (p[0], p[1]))
 
     def _needle_item(self, text: str, needle: Needle, order: int) -> Any:
-        rng = random.Random(f"{self.seed}:{needle.answer}:title:{order}")
+        if order == 0 and needle.item is not None:
+            return needle.item  # gold: the fixture's own item, title and role included
+        rng = random.Random(f"{self.seed}:{needle.key}:title:{order}")
         title = f"{rng.choice(_NEEDLE_TITLES)} {rng.randint(2, 48)}"
         return self._shape.item(text, title, index=rng.randrange(1 << 16), needle=True)
 
@@ -460,14 +491,16 @@ class HaystackBuilder:
         return "".join(pieces)
 
     # ---- building -----------------------------------------------------------------------------
-    def _stream(self, trial: int) -> _Stream:
-        s = self._streams.get(trial)
+    def _stream(self, trial: int, gold: bool = False) -> _Stream:
+        key = (trial, gold)
+        s = self._streams.get(key)
         if s is None:
-            s = self._streams[trial] = _Stream(self, trial)
+            fixed = self._gold_units if gold else self._fixed_units
+            s = self._streams[key] = _Stream(self, trial, fixed)
             while len(self._streams) > self.STREAMS_KEPT:
                 self._streams.popitem(last=False)
         else:
-            self._streams.move_to_end(trial)
+            self._streams.move_to_end(key)
         return s
 
     def build(self, size: int, depth: float, needle: Needle, trial: int) -> Trial:
@@ -476,7 +509,7 @@ class HaystackBuilder:
 
     def _build(self, size: int, depth: float, needle: Needle, trial: int) -> Trial:
         depth = min(1.0, max(0.0, float(depth)))
-        stream = self._stream(trial)
+        stream = self._stream(trial, gold=needle.style == "gold")
         question = needle.question
 
         def render(words: int) -> tuple[RenderedPrompt, int]:
@@ -530,7 +563,8 @@ class HaystackBuilder:
         return best
 
     def _token_offset(self, rendered: RenderedPrompt, needle: Needle) -> int:
-        fact = needle.facts[0]
+        # the first line of the fact (a gold item may be long, and a template may trim or wrap it)
+        fact = (needle.facts[0].strip().splitlines() or [""])[0][:120]
         if rendered.system and (c := rendered.system.find(fact)) >= 0:
             cut = RenderedPrompt(system=rendered.system[:c], messages=(), source=rendered.source)
             return self._prefix_tokens(cut)

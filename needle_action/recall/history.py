@@ -45,33 +45,40 @@ def pool_history(result: RecallResult, earlier: Iterable[RecallResult]) -> Recal
     chosen = sorted(best.values(), key=lambda r: r.seed)[:MAX_POOLED_RUNS]
     if not chosen:
         return None
-    totals: dict[CellKey, list[int]] = {}
+    totals: dict[tuple[str, int, float], list[int]] = {}
     for run in chosen:
         for c in run.cells:
-            hits_trials = totals.setdefault(cell_key(c.size, c.depth), [0, 0])
+            hits_trials = totals.setdefault((c.style, *cell_key(c.size, c.depth)), [0, 0])
             hits_trials[0] += c.hits
             hits_trials[1] += c.trials
     return RecallHistory(
         runs=len(chosen),
         seeds=[r.seed for r in chosen],
-        cells=[HistoryCell(size=k[0], depth=k[1], hits=h, trials=n) for k, (h, n) in sorted(totals.items())],
+        cells=[
+            HistoryCell(style=k[0], size=k[1], depth=k[2], hits=h, trials=n)
+            for k, (h, n) in sorted(totals.items())
+        ],
     )
 
 
-def testable_counts(result: RecallResult) -> dict[CellKey, tuple[int, int]]:
-    """Cells whose counts can be tested: run in full (not stopped early) with at least one trial."""
+def testable_counts(result: RecallResult, style: str | None = None) -> dict[CellKey, tuple[int, int]]:
+    """Cells (of STYLE, when given: each needle style is its own grid) whose counts can be tested:
+    run in full (not stopped early) with at least one trial."""
     return {
         cell_key(c.size, c.depth): (c.hits, c.trials)
         for c in result.cells
-        if c.trials > 0 and not c.stopped_early
+        if c.trials > 0 and not c.stopped_early and (style is None or c.style == style)
     }
 
 
-def base_counts(result: RecallResult) -> dict[CellKey, tuple[int, int]]:
-    """The sample RESULT gives as a base: its own testable cells plus its pooled history."""
-    counts = testable_counts(result)
+def base_counts(result: RecallResult, style: str | None = None) -> dict[CellKey, tuple[int, int]]:
+    """The sample RESULT gives as a base (of STYLE, when given): its own testable cells plus its
+    pooled history."""
+    counts = testable_counts(result, style)
     if result.history is not None:
         for h in result.history.cells:
+            if style is not None and (h.style or result.needle_style) != style:
+                continue
             key = cell_key(h.size, h.depth)
             hits, trials = counts.get(key, (0, 0))
             counts[key] = (hits + h.hits, trials + h.trials)

@@ -1,67 +1,48 @@
 """Needles: the facts hidden in the haystack, and the questions that ask for them.
 
-Every needle carries a fresh value shaped like ``QZT-4821-KLM`` (:data:`VALUE_RE`): three consonants,
-four digits, three consonants. About 6.4e11 possible values, no vowels so no value spells a word, and a
-shape that the filler is scrubbed of, so a model can only answer by actually finding the fact.
-Values come from the ``random.Random`` the engine passes in, so a run is reproducible from its seed.
-
-Styles (``[recall] needle = ...``):
+Styles (``[recall] needle = ...``; a list runs several, each cell carries its style):
 
 - ``codeword``: "The secret launch codeword is QZT-4821-KLM." / "What is the secret launch codeword?"
 - ``sentence``: a natural sentence that blends into business prose (a ticket, invoice, tracking number).
-- ``distractors``: the needle plus three look-alikes about other subjects (other warehouses, other
-  containers...) spread at other depths; the question asks for exactly one of them.
+- ``distractors``: a fact about one subject among look-alikes about other subjects (other warehouses,
+  other containers...) at other depths; the question names exactly one subject.
 - ``multihop``: fact A at the trial depth links an entity to a key ("Project Heron was assigned locker
   4471."), fact B near the end gives the value for that key ("Locker 4471 holds the recovery code ...").
   Two decoy B facts for other lockers make the hop necessary: B alone does not say which locker is meant.
 - ``custom``: the user's own ``[[recall.needles]]`` (fact / question / answer with ``{value}``).
+- ``gold``: the fixture's own gold item and question, moved; scored against its ``expected``
+  (:mod:`needle_action.recall.probes.gold`).
+- ``nonlexical``: a fact and a question with no content word in common, one hop of common knowledge
+  apart (:mod:`needle_action.recall.probes.bank`).
+- ``absent``: a question whose answer is not in the context, a near miss at the trial depth; a
+  correct reply abstains (:mod:`needle_action.recall.probes.absent`).
 
-Every question ends by asking for the value alone, which is what strict scoring expects.
+``distractors = N`` and ``similarity`` add graded look-alikes to ``codeword`` (which then names a
+subject, so look-alikes can differ from it), ``sentence``, ``distractors``, ``nonlexical`` and
+``absent`` (:mod:`needle_action.recall.probes.families`). Every value-style question ends by asking
+for the value alone, which is what strict scoring expects.
 """
 
 from __future__ import annotations
 
 import random
 import re
-from dataclasses import dataclass
+import string
 
 from needle_action.config import RecallSettings
 from needle_action.errors import ConfigError
-
-VALUE_RE: re.Pattern[str] = re.compile(r"\b[A-Z]{3}-\d{4}-[A-Z]{3}\b")
+from needle_action.recall.probes.absent import absent
+from needle_action.recall.probes.bank import nonlexical
+from needle_action.recall.probes.families import FAMILIES, LookAlike, look_alikes
+from needle_action.recall.probes.needle import Needle
+from needle_action.recall.probes.values import VALUE_RE, distinct_values, make_value
 
 # Multi-hop bridge keys ("locker 4471"): the link between fact A and fact B. Filler is scrubbed of this
 # shape too, so the only bridge in a prompt is the one we put there.
 BRIDGE_NOUNS = ("locker", "cabinet", "drawer", "mailbox")
 BRIDGE_RE: re.Pattern[str] = re.compile(r"\b(?:locker|cabinet|drawer|mailbox) \d{4}\b", re.IGNORECASE)
 
-# Consonants only: a value never spells a word, so it cannot be guessed from language.
-_LETTERS = "BCDFGHJKLMNPQRSTVWXZ"
-
-
-@dataclass(frozen=True)
-class Needle:
-    style: str  # codeword | sentence | distractors | multihop | custom
-    facts: tuple[str, ...]  # inserted in the context; multihop: (fact at the trial depth, fact near the end)
-    question: str  # goes into the prompt's question slot
-    answer: str  # expected answer (the scoring target)
-    distractors: tuple[str, ...] = ()  # look-alike facts with other values, placed at other depths
-
-
-def make_value(rng: random.Random) -> str:
-    """A fresh ``ABC-1234-DEF`` value drawn from RNG."""
-    head = "".join(rng.choice(_LETTERS) for _ in range(3))
-    tail = "".join(rng.choice(_LETTERS) for _ in range(3))
-    return f"{head}-{rng.randrange(10000):04d}-{tail}"
-
-
-def _values(rng: random.Random, n: int) -> list[str]:
-    out: list[str] = []
-    while len(out) < n:
-        v = make_value(rng)
-        if v not in out:
-            out.append(v)
-    return out
+__all__ = ["BRIDGE_RE", "VALUE_RE", "Needle", "make_needle", "make_value"]
 
 
 # --- codeword ---------------------------------------------------------------------------------
@@ -79,7 +60,9 @@ _CODEWORDS = (
 )
 
 
-def _codeword(rng: random.Random) -> Needle:
+def _codeword(rng: random.Random, distractors: int, similarity: str) -> Needle:
+    if distractors:  # look-alikes need a subject to differ in: the codeword names one
+        return _family(rng, distractors, similarity, style="codeword")
     subject, noun = rng.choice(_CODEWORDS)
     value = make_value(rng)
     return Needle(
@@ -92,20 +75,43 @@ def _codeword(rng: random.Random) -> Needle:
 
 # --- sentence ----------------------------------------------------------------------------------
 
-_ITEMS = (
-    "damaged cargo rack",
-    "cracked display panel",
-    "leaking coffee machine",
-    "bent wheel rim",
-    "faulty battery charger",
-    "scratched oak desk",
-    "noisy ceiling fan",
-    "broken garden pump",
-)
-_PLACES = ("Lisbon", "Tampere", "Bristol", "Ghent", "Valencia", "Kraków", "Oulu", "Porto")
-_TEAMS = ("billing", "logistics", "field service", "procurement", "warranty", "facilities")
-_PRODUCTS = ("analytics suite", "design studio", "mapping toolkit", "payroll service", "backup agent")
-_WEEKDAYS = ("Monday", "Tuesday", "Wednesday", "Thursday", "Friday")
+_FIELDS = {
+    "item": (
+        "damaged cargo rack",
+        "cracked display panel",
+        "leaking coffee machine",
+        "bent wheel rim",
+        "faulty battery charger",
+        "scratched oak desk",
+        "noisy ceiling fan",
+        "broken garden pump",
+        "torn awning fabric",
+    ),
+    "place": ("Lisbon", "Tampere", "Bristol", "Ghent", "Valencia", "Kraków", "Oulu", "Porto", "Aarhus"),
+    "team": (
+        "billing",
+        "logistics",
+        "field service",
+        "procurement",
+        "warranty",
+        "facilities",
+        "security",
+        "catering",
+        "quality",
+    ),
+    "product": (
+        "analytics suite",
+        "design studio",
+        "mapping toolkit",
+        "payroll service",
+        "backup agent",
+        "booking engine",
+        "ticketing portal",
+        "survey platform",
+        "inventory tracker",
+    ),
+    "weekday": ("Monday", "Tuesday", "Wednesday", "Thursday", "Friday"),
+}
 
 # (fact, question, noun); fields filled from the lists above
 _SENTENCES = (
@@ -137,67 +143,74 @@ _SENTENCES = (
 )
 
 
-def _sentence(rng: random.Random) -> Needle:
-    fact, question, noun = rng.choice(_SENTENCES)
+def _asked_fields(question: str) -> list[str]:
+    """The fields a question names (what a look-alike must differ in to be another fact)."""
+    return [name for _, name, _, _ in string.Formatter().parse(question) if name]
+
+
+def _sentence_look_alikes(
+    index: int, fields: dict[str, str], n: int, similarity: str, rng: random.Random, avoid: set[str]
+) -> list[LookAlike]:
+    """``high``: the needle's sentence with one asked field changed; ``medium``: another kind of
+    record about what the question names; ``low``: a fact of a value family (no shared subject)."""
+    if n == 0:
+        return []
+    if similarity == "low":
+        family = rng.choice(FAMILIES)
+        return look_alikes(family, [], n, "low", rng, avoid)
+    values = [v for v in distinct_values(rng, n + len(avoid)) if v not in avoid][:n]
+    fact, question, _ = _SENTENCES[index]
+    if similarity == "high":
+        variants = [
+            {**fields, f: other}
+            for f in _asked_fields(question)
+            for other in _FIELDS[f]
+            if other != fields[f]
+        ]
+        picks = rng.sample(variants, min(n, len(variants)))
+        return [LookAlike(fact.format(value=v, **p), v) for p, v in zip(picks, values, strict=False)]
+    # medium: other records about what the question names; the fields it does not name are redrawn
+    asked = _asked_fields(question)
+    others = [i for i in range(len(_SENTENCES)) if i != index]
+    out = []
+    for v in values:
+        redrawn = {f: (x if f in asked else rng.choice(_FIELDS[f])) for f, x in fields.items()}
+        out.append(LookAlike(_SENTENCES[rng.choice(others)][0].format(value=v, **redrawn), v))
+    return out
+
+
+def _sentence(rng: random.Random, distractors: int, similarity: str) -> Needle:
+    index = rng.randrange(len(_SENTENCES))
+    fact, question, noun = _SENTENCES[index]
     value = make_value(rng)
-    fields = {
-        "item": rng.choice(_ITEMS),
-        "place": rng.choice(_PLACES),
-        "team": rng.choice(_TEAMS),
-        "product": rng.choice(_PRODUCTS),
-        "weekday": rng.choice(_WEEKDAYS),
-    }
+    fields = {name: rng.choice(options) for name, options in _FIELDS.items()}
+    others = _sentence_look_alikes(index, fields, distractors, similarity, rng, {value})
     return Needle(
         style="sentence",
         facts=(fact.format(value=value, **fields),),
         question=f"{question.format(**fields)} Answer with only the {noun}, nothing else.",
         answer=value,
+        distractors=tuple(o.text for o in others),
+        distractor_values=tuple(o.value for o in others),
     )
 
 
-# --- distractors -------------------------------------------------------------------------------
-
-# (fact template, question template, noun, subjects): subjects are single distinct words, so the
-# question names exactly one of them and a reader must match it, not just find "a code".
-_FAMILIES = (
-    (
-        "The access code for the {s} warehouse is {value}.",
-        "What is the access code for the {s} warehouse?",
-        "access code",
-        ("north", "harbour", "river", "airport", "mountain", "canal", "orchard", "quarry"),
-    ),
-    (
-        "The shipping reference for the {s} container is {value}.",
-        "What is the shipping reference for the {s} container?",
-        "shipping reference",
-        ("amber", "cobalt", "crimson", "olive", "ivory", "teal", "violet", "slate"),
-    ),
-    (
-        "The badge number issued to {s} is {value}.",
-        "What is the badge number issued to {s}?",
-        "badge number",
-        ("Okafor", "Lindqvist", "Moreau", "Tanaka", "Haddad", "Kowalczyk", "Ferreira", "Brennan"),
-    ),
-    (
-        "The maintenance permit for the {s} bridge is {value}.",
-        "What is the maintenance permit for the {s} bridge?",
-        "permit number",
-        ("eastern", "railway", "stone", "suspension", "footpath", "castle", "market", "ferry"),
-    ),
-)
+# --- subjects of a family (the distractors style; codeword with look-alikes) -------------------
 
 
-def _distractors(rng: random.Random) -> Needle:
-    fact, question, noun, subjects = rng.choice(_FAMILIES)
-    count = 3  # three look-alikes + the needle: four similar facts in the context
-    picked = rng.sample(subjects, count + 1)
-    values = _values(rng, count + 1)
+def _family(rng: random.Random, distractors: int, similarity: str, *, style: str) -> Needle:
+    """A fact about one subject of a value family, and DISTRACTORS look-alikes of SIMILARITY."""
+    family = rng.choice(FAMILIES)
+    subject = rng.choice(family.subjects)
+    value = make_value(rng)
+    others = look_alikes(family, [subject], distractors, similarity, rng, {value})
     return Needle(
-        style="distractors",
-        facts=(fact.format(s=picked[0], value=values[0]),),
-        question=f"{question.format(s=picked[0])} Answer with only the {noun}, nothing else.",
-        answer=values[0],
-        distractors=tuple(fact.format(s=s, value=v) for s, v in zip(picked[1:], values[1:], strict=True)),
+        style=style,
+        facts=(family.fact(subject, value),),
+        question=f"{family.ask(subject)} Answer with only the {family.noun}, nothing else.",
+        answer=value,
+        distractors=tuple(o.text for o in others),
+        distractor_values=tuple(o.value for o in others),
     )
 
 
@@ -226,7 +239,7 @@ def _multihop(rng: random.Random) -> Needle:
     noun = rng.choice(BRIDGE_NOUNS)
     secret, short = rng.choice(_SECRETS)
     numbers = rng.sample(range(1000, 10000), 3)
-    values = _values(rng, 3)
+    values = distinct_values(rng, 3)
     key = f"{noun} {numbers[0]}"
     first = f"{entity[0].upper()}{entity[1:]} was assigned {key}."
     second = f"{noun.capitalize()} {numbers[0]} holds the {secret} {values[0]}."
@@ -243,6 +256,7 @@ def _multihop(rng: random.Random) -> Needle:
         ),
         answer=values[0],
         distractors=decoys,
+        distractor_values=tuple(values[1:]),
     )
 
 
@@ -270,19 +284,31 @@ def _custom(settings: RecallSettings, rng: random.Random) -> Needle:
     )
 
 
-def make_needle(settings: RecallSettings, rng: random.Random) -> Needle:
-    """A fresh needle of ``settings.needle`` style; deterministic given RNG's state."""
-    style = settings.needle
-    if style == "codeword":
-        return _codeword(rng)
-    if style == "sentence":
-        return _sentence(rng)
-    if style == "distractors":
-        return _distractors(rng)
-    if style == "multihop":
-        return _multihop(rng)
-    if style == "custom":
-        return _custom(settings, rng)
+def _gold_unset() -> Needle:
     raise ConfigError(
-        f"unknown needle style {style!r}", hint="codeword, sentence, distractors, multihop or custom"
+        'needle = "gold" needs the fixture\'s gold item; it is resolved when the haystack is built',
+        hint="run gold needles through the recall engine (needle recall), which reads the fixture",
     )
+
+
+def make_needle(
+    settings: RecallSettings, rng: random.Random, *, style: str | None = None, gold: Needle | None = None
+) -> Needle:
+    """A fresh needle of STYLE (default: the prompt's first style); deterministic given RNG's state.
+    GOLD is the fixture's gold needle (:meth:`HaystackBuilder.gold_needle`), the same every trial."""
+    style = style or settings.styles[0]
+    n, similarity = settings.distractor_count(style), settings.similarity
+    makers = {
+        "codeword": lambda: _codeword(rng, n, similarity),
+        "sentence": lambda: _sentence(rng, n, similarity),
+        "distractors": lambda: _family(rng, n, similarity, style="distractors"),
+        "multihop": lambda: _multihop(rng),
+        "custom": lambda: _custom(settings, rng),
+        "nonlexical": lambda: nonlexical(rng, distractors=n, similarity=similarity),
+        "absent": lambda: absent(rng, distractors=n, similarity=similarity),
+        "gold": lambda: gold if gold is not None else _gold_unset(),
+    }
+    maker = makers.get(style)
+    if maker is None:
+        raise ConfigError(f"unknown needle style {style!r}", hint=", ".join(makers))
+    return maker()

@@ -167,7 +167,8 @@ def _answers_payload(
 
 
 def _digest(payload: dict) -> str:
-    blob = json.dumps(payload, sort_keys=True, separators=(",", ":")).encode()
+    # default=str: a fixture's expected answer may hold YAML dates or numbers
+    blob = json.dumps(payload, sort_keys=True, separators=(",", ":"), default=str).encode()
     return hashlib.sha256(blob).hexdigest()
 
 
@@ -179,16 +180,19 @@ def settings_hash(
     fixture: str | None,
     sizes: list[int],
     env: Mapping[str, str] | None = None,
+    answer_keys: dict | None = None,
 ) -> str:
     """sha256 over everything that decides a complete recall result: the assembled prompt with its
     fixture (content hash), the fixture's name, provider, model, tokenizer, the provider settings
     that change answers, the recall settings (seed included, sizes resolved), the filler files'
-    contents, the tool's major version, the results schema and the endpoint the provider calls.
-    Paths are relative, so a git worktree of the base branch hashes the same as the head."""
+    contents, the tool's major version, the results schema and the endpoint the provider calls; for
+    gold needles also the fixture's ``expected`` and ``gold`` (ANSWER_KEYS), which decide the result
+    without being rendered. Paths are relative, so a git worktree of the base branch hashes the same
+    as the head."""
     recall = prompt.recall.model_dump(mode="json", exclude=HASH_EXCLUDED)
     recall["sizes"] = sizes
     payload = _answers_payload(config, prompt, content_hash=content_hash, fixture=fixture, env=env)
-    return _digest({**payload, "recall": recall})
+    return _digest({**payload, "recall": recall, **_answer_keys(answer_keys)})
 
 
 def pool_key(
@@ -198,14 +202,24 @@ def pool_key(
     content_hash: str,
     fixture: str | None,
     env: Mapping[str, str] | None = None,
+    answer_keys: dict | None = None,
 ) -> str:
     """sha256 over what decides the answers a trial gets (the settings hash without the seed, the
     trial counts, the grid and the judging rules): runs that share it may be pooled."""
     recall = prompt.recall.model_dump(mode="json", exclude=POOL_EXCLUDED)
     payload = _answers_payload(config, prompt, content_hash=content_hash, fixture=fixture, env=env)
-    return _digest({**payload, "recall": recall, "kind": "pool"})
+    return _digest({**payload, "recall": recall, "kind": "pool", **_answer_keys(answer_keys)})
 
 
-def trial_rng(seed: int, prompt_name: str, size: int, depth: float, trial: int) -> random.Random:
-    """The RNG of one trial: a pure function of its coordinates, never of scheduling order."""
-    return random.Random(f"needle:{seed}:{prompt_name}:{size}:{depth!r}:{trial}")
+def _answer_keys(keys: dict | None) -> dict:
+    # only present for gold needles, so every other prompt hashes exactly as before
+    return {"answer_keys": keys} if keys is not None else {}
+
+
+def trial_rng(
+    seed: int, prompt_name: str, size: int, depth: float, trial: int, *, style: str | None = None
+) -> random.Random:
+    """The RNG of one trial: a pure function of its coordinates (its needle style included), never
+    of scheduling order."""
+    key = f"needle:{seed}:{prompt_name}:{size}:{depth!r}:{trial}"
+    return random.Random(key if style is None else f"{key}:{style}")

@@ -154,12 +154,16 @@ def plan_run(
     alpha: float,
     min_drop: float,
     base: Mapping[CellKey, tuple[int, int]] | None = None,
+    styles: int = 1,
 ) -> RecallPower:
     """The trials a run plans per cell and what they can catch in the planning group (the middle
     depths, else the whole grid). BASE: the base's counts (history included) when known, which
-    gives its rate and its trials; otherwise :func:`assumed_base_rate` with equal trials."""
+    gives its rate and its trials; otherwise :func:`assumed_base_rate` with equal trials. STYLES:
+    needle styles the prompt runs; each is a grid of its own, so the comparison's family (and the
+    Holm correction the plan must survive) is that many times larger."""
     group = planning_group(sizes, depths)
-    design = GroupDesign(cells=len(group.cells), family_size=len(family(sizes, depths)), alpha=alpha)
+    family_size = styles * len(family(sizes, depths))
+    design = GroupDesign(cells=len(group.cells), family_size=family_size, alpha=alpha)
     base_hits, base_n = pooled(base or {}, group.cells)
     known = base_n > 0
     rate = base_hits / base_n if known else assumed_base_rate(threshold)

@@ -24,8 +24,8 @@ from needle_action.recall import stats
 from needle_action.recall.haystack import HaystackBuilder, Trial
 from needle_action.recall.needles import make_needle
 from needle_action.recall.plan import trial_rng
-from needle_action.recall.scoring import score
-from needle_action.results import RecallAnswer, RecallCell
+from needle_action.recall.scoring import judge
+from needle_action.results import ABSENT_STYLE, RecallAnswer, RecallCell
 
 PROVIDER_STOP_PREFIX = "provider unavailable: "
 # A call that exhausts its retries loses one trial and the run goes on; this many lost in a row
@@ -47,12 +47,14 @@ ProgressFactory = Callable[[int, str], Progress]  # (planned calls, label) -> Pr
 
 @dataclass
 class CellRun:
-    """One size x depth cell while it runs."""
+    """One style x size x depth cell while it runs."""
 
     size: int
     depth: float
     planned: int
+    style: str = "codeword"
     hits: int = 0
+    distractor_answers: int = 0
     done: int = 0
     issued: int = 0
     in_flight: int = 0
@@ -80,7 +82,9 @@ class CellRun:
     def to_result(self, threshold: float) -> RecallCell:
         n = self.done
         low, high = stats.wilson_interval(self.hits, n)
+        absent = self.style == ABSENT_STYLE
         return RecallCell(
+            style=self.style,
             size=self.size,
             depth=self.depth,
             prompt_tokens=self.prompt_tokens,
@@ -93,6 +97,8 @@ class CellRun:
             ci_high=round(high, 4),
             status=stats.cell_status(self.hits, n, self.planned, threshold),
             stopped_early=self.stopped_early,
+            distractor_answers=self.distractor_answers,
+            hallucination_rate=round(1 - self.hits / n, 4) if absent and n else None,
             answers=sorted(self.answers, key=lambda a: a.trial),
         )
 
@@ -177,8 +183,8 @@ class CellScheduler:
     def _build(self, cell: CellRun, index: int) -> asyncio.Future[Trial]:
         key = (id(cell), index)
         if key not in self._built:
-            rng = trial_rng(self.rs.seed, self.plan.name, cell.size, cell.depth, index)
-            needle = make_needle(self.rs, rng)
+            rng = trial_rng(self.rs.seed, self.plan.name, cell.size, cell.depth, index, style=cell.style)
+            needle = make_needle(self.rs, rng, style=cell.style, gold=self.plan.builder.gold_needle)
             build = asyncio.to_thread(self.plan.builder.build, cell.size, cell.depth, needle, index)
             self._built[key] = asyncio.ensure_future(build)
         return self._built[key]
@@ -260,12 +266,19 @@ class CellScheduler:
 
     def _record(self, job: _InFlight, completion: Completion) -> None:
         rs, cell = self.rs, job.cell
-        hit = score(completion.text, job.trial.needle, rs)
+        verdict = judge(completion.text, job.trial.needle, rs)
         self.outcome.calls += 1
         cell.done += 1
-        cell.hits += int(hit)
+        cell.hits += int(verdict.hit)
+        cell.distractor_answers += int(verdict.distractor)
         cell.answers.append(
-            RecallAnswer(trial=job.index, needle=job.trial.needle.answer, answer=completion.text, hit=hit)
+            RecallAnswer(
+                trial=job.index,
+                needle=job.trial.needle.answer,
+                answer=completion.text,
+                hit=verdict.hit,
+                distractor=verdict.distractor,
+            )
         )
         spent = price(
             self.plan.prompt,

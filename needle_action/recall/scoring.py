@@ -1,4 +1,5 @@
-"""Scoring a model's answer against the needle.
+"""Scoring a model's answer against the needle: a hit or a miss, and whether a miss repeated a
+look-alike's value (precision).
 
 - ``strict`` (default): the whole answer equals the expected value after normalisation: surrounding
   whitespace trimmed, case folded, punctuation turned into spaces and runs of spaces collapsed. So
@@ -9,36 +10,46 @@
   value and a hit is any match; else a named group ``(?P<value>...)`` is extracted and compared
   strictly; else the whole match is compared strictly.
 
-Raw answers are kept by the engine; this module only decides hit or miss.
+Two styles bring their own target, whatever ``scoring`` says:
+
+- ``gold``: the fixture's ``expected``: any accepted string on word boundaries (``contains``: real
+  questions are answered in sentences), or any match of its regex;
+- ``absent``: a hit is an abstention (:func:`~needle_action.recall.probes.absent.abstained`).
+
+A miss that contains a look-alike's value (a distractor's, or an absent trial's near miss) is
+counted as a **distractor answer**: the model found something, just not the right thing.
+
+Raw answers are kept by the engine; this module only judges them.
 """
 
 from __future__ import annotations
 
 import re
-import unicodedata
+from dataclasses import dataclass
 
 from needle_action.config import RecallSettings
-from needle_action.recall.needles import Needle
+from needle_action.recall.probes.absent import DEFAULT_ABSTAIN_PHRASES, abstained
+from needle_action.recall.probes.lexical import contains, normalise
+from needle_action.recall.probes.needle import Needle
 
-_PUNCT_OR_SPACE = re.compile(r"[\W_]+", re.UNICODE)
 # Keep the answer bounded before regex work: answers are short by construction (max_output_tokens),
 # but a misbehaving server could send anything.
 _MAX_ANSWER_CHARS = 4000
 
+__all__ = ["Judgement", "judge", "normalise", "score"]
 
-def normalise(text: str) -> str:
-    """Casefolded words separated by single spaces; punctuation and markup are separators."""
-    text = unicodedata.normalize("NFKC", text or "")
-    return _PUNCT_OR_SPACE.sub(" ", text.casefold()).strip()
+
+@dataclass(frozen=True)
+class Judgement:
+    """How an answer was judged: a hit (for ``absent``: an abstention), and whether it repeated a
+    look-alike's value."""
+
+    hit: bool
+    distractor: bool = False  # a miss that repeats a look-alike's value
 
 
 def _strict(answer_text: str, expected: str) -> bool:
     return normalise(answer_text) == normalise(expected) != ""
-
-
-def _contains(answer_text: str, expected: str) -> bool:
-    want = normalise(expected)
-    return bool(want) and f" {want} " in f" {normalise(answer_text)} "
 
 
 def _regex(answer_text: str, expected: str, pattern: str) -> bool:
@@ -52,17 +63,46 @@ def _regex(answer_text: str, expected: str, pattern: str) -> bool:
     return _strict(match.group(0), expected)
 
 
-def score(answer_text: str, needle: Needle, settings: RecallSettings) -> bool:
-    """True when ANSWER_TEXT counts as recalling NEEDLE under ``settings.scoring``."""
-    answer_text = (answer_text or "")[:_MAX_ANSWER_CHARS]
+def _value_hit(answer_text: str, needle: Needle, settings: RecallSettings) -> bool:
     mode = settings.scoring
     if mode == "strict":
         return _strict(answer_text, needle.answer)
     if mode == "contains":
-        return _contains(answer_text, needle.answer)
+        return contains(answer_text, needle.answer)
     if mode == "regex":
         # validated at config load (present and compiles); keep a guard for programmatic settings
         if not settings.answer_regex:
             raise ValueError("scoring = 'regex' needs answer_regex")
         return _regex(answer_text, needle.answer, settings.answer_regex)
     raise ValueError(f"unknown scoring mode {mode!r}")
+
+
+def _gold_hit(answer_text: str, needle: Needle) -> bool:
+    if needle.pattern is not None:
+        return re.search(needle.pattern, answer_text) is not None
+    return any(contains(answer_text, s) for s in needle.accepted or (needle.answer,))
+
+
+def judge(answer_text: str, needle: Needle, settings: RecallSettings) -> Judgement:
+    """Whether ANSWER_TEXT recalls NEEDLE (for ``absent``: abstains), and whether a miss repeated a
+    look-alike's value."""
+    answer_text = (answer_text or "")[:_MAX_ANSWER_CHARS]
+    confused = any(contains(answer_text, v) for v in needle.distractor_values)
+    if needle.absent:
+        phrases = settings.abstain_phrases
+        hit = not confused and abstained(
+            answer_text,
+            phrases=DEFAULT_ABSTAIN_PHRASES if phrases is None else phrases,
+            pattern=settings.abstain_regex,
+        )
+        return Judgement(hit, confused)
+    if needle.style == "gold":
+        hit = _gold_hit(answer_text, needle)
+    else:
+        hit = _value_hit(answer_text, needle, settings)
+    return Judgement(hit, confused and not hit)
+
+
+def score(answer_text: str, needle: Needle, settings: RecallSettings) -> bool:
+    """True when ANSWER_TEXT counts as recalling NEEDLE under ``settings.scoring``."""
+    return judge(answer_text, needle, settings).hit

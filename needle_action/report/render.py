@@ -15,6 +15,7 @@ import jinja2
 
 from needle_action.compare import CellDelta, Comparison, RecallComparison, TokenDelta
 from needle_action.report import charts, sanitize
+from needle_action.results import has_look_alikes
 
 MARKER = "<!-- needle-action:comment -->"
 _BLANKS = re.compile(r"\n{3,}")
@@ -48,6 +49,13 @@ DIAGNOSIS_LABEL = {
     "flaky": "Flaky",
     "inconclusive": "Inconclusive",
     "mixed-failure": "Mixed failure",
+    "hallucination": "Hallucination",
+}
+# what each needle style's grid measures, under its name (docs/needles.md has the long version)
+STYLE_NOTE = {
+    "gold": "the fixture's own gold item, moved",
+    "nonlexical": "no word shared with the question",
+    "absent": "the answer is not in the context: 🟩 = the model says so",
 }
 # detail levels, richest first; the comment drops to the next one while it is too long
 LEVELS = ("full", "no-answers", "no-cells", "changed-only", "minimal")
@@ -129,6 +137,45 @@ def _heat_cell(c: CellDelta | None, rc: RecallComparison, with_base: bool) -> Tr
     return Trusted(f"{base}→{head}{mark}")
 
 
+def _share(part: int, whole: int, base: float | None = None) -> str:
+    text = f"{part}/{whole} ({part / whole:.0%})" if whole else "–"
+    return text + (f", base {base:.0%}" if base is not None else "")
+
+
+def _worst(rc: RecallComparison, style: str) -> str:
+    """``, worst 40% at depth 0.5 of 8,000 tokens``: the absent cell that invents answers most."""
+    rated = [
+        ((c.head_trials - (c.head_hits or 0)) / c.head_trials, c)
+        for c in rc.cells
+        if c.style == style and c.head_trials
+    ]
+    if not rated:
+        return ""
+    rate, worst = max(rated, key=lambda rc_: rc_[0])
+    return f", worst {rate:.0%} at depth {worst.depth:g} of {worst.size:,} tokens" if rate else ""
+
+
+def _style_caption(rc: RecallComparison, style: str) -> Trusted:
+    """``codeword`` needle · recall 56/60 (93%) · answered a look-alike's value in 2/60 (3%)."""
+    name = f"**{sanitize.code(style, 40)}** needle"
+    if style in STYLE_NOTE:
+        name += f" ({STYLE_NOTE[style]})"
+    parts = [name]
+    head = rc.head.style(style) if rc.head is not None else None
+    base = rc.base.style(style) if rc.base is not None and rc.comparable else None
+    if head is not None:
+        if head.hallucination_rate is not None:
+            before = base.hallucination_rate if base is not None else None
+            parts.append(
+                f"hallucination {_share(head.trials - head.hits, head.trials, before)}{_worst(rc, style)}"
+            )
+        else:
+            parts.append(f"recall {_share(head.hits, head.trials, base.rate if base is not None else None)}")
+        if head.distractor_answers or (rc.head is not None and has_look_alikes(style, rc.head.distractors)):
+            parts.append(f"answered a look-alike's value in {_share(head.distractor_answers, head.trials)}")
+    return Trusted(" · ".join(parts))
+
+
 def _money(x: float | None) -> Trusted:
     return Trusted("$0" if not x else f"${x:,.4f}")
 
@@ -164,7 +211,13 @@ def _environment() -> jinja2.Environment:
         ),
         short=lambda sha: Trusted(sanitize.code((sha or "")[:7])) if sha else Trusted("–"),
     )
-    env.globals.update(heat=_heat_cell, square=square, MARKER=Trusted(MARKER), STATUS_LABEL=STATUS_LABEL)
+    env.globals.update(
+        heat=_heat_cell,
+        square=square,
+        style_caption=_style_caption,
+        MARKER=Trusted(MARKER),
+        STATUS_LABEL=STATUS_LABEL,
+    )
     # the Mermaid chart of a changed prompt's recall by depth (report/charts.py: names made safe there)
     env.globals["depth_chart"] = lambda p: Trusted(charts.comment_chart(p))
     return env

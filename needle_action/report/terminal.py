@@ -6,7 +6,7 @@ from pathlib import PurePosixPath
 
 import click
 
-from needle_action.results import BudgetCase, Results
+from needle_action.results import BudgetCase, Results, has_look_alikes
 
 # ---------------------------------------------------------------------------------- budget table
 
@@ -158,20 +158,47 @@ def _recall_cell(cell) -> tuple[str, str | None]:
     return f"{mark} {cell.hits}/{cell.trials}{star} {cell.ci_low * 100:.0f}-{cell.ci_high * 100:.0f}%", colour
 
 
-def _print_recall_prompt(p) -> None:
-    r = p.recall
-    head = click.style(f"recall {p.name}", bold=True)
-    fixture = f" · fixture {_fixture_name(r.fixture)}" if r.fixture else ""
-    click.echo(
-        f"{head} · {r.provider} {r.model}{fixture} · {r.needle_style} needle, {r.scoring} scoring · "
-        f"threshold {r.threshold:.0%} · seed {r.seed}"
-    )
-    sizes = sorted({c.size for c in r.cells})
-    depths = sorted({c.depth for c in r.cells})
-    grid = {(c.size, c.depth): c for c in r.cells}
+_STYLE_NOTE = {
+    "gold": "the fixture's own gold item, moved",
+    "nonlexical": "no word shared with the question",
+    "absent": "the answer is not in the context; a hit is the model saying so",
+}
+
+
+def _share(part: int, whole: int) -> str:
+    return f"{part}/{whole} ({part / whole:.0%})" if whole else "-"
+
+
+def _style_heading(r, style: str) -> str:
+    """``codeword needle: recall 56/60 (93%), answered a look-alike's value in 2/60 (3%)``."""
+    note = f" ({_STYLE_NOTE[style]})" if style in _STYLE_NOTE else ""
+    line = f"  {click.style(style, bold=True)} needle{note}"
+    summary = next((x for x in r.styles if x.style == style), None)
+    if summary is None:
+        return line
+    if summary.hallucination_rate is not None:
+        line += f": hallucination {_share(summary.trials - summary.hits, summary.trials)}"
+    else:
+        line += f": recall {_share(summary.hits, summary.trials)}"
+    if summary.distractor_answers or has_look_alikes(style, r.distractors):
+        line += f", answered a look-alike's value in {_share(summary.distractor_answers, summary.trials)}"
+    if len(r.styles) > 1 and summary.hallucination_rate is None:
+        eff = summary.effective_context
+        line += f", effective context {f'{eff:,} tokens' if eff else 'below the smallest size'}"
+    return line
+
+
+def _print_grid(r, style: str) -> None:
+    """The size x depth grid of one style: verdicts, needle offsets, and for absent the hallucination
+    rate of every cell."""
+    cells = [c for c in r.cells if c.style == style]
+    sizes = sorted({c.size for c in cells})
+    depths = sorted({c.depth for c in cells})
+    grid = {(c.size, c.depth): c for c in cells}
     texts = {k: _recall_cell(c) for k, c in grid.items()}
     width = max([len(t) for t, _ in texts.values()] + [len("100%"), 10])
-    size_w = max(len("size \\ depth"), *(len(f"{s:,} tok") for s in sizes))
+    size_w = max(len("size \\ depth"), len("hallucinated"), *(len(f"{s:,} tok") for s in sizes))
+    click.echo(_style_heading(r, style))
     click.echo(
         "  " + "size \\ depth".ljust(size_w) + "  " + "  ".join(f"{d:.0%}".ljust(width) for d in depths)
     )
@@ -181,10 +208,34 @@ def _print_recall_prompt(p) -> None:
             text, colour = texts.get((s, d), ("-", None))
             row.append(click.style(text.ljust(width), fg=colour))
         click.echo("  " + f"{s:,} tok".ljust(size_w) + "  " + "  ".join(row).rstrip())
-        offsets = [grid[(s, d)].token_offset if (s, d) in grid else None for d in depths]
-        if any(o is not None for o in offsets):
-            cells = "  ".join(("-" if o is None else f"@{o:,}").ljust(width) for o in offsets)
-            click.echo(click.style("  " + "needle at".rjust(size_w) + "  " + cells.rstrip(), dim=True))
+        absent = bool(cells) and cells[0].abstention
+        at = "near miss at" if absent else "needle at"
+        extra = [(at, lambda c: None if c.token_offset is None else f"@{c.token_offset:,}")]
+        if absent:
+            extra.append(
+                (
+                    "hallucinated",
+                    lambda c: None if c.hallucination_rate is None else f"{c.hallucination_rate:.0%}",
+                )
+            )
+        for label, show in extra:
+            values = [show(grid[(s, d)]) if (s, d) in grid else None for d in depths]
+            if any(v is not None for v in values):
+                line = "  ".join((v or "-").ljust(width) for v in values)
+                click.echo(click.style("  " + label.rjust(size_w) + "  " + line.rstrip(), dim=True))
+
+
+def _print_recall_prompt(p) -> None:
+    r = p.recall
+    head = click.style(f"recall {p.name}", bold=True)
+    fixture = f" · fixture {_fixture_name(r.fixture)}" if r.fixture else ""
+    looks = f" · {r.distractors} {r.similarity}-similarity look-alikes" if r.distractors else ""
+    click.echo(
+        f"{head} · {r.provider} {r.model}{fixture} · {r.needle_style} needle, {r.scoring} scoring{looks} · "
+        f"threshold {r.threshold:.0%} · seed {r.seed}"
+    )
+    for style in r.style_names():
+        _print_grid(r, style)
     click.echo(
         click.style(
             "  ✓ pass  ✗ fail  ? undecided · hits/trials · Wilson 95% interval · * stopped early (verdict settled)"
@@ -206,7 +257,8 @@ def _print_recall_prompt(p) -> None:
     for c, a in misses:
         click.echo(
             click.style(
-                f'  missed at {c.depth:.0%} of {c.size:,} tok: answered "{_plain(a.answer)}" (expected {_plain(a.needle)})',
+                f"  missed ({c.style}) at {c.depth:.0%} of {c.size:,} tok: "
+                f'answered "{_plain(a.answer)}" (expected {_plain(a.needle)})',
                 dim=True,
             )
         )

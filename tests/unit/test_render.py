@@ -52,7 +52,7 @@ def test_every_hostile_value_is_sanitised():
         if "K3X9" in line:  # the wrong-answer row
             answer_cell = line.split(" | ")[-1]
             assert is_safe(answer_cell.rstrip(" |")), line
-            assert line.count("|") - line.count("\\|") == 5  # table shape intact
+            assert line.count("|") - line.count("\\|") == 6  # table shape intact (style column included)
 
 
 def test_size_limit_drops_details_then_points_to_summary():
