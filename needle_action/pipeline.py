@@ -13,7 +13,6 @@ from pathlib import Path
 
 from needle_action.assemble.prompt import RenderedPrompt
 from needle_action.assemble.render import render_case
-from needle_action.budget import evaluate_case
 from needle_action.config.model import Config, PromptConfig
 from needle_action.errors import ConfigError
 from needle_action.providers.specs import missing_key
@@ -22,6 +21,7 @@ from needle_action.recall.plan import RecallOverrides
 from needle_action.recall.scheduler import ProgressFactory
 from needle_action.results import PromptResult, Results, SkipKind
 from needle_action.tokens import count_prompts
+from needle_action.tokens.budget import evaluate_case
 
 NO_OVERRIDES = RecallOverrides()
 NO_FIXTURE: list[Path | None] = [None]  # a prompt without fixtures renders once, with no variables

@@ -1,8 +1,7 @@
-"""Token deltas, base -> head, judged by the one budget rule (:func:`needle_action.budget.judge`)."""
+"""Token deltas, base -> head, judged by the one budget rule (:func:`needle_action.tokens.budget.judge`)."""
 
 from __future__ import annotations
 
-from needle_action.budget import judge
 from needle_action.compare.models import (
     YELLOW_GROWTH_SHARE,
     YELLOW_HEADROOM_SHARE,
@@ -10,6 +9,7 @@ from needle_action.compare.models import (
     TokenDelta,
 )
 from needle_action.results import BudgetCase
+from needle_action.tokens.budget import judge
 
 
 def _tier(t: TokenDelta) -> Tier:

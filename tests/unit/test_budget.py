@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 
 from needle_action.assemble import Message, RenderedPrompt
-from needle_action.budget import evaluate_case, match_base_case
 from needle_action.config import PromptSettings
 from needle_action.results import BudgetCase, PromptResult, TokenCount
+from needle_action.tokens.budget import evaluate_case, match_base_case
 
 
 def rendered(fixture: str | None = "fixtures/typical.yaml", text: str = "hello") -> RenderedPrompt:
