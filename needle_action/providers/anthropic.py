@@ -6,7 +6,13 @@
   ``ANTHROPIC_AUTH_TOKEN``). No key -> ProviderUnavailable before any call.
 * No sampling parameters (``temperature``/``top_p``/``top_k``): the 2026-10-21 API refuses them for
   Claude 5.x, and for the others recall is measured at the model's defaults, like production.
-* The SDK's own retries are off; :mod:`needle_action.providers.retry` does it, counted.
+* The SDK's own retries are off; :mod:`needle_action.providers.retry` does it, counted, and every
+  attempt passes the adaptive rate gate (:mod:`needle_action.providers.ratelimit`), which reads the
+  ``anthropic-ratelimit-*`` headers of every answer.
+* Prompt caching: the caller's :class:`Breakpoint` s split the text into content blocks, and those
+  marked ``cache`` (at most 4, the API's limit) get ``cache_control: {"type": "ephemeral"}``. The
+  text sent is unchanged. ``cache_creation_input_tokens`` / ``cache_read_input_tokens`` come back in
+  the Completion.
 """
 
 from __future__ import annotations
@@ -18,9 +24,10 @@ import anthropic
 from needle_action.assemble import RenderedPrompt
 from needle_action.config import ProviderSettings
 from needle_action.errors import ConfigError, ProviderUnavailable
-from needle_action.providers.base import Completion
+from needle_action.providers.base import Breakpoint, Completion
 from needle_action.providers.retry import (
     MalformedResponse,
+    Reply,
     Retry,
     RetryingProvider,
     classify_status,
@@ -28,10 +35,13 @@ from needle_action.providers.retry import (
 from needle_action.providers.specs import SPECS
 
 DEFAULT_KEY_ENVS = SPECS["anthropic"].key_envs
+MAX_BREAKPOINTS = 4  # cache_control blocks the Messages API accepts per request
+EPHEMERAL = {"type": "ephemeral"}
 
 
 class AnthropicProvider(RetryingProvider):
     name = "anthropic"
+    prompt_cache = True  # honours cache breakpoints (explicit prefix caching)
 
     def __init__(self, model: str, settings: ProviderSettings | None = None, **retry_kw) -> None:
         super().__init__(model, settings, **retry_kw)  # retry_kw: sleep=, rng= (tests inject them)
@@ -44,11 +54,14 @@ class AnthropicProvider(RetryingProvider):
             timeout=self.settings.timeout_s,
         )
 
-    async def complete(self, prompt: RenderedPrompt, *, max_output_tokens: int) -> Completion:
-        request = build_request(self.model, prompt, max_output_tokens)
+    async def complete(
+        self, prompt: RenderedPrompt, *, max_output_tokens: int, breakpoints: tuple[Breakpoint, ...] = ()
+    ) -> Completion:
+        request = build_request(self.model, prompt, max_output_tokens, breakpoints)
 
-        async def attempt():
-            return parse_message(await self._client.messages.create(**request))
+        async def attempt() -> Reply:
+            raw = await self._client.messages.with_raw_response.create(**request)
+            return parse_message(await raw.parse(), raw.headers)
 
         return await self._complete_with_retries(attempt)
 
@@ -95,25 +108,55 @@ def client_auth(key_env: str, key: str) -> dict:
     return {"auth_token": key} if key_env == "ANTHROPIC_AUTH_TOKEN" else {"api_key": key}
 
 
-def build_request(model: str, prompt: RenderedPrompt, max_output_tokens: int) -> dict:
-    """The exact keyword arguments for ``messages.create``: no sampling parameters, system apart."""
-    messages = [{"role": m.role, "content": m.content} for m in prompt.messages if m.role != "system"]
-    if not messages:
+def build_request(
+    model: str, prompt: RenderedPrompt, max_output_tokens: int, breakpoints: tuple[Breakpoint, ...] = ()
+) -> dict:
+    """The exact keyword arguments for ``messages.create``: no sampling parameters, system apart,
+    text split into blocks at BREAKPOINTS (cache_control on those marked ``cache``)."""
+    kept = [(i, m) for i, m in enumerate(prompt.messages) if m.role != "system"]
+    if not kept:
         raise ConfigError(
             "the prompt has no user message to send",
             file=prompt.source or None,
             hint="a prompt needs at least one user turn besides the system text",
         )
+    cuts: dict[int, list[Breakpoint]] = {}
+    for bp in breakpoints:
+        cuts.setdefault(bp.part, []).append(bp)
+    budget = [MAX_BREAKPOINTS]
+    messages = [{"role": m.role, "content": _content(m.content, cuts.get(i, []), budget)} for i, m in kept]
     request: dict = {"model": model, "max_tokens": max_output_tokens, "messages": messages}
     # system text: the prompt's own, plus any system-role turns (the Messages API has no such role)
     systems = [prompt.system] if prompt.system else []
-    systems += [m.content for m in prompt.messages if m.role == "system"]
-    if systems:
-        request["system"] = "\n\n".join(systems)
+    extra = [m.content for m in prompt.messages if m.role == "system"]
+    if systems and cuts.get(-1) and not extra:
+        request["system"] = _content(prompt.system, cuts[-1], budget)
+    elif systems or extra:
+        request["system"] = "\n\n".join(systems + extra)
     return request
 
 
-def parse_message(message) -> tuple[str, int | None, int | None]:
+def _content(text: str, cuts: list[Breakpoint], budget: list[int]) -> str | list[dict]:
+    """TEXT as it was (no cut inside it), or as text blocks split at CUTS; BUDGET[0] counts the
+    cache_control markers left for the request (the API refuses more than four)."""
+    points = sorted({(bp.offset, bp.cache) for bp in cuts if 0 < bp.offset <= len(text)})
+    if not points:
+        return text
+    blocks: list[dict] = []
+    start = 0
+    for offset, cache in points:
+        if offset > start:
+            blocks.append({"type": "text", "text": text[start:offset]})
+            start = offset
+        if cache and budget[0] > 0 and blocks and "cache_control" not in blocks[-1]:
+            blocks[-1]["cache_control"] = dict(EPHEMERAL)
+            budget[0] -= 1
+    if start < len(text):
+        blocks.append({"type": "text", "text": text[start:]})
+    return blocks
+
+
+def parse_message(message, headers=None) -> Reply:
     content = getattr(message, "content", None)
     if not isinstance(message, anthropic.types.Message) or not isinstance(content, list):
         raise MalformedResponse("response is not a Message with a content list")
@@ -125,8 +168,11 @@ def parse_message(message) -> tuple[str, int | None, int | None]:
                 raise MalformedResponse("a text block has no text")
             texts.append(text)
     usage = getattr(message, "usage", None)
-    return (
-        "".join(texts),
-        getattr(usage, "input_tokens", None),
-        getattr(usage, "output_tokens", None),
+    return Reply(
+        text="".join(texts),
+        input_tokens=getattr(usage, "input_tokens", None),
+        output_tokens=getattr(usage, "output_tokens", None),
+        cache_write_tokens=getattr(usage, "cache_creation_input_tokens", None) or 0,
+        cache_read_tokens=getattr(usage, "cache_read_input_tokens", None) or 0,
+        headers=dict(headers) if headers is not None else None,
     )

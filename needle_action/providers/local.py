@@ -26,7 +26,7 @@ import threading
 from needle_action.assemble import RenderedPrompt
 from needle_action.config import ProviderSettings
 from needle_action.errors import ConfigError
-from needle_action.providers.base import Completion
+from needle_action.providers.base import Breakpoint, Completion
 from needle_action.providers.local_model import N_CTX_TRAIN, get_llama
 from needle_action.providers.retry import RequestRejected
 
@@ -161,7 +161,9 @@ class LocalProvider:
                     self.n_ctx = min(self.max_ctx, round_ctx(needed))
                     llm = self._llm()
 
-    async def complete(self, prompt: RenderedPrompt, *, max_output_tokens: int) -> Completion:
+    async def complete(
+        self, prompt: RenderedPrompt, *, max_output_tokens: int, breakpoints: tuple[Breakpoint, ...] = ()
+    ) -> Completion:
         messages = self.messages(prompt)
         resp = await asyncio.to_thread(self._run, messages, max_output_tokens)
         usage = resp["usage"]

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
@@ -24,6 +25,7 @@ from needle_action.providers.base import Provider
 from needle_action.providers.registry import make_provider
 from needle_action.recall import stats
 from needle_action.recall.cache import ResultCache, default_cache_path
+from needle_action.recall.cells import CellRun
 from needle_action.recall.diagnose import diagnose
 from needle_action.recall.haystack import HaystackBuilder
 from needle_action.recall.plan import (
@@ -36,14 +38,22 @@ from needle_action.recall.plan import (
 )
 from needle_action.recall.scheduler import (
     PROVIDER_STOP_PREFIX,
-    CellRun,
-    CellScheduler,
     ProgressFactory,
     PromptPlan,
     RunOutcome,
+    Scheduler,
     price,
 )
-from needle_action.results import PromptResult, RecallResult, Results, RunTotals, SkipKind
+from needle_action.recall.shard import Shard
+from needle_action.results import (
+    PromptResult,
+    RecallDiagnosis,
+    RecallResult,
+    Results,
+    RunTotals,
+    SkipKind,
+    TokenUsage,
+)
 from needle_action.tokens import get_counter
 
 CacheArg = ResultCache | str | Path | Literal[False] | None
@@ -67,24 +77,19 @@ def summarize(plan: PromptPlan, provider_name: str, outcome: RunOutcome) -> Reca
     thr = rs.threshold
     stop_reason = outcome.stop_reason
     cells = [c.to_result(thr) for c in plan.cells]
-    partial = stop_reason is not None and any(not c.complete(thr, rs.early_stop) for c in plan.cells)
-    by_size: dict[int, list[str]] = {}
-    rates: dict[int, list[float | None]] = {}
-    for c in cells:
-        by_size.setdefault(c.size, []).append(c.status)
-        rates.setdefault(c.size, []).append(c.rate)
-    # worst depth per size; unknown when some depth has no trial at all
-    worst = {s: (None if None in r else min(r)) for s, r in rates.items()}  # type: ignore[type-var]
-    eff = stats.effective_context(plan.sizes, by_size)
-    diagnosis = diagnose(
-        cells,
-        threshold=thr,
-        planned_trials=rs.trials,
-        effective_context=eff,
-        partial=partial,
-        partial_reason=stop_reason,
+    unsettled = any(not c.settled for c in plan.cells)
+    if stop_reason is None and outcome.lost_trials and any(c.status == "undecided" for c in cells):
+        stop_reason = f"{outcome.lost_trials} trial(s) lost after every retry"
+    partial = stop_reason is not None and (unsettled or outcome.lost_trials > 0)
+    usage = TokenUsage(
+        input_tokens=outcome.usage.input_tokens,
+        cache_write_tokens=outcome.usage.cache_write_tokens,
+        cache_read_tokens=outcome.usage.cache_read_tokens,
+        output_tokens=outcome.usage.output_tokens,
+        billed_input_tokens=round(outcome.usage.billed_input_tokens, 2),
+        uncached_cost_usd=round(outcome.uncached_cost_usd, 6),
     )
-    return RecallResult(
+    result = RecallResult(
         provider=provider_name,
         model=plan.prompt.model,
         fixture=plan.fixture,
@@ -96,9 +101,8 @@ def summarize(plan: PromptPlan, provider_name: str, outcome: RunOutcome) -> Reca
         min_drop=rs.min_drop,
         settings_hash=plan.settings_hash,
         cells=cells,
-        effective_context=eff,
-        effective_context_relative=stats.effective_context_relative(plan.sizes, worst, thr),
-        diagnosis=diagnosis,
+        effective_context=None,
+        diagnosis=RecallDiagnosis(kind="inconclusive", summary="", fix=""),
         calls=outcome.calls,
         cached_calls=0,
         saved_calls=sum(c.saved for c in plan.cells),
@@ -106,8 +110,37 @@ def summarize(plan: PromptPlan, provider_name: str, outcome: RunOutcome) -> Reca
         cost_known=price(plan.prompt, 1000, 100) is not None,
         partial=partial,
         partial_reason=stop_reason if partial else None,
-        status="fail" if any(c.status == "fail" for c in cells) else "pass",
+        speculative_calls=outcome.speculative_calls,
+        lost_trials=outcome.lost_trials,
+        usage=usage,
+        batch=plan.batch,
     )
+    return judge(result, sizes=plan.sizes, planned_trials=rs.trials)
+
+
+def judge(result: RecallResult, *, sizes: list[int], planned_trials: int) -> RecallResult:
+    """Fill RESULT's verdict from its cells: effective length, diagnosis, status. The one place
+    that turns cells into a verdict, for a run and for merged shards alike."""
+    thr = result.threshold
+    by_size: dict[int, list[str]] = {}
+    rates: dict[int, list[float | None]] = {}
+    for c in result.cells:
+        by_size.setdefault(c.size, []).append(c.status)
+        rates.setdefault(c.size, []).append(c.rate)
+    # worst depth per size; unknown when some depth has no trial at all
+    worst = {s: (None if None in r else min(r)) for s, r in rates.items()}  # type: ignore[type-var]
+    result.effective_context = stats.effective_context(sizes, by_size)
+    result.effective_context_relative = stats.effective_context_relative(sizes, worst, thr)
+    result.diagnosis = diagnose(
+        result.cells,
+        threshold=thr,
+        planned_trials=planned_trials,
+        effective_context=result.effective_context,
+        partial=result.partial,
+        partial_reason=result.partial_reason,
+    )
+    result.status = "fail" if any(c.status == "fail" for c in result.cells) else "pass"
+    return result
 
 
 def reused(result: RecallResult, source: Literal["cache", "baseline"]) -> RecallResult:
@@ -124,24 +157,13 @@ def reused(result: RecallResult, source: Literal["cache", "baseline"]) -> Recall
 
 
 class _Run:
-    """Everything shared by the prompts of one ``run_recall_for_prompts`` call."""
+    """Everything shared by the jobs of one ``run_recall_jobs`` call: providers (head and base on
+    the same provider share one client and one adaptive window) and the results cache."""
 
-    def __init__(
-        self,
-        config: Config,
-        results: Results,
-        *,
-        baseline: Results | None,
-        cache: ResultCache | None,
-        progress: ProgressFactory | None,
-    ) -> None:
-        self.config, self.results, self.baseline, self.cache = config, results, baseline, cache
+    def __init__(self, *, cache: ResultCache | None, progress: ProgressFactory | None) -> None:
+        self.cache = cache
         self.progress = progress
         self.providers: dict[str, Provider] = {}
-
-    @property
-    def totals(self) -> RunTotals:
-        return self.results.totals
 
     def provider_for(self, prompt: PromptConfig) -> Provider:
         ps = prompt.providers.get(prompt.provider)
@@ -157,13 +179,29 @@ class _Run:
             except Exception:  # closing is best effort; the results are already written
                 pass
 
-    def stored(self, prompt: PromptConfig, digest: str) -> RecallResult | None:
+
+@dataclass
+class RecallJob:
+    """One side of a run: a config, the prompts of it to measure, and the Results they fill.
+    Several jobs (the action's head and base) share one scheduler: one queue, one limit."""
+
+    config: Config
+    prompts: list[PromptConfig]
+    results: Results
+    baseline: Results | None = None
+    overrides: RecallOverrides | None = None
+
+    @property
+    def totals(self) -> RunTotals:
+        return self.results.totals
+
+    def stored(self, cache: ResultCache | None, prompt: PromptConfig, digest: str) -> RecallResult | None:
         """A complete result with this settings hash from the baseline or the cache, reused."""
         base_pr = self.baseline.prompt(prompt.name) if self.baseline is not None else None
         base = base_pr.recall if base_pr is not None else None
         if base is not None and base.settings_hash == digest and not base.partial:
             return reused(base, "baseline")
-        if self.cache is not None and (hit := self.cache.get(digest)) is not None:
+        if cache is not None and (hit := cache.get(digest)) is not None:
             return reused(hit, "cache")
         return None
 
@@ -172,20 +210,25 @@ class _Run:
         self.totals.provider_unavailable = True
         self.totals.partial = True
 
-    def record(self, pr: PromptResult, result: RecallResult) -> None:
+    def record(self, pr: PromptResult, result: RecallResult, cache: ResultCache | None) -> None:
         pr.recall = result
         pr.clear_skip()
         t = self.totals
         t.calls += result.calls
         t.saved_calls += result.saved_calls
+        t.speculative_calls += result.speculative_calls
         t.cost_usd = round(t.cost_usd + result.cost_usd, 6)
+        t.usage.add(result.usage)
         t.partial = t.partial or result.partial
-        if self.cache is not None and not result.partial:
-            self.cache.put(result)
+        if cache is not None and not result.partial and result.shard is None:
+            cache.put(result)
 
 
-async def _recall_prompt(run: _Run, prompt: PromptConfig, pr: PromptResult) -> None:
-    config = run.config
+def _plan_prompt(
+    run: _Run, job: RecallJob, prompt: PromptConfig, pr: PromptResult, shard: Shard | None
+) -> PromptPlan | None:
+    """The plan of PROMPT's cells (this shard's), or None when it needs no call (skipped, reused)."""
+    config = job.config
     fixture_path = config.recall_fixture(prompt)
     fixture = relative(config.root, fixture_path, resolved=True) if fixture_path is not None else None
     base = render_case(config, prompt, fixture_path)
@@ -195,7 +238,8 @@ async def _recall_prompt(run: _Run, prompt: PromptConfig, pr: PromptResult) -> N
         try:
             provider = run.provider_for(prompt)
         except ProviderUnavailable as exc:
-            return run.outage(pr, exc.message)
+            job.outage(pr, exc.message)
+            return None
         # the full ladder goes into the hash; rungs below the prompt's own size drop out below
         sizes = auto_sizes(context_window(prompt, provider), prompt.reserve_output_tokens)
     else:
@@ -203,48 +247,33 @@ async def _recall_prompt(run: _Run, prompt: PromptConfig, pr: PromptResult) -> N
 
     # reuse before any counting: an unchanged prompt costs no model call and no tokenizer call
     digest = settings_hash(config, prompt, content_hash=base.content_hash(), fixture=fixture, sizes=sizes)
-    stored = run.stored(prompt, digest)
+    stored = job.stored(run.cache, prompt, digest) if shard is None else None
     if stored is not None:
         pr.recall = stored
         pr.clear_skip()
-        run.totals.cached_calls += stored.cached_calls
-        return
+        job.totals.cached_calls += stored.cached_calls
+        return None
 
     counter = get_counter(prompt.tokenizer, model=prompt.model, settings=prompt)
     builder = HaystackBuilder(config, prompt, counter, seed=prompt.recall.seed, fixture_path=fixture_path)
     if prompt.recall.sizes == "auto":
         sizes = [s for s in sizes if s > builder.base_tokens()]
         if not sizes:
-            return pr.skip_recall(
+            pr.skip_recall(
                 SkipKind.NO_SIZE,
                 f'sizes = "auto": the model\'s window minus reserve_output_tokens leaves no size above '
                 f"the prompt's own {builder.base_tokens()} tokens",
             )
+            return None
     if provider is None:
         try:
             provider = run.provider_for(prompt)
         except ProviderUnavailable as exc:
-            return run.outage(pr, exc.message)
-
+            job.outage(pr, exc.message)
+            return None
     cells = [CellRun(size, depth, prompt.recall.trials) for size in sizes for depth in prompt.recall.depths]
-    plan = PromptPlan(prompt.name, prompt, fixture, sizes, builder, digest, cells)
-    await _run_plan(run, plan, provider, pr)
-
-
-async def _run_plan(run: _Run, plan: PromptPlan, provider: Provider, pr: PromptResult) -> None:
-    bar = None
-    if run.progress is not None:
-        bar = run.progress(len(plan.cells) * plan.prompt.recall.trials, f"recall {plan.name}")
-    try:
-        outcome = await CellScheduler(plan, provider, bar).run()
-    finally:
-        if bar is not None:
-            bar.close()
-    if outcome.provider_failed:
-        run.totals.provider_unavailable = True
-        if outcome.calls == 0:
-            return run.outage(pr, (outcome.stop_reason or "").removeprefix(PROVIDER_STOP_PREFIX))
-    run.record(pr, summarize(plan, getattr(provider, "name", plan.prompt.provider), outcome))
+    plan = PromptPlan(prompt.name, prompt, fixture, sizes, builder, digest, cells, provider=provider)
+    return plan
 
 
 def _prompt_result(config: Config, results: Results, prompt: PromptConfig) -> PromptResult:
@@ -260,6 +289,89 @@ def _prompt_result(config: Config, results: Results, prompt: PromptConfig) -> Pr
     return pr
 
 
+def _todo(job: RecallJob) -> list[tuple[PromptConfig, PromptResult]]:
+    todo = []
+    for raw in job.prompts:
+        prompt = effective_prompt(raw, job.overrides)
+        pr = _prompt_result(job.config, job.results, prompt)
+        skip = skip_reason(prompt)
+        if skip:
+            pr.skip_recall(*skip)
+            continue
+        todo.append((prompt, pr))
+    return todo
+
+
+def _finish(run: _Run, job: RecallJob, plan: PromptPlan, pr: PromptResult, shard: Shard | None) -> None:
+    if plan.progress is not None:
+        plan.progress.close()
+    outcome = plan.outcome
+    if outcome.provider_failed:
+        job.totals.provider_unavailable = True
+        if outcome.calls == 0:
+            return job.outage(pr, (outcome.stop_reason or "").removeprefix(PROVIDER_STOP_PREFIX))
+    result = summarize(plan, getattr(plan.provider, "name", plan.prompt.provider), outcome)
+    if shard is not None:
+        result.shard = str(shard)
+    job.record(pr, result, run.cache)
+
+
+def run_recall_jobs(
+    jobs: list[RecallJob],
+    *,
+    progress: ProgressFactory | None = None,
+    cache: CacheArg = None,
+    shard: Shard | None = None,
+    batch: bool = False,
+) -> None:
+    """Fill ``PromptResult.recall`` (or its skip reason) of every job's prompts, all through one
+    scheduler. SHARD measures a deterministic slice of the cells; BATCH sends the work through the
+    provider's batch API (:mod:`needle_action.recall.batch`)."""
+    run = _Run(cache=open_cache(cache), progress=progress)
+    work = [(job, prompt, pr) for job in jobs for prompt, pr in _todo(job)]
+    if not work:
+        return
+    limit = max(prompt.recall.concurrency for _, prompt, _ in work)
+    asyncio.run(_run_all(run, work, limit, shard, batch))
+
+
+async def _run_all(run: _Run, work, limit: int, shard: Shard | None, batch: bool) -> None:
+    scheduler = Scheduler(limit)
+    planned: list[tuple[RecallJob, PromptPlan, PromptResult]] = []
+    runner = asyncio.create_task(scheduler.run()) if not batch else None
+    try:
+        for job, prompt, pr in work:
+            # planning renders and counts (CPU): in a thread, while earlier prompts' calls run
+            plan = await asyncio.to_thread(_plan_prompt, run, job, prompt, pr, shard)
+            if plan is None:
+                continue
+            if shard is not None:
+                plan.cells = shard.select(plan.name, plan.cells)
+            if run.progress is not None:
+                plan.progress = run.progress(len(plan.cells) * prompt.recall.trials, f"recall {plan.name}")
+            planned.append((job, plan, pr))
+            if runner is not None:
+                scheduler.add(plan)
+        if runner is not None:
+            scheduler.close()
+            await runner
+        else:
+            from needle_action.recall.batch import run_batch
+
+            await run_batch([plan for _, plan, _ in planned], cache_dir=_batch_dir(run))
+    finally:
+        if runner is not None and not runner.done():
+            runner.cancel()
+            await asyncio.gather(runner, return_exceptions=True)
+        await run.close()
+    for job, plan, pr in planned:
+        _finish(run, job, plan, pr, shard)
+
+
+def _batch_dir(run: _Run) -> Path:
+    return (run.cache.path.parent if run.cache is not None else default_cache_path().parent) / "batches"
+
+
 def run_recall_for_prompts(
     config: Config,
     prompts: list[PromptConfig],
@@ -269,26 +381,9 @@ def run_recall_for_prompts(
     overrides: RecallOverrides | None = None,
     progress: ProgressFactory | None = None,
     cache: CacheArg = None,
+    shard: Shard | None = None,
+    batch: bool = False,
 ) -> None:
     """Fill ``PromptResult.recall`` (or its skip reason) of RESULTS for each of PROMPTS."""
-    run = _Run(config, results, baseline=baseline, cache=open_cache(cache), progress=progress)
-    todo: list[tuple[PromptConfig, PromptResult]] = []
-    for raw in prompts:
-        prompt = effective_prompt(raw, overrides)
-        pr = _prompt_result(config, results, prompt)
-        skip = skip_reason(prompt)
-        if skip:
-            pr.skip_recall(*skip)
-            continue
-        todo.append((prompt, pr))
-    if not todo:
-        return
-
-    async def main() -> None:
-        try:
-            for prompt, pr in todo:
-                await _recall_prompt(run, prompt, pr)
-        finally:
-            await run.close()
-
-    asyncio.run(main())
+    job = RecallJob(config, prompts, results, baseline=baseline, overrides=overrides)
+    run_recall_jobs([job], progress=progress, cache=cache, shard=shard, batch=batch)

@@ -57,6 +57,7 @@ _NEEDLE_TITLES = (
     "Status digest",
 )
 # sentence ends where a fact may go: after . ! ? (and a closing quote/bracket) before whitespace
+SHARED_STREAM = 0  # the one filler stream every trial and depth draws from (trial 0's of old)
 _BOUNDARY = re.compile(r"[.!?][\"')\]]?(?=\s)|\n")
 
 
@@ -186,14 +187,16 @@ class _Unit:
 
 
 class _Stream:
-    """Filler units for one trial index: fixture + repo (shared) then generated (per trial), counted."""
+    """Filler units: fixture + repo then generated passages, counted. One stream serves every trial
+    and every depth, so the text before a needle is a prefix of the text before any deeper needle
+    (what prompt caching and the local model's KV reuse feed on)."""
 
     BATCH = 48
 
-    def __init__(self, builder: HaystackBuilder, trial: int) -> None:
+    def __init__(self, builder: HaystackBuilder, key: int | str) -> None:
         self.b = builder
         self.units: list[_Unit] = list(builder._fixed_units)
-        self._gen: Iterator[Passage] = generated_passages(f"{builder.seed}:{trial}")
+        self._gen: Iterator[Passage] = generated_passages(f"{builder.seed}:{key}")
         self._cum_words = [0]
         self._cum_tokens = [0.0]
         for u in self.units:
@@ -261,7 +264,7 @@ class HaystackBuilder:
     """Trials for one prompt: ``build(size, depth, needle, trial) -> Trial``. Thread-safe."""
 
     MAX_MEASURES = 14
-    STREAMS_KEPT = 16
+    STREAMS_KEPT = 4
 
     def __init__(
         self,
@@ -301,9 +304,12 @@ class HaystackBuilder:
 
         self._unit_counter = _unit_counter_for(counter)
         self._lock = threading.RLock()
-        self._streams: OrderedDict[int, _Stream] = OrderedDict()
+        self._streams: OrderedDict[int | str, _Stream] = OrderedDict()
         self._base: int | None = None
         self._hint_words: dict[int, int] = {}  # size -> filler words that hit it last time
+        # (size, depth, reference answer) -> filler words: every trial of a cell uses the same
+        # filler, so trials share the prefix before the needle
+        self._layout: dict[tuple[int, float, str], int] = {}
 
         # fixture's own context, then repo files: shared by every trial
         own: list[Any]
@@ -456,29 +462,51 @@ class HaystackBuilder:
         return "".join(pieces)
 
     # ---- building -----------------------------------------------------------------------------
-    def _stream(self, trial: int) -> _Stream:
-        s = self._streams.get(trial)
+    def _stream(self, key: int | str = SHARED_STREAM) -> _Stream:
+        s = self._streams.get(key)
         if s is None:
-            s = self._streams[trial] = _Stream(self, trial)
+            s = self._streams[key] = _Stream(self, key)
             while len(self._streams) > self.STREAMS_KEPT:
                 self._streams.popitem(last=False)
         else:
-            self._streams.move_to_end(trial)
+            self._streams.move_to_end(key)
         return s
 
-    def build(self, size: int, depth: float, needle: Needle, trial: int) -> Trial:
+    def build(
+        self, size: int, depth: float, needle: Needle, trial: int, reference: Needle | None = None
+    ) -> Trial:
+        """The trial prompt of SIZE tokens with NEEDLE at DEPTH of the context slot.
+
+        The filler is the same for every trial and depth (``trial`` no longer selects it). Its amount
+        is searched once per cell with REFERENCE (the cell's first needle; default NEEDLE) and reused
+        for the cell's other trials, so they differ only in the needle and its question: the whole
+        text before the needle is shared, and the size stays within a few tokens of SIZE.
+        """
         with self._lock:
-            return self._build(size, depth, needle, trial)
+            return self._build(size, depth, needle, reference or needle)
 
-    def _build(self, size: int, depth: float, needle: Needle, trial: int) -> Trial:
+    def _build(self, size: int, depth: float, needle: Needle, reference: Needle) -> Trial:
         depth = min(1.0, max(0.0, float(depth)))
-        stream = self._stream(trial)
-        question = needle.question
+        stream = self._stream()
 
-        def render(words: int) -> tuple[RenderedPrompt, int]:
-            rendered = self._render(self._context(stream.take(words), depth, needle), question)
-            return rendered, self._measure(rendered)
+        def render_with(n: Needle):
+            def render(words: int) -> tuple[RenderedPrompt, int]:
+                rendered = self._render(self._context(stream.take(words), depth, n), n.question)
+                return rendered, self._measure(rendered)
 
+            return render
+
+        key = (size, depth, reference.answer)
+        words = self._layout.get(key)
+        if words is None:
+            words = self._search_words(size, render_with(reference), stream)
+            self._layout[key] = words
+        rendered, measured = render_with(needle)(words)
+        offset = self._token_offset(rendered, needle)
+        return Trial(rendered, size, depth, measured, offset, needle)
+
+    def _search_words(self, size: int, render, stream: _Stream) -> int:
+        """Filler words whose rendered prompt (with the reference needle) measures SIZE tokens."""
         floor_prompt, floor = render(0)
         if floor > size:
             raise SizeTooSmall(
@@ -489,12 +517,10 @@ class HaystackBuilder:
                 hint=f'use sizes above {floor} tokens, or sizes = "auto"',
             )
         tol = max(2, size // 200)
-        best: tuple[int, RenderedPrompt, int] = (abs(size - floor), floor_prompt, floor)
+        best: tuple[int, RenderedPrompt, int, int] = (abs(size - floor), floor_prompt, floor, 0)
         if best[0] > tol:
             best = self._search(size, tol, floor, stream, render, best)
-        _, rendered, measured = best
-        offset = self._token_offset(rendered, needle)
-        return Trial(rendered, size, depth, measured, offset, needle)
+        return best[3]
 
     def _search(self, size, tol, floor, stream: _Stream, render, best):
         """Monotone search for the filler word count whose rendered prompt measures SIZE."""
@@ -504,7 +530,7 @@ class HaystackBuilder:
         for _ in range(self.MAX_MEASURES):
             rendered, m = render(words)
             if abs(size - m) < best[0]:
-                best = (abs(size - m), rendered, m)
+                best = (abs(size - m), rendered, m, words)
             if abs(size - m) <= tol:
                 self._hint_words[size] = words
                 break
