@@ -1,7 +1,8 @@
 """The GitHub Action: measure head and base, compare, comment, summarise, annotate, exit by policy.
 
-Order: settings -> head run -> base run (worktree; unchanged prompts come from the results cache
-at zero model calls) -> compare -> sticky comment -> job summary -> outputs -> annotations -> exit.
+Order: settings -> head and base measured together (the base in a git worktree; one scheduler
+runs both sides' model calls, and unchanged prompts come from the results cache at zero model
+calls) -> compare -> sticky comment -> job summary -> outputs -> annotations -> exit.
 
 Never crash on the things forks and locked-down repositories do: a read-only token (403) turns
 the comment into a warning and the job summary stands in; a missing API key skips recall with a
@@ -22,9 +23,9 @@ from pathlib import Path
 from needle_action.action import databranch, workflow
 from needle_action.action.baseline import (
     BaselineUnavailable,
+    base_side,
     ensure_safe_directory,
     first_changed_line,
-    measure_base,
     resolve_commit,
 )
 from needle_action.action.publish import log, post_from_report, publish, workspace_relative
@@ -33,21 +34,20 @@ from needle_action.compare import Comparison, compare
 from needle_action.config.loader import load_config
 from needle_action.config.model import Config
 from needle_action.errors import EXIT_CHECKS_FAILED, NeedleError
-from needle_action.pipeline import measure
+from needle_action.pipeline import Measure, measure, measure_sides
 from needle_action.recall.cache import ResultCache
 from needle_action.report.sanitize import inline
 from needle_action.results import Results, SkipKind
 
 
 def run(settings: Settings) -> int:
-    """Head, base, compare, publish: one pull request checked."""
+    """Head and base (together), compare, publish: one pull request checked."""
     notes: list[str] = []
     if settings.data_branch:
         databranch.check_branch_name(settings.data_branch)
     cache = ResultCache(settings.resolved_cache_dir / "recall.sqlite")
     head_config = load_config(settings.config_path)
-    head = measure_head(settings, head_config, cache, notes)
-    base, base_sha = measure_base_side(settings, cache, notes)
+    head, base, base_sha = measure_both(settings, head_config, cache, notes)
     if settings.data_branch and databranch.is_default_branch_push(settings) and head.commit:
         notes.append(databranch.store_or_explain(settings, head))
     comparison = compare(base, head)
@@ -56,55 +56,93 @@ def run(settings: Settings) -> int:
     return publish(settings, comparison, (head, base), base_sha, notes)
 
 
-def measure_head(settings: Settings, config: Config, cache: ResultCache, notes: list[str]) -> Results:
-    log(f"measuring the head ({len(config.prompts)} prompt(s)) with {settings.config_path}")
-    started = time.perf_counter()
-    head = measure(config, settings.measure, env=os.environ, cache=cache)
-    log(
-        f"head measured in {time.perf_counter() - started:.1f}s: {head.totals.calls} model calls, "
-        f"{head.totals.cached_calls} cached"
+def _how(settings: Settings) -> Measure:
+    """The action's measuring; pushes that feed the data branch go through the batch API (half
+    price, no pull request waiting on them) when the provider has one."""
+    how = settings.measure
+    if settings.data_branch and databranch.is_default_branch_push(settings) and how.recall:
+        how = Measure(recall=how.recall, overrides=how.overrides, batch=_batch_capable(settings))
+    return how
+
+
+def _batch_capable(settings: Settings) -> bool:
+    try:
+        config = load_config(settings.config_path)
+    except NeedleError:
+        return False
+    return all(
+        (settings.measure.overrides.provider or p.provider) == "anthropic" for p in config.prompts.values()
     )
-    pr = settings.pull_request
-    head.commit = pr.head_sha if pr else settings.sha
-    no_key = sorted({p.recall_skipped or "" for p in head.prompts if p.recall_skip_kind == SkipKind.NO_KEY})
-    notes.extend(s[0].upper() + s[1:] + "." for s in no_key if s)
-    return head
 
 
-def measure_base_side(
-    settings: Settings, cache: ResultCache, notes: list[str]
-) -> tuple[Results | None, str | None]:
-    """The base's results (data branch, else a git worktree), and its commit; None when there is
-    no base to compare with (NOTES says why)."""
+def measure_both(
+    settings: Settings, head_config: Config, cache: ResultCache, notes: list[str]
+) -> tuple[Results, Results | None, str | None]:
+    """The head's results, the base's (data branch, else a git worktree measured in the same
+    scheduler run as the head) and the base commit; the base is None when there is none (NOTES
+    says why)."""
+    log(f"measuring the head ({len(head_config.prompts)} prompt(s)) with {settings.config_path}")
+    started = time.perf_counter()
+    base: Results | None = None
+    base_sha = _base_sha(settings, notes)
+    head: Results | None = None
+    try:
+        if base_sha is not None:
+            ensure_safe_directory(settings.workspace, force=settings.in_actions)
+            if settings.base_ref:
+                base_sha = resolve_commit(settings.workspace, settings.base_ref)
+            if settings.data_branch:  # a main-branch run may have measured the base already
+                base, note = databranch.load_base(settings, base_sha)
+                notes.append(note)
+                log(note)
+            if base is None:
+                log(f"measuring the base {base_sha[:12]} in a git worktree, together with the head")
+                head, base = _measure_pair(settings, head_config, base_sha, cache, notes)
+    except BaselineUnavailable as exc:
+        notes.append(f"No baseline: {exc}")
+        workflow.warning(f"needle: no baseline: {exc}")
+        base = None
+    if head is None:
+        head = measure(head_config, _how(settings), env=os.environ, cache=cache)
+    log(
+        f"measured in {time.perf_counter() - started:.1f}s: head {head.totals.calls} model calls "
+        f"({head.totals.cached_calls} cached)"
+        + (f", base {base.totals.calls} ({base.totals.cached_calls} cached)" if base is not None else "")
+    )
+    _head_notes(settings, head, notes)
+    return head, base, base_sha
+
+
+def _base_sha(settings: Settings, notes: list[str]) -> str | None:
     pr = settings.pull_request
     base_sha = settings.base_ref or (pr.base_sha if pr else None)
     if not base_sha:
         notes.append("Not a pull request and no `base-ref` input: nothing to compare with.")
-        return None, None
-    base = None
-    try:
-        ensure_safe_directory(settings.workspace, force=settings.in_actions)
-        if settings.base_ref:
-            base_sha = resolve_commit(settings.workspace, settings.base_ref)
-        if settings.data_branch:  # a main-branch run may have measured the base already
-            base, note = databranch.load_base(settings, base_sha)
-            notes.append(note)
-            log(note)
-        if base is None:
-            log(f"measuring the base {base_sha[:12]} in a git worktree")
-            base, note = measure_base(
-                settings.workspace,
-                base_sha,
-                settings.config_path,
-                lambda cfg: measure(cfg, settings.measure, env=os.environ, cache=cache),
+    return base_sha
+
+
+def _measure_pair(
+    settings: Settings, head_config: Config, base_sha: str, cache: ResultCache, notes: list[str]
+) -> tuple[Results, Results]:
+    with base_side(settings.workspace, base_sha, settings.config_path) as (base_config, note):
+        try:
+            head, base = measure_sides(
+                [head_config, base_config], _how(settings), env=os.environ, cache=cache
             )
-            if note:
-                notes.append(note)
-            log(f"base measured: {base.totals.calls} model calls, {base.totals.cached_calls} cached")
-    except BaselineUnavailable as exc:
-        notes.append(f"No baseline: {exc}")
-        workflow.warning(f"needle: no baseline: {exc}")
-    return base, base_sha
+        except NeedleError as exc:
+            # which side failed is unknown here: measure the head alone, judge it without a baseline
+            raise BaselineUnavailable(f"the base could not be measured: {exc.message}") from None
+    base.commit = base_sha
+    if note:
+        notes.append(note)
+    return head, base
+
+
+def _head_notes(settings: Settings, head: Results, notes: list[str]) -> None:
+    pr = settings.pull_request
+    head.commit = pr.head_sha if pr else settings.sha
+    no_key = sorted({p.recall_skipped or "" for p in head.prompts if p.recall_skip_kind == SkipKind.NO_KEY})
+    notes.extend(s[0].upper() + s[1:] + "." for s in no_key if s)
 
 
 def locate_failures(

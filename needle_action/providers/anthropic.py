@@ -17,7 +17,10 @@
 
 from __future__ import annotations
 
+import hashlib
+import json
 import os
+from pathlib import Path
 
 import anthropic
 
@@ -28,8 +31,10 @@ from needle_action.providers.base import Breakpoint, Completion
 from needle_action.providers.retry import (
     MalformedResponse,
     Reply,
+    RetriesExhausted,
     Retry,
     RetryingProvider,
+    call_with_retries,
     classify_status,
 )
 from needle_action.providers.specs import SPECS
@@ -88,6 +93,85 @@ class AnthropicProvider(RetryingProvider):
     async def aclose(self) -> None:
         await self._client.close()
 
+    async def complete_batch(
+        self, requests: list[tuple[str, RenderedPrompt, int, tuple[Breakpoint, ...]]], *, state_dir: Path
+    ) -> dict[str, Completion | Exception]:
+        """Every request through the Message Batches API (half price): (custom_id, prompt, max
+        output tokens, breakpoints) -> {custom_id: Completion, or the error of that request}.
+
+        The batch id is written to STATE_DIR under a digest of the requests before polling, so a
+        rerun after an interruption polls the same batch instead of creating (and paying for) a
+        new one; the file is removed once the results are in.
+        """
+        bodies = [
+            {"custom_id": cid, "params": build_request(self.model, prompt, max_tokens, bps)}
+            for cid, prompt, max_tokens, bps in requests
+        ]
+        state = batch_state_path(state_dir, self.model, bodies)
+        batch_id = read_batch_id(state)
+        if batch_id is None:
+            batch = await self._retrying(lambda: self._client.messages.batches.create(requests=bodies))  # type: ignore[arg-type]
+            batch_id = batch.id
+            write_batch_id(state, batch_id)
+        delay = self.settings.batch_poll_s
+        while True:
+            batch = await self._retrying(lambda: self._client.messages.batches.retrieve(batch_id))
+            if batch.processing_status == "ended":
+                break
+            await self._sleep(delay)
+            delay = min(MAX_POLL_S, delay * 1.5)
+        out: dict[str, Completion | Exception] = {}
+        decoder = await self._retrying(lambda: self._client.messages.batches.results(batch_id))
+        async for entry in decoder:
+            out[entry.custom_id] = batch_entry(entry)
+        state.unlink(missing_ok=True)
+        return out
+
+    async def _retrying(self, call):
+        result, _ = await call_with_retries(
+            call, self._classify, policy=self.policy, provider=self.name, sleep=self._sleep, rng=self._rng
+        )
+        return result
+
+
+MAX_POLL_S = 300.0
+
+
+def batch_state_path(state_dir: Path, model: str, bodies: list[dict]) -> Path:
+    """Where the batch id of exactly these requests is kept."""
+    digest = hashlib.sha256(json.dumps([model, bodies], sort_keys=True).encode()).hexdigest()[:32]
+    return state_dir / f"anthropic-{digest}.json"
+
+
+def read_batch_id(state: Path) -> str | None:
+    try:
+        return json.loads(state.read_text())["batch_id"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+
+
+def write_batch_id(state: Path, batch_id: str) -> None:
+    state.parent.mkdir(parents=True, exist_ok=True)
+    tmp = state.with_suffix(f".{os.getpid()}.tmp")
+    tmp.write_text(json.dumps({"batch_id": batch_id}))
+    os.replace(tmp, state)
+
+
+def batch_entry(entry) -> Completion | Exception:
+    """One line of a batch's results: a Completion when it succeeded, else why it did not."""
+    result = entry.result
+    if result.type != "succeeded":
+        detail = getattr(getattr(getattr(result, "error", None), "error", None), "message", None)
+        return RetriesExhausted(f"batch request {result.type}" + (f": {detail}" if detail else ""))
+    reply = parse_message(result.message)
+    return Completion(
+        text=reply.text,
+        input_tokens=reply.input_tokens,
+        output_tokens=reply.output_tokens,
+        cache_write_tokens=reply.cache_write_tokens,
+        cache_read_tokens=reply.cache_read_tokens,
+    )
+
 
 def find_key(api_key_env: str | None) -> tuple[str, str]:
     """(variable name, key): ``$api_key_env`` when configured, else the SDK's own variables."""
@@ -129,7 +213,7 @@ def build_request(
     # system text: the prompt's own, plus any system-role turns (the Messages API has no such role)
     systems = [prompt.system] if prompt.system else []
     extra = [m.content for m in prompt.messages if m.role == "system"]
-    if systems and cuts.get(-1) and not extra:
+    if prompt.system and cuts.get(-1) and not extra:
         request["system"] = _content(prompt.system, cuts[-1], budget)
     elif systems or extra:
         request["system"] = "\n\n".join(systems + extra)

@@ -7,8 +7,8 @@ rate-limit headers.
   requests of this provider in flight than ``window``.
 * **Pacing.** Anthropic sends ``anthropic-ratelimit-requests-limit`` / ``-remaining`` / ``-reset``
   on every answer: a token bucket of ``limit`` requests refilled continuously over a minute. We keep
-  a mirror of that bucket (never more optimistic than the server's ``remaining``) and start a request
-  only when it holds a token, so a run at a cap of R requests per minute goes at R per minute
+  a mirror of that bucket (filled from the first answer's ``remaining``, then counted ourselves, and
+  emptied by a 429) and start a request only when it holds a token, so a run at a cap of R requests per minute goes at R per minute
   instead of bouncing off 429s. Any ``anthropic-ratelimit-*-remaining: 0`` (tokens included) and any
   ``retry-after`` pause every new request until the reset.
 
@@ -101,9 +101,12 @@ class AdaptiveLimit:
                 cap = left = -1.0
             if cap > 0:
                 self._refill(now)
-                known = self._rate is not None
+                if self._rate is None:
+                    # the first answer tells the bucket's size and what was left; from then on our
+                    # own count is fresher than the headers (which were written when the request
+                    # arrived, before the requests we started since); a 429 resets it to empty
+                    self._tokens = left
                 self._rate, self._capacity = cap / 60.0, cap
-                self._tokens = min(self._tokens, left) if known else left
         for key, value in lower.items():
             if key.endswith("-remaining") and value.strip() == "0":
                 reset = lower.get(key.removesuffix("remaining") + "reset")

@@ -19,6 +19,7 @@ from pathlib import Path
 from needle_action.errors import ConfigError
 from needle_action.providers.base import Breakpoint, Completion
 from needle_action.recall.cells import CellRun
+from needle_action.recall.haystack import Trial
 from needle_action.recall.needles import make_needle
 from needle_action.recall.plan import trial_rng
 from needle_action.recall.prefix import find_mark
@@ -33,9 +34,9 @@ def custom_id(plan: PromptPlan, cell: CellRun, index: int) -> str:
     return "t" + hashlib.sha256(raw.encode()).hexdigest()[:40]
 
 
-def _build_all(plan: PromptPlan) -> list[tuple[str, CellRun, int, object, tuple[Breakpoint, ...]]]:
+def _build_all(plan: PromptPlan) -> list[tuple[str, CellRun, int, Trial, tuple[Breakpoint, ...]]]:
     rs = plan.prompt.recall
-    out = []
+    out: list[tuple[str, CellRun, int, Trial, tuple[Breakpoint, ...]]] = []
     for cell in plan.cells:
         reference = make_needle(rs, trial_rng(rs.seed, plan.name, cell.size, cell.depth, 0))
         for index in range(cell.planned):
@@ -44,7 +45,9 @@ def _build_all(plan: PromptPlan) -> list[tuple[str, CellRun, int, object, tuple[
             if index == 0:
                 cell.prompt_tokens, cell.token_offset = trial.prompt_tokens, trial.token_offset
             mark = find_mark(trial.rendered, needle.facts[0], trial.token_offset)
-            cached = (Breakpoint(mark.part, mark.offset, cache=True),) if mark is not None else ()
+            cached: tuple[Breakpoint, ...] = ()
+            if mark is not None and rs.prompt_cache:
+                cached = (Breakpoint(mark.part, mark.offset, cache=True),)
             out.append((custom_id(plan, cell, index), cell, index, trial, cached))
     return out
 

@@ -306,7 +306,6 @@ class HaystackBuilder:
         self._lock = threading.RLock()
         self._streams: OrderedDict[int | str, _Stream] = OrderedDict()
         self._base: int | None = None
-        self._hint_words: dict[int, int] = {}  # size -> filler words that hit it last time
         # (size, depth, reference answer) -> filler words: every trial of a cell uses the same
         # filler, so trials share the prefix before the needle
         self._layout: dict[tuple[int, float, str], int] = {}
@@ -526,13 +525,14 @@ class HaystackBuilder:
         """Monotone search for the filler word count whose rendered prompt measures SIZE."""
         lo: tuple[int, int] = (0, floor)  # (words, measured) known to be below the target
         hi: tuple[int, int] | None = None  # known to be above
-        words = self._hint_words.get(size) or stream.words_for(size - floor)
+        # start from the estimate, never from another cell's answer: a cell's layout must not depend
+        # on which cells were built before it (shards, concurrency), or prompts would differ
+        words = stream.words_for(size - floor)
         for _ in range(self.MAX_MEASURES):
             rendered, m = render(words)
             if abs(size - m) < best[0]:
                 best = (abs(size - m), rendered, m, words)
             if abs(size - m) <= tol:
-                self._hint_words[size] = words
                 break
             if m < size:
                 lo = max(lo, (words, m))

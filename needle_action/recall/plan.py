@@ -20,9 +20,9 @@ from needle_action.errors import ConfigError
 from needle_action.paths import relative
 from needle_action.results import SkipKind
 
-# Recall settings that change how a run is bounded, not what a complete result contains: left out
-# of the settings hash so raising a cap or the concurrency still finds the cached result.
-HASH_EXCLUDED = {"concurrency", "max_calls", "max_cost_usd"}
+# Recall settings that change how a run is bounded or billed, not what a complete result contains:
+# left out of the settings hash so raising a cap or the concurrency still finds the cached result.
+HASH_EXCLUDED = {"concurrency", "max_calls", "max_cost_usd", "prompt_cache"}
 LADDER_START = 2000
 LADDER_FACTOR = 4
 

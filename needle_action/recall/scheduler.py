@@ -101,6 +101,10 @@ class PromptPlan:
     def finished(self) -> bool:
         return self.outcome.stop_reason is not None or all(c.settled for c in self.cells)
 
+    def cached(self, marks: MarkStates) -> bool:
+        """Does this plan's provider cache prefixes, and does the prompt want it?"""
+        return self.prompt.recall.prompt_cache and id(self.provider) in marks.min_tokens
+
 
 def price(prompt: PromptConfig, input_tokens: int, output_tokens: int, **cache: Any) -> float | None:
     """Estimated USD of one call; None when the price table does not know the model."""
@@ -245,8 +249,7 @@ class Scheduler:
         needed = index < horizon
         if not needed and not plan.speculate:
             return None
-        cached = id(plan.provider) in self.marks.min_tokens
-        rank = -cell.depth if cached else cell.depth  # a size's writer is its deepest cell
+        rank = -cell.depth if plan.cached(self.marks) else cell.depth  # a size's writer is its deepest cell
         key = (0, index, rank) if needed else (1, index - horizon, rank)
         return key, index, needed
 
@@ -273,7 +276,7 @@ class Scheduler:
 
     def _cache_ready(self, plan: PromptPlan, cell: CellRun, trial: Trial) -> bool:
         key = id(plan.provider)
-        if key not in self.marks.min_tokens:
+        if not plan.cached(self.marks):
             return True
         if not self._ladder_known(plan, cell):
             return False
@@ -321,7 +324,7 @@ class Scheduler:
         self._providers[key].in_flight += 1
         call = _Call(plan, cell, index, trial, estimate, speculative)
         breakpoints: tuple[Breakpoint, ...] = ()
-        if key in self.marks.min_tokens:
+        if plan.cached(self.marks):
             marks = self._marks(plan, cell, trial)
             breakpoints, call.writes = self.marks.plan_request(key, marks)
             cached = [m for m, bp in zip(marks, breakpoints, strict=False) if bp.cache]
