@@ -205,7 +205,7 @@ def build_request(
             hint="a prompt needs at least one user turn besides the system text",
         )
     cuts: dict[int, list[Breakpoint]] = {}
-    for bp in breakpoints:
+    for bp in _at_block_ends(prompt, breakpoints):
         cuts.setdefault(bp.part, []).append(bp)
     budget = [MAX_BREAKPOINTS]
     messages = [{"role": m.role, "content": _content(m.content, cuts.get(i, []), budget)} for i, m in kept]
@@ -218,6 +218,22 @@ def build_request(
     elif systems or extra:
         request["system"] = "\n\n".join(systems + extra)
     return request
+
+
+def _at_block_ends(prompt: RenderedPrompt, breakpoints: tuple[Breakpoint, ...]) -> list[Breakpoint]:
+    """A point at the very start of a message is the end of the part before it (the prefix is the
+    same; a cache marker can only sit at the end of a block)."""
+    kept = [-1] + [i for i, m in enumerate(prompt.messages) if m.role != "system"]
+    lengths = {-1: len(prompt.system or ""), **{i: len(m.content) for i, m in enumerate(prompt.messages)}}
+    out = []
+    for bp in breakpoints:
+        part, offset = bp.part, bp.offset
+        while offset == 0 and part in kept and kept.index(part) > 0:
+            part = kept[kept.index(part) - 1]
+            offset = lengths[part]
+        if offset > 0:
+            out.append(Breakpoint(part, offset, bp.cache))
+    return out
 
 
 def _content(text: str, cuts: list[Breakpoint], budget: list[int]) -> str | list[dict]:

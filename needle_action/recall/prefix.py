@@ -77,8 +77,8 @@ def find_mark(rendered: RenderedPrompt, fact: str, tokens: int) -> Mark | None:
 
 def marks_in(rendered: RenderedPrompt, own: Mark | None, ladder: list[Mark]) -> list[Mark]:
     """The marks of LADDER (a size's cells) that RENDERED starts with, up to its own, shallow first."""
-    if own is None:
-        return []
+    if own is None or prefix_digest(rendered, own.part, own.offset) != own.digest:
+        return []  # this trial's text differs from the cell's first before the needle: nothing shared
     out = [own]
     for m in ladder:
         if (
