@@ -55,6 +55,7 @@ class AdaptiveLimit:
         self._rate: float | None = None  # requests per second the server refills
         self._capacity = 0.0
         self._tokens = 0.0
+        self._most_seen = 0.0
         self._stamp = 0.0
         self.cuts = 0  # how often the window was halved (reported by benches and tests)
 
@@ -106,7 +107,9 @@ class AdaptiveLimit:
                     # own count is fresher than the headers (which were written when the request
                     # arrived, before the requests we started since); a 429 resets it to empty
                     self._tokens = left
-                self._rate, self._capacity = cap / 60.0, cap
+                # the bucket holds at most LIMIT; never assume more than the most it was seen to hold
+                self._most_seen = max(self._most_seen, left)
+                self._rate, self._capacity = cap / 60.0, max(1.0, min(cap, self._most_seen))
         for key, value in lower.items():
             if key.endswith("-remaining") and value.strip() == "0":
                 reset = lower.get(key.removesuffix("remaining") + "reset")

@@ -84,7 +84,7 @@ async def _run_group(plans: list[PromptPlan], cache_dir: Path) -> None:
         if not isinstance(got, Completion):
             cell.lost.add(index)  # a batch request that errored or expired: that trial is lost
             plan.outcome.lost_trials += 1
-            cell.count(rs.threshold, rs.early_stop)
+            plan.outcome.calls += cell.count(rs.threshold, rs.early_stop)
             continue
         bill(plan, trial, got)  # the live run's billing rule, at the batch price
         hit = score(got.text, trial.needle, rs)

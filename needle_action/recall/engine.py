@@ -12,6 +12,7 @@ the CLI can exit 3 when nothing at all could run.
 from __future__ import annotations
 
 import asyncio
+import itertools
 import json
 from dataclasses import dataclass
 from pathlib import Path
@@ -328,7 +329,9 @@ def run_recall_jobs(
     scheduler. SHARD measures a deterministic slice of the cells; BATCH sends the work through the
     provider's batch API (:mod:`needle_action.recall.batch`)."""
     run = _Run(cache=open_cache(cache), progress=progress)
-    work = [(job, prompt, pr) for job in jobs for prompt, pr in _todo(job)]
+    todos = [[(job, prompt, pr) for prompt, pr in _todo(job)] for job in jobs]
+    # planned in turns across jobs (head's first prompt, base's first, ...): every side starts early
+    work = [item for turn in itertools.zip_longest(*todos) for item in turn if item is not None]
     if not work:
         return
     limit = max(prompt.recall.concurrency for _, prompt, _ in work)

@@ -6,8 +6,10 @@ How a slot is filled (``Scheduler._pick``), best first:
 1. a **needed** trial: one that one-call-at-a-time early stopping would ask whatever the answers
    (below the cell's horizon, :meth:`CellRun.horizon`), from the cell with the fewest trials asked
    (rounds across cells and prompts);
-2. a **speculative** trial: the next one of an unsettled cell beyond its horizon. It only ever
-   takes a slot that would otherwise sit idle; answers are counted in trial order
+2. a **speculative** trial: the next one of an unsettled cell beyond its horizon, at most
+   ``SPECULATE_AHEAD`` per cell in flight (one covers the usual last step of a cell without paying
+   for all its remaining trials when slots are plentiful). It only ever takes a slot that would
+   otherwise sit idle; answers are counted in trial order
    (:mod:`needle_action.recall.cells`), so the verdict is the non-speculative one, and a cell that
    settles cancels its speculative calls still in flight. Runs with a call or cost cap do not
    speculate (a cap must stop where the sequential rule would).
@@ -19,7 +21,7 @@ asked) and, with a prompt-caching provider, when no prefix it carries is being w
 
 Failures. A call that exhausts its retries loses that trial only: it is asked once more, then
 counted lost, and the rest go on. The provider is declared dead (every prompt on it stops) when it
-refuses our credentials or after ``DEAD_AFTER`` lost calls in a row; a request the provider rejects
+refuses our credentials or after ``DEAD_AFTER`` distinct trials lost in a row; a request the provider rejects
 for good (400/404) stops that prompt. Caps (``max_calls``, ``max_cost_usd``) stop a prompt's new
 calls; calls in flight finish.
 """
@@ -45,7 +47,10 @@ from needle_action.recall.scoring import score
 from needle_action.results import RecallAnswer
 
 PROVIDER_STOP_PREFIX = "provider unavailable: "
-DEAD_AFTER = 3  # lost calls in a row after which a provider is taken for dead
+DEAD_AFTER = 5  # distinct trials lost in a row (no success between) after which a provider is dead
+# speculative calls one cell may have in flight: one covers a cell's usual last step (the answer
+# that settles it) without paying for every remaining trial when slots are plentiful
+SPECULATE_AHEAD = 1
 
 __all__ = ["PROVIDER_STOP_PREFIX", "CellRun", "PromptPlan", "RunOutcome", "Scheduler", "price"]
 
@@ -142,7 +147,8 @@ class Scheduler:
         self._built: dict[tuple[int, int, int], asyncio.Future[Trial]] = {}
         self._providers: dict[int, _ProviderState] = {}
         self._ladders: dict[tuple[int, int], list[CellRun]] = {}
-        self._mark_memo: dict[int, tuple[Trial, list[Mark]]] = {}  # id(trial) -> (trial kept alive, marks)
+        self._mark_memo: dict[int, tuple[Trial, list[Mark]]] = {}
+        self._settled_cells: set[int] = set()  # id(trial) -> (trial kept alive, marks)
         self._wake = asyncio.Event()
         self._closed = False
         self._prefetchers: list[asyncio.Task[None]] = []
@@ -247,8 +253,14 @@ class Scheduler:
         rs = plan.prompt.recall
         horizon = cell.horizon(rs.threshold, rs.early_stop)
         needed = index < horizon
-        if not needed and not plan.speculate:
+        if not needed and (
+            not plan.speculate or sum(i >= horizon for i in cell.in_flight) >= SPECULATE_AHEAD
+        ):
             return None
+        if getattr(plan.provider, "sequential", False):
+            # one call at a time (the embedded model): a cell's trials back to back, then the next
+            # cell of the size, so consecutive prompts share the longest prefix (its KV state)
+            return (0 if needed else 1, cell.size, -cell.depth, index), index, needed
         rank = -cell.depth if plan.cached(self.marks) else cell.depth  # a size's writer is its deepest cell
         key = (0, index, rank) if needed else (1, index - horizon, rank)
         return key, index, needed
@@ -271,6 +283,8 @@ class Scheduler:
         return None if best is None else (best[2], best[3], best[4], best[5], not best[6])
 
     def _window(self, plan: PromptPlan) -> int:
+        if getattr(plan.provider, "sequential", False):
+            return 1  # in-process inference runs one at a time: more in flight would only queue
         limiter = getattr(plan.provider, "limiter", None)
         return limiter.window if limiter is not None else self.limit
 
@@ -351,10 +365,16 @@ class Scheduler:
             state.lost_in_a_row = 0
             return self._record(call, task.result())
         if isinstance(exc, RetriesExhausted):
-            state.lost_in_a_row += 1
+            # a trial asked again after failing is expected to fail again: only first failures
+            # of distinct trials in a row say the provider itself is down
+            if call.index not in cell.failures:
+                state.lost_in_a_row += 1
             if cell.fail(call.index):
                 plan.outcome.lost_trials += 1
-                cell.count(plan.prompt.recall.threshold, plan.prompt.recall.early_stop)
+                # answers of later trials were waiting for this one: count them now
+                self._counted(
+                    plan, cell, cell.count(plan.prompt.recall.threshold, plan.prompt.recall.early_stop)
+                )
             if state.lost_in_a_row >= DEAD_AFTER:
                 self._provider_dead(key, exc.message)
             return None
@@ -391,11 +411,15 @@ class Scheduler:
         )
         before = cell.discarded
         counted = cell.receive(answer, rs.threshold, rs.early_stop)
-        plan.outcome.calls += counted
         plan.outcome.speculative_calls += cell.discarded - before
+        self._counted(plan, cell, counted)
+
+    def _counted(self, plan: PromptPlan, cell: CellRun, counted: int) -> None:
+        plan.outcome.calls += counted
         if plan.progress is not None and counted:
             plan.progress.advance(counted)
-        if cell.settled:
+        if cell.settled and id(cell) not in self._settled_cells:
+            self._settled_cells.add(id(cell))
             self._settled(plan, cell)
 
     def _settled(self, plan: PromptPlan, cell: CellRun) -> None:
