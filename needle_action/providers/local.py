@@ -10,8 +10,8 @@
   model keeps writing the next "Question:" otherwise).
 * Decoding is greedy (``temperature=0``). Shared prompt prefixes are not evaluated twice, and an
   answer still depends on the prompt alone: see :mod:`needle_action.providers.kv_reuse` (the KV
-  state of the longest common prefix, cut to a multiple of the evaluation batch, so every prompt
-  is evaluated in the same chunks as from an empty state).
+  state of the prefix shared with the previous prompt, cut to a multiple of the evaluation chunk,
+  so every prompt is evaluated in the same chunks as from an empty state).
 * ``Llama`` is not thread-safe: every inference holds one process-wide lock and runs in a worker
   thread (``asyncio.to_thread``) so the event loop stays free for the rest of the engine.
 * Context: ``providers.local.n_ctx`` when set (fixed); otherwise start from the size the registry
@@ -29,7 +29,7 @@ from needle_action.assemble import RenderedPrompt
 from needle_action.config import ProviderSettings
 from needle_action.errors import ConfigError
 from needle_action.providers.base import Breakpoint, Completion
-from needle_action.providers.kv_reuse import PrefixStates, prompt_tokens
+from needle_action.providers.kv_reuse import prepare, prompt_tokens
 from needle_action.providers.local_model import N_CTX_TRAIN, get_llama
 from needle_action.providers.retry import RequestRejected
 
@@ -88,7 +88,6 @@ class LocalProvider:
         self.max_ctx = self.n_ctx if self.fixed_ctx else max(self.n_ctx, N_CTX_TRAIN)
         self.retries = 0
         self.reuse_prefix = reuse_prefix
-        self.kv = PrefixStates()
         self.reused_tokens = 0  # prompt tokens not evaluated thanks to a kept prefix
 
     def _llm(self):
@@ -161,7 +160,7 @@ class LocalProvider:
             llm.reset()
             resp = llm.create_completion(prompt=prompt, max_tokens=max_output_tokens, temperature=0.0, seed=0)
         else:
-            self.reused_tokens += self.kv.prepare(llm, tokens)
+            self.reused_tokens += prepare(llm, tokens)
             resp = llm.create_completion(prompt=tokens, max_tokens=max_output_tokens, temperature=0.0, seed=0)
         return {"text": first_line(resp["choices"][0].get("text") or ""), "usage": resp.get("usage") or {}}
 

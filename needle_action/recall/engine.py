@@ -165,6 +165,8 @@ class _Run:
         self.cache = cache
         self.progress = progress
         self.providers: dict[str, Provider] = {}
+        self.leaders: dict[str, PromptResult] = {}  # settings hash -> the prompt measuring it
+        self.followers: list[tuple[RecallJob, PromptResult, str]] = []  # ...and those waiting on it
 
     def provider_for(self, prompt: PromptConfig) -> Provider:
         ps = prompt.providers.get(prompt.provider)
@@ -254,6 +256,10 @@ def _plan_prompt(
         pr.clear_skip()
         job.totals.cached_calls += stored.cached_calls
         return None
+    if digest in run.leaders:  # the same measurement is already planned in this run (an unchanged
+        run.followers.append((job, pr, digest))  # prompt on both sides of a PR): reuse it after
+        return None
+    run.leaders[digest] = pr
 
     counter = get_counter(prompt.tokenizer, model=prompt.model, settings=prompt)
     builder = HaystackBuilder(config, prompt, counter, seed=prompt.recall.seed, fixture_path=fixture_path)
@@ -369,6 +375,23 @@ async def _run_all(run: _Run, work, limit: int, shard: Shard | None, batch: bool
         await run.close()
     for job, plan, pr in planned:
         _finish(run, job, plan, pr, shard)
+    for job, pr, digest in run.followers:
+        _follow(job, pr, run.leaders[digest])
+
+
+def _follow(job: RecallJob, pr: PromptResult, leader: PromptResult) -> None:
+    """PR has the same settings hash as LEADER, measured in this run: the same result, reused (0
+    calls), or the same skip when the leader could not run."""
+    if leader.recall is not None and not leader.recall.partial:
+        pr.recall = reused(leader.recall, "cache")
+        pr.clear_skip()
+        job.totals.cached_calls += pr.recall.cached_calls
+    elif leader.recall is not None:
+        job.record(pr, reused(leader.recall, "cache"), None)
+    elif leader.recall_skip_kind is not None:
+        pr.skip_recall(leader.recall_skip_kind, leader.recall_skipped or "")
+        if leader.recall_skip_kind == SkipKind.PROVIDER_UNAVAILABLE:
+            job.totals.provider_unavailable = job.totals.partial = True
 
 
 def _batch_dir(run: _Run) -> Path:
