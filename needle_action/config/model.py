@@ -103,7 +103,7 @@ class RecallSettings(Strict):
     max_calls: int | None = Field(default=None, ge=1)
     max_cost_usd: float | None = Field(default=None, gt=0)
     concurrency: int = Field(
-        default=32, ge=1, le=256, description="ceiling of the adaptive window of calls in flight"
+        default=64, ge=1, le=256, description="ceiling of the adaptive window of calls in flight"
     )
     early_stop: bool = True
     prompt_cache: bool = Field(

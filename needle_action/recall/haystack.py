@@ -70,7 +70,9 @@ class Trial:
     rendered: RenderedPrompt
     size: int  # target tokens
     depth: float  # 0..1 within the context slot
-    prompt_tokens: int  # measured tokens of the whole rendered prompt
+    # tokens of the whole rendered prompt: measured for a cell's first trial; the others count only
+    # their own needle on top of the first's measure (the rest of the text is the same)
+    prompt_tokens: int
     token_offset: int  # absolute token offset of the needle (first fact) in the whole prompt
     needle: Needle
 
@@ -309,6 +311,9 @@ class HaystackBuilder:
         # (size, depth, reference answer) -> filler words: every trial of a cell uses the same
         # filler, so trials share the prefix before the needle
         self._layout: dict[tuple[int, float, str], int] = {}
+        # same key -> (text before the needle, tokens, needle offset, the needle's own tokens) of the
+        # reference trial: the cell's other trials reuse the counts when their text matches
+        self._counted: dict[tuple[int, float, str], tuple[str | None, int, int, int]] = {}
 
         # fixture's own context, then repo files: shared by every trial
         own: list[Any]
@@ -502,9 +507,23 @@ class HaystackBuilder:
         if words is None:
             words = self._search_words(size, render_with(reference), stream)
             self._layout[key] = words
-        rendered, measured = render_with(needle)(words)
+        rendered = self._render(self._context(stream.take(words), depth, needle), needle.question)
+        before = _text_before(rendered, needle.facts[0])
+        known = self._counted.get(key)
+        if needle.answer != reference.answer and known is not None and known[0] == before:
+            # the same text up to the needle and after it: only the needle's own tokens differ, so
+            # count those instead of the whole prompt twice (the size is then exact to a token or two)
+            _, measured_ref, offset, needle_ref = known
+            measured = measured_ref - needle_ref + self._needle_tokens(needle)
+            return Trial(rendered, size, depth, measured, offset, needle)
+        measured = self._measure(rendered)
         offset = self._token_offset(rendered, needle)
+        if needle.answer == reference.answer:
+            self._counted[key] = (before, measured, offset, self._needle_tokens(needle))
         return Trial(rendered, size, depth, measured, offset, needle)
+
+    def _needle_tokens(self, needle: Needle) -> int:
+        return sum(self.counter.count_texts([*needle.facts, needle.question, *needle.distractors]))
 
     def _search_words(self, size: int, render, stream: _Stream) -> int:
         """Filler words whose rendered prompt (with the reference needle) measures SIZE tokens."""
@@ -578,6 +597,13 @@ class HaystackBuilder:
         # framing tokens the counter adds for the reply would be counted too; a cut prompt ending in an
         # empty message costs only a few. Offsets are positions, so a few tokens either way are noise.
         return self._measure(cut)
+
+
+def _text_before(rendered: RenderedPrompt, fact: str) -> str | None:
+    """The prompt's text up to FACT (None when absent): what a cell's trials must share."""
+    joined = "\0".join(rendered.texts())
+    at = joined.find(fact)
+    return joined[:at] if at >= 0 else None
 
 
 def _unit_counter_for(counter):
