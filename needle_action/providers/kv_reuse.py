@@ -40,6 +40,7 @@ def aligned(common: int, length: int, n_batch: int) -> int:
 
 
 def common_prefix(a, b) -> int:
+    """How many leading items A and B share."""
     n = 0
     for x, y in zip(a, b, strict=False):
         if x != y:

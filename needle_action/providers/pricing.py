@@ -23,6 +23,8 @@ LOCAL = "local"
 
 @dataclass(frozen=True)
 class Price:
+    """USD per million tokens of one model, and its cache and batch multipliers."""
+
     input_per_mtok: float
     output_per_mtok: float
     cache_write: float = 1.25
@@ -56,6 +58,7 @@ class Usage:
     weights: tuple[float, float] = field(default=(1.25, 0.10))  # (cache_write, cache_read)
 
     def add(self, input_tokens: int, output_tokens: int, cache_write: int = 0, cache_read: int = 0) -> None:
+        """Count one call's usage."""
         self.input_tokens += input_tokens
         self.output_tokens += output_tokens
         self.cache_write_tokens += cache_write
@@ -87,6 +90,7 @@ def _entry(defaults: dict[str, Any], entry: dict[str, Any]) -> Price:
 
 @lru_cache(maxsize=1)
 def price_table() -> dict[str, Price]:
+    """Every model of prices.toml, its [defaults] filled in."""
     data = tomllib.loads((resources.files("needle_action") / "data" / "prices.toml").read_text("utf-8"))
     defaults = data.get("defaults", {})
     return {name: _entry(defaults, entry) for name, entry in data.get("models", {}).items()}

@@ -71,6 +71,7 @@ class AdaptiveLimit:
 
     # ---- signals -----------------------------------------------------------------------------
     def on_success(self, headers: Mapping[str, str] | None) -> None:
+        """An answer: widen the window a little and read its rate-limit headers."""
         self.limit = min(float(self.ceiling), self.limit + 1.0 / max(1.0, self.limit))
         self._read(headers)
 

@@ -64,6 +64,7 @@ class CellRun:
         return self.issued if self.issued < self.planned else None
 
     def take(self, index: int) -> None:
+        """INDEX is being asked now."""
         if self.requeue and self.requeue[0] == index:
             self.requeue.pop(0)
         else:
@@ -122,6 +123,7 @@ class CellRun:
         return counted
 
     def to_result(self, threshold: float) -> RecallCell:
+        """The cell as the results file records it (answers in trial order)."""
         n = self.done
         low, high = stats.wilson_interval(self.hits, n)
         return RecallCell(

@@ -169,6 +169,7 @@ class _Run:
         self.followers: list[tuple[RecallJob, PromptResult, str]] = []  # ...and those waiting on it
 
     def provider_for(self, prompt: PromptConfig) -> Provider:
+        """One provider per (provider, model, settings) for the whole run: one client, one window."""
         ps = prompt.providers.get(prompt.provider)
         key = json.dumps([prompt.provider, prompt.model, ps.model_dump(mode="json") if ps else None])
         if key not in self.providers:
@@ -176,6 +177,7 @@ class _Run:
         return self.providers[key]
 
     async def close(self) -> None:
+        """Close every provider's client."""
         for provider in self.providers.values():
             try:
                 await provider.aclose()
@@ -196,6 +198,7 @@ class RecallJob:
 
     @property
     def totals(self) -> RunTotals:
+        """This job's run totals."""
         return self.results.totals
 
     def stored(self, cache: ResultCache | None, prompt: PromptConfig, digest: str) -> RecallResult | None:
@@ -209,11 +212,13 @@ class RecallJob:
         return None
 
     def outage(self, pr: PromptResult, message: str) -> None:
+        """PR's recall could not run at all: the provider is unavailable."""
         pr.skip_recall(SkipKind.PROVIDER_UNAVAILABLE, f"{PROVIDER_STOP_PREFIX}{message}")
         self.totals.provider_unavailable = True
         self.totals.partial = True
 
     def record(self, pr: PromptResult, result: RecallResult, cache: ResultCache | None) -> None:
+        """Give PR its RESULT, add it to the totals and store it when complete."""
         pr.recall = result
         pr.clear_skip()
         t = self.totals

@@ -116,13 +116,16 @@ class MarkStates:
     _warm_until: dict[tuple[int, str], float] = field(default_factory=dict)
 
     def now(self) -> float:
+        """The clock's time (injectable for tests)."""
         return self.clock()  # type: ignore[operator]
 
     def cacheable(self, provider: int, mark: Mark) -> bool:
+        """Is MARK's prefix long enough for PROVIDER to cache it?"""
         floor = self.min_tokens.get(provider)
         return floor is not None and mark.tokens >= floor
 
     def is_warm(self, provider: int, mark: Mark) -> bool:
+        """Was MARK's prefix written recently enough to be read now?"""
         return self._warm_until.get((provider, mark.digest), 0.0) > self.now() + TTL_MARGIN_S
 
     def blocked(self, provider: int, marks: list[Mark]) -> bool:

@@ -100,10 +100,12 @@ class PromptPlan:
 
     @property
     def speculate(self) -> bool:
+        """May this plan start trials beyond what sequential early stopping needs?"""
         rs = self.prompt.recall
         return rs.early_stop and rs.max_calls is None and rs.max_cost_usd is None
 
     def finished(self) -> bool:
+        """Stopped, or every cell settled."""
         return self.outcome.stop_reason is not None or all(c.settled for c in self.cells)
 
     def cached(self, marks: MarkStates) -> bool:
@@ -181,6 +183,7 @@ class Scheduler:
 
     # ---- the loop -----------------------------------------------------------------------------
     async def run(self) -> None:
+        """Issue and collect calls until ``close`` was called and every plan is finished."""
         try:
             while not self._done():
                 self._issue()

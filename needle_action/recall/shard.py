@@ -24,6 +24,8 @@ _SPEC = re.compile(r"^\s*(\d+)\s*/\s*(\d+)\s*$")
 
 @dataclass(frozen=True)
 class Shard:
+    """Slice INDEX (1-based) of COUNT."""
+
     index: int  # 1-based
     count: int
 
