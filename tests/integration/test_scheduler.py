@@ -123,3 +123,41 @@ def test_shards_merge_into_the_unsharded_run(tmp_path, fake):
         merge(parts[:2])
     with pytest.raises(ConfigError, match="also in"):
         merge([parts[0], parts[0], parts[1], parts[2]])
+
+
+def test_the_cli_shards_and_merges(tmp_path, fake):
+    from click.testing import CliRunner
+
+    from needle_action.cli import main
+    from needle_action.results import load_results
+
+    cfg = write_project(tmp_path / "p", seed=2)
+    runner = CliRunner()
+    files = []
+    for i in (1, 2, 3):
+        out = tmp_path / f"s{i}.json"
+        res = runner.invoke(
+            main,
+            [
+                "recall",
+                "-c",
+                str(cfg),
+                "--no-progress",
+                "--no-cache",
+                "--shard",
+                f"{i}/3",
+                "--json",
+                str(out),
+            ],
+        )
+        assert res.exit_code in (0, 1), res.output
+        files.append(str(out))
+    merged = tmp_path / "all.json"
+    res = runner.invoke(main, ["merge", *files, "--output", str(merged)])
+    assert res.exit_code in (0, 1), res.output
+    whole = run(cfg)
+    assert verdicts(load_results(merged)) == verdicts(whole)
+    bad = runner.invoke(main, ["recall", "-c", str(cfg), "--shard", "4/3"])
+    assert bad.exit_code == 2 and "--shard must look like i/n" in bad.output and "Traceback" not in bad.output
+    missing = runner.invoke(main, ["merge", *files[:2], "--output", str(tmp_path / "x.json")])
+    assert missing.exit_code == 2 and "3/3 missing" in missing.output
