@@ -46,7 +46,7 @@ EPHEMERAL = {"type": "ephemeral"}
 
 class AnthropicProvider(RetryingProvider):
     name = "anthropic"
-    prompt_cache = True  # honours cache breakpoints (explicit prefix caching)
+    prompt_cache = True  # caches shared prefixes: here explicitly, at the breakpoints' cache_control
 
     def __init__(self, model: str, settings: ProviderSettings | None = None, **retry_kw) -> None:
         super().__init__(model, settings, **retry_kw)  # retry_kw: sleep=, rng= (tests inject them)

@@ -52,9 +52,10 @@ def is_openai_cloud(base_url: str | None) -> bool:
 
 class OpenAICompatProvider(RetryingProvider):
     name = "openai"
-    # these servers cache shared prefixes by themselves (OpenAI, vLLM, llama.cpp's server): no
-    # markers to send, but the scheduler sends requests that share a prefix one after another
-    prompt_cache = False
+    # these servers cache shared prefixes by themselves (OpenAI, vLLM, llama.cpp's server): the
+    # breakpoints are ignored (no markers to send), but the scheduler orders the requests as for
+    # explicit caching -- each prefix's first request alone, the ones that share it after it
+    prompt_cache = True
 
     def __init__(self, model: str, settings: ProviderSettings | None = None, **retry_kw) -> None:
         super().__init__(model, settings, **retry_kw)  # retry_kw: sleep=, rng= (tests inject them)

@@ -129,3 +129,29 @@ def test_batch_gives_the_live_verdicts_at_half_price_and_resumes(tmp_path, fake)
     again = run_recall(config, cache=str(store), batch=True)
     assert fake.batches.created == before  # resumed: no new batch
     assert verdicts(again) == verdicts(live)
+
+
+def test_openai_compatible_servers_get_each_prefix_first_alone(tmp_path, monkeypatch):
+    from tests.fakes.openai_server import FakeOpenAI
+
+    sim = SimulatedModel(u_shape(edge=0.97, middle=0.1, margin=0.08), seed=4)
+    seen: list[tuple[int, float]] = []
+
+    def responder(body):
+        obs = sim.observe(body)
+        seen.append((obs.size, obs.depths[0] if obs.depths else -1.0))
+        return obs.answer
+
+    with FakeOpenAI(responder) as server:
+        cfg_path = write_project(
+            tmp_path, sizes=(1500, 2500), model="gpt-4.1", recall_extra="early_stop = false"
+        )
+        text = cfg_path.read_text().replace('provider = "anthropic"', 'provider = "openai"')
+        cfg_path.write_text(text + f'\n[defaults.providers.openai]\nbase_url = "{server.base_url}"\n')
+        res = run_recall(load_config(cfg_path), cache=False)
+    assert res.prompt("qa").recall.calls == 50
+    for size in (1500, 2500):
+        # requests whose shared prefix (the text before the needle) is long enough to be cached
+        requests = [d for s, d in seen if abs(s - size) < size * 0.1 and d * s > 1100]
+        # the deepest needle's first trial writes the longest shared prefix: it goes before the rest
+        assert requests and requests[0] >= max(requests) - 0.02, (size, requests[:5])
