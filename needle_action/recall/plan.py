@@ -23,6 +23,7 @@ from needle_action.results import SkipKind
 # Recall settings that change how a run is bounded or billed, not what a complete result contains:
 # left out of the settings hash so raising a cap or the concurrency still finds the cached result.
 HASH_EXCLUDED = {"concurrency", "max_calls", "max_cost_usd", "prompt_cache"}
+HAYSTACK_LAYOUT = 2
 LADDER_START = 2000
 LADDER_FACTOR = 4
 
@@ -129,6 +130,9 @@ def settings_hash(
     ps = prompt.providers.get(prompt.provider)
     payload = {
         "tool_major": __version__.split(".")[0],
+        # how trials are built: 2 = one filler stream for every trial and depth, the filler amount
+        # fixed per cell (issue 12); results built the older way are not reused
+        "haystack": HAYSTACK_LAYOUT,
         "prompt": content_hash,
         "fixture": fixture,
         "provider": prompt.provider,
