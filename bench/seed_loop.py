@@ -45,9 +45,12 @@ def run_seed_loop(
         for depth in rs.depths:
             key = (size, depth)
             out.hits[key] = out.trials[key] = 0
+            reference = make_needle(rs, trial_rng(rs.seed, prompt.name, size, depth, 0, style=rs.styles[0]))
             for trial in range(rs.trials):
-                needle = make_needle(rs, trial_rng(rs.seed, prompt.name, size, depth, trial))
-                built = builder.build(size, depth, needle, trial)
+                needle = make_needle(
+                    rs, trial_rng(rs.seed, prompt.name, size, depth, trial, style=rs.styles[0])
+                )
+                built = builder.build(size, depth, needle, trial, reference)  # the engine's prompt
                 message = client.messages.create(
                     model=prompt.model,
                     max_tokens=rs.max_output_tokens,

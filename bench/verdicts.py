@@ -124,7 +124,7 @@ def run_result(
     for size in SIZES:
         for depth in DEPTHS:
             hits = int(rng.binomial(trials, curve(depth, size)))
-            cells.append(CellRun(size, depth, trials, hits=hits, done=trials, issued=trials))
+            cells.append(CellRun(size, depth, trials, hits=hits, done=trials, issued=trials, settled=True))
     plan = PromptPlan(prompt.name, prompt, None, SIZES, None, f"{key}:{seed}", cells)  # type: ignore[arg-type]
     result = summarize(plan, "simulated", RunOutcome(calls=trials * len(cells)), power)
     result.seed, result.pool_key = seed, key

@@ -23,9 +23,17 @@ from needle_action.config.model import Config
 from needle_action.config.scaffold import write_starter
 from needle_action.errors import EXIT_CONFIG, ConfigError, NeedleError
 from needle_action.paths import UnsafePath, write_user_file
-from needle_action.pipeline import RecallOverrides, render_prompt_cases, run_budget, run_check, run_recall
+from needle_action.pipeline import (
+    RecallOverrides,
+    Shard,
+    render_prompt_cases,
+    run_budget,
+    run_check,
+    run_recall,
+)
 from needle_action.policy import comparison_exit_code, results_exit_code
 from needle_action.providers.specs import PROVIDER_NAMES
+from needle_action.recall.merge import merge_files
 from needle_action.recall.scheduler import Progress
 from needle_action.report.html import render_html
 from needle_action.report.junit import junit_xml
@@ -165,6 +173,7 @@ def main() -> None:
       needle budget               count real tokens against the budgets
       needle recall               probe recall by needle position and context size
       needle check                budgets and recall together (what the action runs)
+      needle merge a.json b.json  join the slices of `needle recall --shard i/n` runs
     """
 
 
@@ -243,8 +252,17 @@ def budget(
 @json_option
 @junit_option
 @recall_options
+@click.option(
+    "--batch",
+    is_flag=True,
+    help="Send every trial through the provider's batch API (Anthropic: half price, may take hours; "
+    "resumable: rerun the same command).",
+)
+@click.option(
+    "--shard", metavar="I/N", help="Measure only slice I of N of the cells (join with `needle merge`)."
+)
 @handle_errors
-def recall(config_path, only, baseline, json_out, junit, overrides, progress, cache) -> None:
+def recall(config_path, only, baseline, json_out, junit, overrides, progress, cache, batch, shard) -> None:
     """Probe positional recall: needles at several depths and context sizes.
 
     Cells stop early once their verdict is settled (``early_stop``), except with --baseline: a run
@@ -258,9 +276,29 @@ def recall(config_path, only, baseline, json_out, junit, overrides, progress, ca
         overrides=dataclasses.replace(overrides, full_trials=base is not None),
         progress=progress,
         cache=cache,
+        shard=Shard.parse(shard) if shard else None,
+        batch=batch,
     )
     print_recall(results)
     _finish(results, json_out, stages=("recall",), junit=junit, baseline=base)
+
+
+@main.command()
+@click.argument("files", nargs=-1, required=True, type=click.Path(dir_okay=False, path_type=Path))
+@click.option(
+    "--output",
+    "-o",
+    type=click.Path(dir_okay=False, path_type=Path),
+    required=True,
+    help="Merged results file.",
+)
+@junit_option
+@handle_errors
+def merge(files: tuple[Path, ...], output: Path, junit: Path | None) -> None:
+    """Join the results files of `needle recall --shard i/n` runs into one results file."""
+    results = merge_files(list(files))
+    print_recall(results)
+    _finish(results, output, stages=("recall",), junit=junit)
 
 
 @main.command()

@@ -16,9 +16,10 @@ from needle_action.assemble.render import render_case
 from needle_action.config.model import Config, PromptConfig
 from needle_action.errors import ConfigError
 from needle_action.providers.specs import missing_key
-from needle_action.recall.engine import CacheArg, run_recall_for_prompts
+from needle_action.recall.engine import CacheArg, RecallJob, run_recall_for_prompts, run_recall_jobs
 from needle_action.recall.plan import RecallOverrides
 from needle_action.recall.scheduler import ProgressFactory
+from needle_action.recall.shard import Shard
 from needle_action.results import PromptResult, Results, SkipKind
 from needle_action.tokens import count_prompts
 from needle_action.tokens.budget import evaluate_case
@@ -26,7 +27,17 @@ from needle_action.tokens.budget import evaluate_case
 NO_OVERRIDES = RecallOverrides()
 NO_FIXTURE: list[Path | None] = [None]  # a prompt without fixtures renders once, with no variables
 
-__all__ = ["Measure", "RecallOverrides", "measure", "run_budget", "run_check", "run_recall", "select_prompts"]
+__all__ = [
+    "Measure",
+    "RecallOverrides",
+    "Shard",
+    "measure",
+    "measure_sides",
+    "run_budget",
+    "run_check",
+    "run_recall",
+    "select_prompts",
+]
 
 
 def select_prompts(config: Config, only: list[str] | None) -> list[PromptConfig]:
@@ -91,13 +102,25 @@ def run_recall(
     progress: ProgressFactory | None = None,
     results: Results | None = None,
     cache: CacheArg = None,
+    shard: Shard | None = None,
+    batch: bool = False,
 ) -> Results:
-    """Run positional recall for every selected prompt with recall enabled; extends RESULTS."""
+    """Run positional recall for every selected prompt with recall enabled; extends RESULTS.
+    SHARD measures one deterministic slice of the cells (join them with ``needle merge``); BATCH
+    goes through the provider's batch API."""
     started = time.perf_counter()
     results = results or Results(config=str(config.path))
     prompts = select_prompts(config, only)
     run_recall_for_prompts(
-        config, prompts, results, baseline=baseline, overrides=overrides, progress=progress, cache=cache
+        config,
+        prompts,
+        results,
+        baseline=baseline,
+        overrides=overrides,
+        progress=progress,
+        cache=cache,
+        shard=shard,
+        batch=batch,
     )
     results.totals.seconds = round(results.totals.seconds + time.perf_counter() - started, 3)
     return results
@@ -112,6 +135,8 @@ def run_check(
     recall: bool = True,
     progress: ProgressFactory | None = None,
     cache: CacheArg = None,
+    shard: Shard | None = None,
+    batch: bool = False,
 ) -> Results:
     """Budgets, then recall (unless RECALL is false): what ``needle check`` runs, on either side of
     a comparison, so every planned recall trial runs (no early stopping)."""
@@ -125,6 +150,8 @@ def run_check(
             progress=progress,
             results=results,
             cache=cache,
+            shard=shard,
+            batch=batch,
         )
     return results
 
@@ -135,6 +162,7 @@ class Measure:
 
     recall: bool = True  # the action's `recall` input
     overrides: RecallOverrides = NO_OVERRIDES
+    batch: bool = False  # through the provider's batch API (pushes to the default branch)
 
 
 def measure(config: Config, how: Measure, *, env: Mapping[str, str], cache: CacheArg = None) -> Results:
@@ -143,11 +171,39 @@ def measure(config: Config, how: Measure, *, env: Mapping[str, str], cache: Cach
     Unlike ``needle check``, a prompt whose provider key is missing from ENV is skipped with a note
     (pull requests from forks get no secrets) instead of counting as a provider outage.
     """
-    results = run_budget(config)
+    return measure_sides([config], how, env=env, cache=cache)[0]
+
+
+def measure_sides(
+    configs: list[Config], how: Measure, *, env: Mapping[str, str], cache: CacheArg = None
+) -> list[Results]:
+    """:func:`measure` for several configs at once (the action's head and base): budgets for each,
+    then the recall of all of them through one scheduler, so both sides' calls share one queue and
+    one limit and the run takes about as long as one side alone."""
+    started = time.perf_counter()
+    sides = [run_budget(config) for config in configs]
+    # the sides of a pull request are compared: every planned trial runs (no early stopping)
+    overrides = dataclasses.replace(how.overrides, full_trials=True)
+    jobs = []
+    for config, results in zip(configs, sides, strict=True):
+        runnable = _runnable(config, results, how, env)
+        if runnable:
+            prompts = select_prompts(config, runnable)
+            jobs.append(RecallJob(config, prompts, results, overrides=overrides))
+    if jobs:
+        run_recall_jobs(jobs, cache=cache, batch=how.batch)
+    elapsed = time.perf_counter() - started
+    for results in sides:
+        results.totals.seconds = round(results.totals.seconds + elapsed, 3)
+    return sides
+
+
+def _runnable(config: Config, results: Results, how: Measure, env: Mapping[str, str]) -> list[str]:
+    """Names of the prompts whose recall can run; the others get their skip reason."""
     if not how.recall:
         for pr in results.prompts:
             pr.skip_recall(SkipKind.INPUT_OFF, "recall disabled (input `recall: false`)")
-        return results
+        return []
     runnable = []
     for name, prompt in config.prompts.items():
         var = _missing_key_var(prompt, how.overrides, env)
@@ -160,11 +216,7 @@ def measure(config: Config, how: Measure, *, env: Mapping[str, str], cache: Cach
                 f"recall skipped: {var} is not set (pull requests from forks get no secrets); "
                 "budgets still ran offline",
             )
-    if runnable:
-        # both sides of a pull request are compared: every planned trial runs (no early stopping)
-        overrides = dataclasses.replace(how.overrides, full_trials=True)
-        run_recall(config, only=runnable, overrides=overrides, results=results, cache=cache)
-    return results
+    return runnable
 
 
 def _missing_key_var(prompt: PromptConfig, overrides: RecallOverrides, env: Mapping[str, str]) -> str | None:

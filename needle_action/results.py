@@ -138,6 +138,34 @@ class RecallCell(Model):
         return self
 
 
+class TokenUsage(Model):
+    """Input tokens as the provider reported them, and what they bill (docs/recall.md#cost)."""
+
+    input_tokens: int = Field(default=0, description="uncached input tokens (billed at 1x)")
+    cache_write_tokens: int = Field(default=0, description="input tokens written to the prompt cache")
+    cache_read_tokens: int = Field(default=0, description="input tokens read from the prompt cache")
+    output_tokens: int = 0
+    billed_input_tokens: float = Field(
+        default=0.0, description="input tokens weighted as billed (cache writes and reads at their rates)"
+    )
+    uncached_cost_usd: float = Field(
+        default=0.0, description="what the same calls cost without cache or batch"
+    )
+
+    @property
+    def prompt_tokens(self) -> int:
+        """Every input token sent, cached or not."""
+        return self.input_tokens + self.cache_write_tokens + self.cache_read_tokens
+
+    def add(self, other: TokenUsage) -> None:
+        self.input_tokens += other.input_tokens
+        self.cache_write_tokens += other.cache_write_tokens
+        self.cache_read_tokens += other.cache_read_tokens
+        self.output_tokens += other.output_tokens
+        self.billed_input_tokens = round(self.billed_input_tokens + other.billed_input_tokens, 2)
+        self.uncached_cost_usd = round(self.uncached_cost_usd + other.uncached_cost_usd, 6)
+
+
 class RecallDiagnosis(Model):
     kind: Diagnosis
     summary: str
@@ -245,6 +273,14 @@ class RecallResult(Model):
     reused_from: Literal["cache", "baseline"] | None = Field(
         default=None, description="set when this result was reused (0 new calls) instead of measured"
     )
+    speculative_calls: int = Field(
+        default=0, description="calls started ahead of early stopping whose answers were not needed"
+    )
+    usage: TokenUsage = Field(default_factory=TokenUsage)
+    batch: bool = Field(default=False, description="measured through the provider's batch API")
+    shard: str | None = Field(
+        default=None, description='"i/n" when only that slice of the cells was measured'
+    )
     distractors: int = Field(default=0, description="look-alikes per trial (recall.distractors)")
     similarity: str | None = Field(default=None, description="their similarity, when there are any")
     styles: list[StyleSummary] = Field(default_factory=list, description="one per needle style, in run order")
@@ -310,6 +346,8 @@ class RunTotals(Model):
     seconds: float = 0.0
     partial: bool = False
     provider_unavailable: bool = Field(default=False, description="a provider could not be used")
+    speculative_calls: int = 0
+    usage: TokenUsage = Field(default_factory=TokenUsage)
 
 
 class Results(Model):

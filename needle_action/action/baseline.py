@@ -137,6 +137,29 @@ def base_config_path(tree: Path, head_config: Path, workspace: Path) -> tuple[Pa
     return own, "head"
 
 
+@contextlib.contextmanager
+def base_side(
+    workspace: Path, sha: str, head_config: Path, *, temp_parent: Path | None = None
+) -> Iterator[tuple[Config, str]]:
+    """Check out SHA and load its threshold file (or the head's): yields (config, note about which
+    file was used) while the checkout exists, so the base can be measured together with the head.
+    Raises BaselineUnavailable."""
+    from needle_action.config import load_config
+
+    ensure_commit(workspace, sha)
+    with base_worktree(workspace, sha, parent=temp_parent) as tree:
+        cfg_path, origin = base_config_path(tree, head_config, workspace)
+        try:
+            config = load_config(cfg_path)
+        except NeedleError as exc:
+            where = "its own threshold file" if origin == "base" else "the head's threshold file"
+            raise BaselineUnavailable(f"the base could not be loaded with {where}: {exc.message}") from None
+        yield (
+            config,
+            "" if origin == "base" else "The base has no threshold file: it was measured with the head's.",
+        )
+
+
 def measure_base(
     workspace: Path,
     sha: str,
@@ -149,20 +172,10 @@ def measure_base(
 
     Returns (results, note about which config was used). Raises BaselineUnavailable.
     """
-    from needle_action.config import load_config
-
-    ensure_commit(workspace, sha)
-    with base_worktree(workspace, sha, parent=temp_parent) as tree:
-        cfg_path, origin = base_config_path(tree, head_config, workspace)
-        try:
-            config = load_config(cfg_path)
-        except NeedleError as exc:
-            where = "its own threshold file" if origin == "base" else "the head's threshold file"
-            raise BaselineUnavailable(f"the base could not be loaded with {where}: {exc.message}") from None
+    with base_side(workspace, sha, head_config, temp_parent=temp_parent) as (config, note):
         try:
             results = measure(config)
         except NeedleError as exc:
             raise BaselineUnavailable(f"the base could not be measured: {exc.message}") from None
         results.commit = sha
-        note = "" if origin == "base" else "The base has no threshold file: it was measured with the head's."
         return results, note

@@ -1,7 +1,10 @@
 """The GitHub Action: measure head and base, compare, comment, summarise, annotate, exit by policy.
 
-Order: settings -> head run -> base run (worktree; unchanged prompts come from the results cache
-at zero model calls) -> compare -> sticky comment -> job summary -> outputs -> annotations -> exit.
+Order: settings -> the base commit, whose threshold file decides how the head is measured
+(endpoints, keys, policy; action/trust.py) -> head and base measured together (the base from the
+data branch when a main-branch run stored it, else in a git worktree; one scheduler runs both
+sides' model calls, and unchanged prompts come from the results cache at zero model calls) ->
+compare -> sticky comment -> job summary -> outputs -> annotations -> exit.
 
 Never crash on the things forks and locked-down repositories do: a read-only token (403) turns
 the comment into a warning and the job summary stands in; a missing API key skips recall with a
@@ -22,10 +25,10 @@ from pathlib import Path
 from needle_action.action import databranch, trust, workflow
 from needle_action.action.baseline import (
     BaselineUnavailable,
+    base_side,
     ensure_commit,
     ensure_safe_directory,
     first_changed_line,
-    measure_base,
     resolve_commit,
 )
 from needle_action.action.publish import log, post_from_report, publish, workspace_relative
@@ -33,14 +36,14 @@ from needle_action.action.settings import Settings, load_settings
 from needle_action.compare import Comparison, compare
 from needle_action.config.model import Config
 from needle_action.errors import EXIT_CHECKS_FAILED, NeedleError
-from needle_action.pipeline import measure
+from needle_action.pipeline import Measure, measure, measure_sides
 from needle_action.recall.cache import ResultCache
 from needle_action.report.sanitize import inline
 from needle_action.results import Results, SkipKind
 
 
 def run(settings: Settings) -> int:
-    """Head, base, compare, publish: one pull request checked.
+    """Head and base (together), compare, publish: one pull request checked.
 
     The base commit is found first: its threshold file decides how the head is measured (endpoints,
     keys, policy; see action/trust.py)."""
@@ -51,8 +54,7 @@ def run(settings: Settings) -> int:
     trusted = trust.load_trusted(settings, base_sha, notes)
     cache = ResultCache(trust.cache_file(settings, notes))
     head_config = trust.head_config(settings, trusted, notes)
-    head = measure_head(settings, head_config, cache, notes)
-    base = measure_base_side(settings, base_sha, no_base, cache, trusted, notes)
+    head, base = measure_both(settings, head_config, (base_sha, no_base), cache, trusted, notes)
     if settings.data_branch and databranch.is_default_branch_push(settings) and head.commit:
         notes.append(databranch.store_or_explain(settings, head))
     comparison = compare(base, head)
@@ -61,19 +63,60 @@ def run(settings: Settings) -> int:
     return publish(settings, comparison, (head, base), base_sha, notes)
 
 
-def measure_head(settings: Settings, config: Config, cache: ResultCache, notes: list[str]) -> Results:
-    log(f"measuring the head ({len(config.prompts)} prompt(s)) with {settings.config_path}")
+def _how(settings: Settings, config: Config) -> Measure:
+    """The action's measuring; pushes that feed the data branch go through the batch API (half
+    price, no pull request waiting on them) when CONFIG's providers all have one."""
+    how = settings.measure
+    if settings.data_branch and databranch.is_default_branch_push(settings) and how.recall:
+        batch = all((how.overrides.provider or p.provider) == "anthropic" for p in config.prompts.values())
+        how = Measure(recall=how.recall, overrides=how.overrides, batch=batch)
+    return how
+
+
+def measure_both(
+    settings: Settings,
+    head_config: Config,
+    base: tuple[str | None, str | None],
+    cache: ResultCache,
+    trusted: trust.Trusted,
+    notes: list[str],
+) -> tuple[Results, Results | None]:
+    """The head's results and the base's (data branch, else a git worktree measured in the same
+    scheduler run as the head); the base is None when there is none (NOTES says why). BASE is
+    (the base commit or None, why there is none when there should be one)."""
+    base_sha, no_base = base
+    log(f"measuring the head ({len(head_config.prompts)} prompt(s)) with {settings.config_path}")
     started = time.perf_counter()
-    head = measure(config, settings.measure, env=os.environ, cache=cache)
+    head: Results | None = None
+    base_results: Results | None = None
+    if base_sha is None and no_base:
+        notes.append(f"No baseline: {no_base}")
+        workflow.warning(f"needle: no baseline: {no_base}")
+    try:
+        if base_sha is not None and settings.data_branch:  # a main-branch run may have measured it
+            base_results, note = databranch.load_base(settings, base_sha)
+            notes.append(note)
+            log(note)
+        if base_sha is not None and base_results is None:
+            log(f"measuring the base {base_sha[:12]} in a git worktree, together with the head")
+            head, base_results = _measure_pair(settings, head_config, base_sha, cache, trusted, notes)
+    except BaselineUnavailable as exc:
+        notes.append(f"No baseline: {exc}")
+        workflow.warning(f"needle: no baseline: {exc}")
+        base_results = None
+    if head is None:
+        head = measure(head_config, _how(settings, head_config), env=os.environ, cache=cache)
     log(
-        f"head measured in {time.perf_counter() - started:.1f}s: {head.totals.calls} model calls, "
-        f"{head.totals.cached_calls} cached"
+        f"measured in {time.perf_counter() - started:.1f}s: head {head.totals.calls} model calls "
+        f"({head.totals.cached_calls} cached)"
+        + (
+            f", base {base_results.totals.calls} ({base_results.totals.cached_calls} cached)"
+            if base_results is not None
+            else ""
+        )
     )
-    pr = settings.pull_request
-    head.commit = pr.head_sha if pr else settings.sha
-    no_key = sorted({p.recall_skipped or "" for p in head.prompts if p.recall_skip_kind == SkipKind.NO_KEY})
-    notes.extend(s[0].upper() + s[1:] + "." for s in no_key if s)
-    return head
+    _head_notes(settings, head, notes)
+    return head, base_results
 
 
 def base_commit(settings: Settings, notes: list[str]) -> tuple[str | None, str | None]:
@@ -96,44 +139,38 @@ def base_commit(settings: Settings, notes: list[str]) -> tuple[str | None, str |
     return sha, None
 
 
-def measure_base_side(
+def _measure_pair(
     settings: Settings,
-    base_sha: str | None,
-    no_base: str | None,
+    head_config: Config,
+    base_sha: str,
     cache: ResultCache,
     trusted: trust.Trusted,
     notes: list[str],
-) -> Results | None:
-    """The base's results (data branch, else a git worktree); None when there is no base to compare
-    with (NOTES says why)."""
-    if base_sha is None:
-        if no_base:
-            notes.append(f"No baseline: {no_base}")
-            workflow.warning(f"needle: no baseline: {no_base}")
-        return None
-    base = None
-    try:
-        if settings.data_branch:  # a main-branch run may have measured the base already
-            base, note = databranch.load_base(settings, base_sha)
-            notes.append(note)
-            log(note)
-        if base is None:
-            log(f"measuring the base {base_sha[:12]} in a git worktree")
-            base, note = measure_base(
-                settings.workspace,
-                base_sha,
-                settings.config_path,
-                lambda cfg: measure(
-                    trust.for_base(cfg, trusted), settings.measure, env=os.environ, cache=cache
-                ),
+) -> tuple[Results, Results]:
+    """Head and base through one scheduler; the base checked out in a worktree and measured with
+    its own threshold file (trusted), or the head's with the trusted settings applied."""
+    with base_side(settings.workspace, base_sha, settings.config_path) as (base_config, note):
+        try:
+            head, base = measure_sides(
+                [head_config, trust.for_base(base_config, trusted)],
+                _how(settings, head_config),
+                env=os.environ,
+                cache=cache,
             )
-            if note:
-                notes.append(note)
-            log(f"base measured: {base.totals.calls} model calls, {base.totals.cached_calls} cached")
-    except BaselineUnavailable as exc:
-        notes.append(f"No baseline: {exc}")
-        workflow.warning(f"needle: no baseline: {exc}")
-    return base
+        except NeedleError as exc:
+            # which side failed is unknown here: measure the head alone, judge it without a baseline
+            raise BaselineUnavailable(f"the base could not be measured: {exc.message}") from None
+    base.commit = base_sha
+    if note:
+        notes.append(note)
+    return head, base
+
+
+def _head_notes(settings: Settings, head: Results, notes: list[str]) -> None:
+    pr = settings.pull_request
+    head.commit = pr.head_sha if pr else settings.sha
+    no_key = sorted({p.recall_skipped or "" for p in head.prompts if p.recall_skip_kind == SkipKind.NO_KEY})
+    notes.extend(s[0].upper() + s[1:] + "." for s in no_key if s)
 
 
 def locate_failures(

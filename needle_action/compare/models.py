@@ -228,6 +228,10 @@ class SideTotals(CompareModel):
     cost_usd: float = 0.0
     seconds: float = 0.0
     partial: bool = False
+    speculative_calls: int = 0
+    prompt_tokens: int = 0  # input tokens sent, cached or not
+    billed_input_tokens: float = 0.0  # weighted as billed (cache writes 1.25x, reads 0.1x)
+    uncached_cost_usd: float = 0.0  # the same calls without prompt cache or batch discount
 
 
 class Comparison(CompareModel):

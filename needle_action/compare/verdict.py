@@ -192,6 +192,10 @@ def _totals(r: Results) -> SideTotals:
         cost_usd=t.cost_usd,
         seconds=t.seconds,
         partial=t.partial,
+        speculative_calls=t.speculative_calls,
+        prompt_tokens=t.usage.prompt_tokens,
+        billed_input_tokens=t.usage.billed_input_tokens,
+        uncached_cost_usd=t.usage.uncached_cost_usd,
     )
 
 

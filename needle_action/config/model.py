@@ -125,8 +125,13 @@ class RecallSettings(Strict):
     seed: int = 0
     max_calls: int | None = Field(default=None, ge=1)
     max_cost_usd: float | None = Field(default=None, gt=0)
-    concurrency: int = Field(default=8, ge=1, le=256)
+    concurrency: int = Field(
+        default=64, ge=1, le=256, description="ceiling of the adaptive window of calls in flight"
+    )
     early_stop: bool = True
+    prompt_cache: bool = Field(
+        default=True, description="Anthropic: cache the prefix trials share (cache_control)"
+    )
     max_output_tokens: int = Field(default=64, ge=1)
     # base vs head: family-wise false-block rate over the groups one comparison tests (Holm)
     alpha: float = Field(default=0.01, gt=0.0, lt=1.0)
@@ -237,6 +242,11 @@ class ProviderSettings(Strict):
     n_ctx: int | None = None
     timeout_s: float = 60.0
     max_retries: int = Field(default=6, ge=0, le=20)
+    batch_poll_s: float = Field(
+        default=10.0,
+        gt=0,
+        description="--batch: first wait between status polls (grows x1.5 up to 5 minutes)",
+    )
 
     @field_validator("api_key_env")
     @classmethod

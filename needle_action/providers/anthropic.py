@@ -6,12 +6,21 @@
   ``ANTHROPIC_AUTH_TOKEN``). No key -> ProviderUnavailable before any call.
 * No sampling parameters (``temperature``/``top_p``/``top_k``): the 2026-10-21 API refuses them for
   Claude 5.x, and for the others recall is measured at the model's defaults, like production.
-* The SDK's own retries are off; :mod:`needle_action.providers.retry` does it, counted.
+* The SDK's own retries are off; :mod:`needle_action.providers.retry` does it, counted, and every
+  attempt passes the adaptive rate gate (:mod:`needle_action.providers.ratelimit`), which reads the
+  ``anthropic-ratelimit-*`` headers of every answer.
+* Prompt caching: the caller's :class:`Breakpoint` s split the text into content blocks, and those
+  marked ``cache`` (at most 4, the API's limit) get ``cache_control: {"type": "ephemeral"}``. The
+  text sent is unchanged. ``cache_creation_input_tokens`` / ``cache_read_input_tokens`` come back in
+  the Completion.
 """
 
 from __future__ import annotations
 
+import hashlib
+import json
 import os
+from pathlib import Path
 
 import anthropic
 
@@ -19,20 +28,26 @@ from needle_action.assemble import RenderedPrompt
 from needle_action.config import ProviderSettings
 from needle_action.errors import ConfigError, ProviderUnavailable
 from needle_action.providers import specs
-from needle_action.providers.base import Completion
+from needle_action.providers.base import Breakpoint, Completion
 from needle_action.providers.retry import (
     MalformedResponse,
+    Reply,
+    RetriesExhausted,
     Retry,
     RetryingProvider,
+    call_with_retries,
     classify_status,
 )
 from needle_action.providers.specs import SPECS
 
 DEFAULT_KEY_ENVS = SPECS["anthropic"].key_envs
+MAX_BREAKPOINTS = 4  # cache_control blocks the Messages API accepts per request
+EPHEMERAL = {"type": "ephemeral"}
 
 
 class AnthropicProvider(RetryingProvider):
     name = "anthropic"
+    prompt_cache = True  # caches shared prefixes: here explicitly, at the breakpoints' cache_control
 
     def __init__(self, model: str, settings: ProviderSettings | None = None, **retry_kw) -> None:
         super().__init__(model, settings, **retry_kw)  # retry_kw: sleep=, rng= (tests inject them)
@@ -45,11 +60,14 @@ class AnthropicProvider(RetryingProvider):
             timeout=self.settings.timeout_s,
         )
 
-    async def complete(self, prompt: RenderedPrompt, *, max_output_tokens: int) -> Completion:
-        request = build_request(self.model, prompt, max_output_tokens)
+    async def complete(
+        self, prompt: RenderedPrompt, *, max_output_tokens: int, breakpoints: tuple[Breakpoint, ...] = ()
+    ) -> Completion:
+        request = build_request(self.model, prompt, max_output_tokens, breakpoints)
 
-        async def attempt():
-            return parse_message(await self._client.messages.create(**request))
+        async def attempt() -> Reply:
+            raw = await self._client.messages.with_raw_response.create(**request)
+            return parse_message(await raw.parse(), raw.headers)
 
         return await self._complete_with_retries(attempt)
 
@@ -76,6 +94,85 @@ class AnthropicProvider(RetryingProvider):
     async def aclose(self) -> None:
         await self._client.close()
 
+    async def complete_batch(
+        self, requests: list[tuple[str, RenderedPrompt, int, tuple[Breakpoint, ...]]], *, state_dir: Path
+    ) -> dict[str, Completion | Exception]:
+        """Every request through the Message Batches API (half price): (custom_id, prompt, max
+        output tokens, breakpoints) -> {custom_id: Completion, or the error of that request}.
+
+        The batch id is written to STATE_DIR under a digest of the requests before polling, so a
+        rerun after an interruption polls the same batch instead of creating (and paying for) a
+        new one; the file is removed once the results are in.
+        """
+        bodies = [
+            {"custom_id": cid, "params": build_request(self.model, prompt, max_tokens, bps)}
+            for cid, prompt, max_tokens, bps in requests
+        ]
+        state = batch_state_path(state_dir, self.model, bodies)
+        batch_id = read_batch_id(state)
+        if batch_id is None:
+            batch = await self._retrying(lambda: self._client.messages.batches.create(requests=bodies))  # type: ignore[arg-type]
+            batch_id = batch.id
+            write_batch_id(state, batch_id)
+        delay = self.settings.batch_poll_s
+        while True:
+            batch = await self._retrying(lambda: self._client.messages.batches.retrieve(batch_id))
+            if batch.processing_status == "ended":
+                break
+            await self._sleep(delay)
+            delay = min(MAX_POLL_S, delay * 1.5)
+        out: dict[str, Completion | Exception] = {}
+        decoder = await self._retrying(lambda: self._client.messages.batches.results(batch_id))
+        async for entry in decoder:
+            out[entry.custom_id] = batch_entry(entry)
+        state.unlink(missing_ok=True)
+        return out
+
+    async def _retrying(self, call):
+        result, _ = await call_with_retries(
+            call, self._classify, policy=self.policy, provider=self.name, sleep=self._sleep, rng=self._rng
+        )
+        return result
+
+
+MAX_POLL_S = 300.0
+
+
+def batch_state_path(state_dir: Path, model: str, bodies: list[dict]) -> Path:
+    """Where the batch id of exactly these requests is kept."""
+    digest = hashlib.sha256(json.dumps([model, bodies], sort_keys=True).encode()).hexdigest()[:32]
+    return state_dir / f"anthropic-{digest}.json"
+
+
+def read_batch_id(state: Path) -> str | None:
+    try:
+        return json.loads(state.read_text())["batch_id"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+
+
+def write_batch_id(state: Path, batch_id: str) -> None:
+    state.parent.mkdir(parents=True, exist_ok=True)
+    tmp = state.with_suffix(f".{os.getpid()}.tmp")
+    tmp.write_text(json.dumps({"batch_id": batch_id}))
+    os.replace(tmp, state)
+
+
+def batch_entry(entry) -> Completion | Exception:
+    """One line of a batch's results: a Completion when it succeeded, else why it did not."""
+    result = entry.result
+    if result.type != "succeeded":
+        detail = getattr(getattr(getattr(result, "error", None), "error", None), "message", None)
+        return RetriesExhausted(f"batch request {result.type}" + (f": {detail}" if detail else ""))
+    reply = parse_message(result.message)
+    return Completion(
+        text=reply.text,
+        input_tokens=reply.input_tokens,
+        output_tokens=reply.output_tokens,
+        cache_write_tokens=reply.cache_write_tokens,
+        cache_read_tokens=reply.cache_read_tokens,
+    )
+
 
 def find_key(api_key_env: str | None) -> tuple[str, str]:
     """(variable name, key): ``$api_key_env`` when configured, else the SDK's own variables."""
@@ -96,25 +193,71 @@ def client_auth(key_env: str, key: str) -> dict:
     return {"auth_token": key} if key_env == "ANTHROPIC_AUTH_TOKEN" else {"api_key": key}
 
 
-def build_request(model: str, prompt: RenderedPrompt, max_output_tokens: int) -> dict:
-    """The exact keyword arguments for ``messages.create``: no sampling parameters, system apart."""
-    messages = [{"role": m.role, "content": m.content} for m in prompt.messages if m.role != "system"]
-    if not messages:
+def build_request(
+    model: str, prompt: RenderedPrompt, max_output_tokens: int, breakpoints: tuple[Breakpoint, ...] = ()
+) -> dict:
+    """The exact keyword arguments for ``messages.create``: no sampling parameters, system apart,
+    text split into blocks at BREAKPOINTS (cache_control on those marked ``cache``)."""
+    kept = [(i, m) for i, m in enumerate(prompt.messages) if m.role != "system"]
+    if not kept:
         raise ConfigError(
             "the prompt has no user message to send",
             file=prompt.source or None,
             hint="a prompt needs at least one user turn besides the system text",
         )
+    cuts: dict[int, list[Breakpoint]] = {}
+    for bp in _at_block_ends(prompt, breakpoints):
+        cuts.setdefault(bp.part, []).append(bp)
+    budget = [MAX_BREAKPOINTS]
+    messages = [{"role": m.role, "content": _content(m.content, cuts.get(i, []), budget)} for i, m in kept]
     request: dict = {"model": model, "max_tokens": max_output_tokens, "messages": messages}
     # system text: the prompt's own, plus any system-role turns (the Messages API has no such role)
     systems = [prompt.system] if prompt.system else []
-    systems += [m.content for m in prompt.messages if m.role == "system"]
-    if systems:
-        request["system"] = "\n\n".join(systems)
+    extra = [m.content for m in prompt.messages if m.role == "system"]
+    if prompt.system and cuts.get(-1) and not extra:
+        request["system"] = _content(prompt.system, cuts[-1], budget)
+    elif systems or extra:
+        request["system"] = "\n\n".join(systems + extra)
     return request
 
 
-def parse_message(message) -> tuple[str, int | None, int | None]:
+def _at_block_ends(prompt: RenderedPrompt, breakpoints: tuple[Breakpoint, ...]) -> list[Breakpoint]:
+    """A point at the very start of a message is the end of the part before it (the prefix is the
+    same; a cache marker can only sit at the end of a block)."""
+    kept = [-1] + [i for i, m in enumerate(prompt.messages) if m.role != "system"]
+    lengths = {-1: len(prompt.system or ""), **{i: len(m.content) for i, m in enumerate(prompt.messages)}}
+    out = []
+    for bp in breakpoints:
+        part, offset = bp.part, bp.offset
+        while offset == 0 and part in kept and kept.index(part) > 0:
+            part = kept[kept.index(part) - 1]
+            offset = lengths[part]
+        if offset > 0:
+            out.append(Breakpoint(part, offset, bp.cache))
+    return out
+
+
+def _content(text: str, cuts: list[Breakpoint], budget: list[int]) -> str | list[dict]:
+    """TEXT as it was (no cut inside it), or as text blocks split at CUTS; BUDGET[0] counts the
+    cache_control markers left for the request (the API refuses more than four)."""
+    points = sorted({(bp.offset, bp.cache) for bp in cuts if 0 < bp.offset <= len(text)})
+    if not points:
+        return text
+    blocks: list[dict] = []
+    start = 0
+    for offset, cache in points:
+        if offset > start:
+            blocks.append({"type": "text", "text": text[start:offset]})
+            start = offset
+        if cache and budget[0] > 0 and blocks and "cache_control" not in blocks[-1]:
+            blocks[-1]["cache_control"] = dict(EPHEMERAL)
+            budget[0] -= 1
+    if start < len(text):
+        blocks.append({"type": "text", "text": text[start:]})
+    return blocks
+
+
+def parse_message(message, headers=None) -> Reply:
     content = getattr(message, "content", None)
     if not isinstance(message, anthropic.types.Message) or not isinstance(content, list):
         raise MalformedResponse("response is not a Message with a content list")
@@ -126,8 +269,11 @@ def parse_message(message) -> tuple[str, int | None, int | None]:
                 raise MalformedResponse("a text block has no text")
             texts.append(text)
     usage = getattr(message, "usage", None)
-    return (
-        "".join(texts),
-        getattr(usage, "input_tokens", None),
-        getattr(usage, "output_tokens", None),
+    return Reply(
+        text="".join(texts),
+        input_tokens=getattr(usage, "input_tokens", None),
+        output_tokens=getattr(usage, "output_tokens", None),
+        cache_write_tokens=getattr(usage, "cache_creation_input_tokens", None) or 0,
+        cache_read_tokens=getattr(usage, "cache_read_input_tokens", None) or 0,
+        headers=dict(headers) if headers is not None else None,
     )

@@ -9,22 +9,43 @@ from needle_action.assemble import RenderedPrompt
 
 
 @dataclass(frozen=True)
+class Breakpoint:
+    """A point in a prompt where a prefix that other requests share ends.
+
+    ``part`` is -1 for the system text, else the index of a message of the RenderedPrompt;
+    ``offset`` is a character offset into that text. ``cache`` asks the provider to cache the
+    prefix ending here (Anthropic: a ``cache_control`` breakpoint); without it the point only
+    splits the text into blocks, so the provider can find an entry that an earlier request wrote
+    there. Providers that cache prefixes by themselves (OpenAI-compatible servers) or do not cache
+    ignore breakpoints: the text sent is the same either way.
+    """
+
+    part: int
+    offset: int
+    cache: bool = False
+
+
+@dataclass(frozen=True)
 class Completion:
     text: str
-    input_tokens: int | None = None
+    input_tokens: int | None = None  # uncached input tokens, as the provider bills them
     output_tokens: int | None = None
     attempts: int = 1  # 1 + retries it took
+    cache_write_tokens: int = 0  # input tokens written to the prompt cache (billed above the base price)
+    cache_read_tokens: int = 0  # input tokens read from the prompt cache (billed far below it)
 
 
 class Provider(Protocol):
     name: str  # "anthropic", "openai", "local", ...
     model: str
 
-    async def complete(self, prompt: RenderedPrompt, *, max_output_tokens: int) -> Completion:
+    async def complete(
+        self, prompt: RenderedPrompt, *, max_output_tokens: int, breakpoints: tuple[Breakpoint, ...] = ()
+    ) -> Completion:
         """Send one request; retry transient faults (429/5xx/timeouts, honouring retry-after).
 
         Raises ``ProviderUnavailable`` when the provider cannot be used at all (no key, refused
-        auth, unreachable after all retries).
+        auth), ``RetriesExhausted`` (a subclass) when this one request kept failing.
         """
         ...
 

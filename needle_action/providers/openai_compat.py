@@ -20,9 +20,10 @@ from needle_action.assemble import RenderedPrompt
 from needle_action.config import ProviderSettings
 from needle_action.errors import ConfigError, ProviderUnavailable
 from needle_action.providers import specs
-from needle_action.providers.base import Completion
+from needle_action.providers.base import Breakpoint, Completion
 from needle_action.providers.retry import (
     MalformedResponse,
+    Reply,
     Retry,
     RetryingProvider,
     classify_status,
@@ -52,6 +53,10 @@ def is_openai_cloud(base_url: str | None) -> bool:
 
 class OpenAICompatProvider(RetryingProvider):
     name = "openai"
+    # these servers cache shared prefixes by themselves (OpenAI, vLLM, llama.cpp's server): the
+    # breakpoints are ignored (no markers to send), but the scheduler orders the requests as for
+    # explicit caching -- each prefix's first request alone, the ones that share it after it
+    prompt_cache = True
 
     def __init__(self, model: str, settings: ProviderSettings | None = None, **retry_kw) -> None:
         super().__init__(model, settings, **retry_kw)  # retry_kw: sleep=, rng= (tests inject them)
@@ -87,11 +92,14 @@ class OpenAICompatProvider(RetryingProvider):
             request["temperature"] = 0
         return request
 
-    async def complete(self, prompt: RenderedPrompt, *, max_output_tokens: int) -> Completion:
+    async def complete(
+        self, prompt: RenderedPrompt, *, max_output_tokens: int, breakpoints: tuple[Breakpoint, ...] = ()
+    ) -> Completion:
         request = self.build_request(prompt, max_output_tokens)
 
-        async def attempt():
-            return parse_completion(await self._client.chat.completions.create(**request))
+        async def attempt() -> Reply:
+            raw = await self._client.chat.completions.with_raw_response.create(**request)
+            return parse_completion(raw.parse(), raw.headers)  # openai: parse() is not awaitable
 
         return await self._complete_with_retries(attempt)
 
@@ -124,7 +132,7 @@ class OpenAICompatProvider(RetryingProvider):
         await self._client.close()
 
 
-def parse_completion(resp) -> tuple[str, int | None, int | None]:
+def parse_completion(resp, headers=None) -> Reply:
     choices = getattr(resp, "choices", None)
     if not isinstance(choices, list) or not choices:
         raise MalformedResponse("response has no choices")
@@ -135,4 +143,14 @@ def parse_completion(resp) -> tuple[str, int | None, int | None]:
     if not isinstance(text, str):
         raise MalformedResponse("message content is not text")
     usage = getattr(resp, "usage", None)
-    return text, getattr(usage, "prompt_tokens", None), getattr(usage, "completion_tokens", None)
+    details = getattr(usage, "prompt_tokens_details", None)
+    cached = getattr(details, "cached_tokens", None) or 0
+    prompt_tokens = getattr(usage, "prompt_tokens", None)
+    return Reply(
+        text=text,
+        # OpenAI counts cached tokens inside prompt_tokens; keep the uncached part apart
+        input_tokens=prompt_tokens - cached if isinstance(prompt_tokens, int) else None,
+        output_tokens=getattr(usage, "completion_tokens", None),
+        cache_read_tokens=cached,
+        headers=dict(headers) if headers is not None else None,
+    )

@@ -23,10 +23,13 @@ from typing import TypeVar
 from needle_action.config import ProviderSettings
 from needle_action.errors import ProviderUnavailable
 from needle_action.providers.base import Completion
+from needle_action.providers.ratelimit import AdaptiveLimit
 
 T = TypeVar("T")
+DEFAULT_CEILING = 16  # until the scheduler configures the run's concurrency
 
 RETRYABLE_4XX = frozenset({408, 409, 429})
+REFUSED = frozenset({429, 529})  # the provider asks us to slow down: the adaptive window halves
 
 
 @dataclass(frozen=True)
@@ -52,6 +55,8 @@ class Retry:
 
     reason: str  # short, e.g. "429 rate_limit_error", "timeout", "malformed response"
     retry_after_s: float | None = None
+    status: int | None = None
+    headers: Mapping[str, str] | None = None
 
 
 class MalformedResponse(Exception):
@@ -59,8 +64,9 @@ class MalformedResponse(Exception):
 
 
 class RetriesExhausted(ProviderUnavailable):
-    """Every attempt of one call failed transiently. The provider may still answer the next call:
-    the recall scheduler loses this trial and goes on (several in a row mean the provider is down)."""
+    """One request still failed after every attempt: that request is lost, the provider may be fine.
+    The recall scheduler asks that trial once more, then loses it and goes on (several distinct
+    trials lost in a row mean the provider is down)."""
 
 
 class RequestRejected(ProviderUnavailable):
@@ -114,7 +120,7 @@ def classify_status(
     """Shared HTTP status policy for every HTTP provider."""
     label = f"{status} {error_type}" if error_type else str(status)
     if status in RETRYABLE_4XX or status >= 500:
-        return Retry(label, retry_after_from_headers(headers))
+        return Retry(label, retry_after_from_headers(headers), status, headers)
     detail = f": {message}" if message else ""
     if status in (401, 403):
         where = f"${key_env}" if key_env else "the API key"
@@ -144,15 +150,19 @@ async def call_with_retries(
     sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
     rng: random.Random | None = None,
     on_retry: Callable[[int, Retry, float], None] | None = None,
+    limiter: AdaptiveLimit | None = None,
 ) -> tuple[T, int]:
     """Run ``attempt`` until it succeeds; returns (result, attempts used).
 
     ``classify`` turns an exception into ``Retry`` (transient) or an exception to raise now.
-    After ``policy.max_attempts`` transient failures, raises RetriesExhausted naming the last one.
+    LIMITER (optional) gates every attempt and hears of every 429/529. After
+    ``policy.max_attempts`` transient failures, raises RetriesExhausted naming the last one.
     """
     rng = rng or random.Random()
     last: Retry | None = None
     for number in range(1, policy.max_attempts + 1):
+        if limiter is not None:
+            await limiter.acquire()
         try:
             return await attempt(), number
         except asyncio.CancelledError:
@@ -162,6 +172,8 @@ async def call_with_retries(
             if not isinstance(verdict, Retry):
                 raise verdict from None
             last = verdict
+            if limiter is not None and verdict.status in REFUSED:
+                limiter.on_refused(verdict.retry_after_s, verdict.headers)
         if number == policy.max_attempts:
             break
         if last.retry_after_s is not None:
@@ -202,19 +214,18 @@ class RetryingProvider:
         self._sleep = sleep
         self._rng = rng or random.Random()
         self.retries = 0
+        self.limiter = AdaptiveLimit(DEFAULT_CEILING)  # real time: its pauses are the server's
 
     def _classify(self, exc: BaseException) -> Retry | BaseException:
         raise NotImplementedError
 
-    async def _complete_with_retries(
-        self, attempt: Callable[[], Awaitable[tuple[str, int | None, int | None]]]
-    ) -> Completion:
-        """``attempt`` makes one SDK call and returns (text, input tokens, output tokens)."""
+    async def _complete_with_retries(self, attempt: Callable[[], Awaitable[Reply]]) -> Completion:
+        """``attempt`` makes one SDK call and returns its Reply; the limiter hears of each outcome."""
 
         def count(_n, _retry, _delay):
             self.retries += 1
 
-        (text, usage_in, usage_out), attempts = await call_with_retries(
+        reply, attempts = await call_with_retries(
             attempt,
             self._classify,
             policy=self.policy,
@@ -222,5 +233,26 @@ class RetryingProvider:
             sleep=self._sleep,
             rng=self._rng,
             on_retry=count,
+            limiter=self.limiter,
         )
-        return Completion(text=text, input_tokens=usage_in, output_tokens=usage_out, attempts=attempts)
+        self.limiter.on_success(reply.headers)
+        return Completion(
+            text=reply.text,
+            input_tokens=reply.input_tokens,
+            output_tokens=reply.output_tokens,
+            attempts=attempts,
+            cache_write_tokens=reply.cache_write_tokens,
+            cache_read_tokens=reply.cache_read_tokens,
+        )
+
+
+@dataclass(frozen=True)
+class Reply:
+    """What one successful SDK call gave: the answer, its usage and the response headers."""
+
+    text: str
+    input_tokens: int | None = None
+    output_tokens: int | None = None
+    cache_write_tokens: int = 0
+    cache_read_tokens: int = 0
+    headers: Mapping[str, str] | None = None

@@ -12,7 +12,9 @@ the CLI can exit 3 when nothing at all could run.
 from __future__ import annotations
 
 import asyncio
+import itertools
 import json
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
@@ -24,6 +26,7 @@ from needle_action.paths import relative
 from needle_action.providers.base import Provider
 from needle_action.providers.registry import make_provider
 from needle_action.recall.cache import ResultCache, default_cache_path
+from needle_action.recall.cells import CellRun
 from needle_action.recall.haystack import HaystackBuilder
 from needle_action.recall.history import base_counts, pool_history
 from needle_action.recall.plan import (
@@ -40,14 +43,23 @@ from needle_action.recall.probes.gold import answer_keys
 from needle_action.recall.probes.summary import summarize_cells
 from needle_action.recall.scheduler import (
     PROVIDER_STOP_PREFIX,
-    CellRun,
-    CellScheduler,
     ProgressFactory,
     PromptPlan,
     RunOutcome,
+    Scheduler,
     price,
 )
-from needle_action.results import PromptResult, RecallPower, RecallResult, Results, RunTotals, SkipKind
+from needle_action.recall.shard import Shard
+from needle_action.results import (
+    PromptResult,
+    RecallDiagnosis,
+    RecallPower,
+    RecallResult,
+    Results,
+    RunTotals,
+    SkipKind,
+    TokenUsage,
+)
 from needle_action.tokens import get_counter
 
 CacheArg = ResultCache | str | Path | Literal[False] | None
@@ -69,24 +81,26 @@ def summarize(
     plan: PromptPlan, provider_name: str, outcome: RunOutcome, power: RecallPower | None = None
 ) -> RecallResult:
     """The RecallResult of a plan whose cells have run: diagnosis, effective context and status
-    from the pooled reading of the grid (recall/diagnose.py)."""
+    from the pooled reading of the grid (recall/diagnose.py), per needle style.
+
+    Partial means cut short: a stop (cap, dead provider, rejected request) left cells unsettled.
+    Lost trials alone do not make a run partial: every other trial was asked and counted, and the
+    pooled reading works from the trials that were counted."""
     rs = plan.prompt.recall
     thr = rs.threshold
     stop_reason = outcome.stop_reason
     cells = [c.to_result(thr) for c in plan.cells]
-    partial = stop_reason is not None and any(not c.complete(thr, rs.early_stop) for c in plan.cells)
-    # per needle style (each its own grid), and for the prompt over its recall styles (probes/summary.py)
-    summary = summarize_cells(
-        cells,
-        plan.sizes,
-        threshold=thr,
-        alpha=rs.alpha,
-        planned_trials=power.trials if power else max((c.planned for c in plan.cells), default=0),
-        partial=partial,
-        partial_reason=stop_reason,
+    partial = stop_reason is not None and any(not c.settled for c in plan.cells)
+    usage = TokenUsage(
+        input_tokens=outcome.usage.input_tokens,
+        cache_write_tokens=outcome.usage.cache_write_tokens,
+        cache_read_tokens=outcome.usage.cache_read_tokens,
+        output_tokens=outcome.usage.output_tokens,
+        billed_input_tokens=round(outcome.usage.billed_input_tokens, 2),
+        uncached_cost_usd=round(outcome.uncached_cost_usd, 6),
     )
     distractors = max(rs.distractor_count(s) for s in rs.styles)
-    return RecallResult(
+    result = RecallResult(
         provider=provider_name,
         model=plan.prompt.model,
         fixture=plan.fixture,
@@ -98,11 +112,8 @@ def summarize(
         min_drop=rs.min_drop,
         settings_hash=plan.settings_hash,
         cells=cells,
-        effective_context=summary.effective_context,
-        effective_context_low=summary.effective_low,
-        effective_context_high=summary.effective_high,
-        effective_context_relative=summary.effective_context_relative,
-        diagnosis=summary.diagnosis,
+        effective_context=None,
+        diagnosis=RecallDiagnosis(kind="inconclusive", summary="", fix=""),
         calls=outcome.calls,
         cached_calls=0,
         saved_calls=sum(c.saved for c in plan.cells),
@@ -112,12 +123,40 @@ def summarize(
         cost_known=price(plan.prompt, 1000, 100) is not None,
         partial=partial,
         partial_reason=stop_reason if partial else None,
-        status="fail" if summary.fails else ("partial" if partial else "pass"),
         power=power,
         distractors=distractors,
         similarity=rs.similarity if distractors or "absent" in rs.styles else None,
-        styles=summary.styles,
+        speculative_calls=outcome.speculative_calls,
+        usage=usage,
+        batch=plan.batch,
     )
+    planned = power.trials if power else max((c.planned for c in plan.cells), default=0)
+    return conclude(result, sizes=plan.sizes, planned_trials=planned, partial_reason=stop_reason)
+
+
+def conclude(
+    result: RecallResult, *, sizes: list[int], planned_trials: int, partial_reason: str | None = None
+) -> RecallResult:
+    """Fill RESULT's verdict from its cells: per-style summaries, effective length (with its
+    range), diagnosis, status. The one place that turns cells into a verdict, for a run and for
+    merged shards alike."""
+    summary = summarize_cells(
+        result.cells,
+        sizes,
+        threshold=result.threshold,
+        alpha=result.alpha,
+        planned_trials=planned_trials,
+        partial=result.partial,
+        partial_reason=partial_reason if partial_reason is not None else result.partial_reason,
+    )
+    result.effective_context = summary.effective_context
+    result.effective_context_low = summary.effective_low
+    result.effective_context_high = summary.effective_high
+    result.effective_context_relative = summary.effective_context_relative
+    result.diagnosis = summary.diagnosis
+    result.styles = summary.styles
+    result.status = "fail" if summary.fails else ("partial" if result.partial else "pass")
+    return result
 
 
 def reused(result: RecallResult, source: Literal["cache", "baseline"]) -> RecallResult:
@@ -134,26 +173,27 @@ def reused(result: RecallResult, source: Literal["cache", "baseline"]) -> Recall
 
 
 class _Run:
-    """Everything shared by the prompts of one ``run_recall_for_prompts`` call."""
+    """Everything shared by the jobs of one ``run_recall_jobs`` call: providers (head and base on
+    the same provider share one client and one adaptive window) and the results cache."""
 
-    def __init__(
-        self,
-        config: Config,
-        results: Results,
-        *,
-        baseline: Results | None,
-        cache: ResultCache | None,
-        progress: ProgressFactory | None,
-    ) -> None:
-        self.config, self.results, self.baseline, self.cache = config, results, baseline, cache
+    def __init__(self, *, cache: ResultCache | None, progress: ProgressFactory | None) -> None:
+        self.cache = cache
         self.progress = progress
         self.providers: dict[str, Provider] = {}
+        self.leaders: dict[str, PromptResult] = {}  # settings hash -> the prompt measuring it
+        self.followers: list[tuple[RecallJob, PromptResult, str]] = []  # ...and those waiting on it
 
-    @property
-    def totals(self) -> RunTotals:
-        return self.results.totals
+    def with_history(self, result: RecallResult, key: str) -> RecallResult:
+        """RESULT with its pool key and the trials of earlier runs that share it (from the cache)."""
+        result.pool_key = result.pool_key or key
+        if self.cache is not None:
+            history = pool_history(result, self.cache.pooled_with(key))
+            if history is not None:
+                result.history = history
+        return result
 
     def provider_for(self, prompt: PromptConfig) -> Provider:
+        """One provider per (provider, model, settings) for the whole run: one client, one window."""
         ps = prompt.providers.get(prompt.provider)
         key = json.dumps([prompt.provider, prompt.model, ps.model_dump(mode="json") if ps else None])
         if key not in self.providers:
@@ -161,19 +201,37 @@ class _Run:
         return self.providers[key]
 
     async def close(self) -> None:
+        """Close every provider's client."""
         for provider in self.providers.values():
             try:
                 await provider.aclose()
             except Exception:  # closing is best effort; the results are already written
                 pass
 
-    def stored(self, prompt: PromptConfig, digest: str) -> RecallResult | None:
+
+@dataclass
+class RecallJob:
+    """One side of a run: a config, the prompts of it to measure, and the Results they fill.
+    Several jobs (the action's head and base) share one scheduler: one queue, one limit."""
+
+    config: Config
+    prompts: list[PromptConfig]
+    results: Results
+    baseline: Results | None = None
+    overrides: RecallOverrides | None = None
+
+    @property
+    def totals(self) -> RunTotals:
+        """This job's run totals."""
+        return self.results.totals
+
+    def stored(self, cache: ResultCache | None, prompt: PromptConfig, digest: str) -> RecallResult | None:
         """A complete result with this settings hash from the baseline or the cache, reused."""
         base_pr = self.baseline.prompt(prompt.name) if self.baseline is not None else None
         base = base_pr.recall if base_pr is not None else None
         if base is not None and base.settings_hash == digest and not base.partial:
             return reused(base, "baseline")
-        if self.cache is not None and (hit := self.cache.get(digest)) is not None:
+        if cache is not None and (hit := cache.get(digest)) is not None:
             return reused(hit, "cache")
         return None
 
@@ -192,34 +250,32 @@ class _Run:
             return None
         return base_counts(base, style=styles[0])
 
-    def with_history(self, result: RecallResult, key: str) -> RecallResult:
-        """RESULT with its pool key and the trials of earlier runs that share it (from the cache)."""
-        result.pool_key = result.pool_key or key
-        if self.cache is not None:
-            history = pool_history(result, self.cache.pooled_with(key))
-            if history is not None:
-                result.history = history
-        return result
-
     def outage(self, pr: PromptResult, message: str) -> None:
+        """PR's recall could not run at all: the provider is unavailable."""
         pr.skip_recall(SkipKind.PROVIDER_UNAVAILABLE, f"{PROVIDER_STOP_PREFIX}{message}")
         self.totals.provider_unavailable = True
         self.totals.partial = True
 
-    def record(self, pr: PromptResult, result: RecallResult) -> None:
+    def record(self, pr: PromptResult, result: RecallResult, cache: ResultCache | None) -> None:
+        """Give PR its RESULT, add it to the totals and store it when complete."""
         pr.recall = result
         pr.clear_skip()
         t = self.totals
         t.calls += result.calls
         t.saved_calls += result.saved_calls
+        t.speculative_calls += result.speculative_calls
         t.cost_usd = round(t.cost_usd + result.cost_usd, 6)
+        t.usage.add(result.usage)
         t.partial = t.partial or result.partial
-        if self.cache is not None and not result.partial:
-            self.cache.put(result)
+        if cache is not None and not result.partial and result.shard is None:
+            cache.put(result)
 
 
-async def _recall_prompt(run: _Run, prompt: PromptConfig, pr: PromptResult) -> None:
-    config = run.config
+def _plan_prompt(
+    run: _Run, job: RecallJob, prompt: PromptConfig, pr: PromptResult, shard: Shard | None
+) -> PromptPlan | None:
+    """The plan of PROMPT's cells (this shard's), or None when it needs no call (skipped, reused)."""
+    config = job.config
     fixture_path = config.recall_fixture(prompt)
     fixture = relative(config.root, fixture_path, resolved=True) if fixture_path is not None else None
     base = render_case(config, prompt, fixture_path)
@@ -229,7 +285,8 @@ async def _recall_prompt(run: _Run, prompt: PromptConfig, pr: PromptResult) -> N
         try:
             provider = run.provider_for(prompt)
         except ProviderUnavailable as exc:
-            return run.outage(pr, exc.message)
+            job.outage(pr, exc.message)
+            return None
         # the full ladder goes into the hash; rungs below the prompt's own size drop out below
         sizes = auto_sizes(context_window(prompt, provider), prompt.reserve_output_tokens)
     else:
@@ -239,33 +296,55 @@ async def _recall_prompt(run: _Run, prompt: PromptConfig, pr: PromptResult) -> N
     keys = None
     if "gold" in prompt.recall.styles and fixture_path is not None:  # not rendered, yet decide the result
         keys = answer_keys(load_fixture(fixture_path))
+    content = base.content_hash()
     digest = settings_hash(
-        config, prompt, content_hash=base.content_hash(), fixture=fixture, sizes=sizes, answer_keys=keys
+        config, prompt, content_hash=content, fixture=fixture, sizes=sizes, answer_keys=keys
     )
-    key = pool_key(config, prompt, content_hash=base.content_hash(), fixture=fixture, answer_keys=keys)
-    stored = run.stored(prompt, digest)
+    key = pool_key(config, prompt, content_hash=content, fixture=fixture, answer_keys=keys)
+    stored = job.stored(run.cache, prompt, digest) if shard is None else None
     if stored is not None:
         pr.recall = run.with_history(stored, key)
         pr.clear_skip()
-        run.totals.cached_calls += stored.cached_calls
-        return
+        job.totals.cached_calls += stored.cached_calls
+        return None
+    if digest in run.leaders:  # the same measurement is already planned in this run (an unchanged
+        run.followers.append((job, pr, digest))  # prompt on both sides of a PR): reuse it after
+        return None
+    run.leaders[digest] = pr
+    plan = _grid(run, job, prompt, pr, sizes, provider, fixture_path)
+    if plan is not None:
+        plan.fixture, plan.settings_hash, plan.pool_key = fixture, digest, key
+    return plan
 
+
+def _grid(
+    run: _Run,
+    job: RecallJob,
+    prompt: PromptConfig,
+    pr: PromptResult,
+    sizes: list[int],
+    provider: Provider | None,
+    fixture_path: Path | None,
+) -> PromptPlan | None:
+    """PROMPT's style x size x depth cells with the trials planned for them (trials = "auto": by
+    power, recall/power.py), or None (and PR's skip) when nothing can run."""
     counter = get_counter(prompt.tokenizer, model=prompt.model, settings=prompt)
-    builder = HaystackBuilder(config, prompt, counter, seed=prompt.recall.seed, fixture_path=fixture_path)
+    builder = HaystackBuilder(job.config, prompt, counter, seed=prompt.recall.seed, fixture_path=fixture_path)
     if prompt.recall.sizes == "auto":
         sizes = [s for s in sizes if s > builder.base_tokens()]
         if not sizes:
-            return pr.skip_recall(
+            pr.skip_recall(
                 SkipKind.NO_SIZE,
                 f'sizes = "auto": the model\'s window minus reserve_output_tokens leaves no size above '
                 f"the prompt's own {builder.base_tokens()} tokens",
             )
+            return None
     if provider is None:
         try:
             provider = run.provider_for(prompt)
         except ProviderUnavailable as exc:
-            return run.outage(pr, exc.message)
-
+            job.outage(pr, exc.message)
+            return None
     rs = prompt.recall
     power = plan_run(
         sizes=sizes,
@@ -274,7 +353,7 @@ async def _recall_prompt(run: _Run, prompt: PromptConfig, pr: PromptResult) -> N
         threshold=rs.threshold,
         alpha=rs.alpha,
         min_drop=rs.min_drop,
-        base=run.known_base(prompt),
+        base=job.known_base(prompt),
         styles=len(rs.styles),
     )
     cells = [
@@ -283,30 +362,7 @@ async def _recall_prompt(run: _Run, prompt: PromptConfig, pr: PromptResult) -> N
         for size in sizes
         for depth in rs.depths
     ]
-    plan = PromptPlan(prompt.name, prompt, fixture, sizes, builder, digest, cells)
-    result = await _run_plan(run, plan, provider, pr, power)
-    if result is not None:
-        run.record(pr, run.with_history(result, key))
-
-
-async def _run_plan(
-    run: _Run, plan: PromptPlan, provider: Provider, pr: PromptResult, power: RecallPower
-) -> RecallResult | None:
-    """Run PLAN's cells; the summarised result, or None when the provider answered nothing."""
-    bar = None
-    if run.progress is not None:
-        bar = run.progress(sum(c.planned for c in plan.cells), f"recall {plan.name}")
-    try:
-        outcome = await CellScheduler(plan, provider, bar).run()
-    finally:
-        if bar is not None:
-            bar.close()
-    if outcome.provider_failed:
-        run.totals.provider_unavailable = True
-        if outcome.calls == 0:
-            run.outage(pr, (outcome.stop_reason or "").removeprefix(PROVIDER_STOP_PREFIX))
-            return None
-    return summarize(plan, getattr(provider, "name", plan.prompt.provider), outcome, power)
+    return PromptPlan(prompt.name, prompt, None, sizes, builder, "", cells, provider=provider, power=power)
 
 
 def _prompt_result(config: Config, results: Results, prompt: PromptConfig) -> PromptResult:
@@ -322,6 +378,108 @@ def _prompt_result(config: Config, results: Results, prompt: PromptConfig) -> Pr
     return pr
 
 
+def _todo(job: RecallJob) -> list[tuple[PromptConfig, PromptResult]]:
+    todo = []
+    for raw in job.prompts:
+        prompt = effective_prompt(raw, job.overrides)
+        pr = _prompt_result(job.config, job.results, prompt)
+        skip = skip_reason(prompt)
+        if skip:
+            pr.skip_recall(*skip)
+            continue
+        todo.append((prompt, pr))
+    return todo
+
+
+def _finish(run: _Run, job: RecallJob, plan: PromptPlan, pr: PromptResult, shard: Shard | None) -> None:
+    if plan.progress is not None:
+        plan.progress.close()
+    outcome = plan.outcome
+    if outcome.provider_failed:
+        job.totals.provider_unavailable = True
+        if outcome.calls == 0:
+            return job.outage(pr, (outcome.stop_reason or "").removeprefix(PROVIDER_STOP_PREFIX))
+    result = summarize(plan, getattr(plan.provider, "name", plan.prompt.provider), outcome, plan.power)
+    if shard is not None:
+        result.shard = str(shard)
+    job.record(pr, run.with_history(result, plan.pool_key or ""), run.cache)
+
+
+def run_recall_jobs(
+    jobs: list[RecallJob],
+    *,
+    progress: ProgressFactory | None = None,
+    cache: CacheArg = None,
+    shard: Shard | None = None,
+    batch: bool = False,
+) -> None:
+    """Fill ``PromptResult.recall`` (or its skip reason) of every job's prompts, all through one
+    scheduler. SHARD measures a deterministic slice of the cells; BATCH sends the work through the
+    provider's batch API (:mod:`needle_action.recall.batch`)."""
+    run = _Run(cache=open_cache(cache), progress=progress)
+    todos = [[(job, prompt, pr) for prompt, pr in _todo(job)] for job in jobs]
+    # planned in turns across jobs (head's first prompt, base's first, ...): every side starts early
+    work = [item for turn in itertools.zip_longest(*todos) for item in turn if item is not None]
+    if not work:
+        return
+    limit = max(prompt.recall.concurrency for _, prompt, _ in work)
+    asyncio.run(_run_all(run, work, limit, shard, batch))
+
+
+async def _run_all(run: _Run, work, limit: int, shard: Shard | None, batch: bool) -> None:
+    scheduler = Scheduler(limit)
+    planned: list[tuple[RecallJob, PromptPlan, PromptResult]] = []
+    runner = asyncio.create_task(scheduler.run()) if not batch else None
+    try:
+        for job, prompt, pr in work:
+            # planning renders and counts (CPU): in a thread, while earlier prompts' calls run
+            plan = await asyncio.to_thread(_plan_prompt, run, job, prompt, pr, shard)
+            if plan is None:
+                continue
+            if shard is not None:
+                plan.cells = shard.select(plan.name, plan.cells)
+            if run.progress is not None:
+                plan.progress = run.progress(sum(c.planned for c in plan.cells), f"recall {plan.name}")
+            planned.append((job, plan, pr))
+            if runner is not None:
+                scheduler.add(plan)
+        if runner is not None:
+            scheduler.close()
+            await runner
+        else:
+            from needle_action.recall.batch import run_batch
+
+            await run_batch([plan for _, plan, _ in planned], cache_dir=_batch_dir(run))
+    finally:
+        if runner is not None and not runner.done():
+            runner.cancel()
+            await asyncio.gather(runner, return_exceptions=True)
+        await run.close()
+    for job, plan, pr in planned:
+        _finish(run, job, plan, pr, shard)
+    for job, pr, digest in run.followers:
+        _follow(job, pr, run.leaders[digest])
+
+
+def _follow(job: RecallJob, pr: PromptResult, leader: PromptResult) -> None:
+    """PR has the same settings hash as LEADER, measured in this run: the same result, reused (0
+    calls), or the same skip when the leader could not run."""
+    if leader.recall is not None and not leader.recall.partial:
+        pr.recall = reused(leader.recall, "cache")
+        pr.clear_skip()
+        job.totals.cached_calls += pr.recall.cached_calls
+    elif leader.recall is not None:
+        job.record(pr, reused(leader.recall, "cache"), None)
+    elif leader.recall_skip_kind is not None:
+        pr.skip_recall(leader.recall_skip_kind, leader.recall_skipped or "")
+        if leader.recall_skip_kind == SkipKind.PROVIDER_UNAVAILABLE:
+            job.totals.provider_unavailable = job.totals.partial = True
+
+
+def _batch_dir(run: _Run) -> Path:
+    return (run.cache.path.parent if run.cache is not None else default_cache_path().parent) / "batches"
+
+
 def run_recall_for_prompts(
     config: Config,
     prompts: list[PromptConfig],
@@ -331,26 +489,9 @@ def run_recall_for_prompts(
     overrides: RecallOverrides | None = None,
     progress: ProgressFactory | None = None,
     cache: CacheArg = None,
+    shard: Shard | None = None,
+    batch: bool = False,
 ) -> None:
     """Fill ``PromptResult.recall`` (or its skip reason) of RESULTS for each of PROMPTS."""
-    run = _Run(config, results, baseline=baseline, cache=open_cache(cache), progress=progress)
-    todo: list[tuple[PromptConfig, PromptResult]] = []
-    for raw in prompts:
-        prompt = effective_prompt(raw, overrides)
-        pr = _prompt_result(config, results, prompt)
-        skip = skip_reason(prompt)
-        if skip:
-            pr.skip_recall(*skip)
-            continue
-        todo.append((prompt, pr))
-    if not todo:
-        return
-
-    async def main() -> None:
-        try:
-            for prompt, pr in todo:
-                await _recall_prompt(run, prompt, pr)
-        finally:
-            await run.close()
-
-    asyncio.run(main())
+    job = RecallJob(config, prompts, results, baseline=baseline, overrides=overrides)
+    run_recall_jobs([job], progress=progress, cache=cache, shard=shard, batch=batch)

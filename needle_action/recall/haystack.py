@@ -62,6 +62,7 @@ _NEEDLE_TITLES = (
     "Status digest",
 )
 # sentence ends where a fact may go: after . ! ? (and a closing quote/bracket) before whitespace
+SHARED_STREAM = 0  # the one filler stream every trial and depth draws from (trial 0's of old)
 _BOUNDARY = re.compile(r"[.!?][\"')\]]?(?=\s)|\n")
 
 
@@ -74,7 +75,9 @@ class Trial:
     rendered: RenderedPrompt
     size: int  # target tokens
     depth: float  # 0..1 within the context slot
-    prompt_tokens: int  # measured tokens of the whole rendered prompt
+    # tokens of the whole rendered prompt: measured for a cell's first trial; the others count only
+    # their own needle on top of the first's measure (the rest of the text is the same)
+    prompt_tokens: int
     token_offset: int  # absolute token offset of the needle (first fact) in the whole prompt
     needle: Needle
 
@@ -191,14 +194,16 @@ class _Unit:
 
 
 class _Stream:
-    """Filler units for one trial index: fixture + repo (shared) then generated (per trial), counted."""
+    """Filler units: fixture + repo then generated passages, counted. One stream serves every trial
+    and every depth, so the text before a needle is a prefix of the text before any deeper needle
+    (what prompt caching and the local model's KV reuse feed on)."""
 
     BATCH = 48
 
-    def __init__(self, builder: HaystackBuilder, trial: int, fixed: list[_Unit]) -> None:
+    def __init__(self, builder: HaystackBuilder, key: int | str, fixed: list[_Unit]) -> None:
         self.b = builder
         self.units: list[_Unit] = list(fixed)
-        self._gen: Iterator[Passage] = generated_passages(f"{builder.seed}:{trial}")
+        self._gen: Iterator[Passage] = generated_passages(f"{builder.seed}:{key}")
         self._cum_words = [0]
         self._cum_tokens = [0.0]
         for u in self.units:
@@ -266,7 +271,7 @@ class HaystackBuilder:
     """Trials for one prompt: ``build(size, depth, needle, trial) -> Trial``. Thread-safe."""
 
     MAX_MEASURES = 14
-    STREAMS_KEPT = 16
+    STREAMS_KEPT = 8
 
     def __init__(
         self,
@@ -306,9 +311,14 @@ class HaystackBuilder:
 
         self._unit_counter = _unit_counter_for(counter)
         self._lock = threading.RLock()
-        self._streams: OrderedDict[tuple[int, bool], _Stream] = OrderedDict()
+        self._streams: OrderedDict[tuple[int | str, bool], _Stream] = OrderedDict()
         self._base: int | None = None
-        self._hint_words: dict[int, int] = {}  # size -> filler words that hit it last time
+        # (size, depth, reference style and key, stream) -> filler words: every trial of a cell uses
+        # the same filler, so trials share the prefix before the needle (gold: per trial's stream)
+        self._layout: dict[tuple[int, float, str, str, int | str], int] = {}
+        # same key -> (text before the needle, tokens, needle offset, the needle's own tokens) of the
+        # reference trial: the cell's other trials reuse the counts when their text matches
+        self._counted: dict[tuple[int, float, str, str, int | str], tuple[str | None, int, int, int]] = {}
 
         # fixture's own context, then repo files: shared by every trial
         own: list[Any]
@@ -423,7 +433,9 @@ class HaystackBuilder:
     def _needle_item(self, text: str, needle: Needle, order: int) -> Any:
         if order == 0 and needle.item is not None:
             return needle.item  # gold: the fixture's own item, title and role included
-        rng = random.Random(f"{self.seed}:{needle.key}:title:{order}")
+        # the needle item's title (and the fixture item it copies) do not depend on the needle's value:
+        # every trial's text is then the same up to the fact itself, which is what trials can share
+        rng = random.Random(f"{self.seed}:title:{order}")
         title = f"{rng.choice(_NEEDLE_TITLES)} {rng.randint(2, 48)}"
         return self._shape.item(text, title, index=rng.randrange(1 << 16), needle=True)
 
@@ -491,31 +503,73 @@ class HaystackBuilder:
         return "".join(pieces)
 
     # ---- building -----------------------------------------------------------------------------
-    def _stream(self, trial: int, gold: bool = False) -> _Stream:
-        key = (trial, gold)
-        s = self._streams.get(key)
+    def _stream(self, key: int | str = SHARED_STREAM, gold: bool = False) -> _Stream:
+        """The filler stream KEY; GOLD: over the fixture's context without its gold item."""
+        s = self._streams.get((key, gold))
         if s is None:
             fixed = self._gold_units if gold else self._fixed_units
-            s = self._streams[key] = _Stream(self, trial, fixed)
+            s = self._streams[(key, gold)] = _Stream(self, key, fixed)
             while len(self._streams) > self.STREAMS_KEPT:
                 self._streams.popitem(last=False)
         else:
-            self._streams.move_to_end(key)
+            self._streams.move_to_end((key, gold))
         return s
 
-    def build(self, size: int, depth: float, needle: Needle, trial: int) -> Trial:
+    def build(
+        self, size: int, depth: float, needle: Needle, trial: int, reference: Needle | None = None
+    ) -> Trial:
+        """The trial prompt of SIZE tokens with NEEDLE at DEPTH of the context slot.
+
+        The filler is the same for every trial and depth (``trial`` does not select it). Its amount
+        is searched once per cell with REFERENCE (the cell's first needle; default NEEDLE) and reused
+        for the cell's other trials, so they differ only in the needle and its question: the whole
+        text before the needle is shared, and the size stays within a few tokens of SIZE.
+
+        Gold is the exception: its needle and question are the fixture's own, the same in every
+        trial, so its trials differ only by their filler: trial T draws from a stream of its own (and
+        its amount is searched for that stream), or a cell's trials would all be one prompt.
+        """
         with self._lock:
-            return self._build(size, depth, needle, trial)
+            return self._build(size, depth, needle, trial, reference or needle)
 
-    def _build(self, size: int, depth: float, needle: Needle, trial: int) -> Trial:
+    def _build(self, size: int, depth: float, needle: Needle, trial: int, reference: Needle) -> Trial:
         depth = min(1.0, max(0.0, float(depth)))
-        stream = self._stream(trial, gold=needle.style == "gold")
-        question = needle.question
+        gold = needle.style == "gold"
+        stream_key = trial if gold else SHARED_STREAM
+        stream = self._stream(stream_key, gold=gold)
 
-        def render(words: int) -> tuple[RenderedPrompt, int]:
-            rendered = self._render(self._context(stream.take(words), depth, needle), question)
-            return rendered, self._measure(rendered)
+        def render_with(n: Needle):
+            def render(words: int) -> tuple[RenderedPrompt, int]:
+                rendered = self._render(self._context(stream.take(words), depth, n), n.question)
+                return rendered, self._measure(rendered)
 
+            return render
+
+        key = (size, depth, reference.style, reference.key, stream_key)
+        words = self._layout.get(key)
+        if words is None:
+            words = self._search_words(size, render_with(reference), stream)
+            self._layout[key] = words
+        rendered = self._render(self._context(stream.take(words), depth, needle), needle.question)
+        before = _text_before(rendered, needle_anchor(needle.facts[0]))
+        known = self._counted.get(key)
+        if needle.key != reference.key and known is not None and known[0] == before:
+            # the same text up to the needle and after it: only the needle's own tokens differ, so
+            # count those instead of the whole prompt twice (the size is then exact to a token or two)
+            _, measured_ref, offset, needle_ref = known
+            measured = measured_ref - needle_ref + self._needle_tokens(needle)
+            return Trial(rendered, size, depth, measured, offset, needle)
+        measured = self._measure(rendered)
+        offset = self._token_offset(rendered, needle)
+        if needle.key == reference.key:
+            self._counted[key] = (before, measured, offset, self._needle_tokens(needle))
+        return Trial(rendered, size, depth, measured, offset, needle)
+
+    def _needle_tokens(self, needle: Needle) -> int:
+        return sum(self.counter.count_texts([*needle.facts, needle.question, *needle.distractors]))
+
+    def _search_words(self, size: int, render, stream: _Stream) -> int:
+        """Filler words whose rendered prompt (with the reference needle) measures SIZE tokens."""
         floor_prompt, floor = render(0)
         if floor > size:
             raise SizeTooSmall(
@@ -526,24 +580,23 @@ class HaystackBuilder:
                 hint=f'use sizes above {floor} tokens, or sizes = "auto"',
             )
         tol = max(2, size // 200)
-        best: tuple[int, RenderedPrompt, int] = (abs(size - floor), floor_prompt, floor)
+        best: tuple[int, RenderedPrompt, int, int] = (abs(size - floor), floor_prompt, floor, 0)
         if best[0] > tol:
             best = self._search(size, tol, floor, stream, render, best)
-        _, rendered, measured = best
-        offset = self._token_offset(rendered, needle)
-        return Trial(rendered, size, depth, measured, offset, needle)
+        return best[3]
 
     def _search(self, size, tol, floor, stream: _Stream, render, best):
         """Monotone search for the filler word count whose rendered prompt measures SIZE."""
         lo: tuple[int, int] = (0, floor)  # (words, measured) known to be below the target
         hi: tuple[int, int] | None = None  # known to be above
-        words = self._hint_words.get(size) or stream.words_for(size - floor)
+        # start from the estimate, never from another cell's answer: a cell's layout must not depend
+        # on which cells were built before it (shards, concurrency), or prompts would differ
+        words = stream.words_for(size - floor)
         for _ in range(self.MAX_MEASURES):
             rendered, m = render(words)
             if abs(size - m) < best[0]:
-                best = (abs(size - m), rendered, m)
+                best = (abs(size - m), rendered, m, words)
             if abs(size - m) <= tol:
-                self._hint_words[size] = words
                 break
             if m < size:
                 lo = max(lo, (words, m))
@@ -563,8 +616,7 @@ class HaystackBuilder:
         return best
 
     def _token_offset(self, rendered: RenderedPrompt, needle: Needle) -> int:
-        # the first line of the fact (a gold item may be long, and a template may trim or wrap it)
-        fact = (needle.facts[0].strip().splitlines() or [""])[0][:120]
+        fact = needle_anchor(needle.facts[0])
         if rendered.system and (c := rendered.system.find(fact)) >= 0:
             cut = RenderedPrompt(system=rendered.system[:c], messages=(), source=rendered.source)
             return self._prefix_tokens(cut)
@@ -588,6 +640,19 @@ class HaystackBuilder:
         # framing tokens the counter adds for the reply would be counted too; a cut prompt ending in an
         # empty message costs only a few. Offsets are positions, so a few tokens either way are noise.
         return self._measure(cut)
+
+
+def needle_anchor(fact: str) -> str:
+    """What to look for to find FACT in a rendered prompt: its first line (a gold item may be long,
+    and a template may trim or wrap it)."""
+    return (fact.strip().splitlines() or [""])[0][:120]
+
+
+def _text_before(rendered: RenderedPrompt, fact: str) -> str | None:
+    """The prompt's text up to FACT (None when absent): what a cell's trials must share."""
+    joined = "\0".join(rendered.texts())
+    at = joined.find(fact)
+    return joined[:at] if at >= 0 else None
 
 
 def _unit_counter_for(counter):

@@ -24,9 +24,12 @@ from needle_action.providers import specs
 from needle_action.recall.filler import filler_files
 from needle_action.results import SCHEMA_VERSION, SkipKind
 
-# Recall settings that change how a run is bounded, not what a complete result contains: left out
-# of the settings hash so raising a cap or the concurrency still finds the cached result.
-HASH_EXCLUDED = {"concurrency", "max_calls", "max_cost_usd"}
+# Recall settings that change how a run is bounded or billed, not what a complete result contains:
+# left out of the settings hash so raising a cap or the concurrency still finds the cached result.
+HASH_EXCLUDED = {"concurrency", "max_calls", "max_cost_usd", "prompt_cache"}
+# how trials are built: 2 = one filler stream for every trial and depth, the filler amount fixed per
+# cell (issue 12); results (and pools) built the older way are not reused
+HAYSTACK_LAYOUT = 2
 # What decides the *answers* a trial gets is less than what decides a result: the seed picks which
 # needles are asked, trials how many, the rest how they are judged. Runs whose pool keys match are
 # samples of the same recall and may be pooled (recall/history.py).
@@ -151,6 +154,7 @@ def _answers_payload(
     return {
         "tool_major": __version__.split(".")[0],
         "results_schema": SCHEMA_VERSION,
+        "haystack": HAYSTACK_LAYOUT,
         "prompt": content_hash,
         "fixture": fixture,
         "provider": prompt.provider,

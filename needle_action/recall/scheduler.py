@@ -1,11 +1,35 @@
-"""Running one prompt's grid of cells against a provider: which trial goes next, how many are in
-flight, when a cell stops, when the run caps stop everything.
+"""One scheduler for every model call of a run: all prompts, all cells, all trials, and in the
+action the head's and the base's prompts together. One queue, one concurrency limit.
 
-The next trial always goes to the undecided cell with the fewest trials issued (rounds across
-cells), and a cell never has more trials in flight than the fewest outcomes that could decide it
-(:func:`stats.trials_to_decide`), so early stopping saves as many calls at concurrency 16 as it
-would one call at a time. Trials of a cell are issued in index order and each trial's needle comes
-from its own RNG (:func:`plan.trial_rng`), so which needles a run asks does not depend on timing.
+How a slot is filled (``Scheduler._pick``), best first:
+
+1. a **needed** trial: one that one-call-at-a-time early stopping would ask whatever the answers
+   (below the cell's horizon, :meth:`CellRun.horizon`), from the cell with the fewest trials asked
+   (rounds across cells and prompts);
+2. a **speculative** trial: the next one of an unsettled cell beyond its horizon, at most
+   ``SPECULATE_AHEAD`` per cell in flight (one covers the usual last step of a cell without paying
+   for all its remaining trials when slots are plentiful). It only ever takes a slot that would
+   otherwise sit idle; answers are counted in trial order
+   (:mod:`needle_action.recall.cells`), so the verdict is the non-speculative one, and a cell that
+   settles cancels its speculative calls still in flight. Runs with a call or cost cap do not
+   speculate (a cap must stop where the sequential rule would).
+
+A trial is ready when its prompt is built (a worker thread builds ahead, in the order trials will be
+asked) and, with a prompt-caching provider, when no prefix it carries is being written
+(:mod:`needle_action.recall.prefix`). A provider's adaptive window (AIMD,
+:mod:`needle_action.providers.ratelimit`) caps its own calls in flight below the run's limit.
+
+Every cell has a needle style (a prompt may run several, each its own grid); a trial's needle is a
+pure function of (seed, prompt, style, size, depth, trial index), and its answer is judged by
+:func:`needle_action.recall.scoring.judge` (hit, and whether a miss repeated a look-alike's value).
+
+Failures. A call that exhausts its retries loses that trial only: it is asked once more, then
+counted lost, and the rest go on (lost trials alone never make a run partial). The provider is
+declared dead (every prompt on it stops, partial) when it refuses our credentials or after
+``DEAD_AFTER`` distinct trials lost in a row: at a 60% fault rate with 7 attempts a call is lost 2.8%
+of the time, so five in a row by chance is about 1 in 60 million. A request the provider rejects for
+good (400/404) stops that prompt. Caps (``max_calls``, ``max_cost_usd``) stop a prompt's new calls;
+calls in flight finish.
 """
 
 from __future__ import annotations
@@ -15,23 +39,27 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from needle_action.config.model import PromptConfig
+from needle_action.config.model import PromptConfig, RecallSettings
 from needle_action.errors import ProviderUnavailable
-from needle_action.providers.base import Completion, Provider
-from needle_action.providers.pricing import estimate_cost
-from needle_action.providers.retry import RetriesExhausted
-from needle_action.recall import stats
-from needle_action.recall.haystack import HaystackBuilder, Trial
+from needle_action.providers.base import Breakpoint, Completion
+from needle_action.providers.pricing import Usage, estimate_cost, price_of
+from needle_action.providers.retry import RequestRejected, RetriesExhausted
+from needle_action.recall.cells import CellRun
+from needle_action.recall.haystack import HaystackBuilder, Trial, needle_anchor
 from needle_action.recall.needles import make_needle
 from needle_action.recall.plan import trial_rng
+from needle_action.recall.prefix import Mark, MarkStates, find_mark, marks_in
+from needle_action.recall.probes.needle import Needle
 from needle_action.recall.scoring import judge
-from needle_action.results import ABSENT_STYLE, RecallAnswer, RecallCell
+from needle_action.results import RecallAnswer, RecallPower
 
 PROVIDER_STOP_PREFIX = "provider unavailable: "
-# A call that exhausts its retries loses one trial and the run goes on; this many lost in a row
-# (no answer in between) means the provider is down. At a 60% fault rate with 7 attempts a call is
-# lost 2.8% of the time, so five in a row by chance is about 1 in 60 million.
-LOST_IN_A_ROW_IS_DEAD = 5
+DEAD_AFTER = 5  # distinct trials lost in a row (no success between) after which a provider is dead
+# speculative calls one cell may have in flight: one covers a cell's usual last step (the answer
+# that settles it) without paying for every remaining trial when slots are plentiful
+SPECULATE_AHEAD = 1
+
+__all__ = ["PROVIDER_STOP_PREFIX", "CellRun", "PromptPlan", "RunOutcome", "Scheduler", "price"]
 
 
 class Progress(Protocol):
@@ -46,61 +74,17 @@ ProgressFactory = Callable[[int, str], Progress]  # (planned calls, label) -> Pr
 
 
 @dataclass
-class CellRun:
-    """One style x size x depth cell while it runs."""
+class RunOutcome:
+    """What running a plan's cells produced, beyond the cells themselves."""
 
-    size: int
-    depth: float
-    planned: int
-    style: str = "codeword"
-    hits: int = 0
-    distractor_answers: int = 0
-    done: int = 0
-    issued: int = 0
-    in_flight: int = 0
-    prompt_tokens: int | None = None
-    token_offset: int | None = None
-    answers: list[RecallAnswer] = field(default_factory=list)
-    stopped_early: bool = False
-    saved: int = 0
-    lost: int = 0  # trials whose call failed after every retry
-
-    def decided(self, threshold: float) -> bool:
-        return stats.is_decided(self.hits, self.done, self.planned, threshold)
-
-    def complete(self, threshold: float, early_stop: bool) -> bool:
-        return self.done + self.lost >= self.planned or (early_stop and self.decided(threshold))
-
-    def wants_trial(self, threshold: float, early_stop: bool) -> bool:
-        if self.issued >= self.planned:
-            return False
-        if not early_stop:
-            return True
-        need = stats.trials_to_decide(self.hits, self.done, self.planned, threshold)
-        return need > 0 and self.in_flight < need
-
-    def to_result(self, threshold: float) -> RecallCell:
-        n = self.done
-        low, high = stats.wilson_interval(self.hits, n)
-        absent = self.style == ABSENT_STYLE
-        return RecallCell(
-            style=self.style,
-            size=self.size,
-            depth=self.depth,
-            prompt_tokens=self.prompt_tokens,
-            token_offset=self.token_offset,
-            hits=self.hits,
-            trials=n,
-            planned_trials=self.planned,
-            rate=round(self.hits / n, 4) if n else None,
-            ci_low=round(low, 4),
-            ci_high=round(high, 4),
-            status=stats.cell_status(self.hits, n, self.planned, threshold),
-            stopped_early=self.stopped_early,
-            distractor_answers=self.distractor_answers,
-            hallucination_rate=round(1 - self.hits / n, 4) if absent and n else None,
-            answers=sorted(self.answers, key=lambda a: a.trial),
-        )
+    calls: int = 0  # answers counted
+    speculative_calls: int = 0  # answers started ahead and not needed (discarded or cancelled)
+    lost_trials: int = 0
+    cost_usd: float = 0.0
+    usage: Usage = field(default_factory=Usage)
+    uncached_cost_usd: float = 0.0
+    stop_reason: str | None = None
+    provider_failed: bool = False
 
 
 @dataclass
@@ -114,191 +98,395 @@ class PromptPlan:
     builder: HaystackBuilder
     settings_hash: str
     cells: list[CellRun]
+    provider: Any = None  # Provider; Any so tests may hand in a stub
+    progress: Progress | None = None
+    outcome: RunOutcome = field(default_factory=RunOutcome)
+    started: int = 0  # calls started (caps count these)
+    in_flight_cost: float = 0.0
+    batch: bool = False
+    power: RecallPower | None = None  # how the cells' trials were planned (trials = "auto")
+    pool_key: str | None = None  # what decides the answers: runs that share it pool (recall/history.py)
+
+    @property
+    def speculate(self) -> bool:
+        """May this plan start trials beyond what sequential early stopping needs?"""
+        rs = self.prompt.recall
+        return rs.early_stop and rs.max_calls is None and rs.max_cost_usd is None
+
+    def finished(self) -> bool:
+        """Stopped, or every cell settled."""
+        return self.outcome.stop_reason is not None or all(c.settled for c in self.cells)
+
+    def cached(self, marks: MarkStates) -> bool:
+        """Does this plan's provider cache prefixes, and does the prompt want it?"""
+        return self.prompt.recall.prompt_cache and id(self.provider) in marks.min_tokens
 
 
-@dataclass
-class RunOutcome:
-    """What running a plan's cells produced, beyond the cells themselves."""
-
-    calls: int = 0
-    cost_usd: float = 0.0
-    stop_reason: str | None = None
-    provider_failed: bool = False
-    lost_trials: int = 0
-
-
-def price(prompt: PromptConfig, input_tokens: int, output_tokens: int) -> float | None:
+def price(prompt: PromptConfig, input_tokens: int, output_tokens: int, **cache: Any) -> float | None:
     """Estimated USD of one call; None when the price table does not know the model."""
-    return estimate_cost(prompt.model, input_tokens, output_tokens, provider=prompt.provider)
+    return estimate_cost(prompt.model, input_tokens, output_tokens, provider=prompt.provider, **cache)
 
 
 @dataclass
-class _InFlight:
+class _Call:
+    plan: PromptPlan
     cell: CellRun
     index: int
     trial: Trial
     estimate: float
+    speculative: bool
+    read: Mark | None = None
+    writes: list[Mark] = field(default_factory=list)
 
 
-class CellScheduler:
-    """Issues PLAN's trials to PROVIDER under the concurrency limit and the run caps, collects
-    their answers, and stops cells early when their verdict is settled."""
+@dataclass
+class _ProviderState:
+    in_flight: int = 0
+    lost_in_a_row: int = 0
+    dead: str | None = None
 
-    def __init__(self, plan: PromptPlan, provider: Provider, progress: Progress | None = None) -> None:
-        self.plan, self.provider, self.progress = plan, provider, progress
-        self.rs = plan.prompt.recall
-        self.outcome = RunOutcome()
-        self._started = 0
-        self._lost_in_a_row = 0
-        self._in_flight_cost = 0.0
-        self._pending: dict[asyncio.Task[Completion], _InFlight] = {}
-        # Building a trial (render + token counting) is CPU work on the critical path of every
-        # call. A trial depends only on its coordinates, so the next ones are built ahead, in the
-        # order they will be asked for, while the calls in flight wait on the network.
-        self._built: dict[tuple[int, int], asyncio.Future[Trial]] = {}
 
-    async def run(self) -> RunOutcome:
-        prefetcher = asyncio.create_task(self._prefetch())
+class Scheduler:
+    """Runs the plans added to it (``add``) under one concurrency LIMIT until ``close`` is called
+    and every plan is finished."""
+
+    def __init__(self, limit: int) -> None:
+        self.limit = max(1, limit)
+        self.plans: list[PromptPlan] = []
+        self.marks = MarkStates()
+        self._pending: dict[asyncio.Task[Completion], _Call] = {}
+        self._built: dict[tuple[int, int, int], asyncio.Future[Trial]] = {}
+        self._providers: dict[int, _ProviderState] = {}
+        self._ladders: dict[tuple[int, int, bool], list[CellRun]] = {}
+        self._mark_memo: dict[int, tuple[Trial, list[Mark]]] = {}
+        self._settled_cells: set[int] = set()  # id(trial) -> (trial kept alive, marks)
+        self._wake = asyncio.Event()
+        self._closed = False
+        self._prefetchers: list[asyncio.Task[None]] = []
+
+    # ---- feeding ------------------------------------------------------------------------------
+    def add(self, plan: PromptPlan) -> None:
+        """Queue PLAN's cells; it starts as soon as its first prompts are built."""
+        self.plans.append(plan)
+        key = id(plan.provider)
+        if key not in self._providers:
+            self._providers[key] = _ProviderState()
+            limiter = getattr(plan.provider, "limiter", None)
+            if limiter is not None:
+                limiter.configure(self.limit)
+            if getattr(plan.provider, "prompt_cache", False):
+                p = price_of(plan.prompt.model, plan.prompt.provider)
+                self.marks.min_tokens[key] = p.cache_min_tokens if p else 1024
+        for cell in plan.cells:
+            self._ladders.setdefault(_ladder(plan, cell), []).append(cell)
+        self._prefetchers.append(asyncio.create_task(self._prefetch(plan)))
+        self._wake.set()
+
+    def close(self) -> None:
+        """No more plans will be added."""
+        self._closed = True
+        self._wake.set()
+
+    def _done(self) -> bool:
+        return self._closed and not self._pending and all(p.finished() for p in self.plans)
+
+    # ---- the loop -----------------------------------------------------------------------------
+    async def run(self) -> None:
+        """Issue and collect calls until ``close`` was called and every plan is finished."""
         try:
-            while True:
-                await self._issue_ready()
-                if not self._pending:
+            while not self._done():
+                self._issue()
+                if self._done():
                     break
-                done, _ = await asyncio.wait(self._pending, return_when=asyncio.FIRST_COMPLETED)
-                for task in done:
+                await self._wake.wait()
+                self._wake.clear()
+                for task in [t for t in self._pending if t.done()]:
                     self._collect(task, self._pending.pop(task))
         finally:
-            prefetcher.cancel()
             for task in self._pending:
                 task.cancel()
-            await asyncio.gather(prefetcher, *self._pending, *self._built.values(), return_exceptions=True)
-        return self.outcome
+            for t in self._prefetchers:
+                t.cancel()
+            await asyncio.gather(
+                *self._pending, *self._prefetchers, *self._built.values(), return_exceptions=True
+            )
+            for plan in self.plans:
+                plan.outcome.speculative_calls += sum(1 for c in self._pending.values() if c.plan is plan)
+            self._pending.clear()
 
-    # ---- issuing --------------------------------------------------------------------------------
-    def _pick(self) -> CellRun | None:
-        rs = self.rs
-        wanting = [c for c in self.plan.cells if c.wants_trial(rs.threshold, rs.early_stop)]
-        return min(wanting, key=lambda c: c.issued) if wanting else None  # min is stable: grid order
+    # ---- building -----------------------------------------------------------------------------
+    def _build(self, plan: PromptPlan, cell: CellRun, index: int) -> asyncio.Future[Trial]:
+        key = (id(plan), id(cell), index)
+        fut = self._built.get(key)
+        if fut is None:
+            needle, reference = trial_needles(plan, cell, index)
+            build = asyncio.to_thread(plan.builder.build, cell.size, cell.depth, needle, index, reference)
+            fut = self._built[key] = asyncio.ensure_future(build)
+            fut.add_done_callback(lambda f: self._built_one(cell, index, f))
+        return fut
 
-    def _build(self, cell: CellRun, index: int) -> asyncio.Future[Trial]:
-        key = (id(cell), index)
-        if key not in self._built:
-            rng = trial_rng(self.rs.seed, self.plan.name, cell.size, cell.depth, index, style=cell.style)
-            needle = make_needle(self.rs, rng, style=cell.style, gold=self.plan.builder.gold_needle)
-            build = asyncio.to_thread(self.plan.builder.build, cell.size, cell.depth, needle, index)
-            self._built[key] = asyncio.ensure_future(build)
-        return self._built[key]
+    def _built_one(self, cell: CellRun, index: int, fut: asyncio.Future[Trial]) -> None:
+        """A trial is built; the first of a cell gives the cell its size, offset and prefix mark."""
+        if index == 0 and not fut.cancelled() and fut.exception() is None and cell.prompt_tokens is None:
+            trial = fut.result()
+            cell.prompt_tokens, cell.token_offset = trial.prompt_tokens, trial.token_offset
+            cell.mark = find_mark(trial.rendered, needle_anchor(trial.needle.facts[0]), trial.token_offset)
+        self._wake.set()
 
-    async def _prefetch(self) -> None:
-        rs = self.rs
-        for index in range(max((c.planned for c in self.plan.cells), default=0)):
-            for cell in self.plan.cells:
-                settled = rs.early_stop and cell.decided(rs.threshold)
-                if index < cell.planned and index >= cell.issued and not settled:
+    async def _prefetch(self, plan: PromptPlan) -> None:
+        """Build PLAN's trials ahead, in the order they will be asked: every cell's first trial
+        (deepest first within a size, the order the cache writers go in), then the second..."""
+        order = sorted(plan.cells, key=lambda c: (c.size, -c.depth))
+        for index in range(max((c.planned for c in plan.cells), default=0)):
+            for cell in order:
+                if index < cell.planned and index >= cell.next_count and not cell.settled:
                     try:
-                        await self._build(cell, index)
-                    except Exception:  # surfaces (once) when the engine itself asks for that trial
+                        await self._build(plan, cell, index)
+                    except Exception:  # surfaces (once) when the scheduler asks for that trial
                         return
 
-    async def _issue_ready(self) -> None:
-        """Start calls until the concurrency limit, a cap, or no cell wants a trial."""
-        rs = self.rs
-        while self.outcome.stop_reason is None and len(self._pending) < rs.concurrency:
-            cell = self._pick()
-            if cell is None:
-                return
-            if rs.max_calls is not None and self._started >= rs.max_calls:
-                self.outcome.stop_reason = f"max_calls ({rs.max_calls}) reached"
-                return
-            index = cell.issued
-            trial = await self._build(cell, index)  # off the loop thread: a tokenizer may call an API
-            estimate = price(self.plan.prompt, trial.prompt_tokens, rs.max_output_tokens)
-            if rs.max_cost_usd is not None and estimate is not None:
-                if self.outcome.cost_usd + self._in_flight_cost + estimate > rs.max_cost_usd:
-                    self.outcome.stop_reason = f"max_cost_usd (${rs.max_cost_usd:g}) reached"
-                    return
-            self._start(cell, index, trial, estimate or 0.0)
+    # ---- issuing ------------------------------------------------------------------------------
+    def _ready(self, plan: PromptPlan, cell: CellRun, index: int) -> Trial | None:
+        fut = self._build(plan, cell, index)
+        if not fut.done():
+            return None
+        return fut.result()  # a build error (e.g. a size below the prompt) surfaces here
 
-    def _start(self, cell: CellRun, index: int, trial: Trial, estimate: float) -> None:
-        if cell.prompt_tokens is None:
-            cell.prompt_tokens, cell.token_offset = trial.prompt_tokens, trial.token_offset
-        cell.issued += 1
-        cell.in_flight += 1
-        self._started += 1
-        self._in_flight_cost += estimate
-        call = self.provider.complete(trial.rendered, max_output_tokens=self.rs.max_output_tokens)
-        self._pending[asyncio.create_task(call)] = _InFlight(cell, index, trial, estimate)
+    def _ladder_known(self, plan: PromptPlan, cell: CellRun) -> bool:
+        """Every cell of this size has built its first trial, so the writer can be chosen."""
+        return all(c.prompt_tokens is not None or c.settled for c in self._ladders[_ladder(plan, cell)])
 
-    # ---- collecting -----------------------------------------------------------------------------
-    def _collect(self, task: asyncio.Task[Completion], job: _InFlight) -> None:
-        job.cell.in_flight -= 1
-        self._in_flight_cost -= job.estimate
+    def _candidate(self, plan: PromptPlan, cell: CellRun) -> tuple[tuple, int, bool] | None:
+        index = cell.next_index()
+        if index is None:
+            return None
+        rs = plan.prompt.recall
+        horizon = cell.horizon(rs.threshold, rs.early_stop)
+        needed = index < horizon
+        if not needed and (
+            not plan.speculate or sum(i >= horizon for i in cell.in_flight) >= SPECULATE_AHEAD
+        ):
+            return None
+        if getattr(plan.provider, "sequential", False):
+            # one call at a time (the embedded model): a cell's trials back to back, then the next
+            # cell of the size, so consecutive prompts share the longest prefix (its KV state)
+            return (0 if needed else 1, cell.size, -cell.depth, index), index, needed
+        rank = -cell.depth if plan.cached(self.marks) else cell.depth  # a size's writer is its deepest cell
+        key = (0, index, rank) if needed else (1, index - horizon, rank)
+        return key, index, needed
+
+    def _pick(self) -> tuple[PromptPlan, CellRun, int, Trial, bool] | None:
+        best: tuple[tuple, int, PromptPlan, CellRun, int, Trial, bool] | None = None
+        for order, plan in enumerate(self.plans):
+            state = self._providers[id(plan.provider)]
+            if plan.finished() or state.dead or state.in_flight >= self._window(plan):
+                continue
+            for cell in plan.cells:
+                found = self._candidate(plan, cell)
+                if found is None or (best is not None and (found[0], order) >= (best[0], best[1])):
+                    continue
+                key, index, needed = found
+                trial = self._ready(plan, cell, index)
+                if trial is None or not self._cache_ready(plan, cell, trial):
+                    continue
+                best = (key, order, plan, cell, index, trial, needed)
+        return None if best is None else (best[2], best[3], best[4], best[5], not best[6])
+
+    def _window(self, plan: PromptPlan) -> int:
+        if getattr(plan.provider, "sequential", False):
+            return 1  # in-process inference runs one at a time: more in flight would only queue
+        limiter = getattr(plan.provider, "limiter", None)
+        return limiter.window if limiter is not None else self.limit
+
+    def _cache_ready(self, plan: PromptPlan, cell: CellRun, trial: Trial) -> bool:
+        key = id(plan.provider)
+        if not plan.cached(self.marks):
+            return True
+        if not self._ladder_known(plan, cell):
+            return False
+        return not self.marks.blocked(key, self._marks(plan, cell, trial))
+
+    def _marks(self, plan: PromptPlan, cell: CellRun, trial: Trial) -> list[Mark]:
+        """The prefix marks TRIAL carries (computed once: it hashes the prompt's text)."""
+        key = id(trial)
+        if key not in self._mark_memo:
+            ladder = [c.mark for c in self._ladders[_ladder(plan, cell)] if c.mark is not None]
+            self._mark_memo[key] = (trial, marks_in(trial.rendered, cell.mark, ladder))
+        return self._mark_memo[key][1]
+
+    def _issue(self) -> None:
+        """Start calls until the limit is reached or no trial is ready."""
+        while len(self._pending) < self.limit:
+            picked = self._pick()
+            if picked is None:
+                return
+            plan, cell, index, trial, speculative = picked
+            if self._capped(plan, trial):
+                continue
+            self._start(plan, cell, index, trial, speculative)
+
+    def _capped(self, plan: PromptPlan, trial: Trial) -> bool:
+        """True (and the plan stopped) when the next call would cross one of PLAN's caps."""
+        rs = plan.prompt.recall
+        if rs.max_calls is not None and plan.started >= rs.max_calls:
+            plan.outcome.stop_reason = f"max_calls ({rs.max_calls}) reached"
+            return True
+        estimate = price(plan.prompt, trial.prompt_tokens, rs.max_output_tokens)
+        if rs.max_cost_usd is not None and estimate is not None:
+            if plan.outcome.cost_usd + plan.in_flight_cost + estimate > rs.max_cost_usd:
+                plan.outcome.stop_reason = f"max_cost_usd (${rs.max_cost_usd:g}) reached"
+                return True
+        return False
+
+    def _start(self, plan: PromptPlan, cell: CellRun, index: int, trial: Trial, speculative: bool) -> None:
+        rs = plan.prompt.recall
+        estimate = price(plan.prompt, trial.prompt_tokens, rs.max_output_tokens) or 0.0
+        cell.take(index)
+        plan.started += 1
+        plan.in_flight_cost += estimate
+        key = id(plan.provider)
+        self._providers[key].in_flight += 1
+        call = _Call(plan, cell, index, trial, estimate, speculative)
+        breakpoints: tuple[Breakpoint, ...] = ()
+        if plan.cached(self.marks):
+            marks = self._marks(plan, cell, trial)
+            breakpoints, call.writes = self.marks.plan_request(key, marks)
+            cached = [m for m, bp in zip(marks, breakpoints, strict=False) if bp.cache]
+            call.read = cached[-1] if cached and not call.writes else None
+        coro = plan.provider.complete(
+            trial.rendered, max_output_tokens=rs.max_output_tokens, breakpoints=breakpoints
+        )
+        task = asyncio.ensure_future(coro)
+        task.add_done_callback(lambda _t: self._wake.set())
+        self._pending[task] = call
+
+    # ---- collecting ---------------------------------------------------------------------------
+    def _collect(self, task: asyncio.Task[Completion], call: _Call) -> None:
+        plan, cell = call.plan, call.cell
+        key = id(plan.provider)
+        state = self._providers[key]
+        state.in_flight -= 1
+        plan.in_flight_cost -= call.estimate
+        if task.cancelled():
+            return self._finish_marks(call, ok=False)
         exc = task.exception()
+        self._finish_marks(call, ok=exc is None)
+        if exc is None:
+            state.lost_in_a_row = 0
+            return self._record(call, task.result())
         if isinstance(exc, RetriesExhausted):
-            self._lose(job, exc)
-            return
+            # a trial asked again after failing is expected to fail again: only first failures
+            # of distinct trials in a row say the provider itself is down
+            if call.index not in cell.failures:
+                state.lost_in_a_row += 1
+            if cell.fail(call.index):
+                plan.outcome.lost_trials += 1
+                # answers of later trials were waiting for this one: count them now
+                self._counted(
+                    plan, cell, cell.count(plan.prompt.recall.threshold, plan.prompt.recall.early_stop)
+                )
+            if state.lost_in_a_row >= DEAD_AFTER:
+                self._provider_dead(
+                    key, f"{state.lost_in_a_row} trials in a row failed after every retry ({exc.message})"
+                )
+            return None
+        if isinstance(exc, RequestRejected):
+            cell.in_flight.discard(call.index)
+            return self._stop(plan, exc.message)
         if isinstance(exc, ProviderUnavailable):
-            self._provider_down(exc.message)
-            return
-        if exc is not None:
-            raise exc
-        self._lost_in_a_row = 0
-        self._record(job, task.result())
-        self._maybe_stop_early(job.cell)
+            cell.in_flight.discard(call.index)
+            return self._provider_dead(key, exc.message)
+        raise exc
 
-    def _provider_down(self, message: str) -> None:
-        self.outcome.provider_failed = True
-        reason = self.outcome.stop_reason
+    def _finish_marks(self, call: _Call, *, ok: bool) -> None:
+        if call.writes or call.read is not None:
+            self.marks.finished(id(call.plan.provider), call.read, call.writes, ok)
+
+    def _stop(self, plan: PromptPlan, message: str) -> None:
+        plan.outcome.provider_failed = True
+        reason = plan.outcome.stop_reason
         if reason is None or not reason.startswith(PROVIDER_STOP_PREFIX):
-            self.outcome.stop_reason = f"{PROVIDER_STOP_PREFIX}{message}"
+            plan.outcome.stop_reason = f"{PROVIDER_STOP_PREFIX}{message}"
 
-    def _lose(self, job: _InFlight, exc: RetriesExhausted) -> None:
-        """One trial lost to a call that kept failing; the rest of the run goes on."""
-        job.cell.lost += 1
-        self.outcome.lost_trials += 1
-        self._lost_in_a_row += 1
-        if self.progress is not None:
-            self.progress.advance(1)
-        if self._lost_in_a_row >= LOST_IN_A_ROW_IS_DEAD:
-            self._provider_down(
-                f"{self._lost_in_a_row} calls in a row failed after every retry ({exc.message})"
-            )
+    def _provider_dead(self, key: int, message: str) -> None:
+        self._providers[key].dead = message
+        for plan in self.plans:
+            if id(plan.provider) == key:
+                self._stop(plan, message)
 
-    def _record(self, job: _InFlight, completion: Completion) -> None:
-        rs, cell = self.rs, job.cell
-        verdict = judge(completion.text, job.trial.needle, rs)
-        self.outcome.calls += 1
-        cell.done += 1
-        cell.hits += int(verdict.hit)
-        cell.distractor_answers += int(verdict.distractor)
-        cell.answers.append(
-            RecallAnswer(
-                trial=job.index,
-                needle=job.trial.needle.answer,
-                answer=completion.text,
-                hit=verdict.hit,
-                distractor=verdict.distractor,
-            )
-        )
-        spent = price(
-            self.plan.prompt,
-            _or(completion.input_tokens, job.trial.prompt_tokens),
-            _or(completion.output_tokens, rs.max_output_tokens),
-        )
-        self.outcome.cost_usd += spent or 0.0
-        if self.progress is not None:
-            self.progress.advance(1)
+    def _record(self, call: _Call, completion: Completion) -> None:
+        plan, cell, rs = call.plan, call.cell, call.plan.prompt.recall
+        bill(plan, call.trial, completion)
+        answer = judged(call.index, call.trial, completion.text, rs)
+        before = cell.discarded
+        counted = cell.receive(answer, rs.threshold, rs.early_stop)
+        plan.outcome.speculative_calls += cell.discarded - before
+        self._counted(plan, cell, counted)
 
-    def _maybe_stop_early(self, cell: CellRun) -> None:
-        rs = self.rs
-        if not rs.early_stop or cell.done >= cell.planned or cell.in_flight or cell.stopped_early:
-            return
-        if cell.decided(rs.threshold):
-            cell.stopped_early = True
-            cell.saved = cell.planned - cell.issued
-            if self.progress is not None:
-                self.progress.advance(cell.saved)
+    def _counted(self, plan: PromptPlan, cell: CellRun, counted: int) -> None:
+        plan.outcome.calls += counted
+        if plan.progress is not None and counted:
+            plan.progress.advance(counted)
+        if cell.settled and id(cell) not in self._settled_cells:
+            self._settled_cells.add(id(cell))
+            self._settled(plan, cell)
+
+    def _settled(self, plan: PromptPlan, cell: CellRun) -> None:
+        """CELL's verdict is fixed: its speculative calls still in flight are cancelled."""
+        if plan.progress is not None and cell.saved:
+            plan.progress.advance(cell.saved)
+        for task, call in self._pending.items():
+            if call.cell is cell and not task.done():
+                task.cancel()
+                plan.outcome.speculative_calls += 1
+                plan.outcome.cost_usd += call.estimate  # it may be billed for what it read
 
 
-def _or(value: Any, default: int) -> int:
-    return value if value is not None else default
+def _ladder(plan: PromptPlan, cell: CellRun) -> tuple[int, int, bool]:
+    """The prefix ladder CELL belongs to: its plan's cells of its size over the same hay. Gold
+    trials' hay is the fixture's context without the gold item, so their text before the needle
+    differs from the other styles' and they climb a ladder of their own."""
+    return id(plan), cell.size, cell.style == "gold"
+
+
+def trial_needles(plan: PromptPlan, cell: CellRun, index: int) -> tuple[Needle, Needle]:
+    """(the needle of CELL's trial INDEX, the cell's reference needle: its first trial's, which
+    fixes the cell's filler amount so every trial shares the text before the needle)."""
+    rs, gold = plan.prompt.recall, plan.builder.gold_needle
+
+    def needle(i: int) -> Needle:
+        rng = trial_rng(rs.seed, plan.name, cell.size, cell.depth, i, style=cell.style)
+        return make_needle(rs, rng, style=cell.style, gold=gold)
+
+    return needle(index), needle(0)
+
+
+def judged(index: int, trial: Trial, text: str, rs: RecallSettings) -> RecallAnswer:
+    """TEXT, the answer to TRIAL, judged: hit, and whether a miss repeated a look-alike's value."""
+    verdict = judge(text, trial.needle, rs)
+    return RecallAnswer(
+        trial=index, needle=trial.needle.answer, answer=text, hit=verdict.hit, distractor=verdict.distractor
+    )
+
+
+def bill(plan: PromptPlan, trial: Trial, c: Completion) -> None:
+    """Add C's tokens and cost (cache writes, reads and the batch discount priced) to PLAN's outcome."""
+    rs = plan.prompt.recall
+    uncached_in = c.input_tokens if c.input_tokens is not None else trial.prompt_tokens
+    out = c.output_tokens if c.output_tokens is not None else rs.max_output_tokens
+    spent = price(
+        plan.prompt,
+        uncached_in,
+        out,
+        cache_write_tokens=c.cache_write_tokens,
+        cache_read_tokens=c.cache_read_tokens,
+        batch=plan.batch,
+    )
+    full = price(plan.prompt, uncached_in + c.cache_write_tokens + c.cache_read_tokens, out)
+    o = plan.outcome
+    o.cost_usd += spent or 0.0
+    o.uncached_cost_usd += full or 0.0
+    o.usage.add(uncached_in, out, c.cache_write_tokens, c.cache_read_tokens)
+    p = price_of(plan.prompt.model, plan.prompt.provider)
+    if p is not None:
+        o.usage.weights = (p.cache_write, p.cache_read)

@@ -6,7 +6,7 @@ from pathlib import PurePosixPath
 
 import click
 
-from needle_action.results import BudgetCase, Results, has_look_alikes
+from needle_action.results import BudgetCase, Results, TokenUsage, has_look_alikes
 
 # ---------------------------------------------------------------------------------- budget table
 
@@ -266,6 +266,8 @@ def _print_recall_prompt(p) -> None:
         calls = f"0 new calls (reused from {r.reused_from}: {r.cached_calls:,} calls)"
     else:
         calls = f"{r.calls:,} calls, {r.saved_calls:,} saved by early stopping"
+    if r.speculative_calls:
+        calls += f", {r.speculative_calls:,} speculative (not needed)"
     if r.lost_trials:
         calls += f", {r.lost_trials:,} trials lost (calls failed after every retry)"
     if r.history is not None:
@@ -275,7 +277,7 @@ def _print_recall_prompt(p) -> None:
         if r.cost_known
         else "unknown (no price for this model: max_cost_usd is not enforced)"
     )
-    click.echo(f"  calls: {calls} · cost {cost}")
+    click.echo(f"  calls: {calls} · cost {cost}{_billing(r.usage, r.cost_usd, r.batch)}")
     if r.partial:
         click.echo(click.style(f"  PARTIAL: {r.partial_reason}", fg="yellow", bold=True))
 
@@ -306,6 +308,17 @@ def power_sentence(r) -> str:
     return f"trials: {p.trials} per cell ({how}): {catch}; {base}"
 
 
+def _billing(u: TokenUsage, cost: float, batch: bool) -> str:
+    """· input tokens billed (prompt caching) and what the cache and batch saved; '' when nothing was."""
+    if not u.prompt_tokens or (u.billed_input_tokens >= u.prompt_tokens and not batch):
+        return ""
+    how = "batch, prompt caching" if batch and u.cache_read_tokens else "batch" if batch else "prompt caching"
+    return (
+        f" · input billed {round(u.billed_input_tokens):,} of {u.prompt_tokens:,} tokens ({how}), "
+        f"${cost:.4f} instead of ${u.uncached_cost_usd:.4f}"
+    )
+
+
 def print_recall(results: Results) -> None:
     """Per prompt: the size x depth grid (rates, intervals, early stops, needle offsets), the
     effective context, the diagnosis and its fix, calls and cost; then one summary line."""
@@ -328,6 +341,7 @@ def print_recall(results: Results) -> None:
         f"{len(skipped)} skipped; {t.calls:,} model calls ({t.cached_calls:,} cached, "
         f"{t.saved_calls:,} saved by early stopping), ${t.cost_usd:.4f}"
     )
+    text += _billing(t.usage, t.cost_usd, False)
     if t.partial:
         text += click.style(" · PARTIAL RUN", fg="yellow", bold=True)
     click.echo(text)

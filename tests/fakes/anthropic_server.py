@@ -55,6 +55,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
+from tests.fakes.anthropic_features import Batches, CacheError, PromptCache, TokenBucket, blocks_of_request
+
 FAULT_KINDS = ("429", "529", "500", "timeout", "disconnect", "malformed")
 DEFAULT_KINDS = ("429", "529", "500", "timeout", "malformed")
 DEFAULT_TEXT = "I could not find that in the context."
@@ -157,6 +159,13 @@ class _Server(ThreadingHTTPServer):
     # listen() backlog: the stdlib default of 5 resets connections when an engine opens 16-64 at once
     request_queue_size = 512
 
+    def handle_error(self, request, client_address):
+        # a client that cancels a call resets its connection: normal for the engine, not a fake bug
+        import sys
+
+        if not isinstance(sys.exc_info()[1], ConnectionError):
+            super().handle_error(request, client_address)
+
 
 class ApiError(Exception):
     def __init__(self, status: int, kind: str, message: str, headers: dict | None = None):
@@ -177,6 +186,11 @@ class FakeAnthropic:
         api_key: str = DEFAULT_API_KEY,
         models: Iterable[str] | None = None,
         context_window: int = 200_000,
+        cache_min_tokens: int = 1024,
+        cache_ttl_s: float = 300.0,
+        rate_limit_rpm: int | None = None,
+        rate_limit_burst: int | None = None,
+        batch_item_s: float = 0.0,
     ) -> None:
         self.responder = responder or (lambda _req: DEFAULT_TEXT)
         self.latency_s = latency_s
@@ -190,6 +204,9 @@ class FakeAnthropic:
         self._thread: threading.Thread | None = None
         self._enc = None
         self.responder_errors: list[str] = []  # exceptions a test's responder raised
+        self.cache = PromptCache(min_tokens=cache_min_tokens, ttl_s=cache_ttl_s)
+        self.bucket = TokenBucket(rate_limit_rpm, rate_limit_burst) if rate_limit_rpm else None
+        self.batches = Batches(lambda params: self.message_for(params, batch=True), item_s=batch_item_s)
 
     # ---- lifecycle -------------------------------------------------------------------------
     def start(self) -> FakeAnthropic:
@@ -261,6 +278,57 @@ class FakeAnthropic:
     def prompt_tokens(self, body: dict) -> int:
         return self.count_tokens("\n".join(request_texts(body)))
 
+    def message_for(self, body: dict, *, batch: bool = False) -> dict:
+        """The Message answering BODY (prompt caching applied); raises ApiError like the API."""
+        input_tokens = self.prompt_tokens(body)
+        if input_tokens + body["max_tokens"] > self.context_window:
+            raise ApiError(
+                400,
+                "invalid_request_error",
+                f"prompt is too long: {input_tokens} tokens > {self.context_window - body['max_tokens']} maximum",
+            )
+        try:
+            usage, keys = self.cache.lookup(body["model"], blocks_of_request(body), self.count_tokens)
+        except CacheError as exc:
+            raise ApiError(400, "invalid_request_error", str(exc)) from None
+        try:
+            text = str(self.responder(body))
+        except Exception as exc:  # a bug in a test's responder: record it, answer like a server bug
+            with self._state.lock:
+                self.responder_errors.append(repr(exc))
+            raise ApiError(500, "api_error", "Internal server error (the fake's responder raised)") from None
+        self.cache.commit(body["model"], keys)
+        stop_reason = "end_turn"
+        ids = self.encoding().encode(text, disallowed_special=())
+        if len(ids) > body["max_tokens"]:
+            # cut the answer at max_tokens, as the model would be cut off
+            ids = ids[: body["max_tokens"]]
+            text = self.encoding().decode(ids)
+            stop_reason = "max_tokens"
+        with self._state.lock:
+            self._state.calls["cache_read_tokens"] += usage.read
+            self._state.calls["cache_write_tokens"] += usage.written
+        return {
+            "id": self._next_id("msg_"),
+            "type": "message",
+            "role": "assistant",
+            "model": body["model"],
+            "content": [{"type": "text", "text": text}],
+            "stop_reason": stop_reason,
+            "stop_sequence": None,
+            "usage": {
+                "input_tokens": max(0, input_tokens - usage.read - usage.written),
+                "output_tokens": max(1, len(ids)),
+                "cache_creation_input_tokens": usage.written,
+                "cache_read_input_tokens": usage.read,
+                "cache_creation": {
+                    "ephemeral_5m_input_tokens": usage.written,
+                    "ephemeral_1h_input_tokens": 0,
+                },
+                "service_tier": "batch" if batch else "standard",
+            },
+        }
+
     # ---- fault decision --------------------------------------------------------------------
     def _draw_fault(self, raw: bytes) -> str | None:
         f = self.faults
@@ -291,20 +359,28 @@ class FakeAnthropic:
 
 
 def request_texts(body: dict) -> list[str]:
-    """System text then every text block of every message (string or block-list content)."""
-    out: list[str] = []
+    """The system text then every message's text; a part given as text blocks reads as their
+    concatenation (splitting a text into blocks for cache breakpoints does not change it)."""
+    return [text for _, text in _parts(body)]
+
+
+def _parts(body: dict) -> list[tuple[str, str]]:
+    out: list[tuple[str, str]] = []
     system = body.get("system")
-    if isinstance(system, str):
-        out.append(system)
-    elif isinstance(system, list):
-        out.extend(b.get("text", "") for b in system if isinstance(b, dict))
+    if system:
+        out.append(("system", _joined(system)))
     for m in body.get("messages") or []:
-        content = m.get("content") if isinstance(m, dict) else None
-        if isinstance(content, str):
-            out.append(content)
-        elif isinstance(content, list):
-            out.extend(b.get("text", "") for b in content if isinstance(b, dict))
+        if isinstance(m, dict) and m.get("content") is not None:
+            out.append((str(m.get("role")), _joined(m.get("content"))))
     return out
+
+
+def _joined(content) -> str:
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return "".join(b.get("text", "") for b in content if isinstance(b, dict))
+    return ""
 
 
 def _validate(fake: FakeAnthropic, body: object, *, count_only: bool) -> None:
@@ -416,27 +492,22 @@ class _Handler(BaseHTTPRequestHandler):
         except OSError:
             pass
 
-    def do_GET(self):  # noqa: N802
-        self._send_error(ApiError(404, "not_found_error", f"Not found: {self.path}"))
-
     def do_POST(self):  # noqa: N802
         fake = self.fake
-        length = int(self.headers.get("content-length") or 0)
-        raw = self.rfile.read(length) if length else b""
-        try:
-            body = json.loads(raw or b"null")
-        except ValueError:
-            body = None
-        headers = {k.lower(): v for k, v in self.headers.items()}
-        path = self.path.split("?", 1)[0]
-        with fake._state.lock:
-            fake._state.requests.append({"path": path, "headers": headers, "json": body})
-        fake._count("total")
-
+        request = self._read()
+        if request is None:
+            return None
+        path, headers, raw, body = request
         if path == "/v1/messages":
             fake._count("messages")
         elif path == "/v1/messages/count_tokens":
             fake._count("count_tokens")
+        elif path.startswith("/v1/messages/batches"):
+            try:
+                self._check_auth(headers)
+                return self._batches(path, body)
+            except ApiError as err:
+                return self._send_error(err)
         else:
             return self._send_error(ApiError(404, "not_found_error", f"Not found: {path}"))
 
@@ -447,21 +518,65 @@ class _Handler(BaseHTTPRequestHandler):
             _validate(fake, body, count_only=path.endswith("count_tokens"))
         except ApiError as err:
             return self._send_error(err)
+        limits = self._limit_and_fault(path, raw)
+        if limits is None:
+            return None
+        try:
+            if path.endswith("count_tokens"):
+                fake._count("ok")
+                return self._send_json(200, {"input_tokens": fake.prompt_tokens(body)})
+            return self._answer(body, limits)
+        except ApiError as err:
+            return self._send_error(err)
 
+    def _read(self) -> tuple[str, dict, bytes, object] | None:
+        """(path, headers, raw body, parsed body) of the request, recorded and counted; None when
+        the client gave up mid-request (the socket is dropped)."""
+        fake = self.fake
+        length = int(self.headers.get("content-length") or 0)
+        try:
+            raw = self.rfile.read(length) if length else b""
+        except ConnectionError:
+            raw = b""
+        if len(raw) < length:  # the client gave up mid-request (a cancelled call): nothing to answer
+            fake._count("aborted")
+            self._drop()
+            return None
+        try:
+            body = json.loads(raw or b"null")
+        except ValueError:
+            body = None
+        headers = {k.lower(): v for k, v in self.headers.items()}
+        path = self.path.split("?", 1)[0]
+        with fake._state.lock:
+            fake._state.requests.append({"path": path, "headers": headers, "json": body})
+        fake._count("total")
+        return path, headers, raw, body
+
+    def _limit_and_fault(self, path: str, raw: bytes) -> dict | None:
+        """The rate-limit headers to answer with; None when the request was answered already (the
+        token bucket is empty: 429; or a fault was injected). Latency is served here too."""
+        fake = self.fake
+        limits: dict = {}
+        if fake.bucket is not None and path == "/v1/messages":
+            allowed, limits = fake.bucket.take()
+            if not allowed:
+                fake._count("429", "rate_limited")
+                self._send_error(
+                    ApiError(
+                        429, "rate_limit_error", "Number of requests has exceeded your rate limit.", limits
+                    ),
+                    injected=True,
+                )
+                return None
         if fake.latency_s:
             time.sleep(fake.latency_s)
         fault = fake._draw_fault(raw)
         if fault is not None:
             fake._count(fault, "faults")
-            return self._inject(fault)
-
-        try:
-            if path.endswith("count_tokens"):
-                fake._count("ok")
-                return self._send_json(200, {"input_tokens": fake.prompt_tokens(body)})
-            return self._answer(body)
-        except ApiError as err:
-            return self._send_error(err)
+            self._inject(fault)
+            return None
+        return limits
 
     def _check_auth(self, headers: dict) -> None:
         if "anthropic-version" not in headers:
@@ -498,50 +613,54 @@ class _Handler(BaseHTTPRequestHandler):
             return self._send(200, b'{"id": "msg_trunc", "type": "message", "content": [{"ty')
         raise AssertionError(fault)
 
-    def _answer(self, body: dict) -> None:
+    def _answer(self, body: dict, headers: dict | None = None) -> None:
+        message = self.fake.message_for(body)
+        self.fake._count("ok")
+        self._send_json(200, message, headers)
+
+    def _batches(self, path: str, body) -> None:
         fake = self.fake
-        input_tokens = fake.prompt_tokens(body)
-        if input_tokens + body["max_tokens"] > fake.context_window:
-            raise ApiError(
-                400,
-                "invalid_request_error",
-                f"prompt is too long: {input_tokens} tokens > "
-                f"{fake.context_window - body['max_tokens']} maximum",
-            )
+        if path == "/v1/messages/batches":
+            requests = body.get("requests") if isinstance(body, dict) else None
+            if not isinstance(requests, list) or not requests:
+                raise ApiError(400, "invalid_request_error", "requests: at least one request is required")
+            seen = set()
+            for i, r in enumerate(requests):
+                cid = r.get("custom_id") if isinstance(r, dict) else None
+                if not isinstance(cid, str) or not re.fullmatch(r"[a-zA-Z0-9_-]{1,64}", cid) or cid in seen:
+                    raise ApiError(
+                        400, "invalid_request_error", f"requests.{i}.custom_id: invalid or duplicate"
+                    )
+                seen.add(cid)
+                _validate(fake, r.get("params"), count_only=False)
+            batch = fake.batches.create(fake._next_id("msgbatch_"), requests)
+            fake._count("ok", "batch_create")
+            return self._send_json(200, batch.view(fake.base_url))
+        raise ApiError(404, "not_found_error", f"Not found: {path}")
+
+    def do_GET(self):  # noqa: N802
+        fake = self.fake
+        path = self.path.split("?", 1)[0]
+        m = re.fullmatch(r"/v1/messages/batches/([A-Za-z0-9_]+)(/results)?", path)
+        headers = {k.lower(): v for k, v in self.headers.items()}
         try:
-            text = str(fake.responder(body))
-        except Exception as exc:  # a bug in a test's responder: record it, answer like a server bug
-            with fake._state.lock:
-                fake.responder_errors.append(repr(exc))
-            raise ApiError(500, "api_error", "Internal server error (the fake's responder raised)") from None
-        stop_reason = "end_turn"
-        ids = fake.encoding().encode(text, disallowed_special=())
-        if len(ids) > body["max_tokens"]:
-            # cut the answer at max_tokens, as the model would be cut off
-            ids = ids[: body["max_tokens"]]
-            text = fake.encoding().decode(ids)
-            stop_reason = "max_tokens"
-        enc_count = len(ids)
-        fake._count("ok")
-        self._send_json(
-            200,
-            {
-                "id": fake._next_id("msg_"),
-                "type": "message",
-                "role": "assistant",
-                "model": body["model"],
-                "content": [{"type": "text", "text": text}],
-                "stop_reason": stop_reason,
-                "stop_sequence": None,
-                "usage": {
-                    "input_tokens": input_tokens,
-                    "output_tokens": max(1, enc_count),
-                    "cache_creation_input_tokens": 0,
-                    "cache_read_input_tokens": 0,
-                    "service_tier": "standard",
-                },
-            },
-        )
+            self._check_auth(headers)
+            batch = fake.batches.get(m.group(1)) if m else None
+            if batch is None:
+                raise ApiError(404, "not_found_error", f"Not found: {path}")
+        except ApiError as err:
+            return self._send_error(err)
+        fake._count("batch_results" if m.group(2) else "batch_retrieve")
+        if not m.group(2):
+            return self._send_json(200, batch.view(fake.base_url))
+        if batch.ended is None:
+            return self._send_error(ApiError(400, "invalid_request_error", "batch has not ended"))
+        lines = "".join(json.dumps(r) + "\n" for r in batch.results).encode()
+        self.send_response(200)
+        self.send_header("content-type", "application/binary")
+        self.send_header("content-length", str(len(lines)))
+        self.end_headers()
+        self.wfile.write(lines)
 
 
 # ---- pytest fixtures ---------------------------------------------------------------------------

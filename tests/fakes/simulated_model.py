@@ -108,7 +108,8 @@ def _texts(body: dict) -> tuple[list[str], str]:
         if isinstance(content, str):
             return content
         if isinstance(content, list):
-            return "\n".join(b.get("text", "") for b in content if isinstance(b, dict))
+            # adjacent text blocks read as one text (a prompt split for cache breakpoints is the same prompt)
+            return "".join(b.get("text", "") for b in content if isinstance(b, dict))
         return ""
 
     system = body.get("system")

