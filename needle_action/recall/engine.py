@@ -1,6 +1,9 @@
-"""The recall engine: for each prompt, reuse a stored result when one matches, else plan the size x
-depth grid, run it (:mod:`needle_action.recall.scheduler`), summarise and diagnose it, and write
-``PromptResult.recall``.
+"""The recall engine: for each prompt of each job (the action's head and base are two jobs), reuse a
+stored result when one matches (the baseline, the cache, or the same settings hash measured by the
+other side in this run), else plan the style x size x depth grid with its trials (``trials =
+"auto"``: by power, :mod:`needle_action.recall.power`), run every job's cells through one scheduler
+(:mod:`needle_action.recall.scheduler`), summarise and diagnose each style (pooled reading), add the
+pooled history of earlier runs, and write ``PromptResult.recall``.
 
 Caps and outages. ``max_calls`` / ``max_cost_usd`` (per prompt) and ``ProviderUnavailable`` stop
 new calls; calls in flight finish; the result is marked partial with the reason and cells that were
