@@ -94,6 +94,29 @@ def test_caching_lowers_the_bill_and_changes_no_verdict(tmp_path, fake):
     assert all(json.dumps(b).count("cache_control") <= 4 for b in bodies)
 
 
+def _answers(results) -> dict[tuple[str, int, float, int], tuple[str, bool]]:
+    recall = results.prompt("qa").recall
+    return {(c.style, c.size, c.depth, a.trial): (a.needle, a.hit) for c in recall.cells for a in c.answers}
+
+
+def test_several_styles_cache_and_batch_without_changing_an_answer(tmp_path, fake):
+    # every style's cells share the scheduler, the prefix ladders and the batch: caching on or off
+    # and the batch ask the same trials and judge them the same way
+    extra = 'needle = ["codeword", "nonlexical", "absent"]\nearly_stop = false'
+    sizes = (1500, 2500)
+    off_path = write_project(tmp_path / "off", sizes=sizes, recall_extra=extra + "\nprompt_cache = false")
+    off = run_recall(load_config(off_path), cache=False)
+    on = run_recall(load_config(write_project(tmp_path / "on", sizes=sizes, recall_extra=extra)), cache=False)
+    assert _answers(on) == _answers(off)
+    assert {k[0] for k in _answers(on)} == {"codeword", "nonlexical", "absent"}
+    assert on.totals.usage.cache_read_tokens > 0
+    assert on.prompt("qa").recall.styles == off.prompt("qa").recall.styles
+    with off_path.open("a") as fh:
+        fh.write("\n[defaults.providers.anthropic]\nbatch_poll_s = 0.05\n")
+    batch = run_recall(load_config(off_path), cache=False, batch=True)
+    assert _answers(batch) == _answers(off)
+
+
 def test_batch_gives_the_live_verdicts_at_half_price_and_resumes(tmp_path, fake):
     cfg_path = write_project(tmp_path / "p", recall_extra="prompt_cache = false")
     with cfg_path.open("a") as fh:

@@ -125,6 +125,33 @@ def test_shards_merge_into_the_unsharded_run(tmp_path, fake):
         merge([parts[0], parts[0], parts[1], parts[2]])
 
 
+def test_shards_of_several_styles_merge_into_the_unsharded_run(tmp_path, fake):
+    # every style is a grid of its own: cells pair by (style, size, depth), the merged file keeps
+    # the run's style order, and the verdict (per-style summaries, range, power) is recomputed
+    extra = 'needle = ["codeword", "absent"]\nearly_stop = false'
+    cfg = load_config(write_project(tmp_path, seed=3, recall_extra=extra))
+    whole = run_recall(cfg, cache=False)
+    parts = [(tmp_path / f"{i}.json", run_recall(cfg, cache=False, shard=Shard(i, 2))) for i in (1, 2)]
+    merged = merge(parts).prompt("qa").recall
+    one = whole.prompt("qa").recall
+    assert [c.style for c in one.cells][0] == "codeword" and {c.style for c in one.cells} == {
+        "codeword",
+        "absent",
+    }
+    keep = {
+        "cells",
+        "styles",
+        "effective_context",
+        "effective_context_low",
+        "effective_context_high",
+        "diagnosis",
+        "status",
+        "power",
+        "calls",
+    }
+    assert merged.model_dump(include=keep) == one.model_dump(include=keep)
+
+
 def test_the_cli_shards_and_merges(tmp_path, fake):
     from click.testing import CliRunner
 
