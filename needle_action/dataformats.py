@@ -200,8 +200,9 @@ class _Loader(yaml.SafeLoader):
             return super().construct_object(node, deep=deep)
         except yaml.YAMLError:
             raise
-        except (ValueError, TypeError, AttributeError, OverflowError, KeyError) as exc:
-            # e.g. `!!float abc`, `!!timestamp x`, a date like 2020-13-45, an int beyond the limit
+        except Exception as exc:  # noqa: BLE001 - PyYAML's constructors raise whatever their parsing hits
+            # e.g. `!!float abc`, `!!int` with no value (IndexError), `!!timestamp x`, a date like
+            # 2020-13-45, an int beyond the limit
             tag = node.tag.rsplit(":", 1)[-1]
             if "digits" in str(exc):
                 problem = f"a number has more than {_DIGITS_LIMIT:,} digits"

@@ -132,6 +132,8 @@ CASES = [
     (parse_yaml, "a: 1\nb: " + "9" * 5000, 2, "4,300 digits"),
     (parse_yaml, "a: 1\nb: !!float abc", 2, "not a valid float"),
     (parse_yaml, "a: !!timestamp nope", 1, "not a valid timestamp"),
+    (parse_yaml, "a: 1\nb: !!int", 2, "not a valid int"),  # an empty int: IndexError inside PyYAML
+    (parse_yaml, "- !!float", 1, "not a valid float"),
     (parse_yaml, "a: 1\nb: 2020-13-45", 2, "timestamp"),
     (parse_yaml, "a: 1\nb: c\x01", 2, "unacceptable character U+0001"),
     (parse_yaml, "a: " + "[" * 300 + "]" * 300, 1, "nested more than"),
