@@ -51,7 +51,10 @@ def test_early_stopping_keeps_every_verdict_and_saves_calls(tmp_path, fake):
     eo, fo = outcomes(early), outcomes(full)
     assert eo and all(fo[k] == v for k, v in eo.items())
     assert all(c.stopped_early == (c.trials < c.planned_trials) for c in e.cells)
-    assert model_calls(fake) == e.calls + f.calls
+    # speculative calls started ahead and then discarded or cancelled may reach the server (how
+    # many depends on timing); counted calls always do
+    asked = e.calls + f.calls
+    assert asked <= model_calls(fake) <= asked + e.speculative_calls + f.speculative_calls
     assert e.diagnosis.kind == f.diagnosis.kind == "lost-in-the-middle"
 
 
