@@ -26,7 +26,9 @@ pure function of (seed, prompt, style, size, depth, trial index), and its answer
 Failures. A call that exhausts its retries loses that trial only: it is asked once more, then
 counted lost, and the rest go on (lost trials alone never make a run partial). The provider is
 declared dead (every prompt on it stops, partial) when it refuses our credentials or after
-``DEAD_AFTER`` distinct trials lost in a row: at a 60% fault rate with 7 attempts a call is lost 2.8%
+``DEAD_AFTER`` distinct trials lost in a row, in the order they were *sent* (a failing call retries
+for longer and finishes last, so by completion order a run's few unlucky trials would always look
+like a row at the end; a call sent after them that succeeded shows the provider was up): at a 60% fault rate with 7 attempts a call is lost 2.8%
 of the time, so five in a row by chance is about 1 in 60 million. A request the provider rejects for
 good (400/404) stops that prompt. Caps (``max_calls``, ``max_cost_usd``) stop a prompt's new calls;
 calls in flight finish.
@@ -135,6 +137,7 @@ class _Call:
     trial: Trial
     estimate: float
     speculative: bool
+    sent: int = 0  # its place in the order the provider's calls were sent
     read: Mark | None = None
     writes: list[Mark] = field(default_factory=list)
 
@@ -142,8 +145,14 @@ class _Call:
 @dataclass
 class _ProviderState:
     in_flight: int = 0
-    lost_in_a_row: int = 0
+    sent: int = 0  # calls sent so far
+    last_success: int = -1  # place (in sending order) of the latest-sent call that succeeded
+    first_losses: list[int] = field(default_factory=list)  # places of distinct trials' first losses
     dead: str | None = None
+
+    def lost_in_a_row(self) -> int:
+        """Distinct trials lost that were sent after the latest-sent success."""
+        return sum(1 for sent in self.first_losses if sent > self.last_success)
 
 
 class Scheduler:
@@ -345,8 +354,10 @@ class Scheduler:
         plan.started += 1
         plan.in_flight_cost += estimate
         key = id(plan.provider)
-        self._providers[key].in_flight += 1
-        call = _Call(plan, cell, index, trial, estimate, speculative)
+        state = self._providers[key]
+        state.in_flight += 1
+        call = _Call(plan, cell, index, trial, estimate, speculative, sent=state.sent)
+        state.sent += 1
         breakpoints: tuple[Breakpoint, ...] = ()
         if plan.cached(self.marks):
             marks = self._marks(plan, cell, trial)
@@ -372,23 +383,21 @@ class Scheduler:
         exc = task.exception()
         self._finish_marks(call, ok=exc is None)
         if exc is None:
-            state.lost_in_a_row = 0
+            state.last_success = max(state.last_success, call.sent)
             return self._record(call, task.result())
         if isinstance(exc, RetriesExhausted):
             # a trial asked again after failing is expected to fail again: only first failures
             # of distinct trials in a row say the provider itself is down
             if call.index not in cell.failures:
-                state.lost_in_a_row += 1
+                state.first_losses.append(call.sent)
             if cell.fail(call.index):
                 plan.outcome.lost_trials += 1
                 # answers of later trials were waiting for this one: count them now
                 self._counted(
                     plan, cell, cell.count(plan.prompt.recall.threshold, plan.prompt.recall.early_stop)
                 )
-            if state.lost_in_a_row >= DEAD_AFTER:
-                self._provider_dead(
-                    key, f"{state.lost_in_a_row} trials in a row failed after every retry ({exc.message})"
-                )
+            if (lost := state.lost_in_a_row()) >= DEAD_AFTER:
+                self._provider_dead(key, f"{lost} trials in a row failed after every retry ({exc.message})")
             return None
         if isinstance(exc, RequestRejected):
             cell.in_flight.discard(call.index)

@@ -76,6 +76,26 @@ def test_a_call_that_exhausts_its_retries_loses_one_trial_and_the_rest_go_on(tmp
     assert sum(c.trials for c in r.cells) == r.calls
 
 
+def test_slow_failures_finishing_last_are_not_an_outage(tmp_path, fake):
+    # failing calls retry, so they finish after every success: by completion order they would
+    # be "in a row"; by sending order, successes sent after them show the provider is up
+    sim = SimulatedModel(flat(0.97), seed=3)
+
+    def slow_failure(body):
+        obs = sim.observe(body)
+        if obs.value and int(hashlib.sha256(obs.value.encode()).hexdigest(), 16) % 8 == 0:
+            time.sleep(0.2)
+            raise RuntimeError("this request always fails, slowly")
+        return obs.answer
+
+    fake.responder = slow_failure
+    res = run(write_project(tmp_path, seed=8, recall_extra="early_stop = false" + FAST_RETRIES))
+    r = res.prompt("qa").recall
+    assert r.lost_trials >= 5  # more than DEAD_AFTER distinct trials were lost...
+    assert not res.totals.provider_unavailable  # ...and it is still not an outage
+    assert r.calls == 75 - r.lost_trials
+
+
 def test_a_provider_that_fails_every_call_is_declared_dead_quickly(tmp_path, fake):
     def broken(body):
         raise RuntimeError("down")
