@@ -141,6 +141,7 @@ def _to_rendered(system: Any, messages: Iterable[Any]):
     shape (``{"role": "system"|"developer", ...}`` inside ``messages``): those are folded into the
     system text in order.
     """
+    # on first use: an app that imports runtime for edge_order skips Jinja2 and tiktoken
     from needle_action.assemble import Message, RenderedPrompt
 
     system_parts = [_content_text(system)] if system else []
@@ -183,6 +184,7 @@ class PreflightGuard:
         reserve_output_tokens: int = 0,
         safety_factor: float | None = None,
     ) -> None:
+        # on first use: an app that imports runtime for edge_order skips Jinja2 and tiktoken
         from needle_action.config import PromptSettings
 
         if max_input_tokens is not None and max_input_tokens < 1:
@@ -209,16 +211,19 @@ class PreflightGuard:
     # -- internals kept small so the contract with tokens/pricing is in one place
 
     def _make_counter(self):
+        # on first use: an app that imports runtime for edge_order skips Jinja2 and tiktoken
         from needle_action.tokens import get_counter
 
         return get_counter(self.tokenizer, model=self.model, settings=self.settings)
 
     def _factor(self) -> float:
+        # on first use: an app that imports runtime for edge_order skips Jinja2 and tiktoken
         from needle_action.tokens import safety_factor_for
 
         return safety_factor_for(self._counter, self.settings)
 
     def _price(self, input_tokens: int, output_tokens: int, *, strict: bool = False) -> float | None:
+        # on first use: an app that imports runtime for edge_order skips Jinja2 and tiktoken
         from needle_action.providers.pricing import estimate_cost
 
         cost = estimate_cost(self.model, input_tokens, output_tokens)  # None: model not in the table

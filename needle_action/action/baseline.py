@@ -22,6 +22,7 @@ import tempfile
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
+from needle_action.config import load_config
 from needle_action.config.model import Config
 from needle_action.errors import NeedleError
 from needle_action.paths import relative_path
@@ -144,7 +145,6 @@ def base_side(
     """Check out SHA and load its threshold file (or the head's): yields (config, note about which
     file was used) while the checkout exists, so the base can be measured together with the head.
     Raises BaselineUnavailable."""
-    from needle_action.config import load_config
 
     ensure_commit(workspace, sha)
     with base_worktree(workspace, sha, parent=temp_parent) as tree:

@@ -36,6 +36,7 @@ from pathlib import Path
 
 from needle_action import __version__
 from needle_action.action import workflow
+from needle_action.action.baseline import BaselineUnavailable, ensure_safe_directory
 from needle_action.action.settings import Settings
 from needle_action.errors import ConfigError
 from needle_action.paths import relative_path
@@ -185,7 +186,6 @@ def store(settings: Settings, results: Results, config_bytes: bytes, *, attempts
 
 def store_or_explain(settings: Settings, results: Results) -> str:
     """``store`` for the run loop: a note for the summary; a warning, never a failure, on trouble."""
-    from needle_action.action.baseline import BaselineUnavailable, ensure_safe_directory
 
     try:
         ensure_safe_directory(settings.workspace, force=settings.in_actions)  # a container's bind mount

@@ -123,7 +123,7 @@ class _Worker:
 
 def _widen_pipe(stream: Any) -> None:
     """1 MB pipe buffers (Linux): a 500 kB prompt crosses in one go instead of ~8 wake-ups."""
-    try:
+    try:  # POSIX only: elsewhere the ImportError below keeps the default buffer
         import fcntl
 
         fcntl.fcntl(stream.fileno(), getattr(fcntl, "F_SETPIPE_SZ", 1031), 1 << 20)
@@ -204,6 +204,7 @@ def render(root: Path, allow_hidden: Sequence[str], name: str, variables: dict, 
     Raises the TemplateError (or ConfigError) the render raised, with its file and line, or a
     TemplateError naming FILE when the worker ran out of time or died.
     """
+    # render imports isolate: importing it here avoids a cycle at import time
     from needle_action.assemble.render import render_raw
 
     if not available():
@@ -258,7 +259,7 @@ def _on_alarm(signum: int, frame: Any) -> None:
 
 
 def _limit_memory() -> None:
-    import resource
+    import resource  # POSIX only, and needed only in the worker process
 
     soft, hard = resource.getrlimit(resource.RLIMIT_AS)
     cap = MEMORY_BYTES if hard == resource.RLIM_INFINITY else min(MEMORY_BYTES, hard)
@@ -266,6 +267,7 @@ def _limit_memory() -> None:
 
 
 def _answer(request: tuple) -> tuple:
+    # render imports isolate: importing it here avoids a cycle at import time
     from needle_action.assemble.render import render_raw
 
     root, allow, name, variables, file, cwd = request

@@ -16,6 +16,7 @@ from __future__ import annotations
 import atexit
 import functools
 import hashlib
+import importlib
 import json
 import os
 import tempfile
@@ -51,8 +52,6 @@ def _sha256(path: Path) -> str:
 
 def _package():
     try:
-        import importlib
-
         return importlib.import_module(PACKAGE)
     except ImportError:
         raise ProviderUnavailable(
@@ -143,7 +142,7 @@ def get_llama(n_ctx: int, path: Path | str | None = None):
     window, so keeping both would double the memory); a smaller request reuses the larger one.
     ``Llama`` is not thread-safe itself: callers serialise inference.
     """
-    try:
+    try:  # the [local] extra: heavy and optional, loaded only when the local model is used
         import llama_cpp
     except ImportError:
         raise ProviderUnavailable("llama-cpp-python is not installed", hint=INSTALL_HINT) from None

@@ -24,7 +24,7 @@ is at or over it, *near* otherwise. Kinds, checked in this order (docs/recall.md
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from needle_action.recall.groups import (
     CellKey,
@@ -178,7 +178,6 @@ def read_grid(
 
 
 def _with_kind(reading: GridReading, reader: _Reader, partial: bool) -> GridReading:
-    from dataclasses import replace
 
     if partial:
         return replace(reading, kind="inconclusive")

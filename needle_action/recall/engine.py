@@ -28,6 +28,7 @@ from needle_action.errors import ProviderUnavailable
 from needle_action.paths import relative
 from needle_action.providers.base import Provider
 from needle_action.providers.registry import make_provider
+from needle_action.recall.batch import run_batch
 from needle_action.recall.cache import ResultCache, default_cache_path
 from needle_action.recall.cells import CellRun
 from needle_action.recall.haystack import HaystackBuilder
@@ -450,8 +451,6 @@ async def _run_all(run: _Run, work, limit: int, shard: Shard | None, batch: bool
             scheduler.close()
             await runner
         else:
-            from needle_action.recall.batch import run_batch
-
             await run_batch([plan for _, plan, _ in planned], cache_dir=_batch_dir(run))
     finally:
         if runner is not None and not runner.done():

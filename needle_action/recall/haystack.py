@@ -42,12 +42,13 @@ from itertools import islice
 from pathlib import Path
 from typing import Any
 
-from needle_action.assemble import Message, RenderedPrompt
+from needle_action.assemble import Message, RenderedPrompt, load_fixture, render_case
 from needle_action.config import Config, PromptConfig
 from needle_action.errors import ConfigError, TemplateError
 from needle_action.recall.filler import Passage, generated_passages, repo_passages, scrub, split_paragraphs
 from needle_action.recall.probes.gold import resolve_gold
 from needle_action.recall.probes.needle import Needle
+from needle_action.tokens import TiktokenCounter
 
 DISTRACTOR_DEPTHS = (0.1, 0.3, 0.5, 0.7, 0.9)
 SECOND_HOP_DEPTH = 0.95
@@ -282,7 +283,6 @@ class HaystackBuilder:
         seed: int,
         fixture_path: str | Path | None = None,
     ) -> None:
-        from needle_action.assemble import load_fixture
 
         self.config, self.prompt, self.counter, self.seed = config, prompt, counter, seed
         where: dict[str, Any] = {"file": config.path, "line": config.line_of(f"prompts.{prompt.name}")}
@@ -376,7 +376,6 @@ class HaystackBuilder:
         return int(self.counter.count_prompt(rendered))
 
     def _render(self, context: Any, question: str) -> RenderedPrompt:
-        from needle_action.assemble import render_case
 
         variables = {**self.variables, self.context_var: context, self.question_var: question}
         return render_case(self.config, self.prompt, self.fixture_path, variables=variables)
@@ -658,7 +657,5 @@ def _text_before(rendered: RenderedPrompt, fact: str) -> str | None:
 def _unit_counter_for(counter):
     """A local counter for pre-counting filler units: tiktoken instead of one API call per unit."""
     if getattr(counter, "name", "") == "anthropic":
-        from needle_action.tokens import TiktokenCounter
-
         return TiktokenCounter("o200k_base", model="claude")
     return counter

@@ -28,6 +28,7 @@ from __future__ import annotations
 import functools
 import math
 from collections.abc import Iterable, Mapping, Sequence
+from statistics import NormalDist
 from typing import Literal
 
 CellStatus = Literal["pass", "fail", "undecided"]
@@ -267,7 +268,6 @@ def holm_rejections(pvalues: Sequence[float], alpha: float) -> list[bool]:
 def family_z(family_size: int, confidence: float = 0.95) -> float:
     """Normal quantile for two-sided intervals that hold jointly over FAMILY_SIZE groups
     (Bonferroni): each interval at 1 - (1 - confidence) / family_size."""
-    from statistics import NormalDist
 
     per_interval = (1.0 - confidence) / max(1, family_size)
     return NormalDist().inv_cdf(1.0 - per_interval / 2.0)

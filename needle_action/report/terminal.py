@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import sys
+import unicodedata
 from pathlib import PurePosixPath
 
 import click
@@ -143,7 +145,6 @@ _DIAG_COLOUR = {"all-pass": "green", "flaky": "yellow", "inconclusive": "yellow"
 def _plain(text: str, limit: int = 60) -> str:
     """A model answer made safe for a terminal: no escape sequences or control characters, one
     line, bounded (answers are untrusted: a model can be talked into emitting ANSI codes)."""
-    import unicodedata
 
     flat = " ".join((text or "").split())
     flat = "".join(ch for ch in flat if unicodedata.category(ch) not in ("Cc", "Cf", "Cs", "Co"))
@@ -379,6 +380,5 @@ class _RecallProgress:
 
 def recall_progress(total: int, *, label: str = "recall", stream=None) -> _RecallProgress:
     """Progress over TOTAL planned trials (early stops advance it by the trials they saved)."""
-    import sys
 
     return _RecallProgress(total, label, stream if stream is not None else sys.stderr)

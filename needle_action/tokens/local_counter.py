@@ -31,6 +31,7 @@ def _load_vocab(path: str) -> Any:
 
 
 def _open_vocab(path: str) -> Any:
+    # the [local] extra: heavy and optional, loaded only when counting with the local model
     from llama_cpp import Llama
 
     try:  # llama.cpp logs from C even with verbose=False; keep `needle budget`'s output clean
@@ -108,6 +109,7 @@ def _chat_formatter(llama):
     template = (llama.metadata or {}).get("tokenizer.chat_template")
     if not template:
         return None
+    # the [local] extra (see _open_vocab)
     from llama_cpp.llama_chat_format import Jinja2ChatFormatter
 
     def piece(token_id: int) -> str:

@@ -11,6 +11,8 @@ import gzip
 import hashlib
 import os
 import sys
+import tempfile
+from importlib import resources
 from pathlib import Path
 
 URLS = {
@@ -28,14 +30,12 @@ def cache_path(cache_dir: str | Path, encoding: str) -> Path:
 
 
 def default_cache_dir() -> Path:
-    import tempfile
 
     return Path(os.environ.get("TIKTOKEN_CACHE_DIR") or Path(tempfile.gettempdir()) / "data-gym-cache")
 
 
 def seed(cache_dir: str | Path) -> list[Path]:
     """Write the encodings bpe-openai ships into CACHE_DIR; returns the files written or present."""
-    from importlib import resources
 
     out = []
     Path(cache_dir).mkdir(parents=True, exist_ok=True)
