@@ -32,7 +32,9 @@ from dotpromptz_handlebars import Node, StrictModeError
 
 from needle_action.assemble import handlebars as hbs
 from needle_action.assemble.handlebars import MARK, RenderLimit, Tag
+from needle_action.assemble.limits import SIZE_HINT
 from needle_action.assemble.prompt import Message, RenderedPrompt
+from needle_action.assemble.roles import trim_blank_lines
 from needle_action.assemble.sandbox import MAX_TEMPLATE_BYTES
 from needle_action.errors import ConfigError, TemplateError
 from needle_action.paths import (
@@ -49,7 +51,6 @@ from needle_action.paths import (
 MAX_PARTIALS = 200
 ROLES = {"system": "system", "user": "user", "model": "assistant"}
 _MARKER_RE = re.compile(f"{MARK}(role:[^{MARK}]*|history){MARK}")
-_SIZE_HINT = "a prompt is text a model can read; build smaller values or fewer of them"
 
 
 # --------------------------------------------------------------------------- the file
@@ -262,7 +263,7 @@ def _blame(exc: BaseException, compiled: Compiled, default_file: str) -> tuple[s
 def _runtime_error(exc: BaseException, compiled: Compiled, file: str) -> TemplateError:
     where, line = _blame(exc, compiled, file)
     if isinstance(exc, RenderLimit):
-        return TemplateError(str(exc), file=file, hint=_SIZE_HINT)
+        return TemplateError(str(exc), file=file, hint=SIZE_HINT)
     if isinstance(exc, StrictModeError):
         return TemplateError(
             f"undefined variable: {exc.path}",
@@ -271,7 +272,7 @@ def _runtime_error(exc: BaseException, compiled: Compiled, file: str) -> Templat
             hint="add it to the fixture or to input.default, or guard it with {{#if name}}",
         )
     if isinstance(exc, RecursionError):
-        return TemplateError("blocks or partials nest too deeply", file=where, line=line, hint=_SIZE_HINT)
+        return TemplateError("blocks or partials nest too deeply", file=where, line=line, hint=SIZE_HINT)
     text = str(exc)
     if "partial" in text:
         hint = "a partial NAME is the file _NAME.prompt, next to the template or at the config root"
@@ -371,20 +372,11 @@ def _sources(raw: str, history: list[_Source], tags: list[Tag], file: str) -> li
     return kept
 
 
-def _trim_blank_lines(text: str) -> str:
-    lines = text.split("\n")
-    while lines and not lines[0].strip():
-        lines.pop(0)
-    while lines and not lines[-1].strip():
-        lines.pop()
-    return "\n".join(lines)
-
-
 def _to_prompt(sources: list[_Source], tags: list[Tag], file: str) -> tuple[str | None, tuple[Message, ...]]:
     system: str | None = None
     messages: list[Message] = []
     for i, s in enumerate(sources):
-        text = s.text if s.history else _trim_blank_lines(s.text)
+        text = s.text if s.history else trim_blank_lines(s.text)
         if s.role != "system":
             messages.append(Message(role=ROLES[s.role], content=text))  # type: ignore[arg-type]
             continue

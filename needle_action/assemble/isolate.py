@@ -44,7 +44,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from needle_action.assemble.limits import RenderLimit
+from needle_action.assemble.limits import SIZE_HINT, RenderLimit
 from needle_action.errors import ConfigError, NeedleError, TemplateError
 
 RENDER_SECONDS = 5.0
@@ -247,7 +247,7 @@ def _gone(why: str, file: str) -> TemplateError:
     return TemplateError(
         "rendering stopped: the render worker exited (out of memory, or a crash)",
         file=file,
-        hint="a prompt is text a model can read; build smaller values or fewer of them",
+        hint=SIZE_HINT,
     )
 
 

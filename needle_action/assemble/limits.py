@@ -34,6 +34,9 @@ _PRINTF = re.compile(r"%(?:\([^)]*\))?[#0\- +]*(\*|\d+)?(?:\.(\*|\d+))?[hlL]?([d
 _SPEC_NUMBER = re.compile(r"\d+")
 
 
+SIZE_HINT = "a prompt is text a model can read; build smaller values or fewer of them"
+
+
 class RenderLimit(Exception):  # noqa: N818 - reads as "the render hit a limit"
     """A template asked for more than a prompt can need; mapped to a TemplateError at its line."""
 

@@ -20,7 +20,7 @@ from jinja2.exceptions import SecurityError, TemplateNotFound, TemplateSyntaxErr
 
 from needle_action.assemble import isolate
 from needle_action.assemble.fixtures import load_fixture
-from needle_action.assemble.limits import RenderLimit
+from needle_action.assemble.limits import SIZE_HINT, RenderLimit
 from needle_action.assemble.prompt import RenderedPrompt
 from needle_action.assemble.prompty import prompty_defaults, split_prompty
 from needle_action.assemble.roles import split_messages, to_prompt
@@ -187,14 +187,14 @@ def _as_template_error(exc: BaseException, loader: RootLoader, default_file: str
             str(exc),
             file=file,
             line=line,
-            hint="a prompt is text a model can read; build smaller values or fewer of them",
+            hint=SIZE_HINT,
         )
     if isinstance(exc, MemoryError):
         return TemplateError(
             f"rendering needed more than the {isolate.MEMORY_BYTES // 2**20} MB of memory a render may use",
             file=file,
             line=line,
-            hint="a prompt is text a model can read; build smaller values or fewer of them",
+            hint=SIZE_HINT,
         )
     return TemplateError(f"rendering failed: {type(exc).__name__}: {exc}", file=file, line=line)
 

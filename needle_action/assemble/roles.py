@@ -121,13 +121,14 @@ def split_messages(raw: str) -> list[tuple[str, str, int]]:
     out = []
     for index, (r, a, b) in enumerate(chunks):
         a, b = a - bisect_left(marks, a), b - bisect_left(marks, b)
-        content = _trim_blank_lines(clean[a:b]) if a < b else ""
+        content = trim_blank_lines(clean[a:b]) if a < b else ""
         if content:
             out.append((r, content, index))
     return out
 
 
-def _trim_blank_lines(text: str) -> str:
+def trim_blank_lines(text: str) -> str:
+    """TEXT without its leading and trailing blank lines (a section's text, as a message holds it)."""
     lines = text.split("\n")
     while lines and not lines[0].strip():
         lines.pop(0)

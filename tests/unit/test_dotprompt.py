@@ -20,6 +20,7 @@ from needle_action.assemble import dotprompt as dp
 from needle_action.assemble import handlebars as hbs
 from needle_action.assemble import isolate, render_case
 from needle_action.assemble.handlebars import MARK, MAX_OUTPUT_CHARS, MAX_STEPS
+from needle_action.assemble.roles import trim_blank_lines
 from needle_action.config import Config, PromptConfig, load_config
 from needle_action.config.scaffold import write_starter
 from needle_action.errors import ConfigError, TemplateError
@@ -67,7 +68,7 @@ def official(text: str, data: dict, partials: dict[str, str] | None = None, hist
     pairs = [
         (names.get(m.role.value, m.role.value), "".join(p.text for p in m.content)) for m in out.messages
     ]
-    return [(r, dp._trim_blank_lines(t) if t.strip() else t) for r, t in pairs]
+    return [(r, trim_blank_lines(t) if t.strip() else t) for r, t in pairs]
 
 
 def as_pairs(rendered):
