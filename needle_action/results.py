@@ -93,6 +93,10 @@ class BudgetCase(Model):
     max_growth: GrowthLimit = None
     status: Status
     reasons: list[str] = Field(default_factory=list)
+    budget_source: str | None = Field(
+        default=None,
+        description='max_input_tokens = "auto": where the budget came from (or why there is none)',
+    )
 
 
 class RecallAnswer(Model):

@@ -45,6 +45,9 @@ class TokenDelta(CompareModel):
     growth_ok: bool = True
     tier: Tier = "green"
     reasons: list[str] = Field(default_factory=list)
+    budget_source: str | None = Field(
+        default=None, description='max_input_tokens = "auto": where it came from'
+    )
 
 
 class CellDelta(CompareModel):

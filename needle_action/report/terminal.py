@@ -382,3 +382,35 @@ def recall_progress(total: int, *, label: str = "recall", stream=None) -> _Recal
     import sys
 
     return _RecallProgress(total, label, stream if stream is not None else sys.stderr)
+
+
+# ---------------------------------------------------------------------------------- base vs head
+
+
+def print_comparison(comparison, notes: list[str]) -> None:
+    """The PR comment's verdict in the terminal (``needle check --base-ref``): token deltas per
+    prompt x fixture, recall per prompt, the reasons for each failure and the notes."""
+    click.echo(f"\nbase {(comparison.base_commit or '-')[:7]} -> head {(comparison.head_commit or '-')[:7]}")
+    for p in comparison.prompts:
+        for t in p.tokens:
+            base = _n(t.base_tokens)
+            delta = (
+                "new"
+                if t.delta is None and t.base_tokens is None
+                else (f"{t.delta:+,}" if t.delta is not None else "-")
+            )
+            budget = _n(t.max_input_tokens) + (" (auto)" if t.budget_source else "")
+            mark = click.style(t.tier, fg={"green": "green", "yellow": "yellow", "red": "red"}[t.tier])
+            click.echo(
+                f"  {_plain(p.name, 40)} [{_fixture_name(t.fixture)}]: {base} -> {_n(t.head_tokens)} ({delta}), "
+                f"budget {budget}  {mark}"
+            )
+            if t.budget_source:
+                click.echo(f"      {t.budget_source}")
+        if p.recall is not None:
+            click.echo(f"  {_plain(p.name, 40)} recall: {p.recall.status}")
+    for f in comparison.failures:
+        click.echo(click.style(f"  fail: {_plain(f.message, 300)}", fg="red"))
+    for note in comparison.notes + notes:
+        click.echo(f"  note: {_plain(note, 300)}")
+    click.echo(f"\nverdict: {comparison.verdict}: {_plain(comparison.headline, 200)}")
