@@ -105,6 +105,11 @@ def print_budget(results: Results) -> None:
         for name, fixture, reason in problems:
             where = f"{name} [{_fixture_name(fixture)}]" if fixture else name
             click.echo(f"  {click.style('x', fg='red')} {where}: {reason}")
+    sources = dict.fromkeys(
+        (p.name, c.budget_source) for p in results.prompts for c in p.cases if c.budget_source
+    )
+    for name, source in sources:  # max_input_tokens = "auto": where the number came from, or why none
+        click.echo(f"  {name}: max_input_tokens {source}")
 
     click.echo("")
     click.echo(_budget_summary(results))
