@@ -7,7 +7,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from needle_action.results import ABSENT_STYLE
+from needle_action.results import ABSENT_STYLE, ReorderDepth
 
 PromptStatus = Literal["new", "deleted", "renamed", "changed", "unchanged"]
 Tier = Literal["green", "yellow", "red"]
@@ -149,6 +149,9 @@ class RecallSide(CompareModel):
     distractors: int = 0
     similarity: str | None = None
     styles: list[StyleLine] = Field(default_factory=list)
+    reorder_ab: list[ReorderDepth] = Field(
+        default_factory=list, description="recall.reorder_ab: middle depths as dealt and dealt by edge_order"
+    )
 
     def style(self, name: str) -> StyleLine | None:
         """The summary line of needle style NAME on this side, if it ran."""

@@ -145,6 +145,7 @@ def _side(r: RecallResult, *, with_history: bool) -> RecallSide:
         lost_trials=r.lost_trials,
         distractors=r.distractors,
         similarity=r.similarity,
+        reorder_ab=list(r.reorder_ab or []),
         styles=[
             StyleLine(
                 style=s.style,
