@@ -23,6 +23,7 @@ from needle_action.config.loader import load_config
 from needle_action.config.model import Config
 from needle_action.config.scaffold import write_starter
 from needle_action.errors import EXIT_CONFIG, ConfigError, NeedleError
+from needle_action.history import from_data_branch, from_folder, trends
 from needle_action.paths import UnsafePath, write_user_file
 from needle_action.pipeline import (
     Measure,
@@ -40,7 +41,13 @@ from needle_action.recall.scheduler import Progress
 from needle_action.report.html import render_html
 from needle_action.report.junit import junit_xml
 from needle_action.report.render import render_comment
-from needle_action.report.terminal import print_budget, print_comparison, print_recall, recall_progress
+from needle_action.report.terminal import (
+    print_budget,
+    print_comparison,
+    print_history,
+    print_recall,
+    recall_progress,
+)
 from needle_action.results import Results, load_results
 from needle_action.sides import compare_sides, local_settings, measure_pull_request
 
@@ -177,6 +184,7 @@ def main() -> None:
       needle recall               probe recall by needle position and context size
       needle check                budgets and recall together (what the action runs)
       needle diff main -o c.md    the PR preview: compare with a ref as the action does
+      needle history --data-branch needle-action-data   the trend on main, model drift
       needle merge a.json b.json  join the slices of `needle recall --shard i/n` runs
     """
 
@@ -417,6 +425,46 @@ def _compare_with_ref(config_path, ref, overrides, recall, comment_out, json_out
     if junit is not None:
         _write_text(junit, junit_xml(comparison, sides.head), "JUnit XML")
     sys.exit(comparison_exit_code(comparison))
+
+
+@main.command()
+@click.option(
+    "--data-branch",
+    metavar="BRANCH",
+    help="Read the results a main-branch action run stored on this branch (local, or origin/BRANCH).",
+)
+@click.option(
+    "--dir",
+    "folder",
+    type=click.Path(file_okay=False, path_type=Path),
+    help="Read a folder of results files instead (ordered by its index.json, else by modification time).",
+)
+@click.option(
+    "--repo",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=Path("."),
+    show_default=True,
+    help="The git repository holding the data branch.",
+)
+@only_option
+@click.option(
+    "--json", "json_out", type=click.Path(dir_okay=False, path_type=Path), help="Write the trends here."
+)
+@handle_errors
+def history(data_branch, folder, repo, only, json_out) -> None:
+    """The trend per prompt over main-branch commits: tokens, effective context and mid-depth
+    recall; a recall drop with an unchanged prompt fingerprint is called out as model drift."""
+    if (data_branch is None) == (folder is None):
+        raise ConfigError(
+            "needle history reads either --data-branch BRANCH or --dir FOLDER",
+            hint="e.g. `needle history --data-branch needle-action-data` (the action's `data-branch` input)",
+        )
+    runs = from_folder(folder) if folder is not None else from_data_branch(repo, data_branch)
+    found = trends(runs, only=list(only) or None)
+    print_history(found)
+    if json_out is not None:
+        text = json.dumps([t.model_dump(mode="json") for t in found], indent=2)
+        _write_text(json_out, text, "trends")
 
 
 @main.command()

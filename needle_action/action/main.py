@@ -19,11 +19,14 @@ from __future__ import annotations
 import sys
 import traceback
 
+from needle_action import history
 from needle_action.action import databranch, workflow
 from needle_action.action.publish import log, post_from_report, publish, workspace_relative
 from needle_action.action.settings import Settings, load_settings
+from needle_action.compare import Comparison
 from needle_action.errors import EXIT_CHECKS_FAILED, NeedleError
 from needle_action.report.sanitize import inline
+from needle_action.results import Results
 from needle_action.sides import compare_sides, measure_pull_request
 
 
@@ -38,8 +41,18 @@ def run(settings: Settings) -> int:
     if settings.data_branch and databranch.is_default_branch_push(settings) and head.commit:
         notes.append(databranch.store_or_explain(settings, head))
     comparison = compare_sides(settings, sides)
+    if settings.data_branch and settings.pull_request is not None:
+        _add_trend(settings, comparison, head, notes)
     log(f"verdict: {comparison.verdict}")
     return publish(settings, comparison, (head, base), sides.base_sha, notes)
+
+
+def _add_trend(settings: Settings, comparison: Comparison, head: Results, notes: list[str]) -> None:
+    """The main-branch trend of every prompt (data branch), this head last."""
+    runs, problem = databranch.load_history(settings)
+    if problem:
+        notes.append(problem)
+    comparison.history = history.pr_trends(runs, head)
 
 
 def _config_error(settings: Settings | None, exc: NeedleError) -> int:

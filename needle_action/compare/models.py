@@ -240,6 +240,27 @@ class SideTotals(CompareModel):
     uncached_cost_usd: float = 0.0  # the same calls without prompt cache or batch discount
 
 
+class TrendPoint(CompareModel):
+    """One commit of one prompt's trend."""
+
+    commit: str
+    tokens: int | None = Field(default=None, description="the largest fixture's tokens")
+    effective_context: int | None = None
+    mid_hits: int = 0
+    mid_trials: int = 0
+    mid_rate: float | None = Field(
+        default=None, description="recall pooled over the depths strictly inside 0..1"
+    )
+    drift: str | None = Field(default=None, description="set when recall fell with an unchanged fingerprint")
+
+
+class PromptTrend(CompareModel):
+    """One prompt's points, oldest first."""
+
+    prompt: str
+    points: list[TrendPoint] = Field(default_factory=list)
+
+
 class Comparison(CompareModel):
     verdict: Verdict
     headline: str
@@ -259,6 +280,10 @@ class Comparison(CompareModel):
     notes: list[str] = Field(default_factory=list)
     head_totals: SideTotals = Field(default_factory=SideTotals)
     base_totals: SideTotals | None = None
+    history: list[PromptTrend] = Field(
+        default_factory=list,
+        description="main-branch trend of the changed prompts (data branch), this head last",
+    )
 
     @property
     def failed(self) -> bool:

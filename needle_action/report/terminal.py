@@ -423,3 +423,24 @@ def print_comparison(comparison, notes: list[str]) -> None:
     for note in comparison.notes + notes:
         click.echo(f"  note: {_plain(note, 300)}")
     click.echo(f"\nverdict: {comparison.verdict}: {_plain(comparison.headline, 200)}")
+
+
+# ---------------------------------------------------------------------------------- history
+
+
+def print_history(trends) -> None:
+    """``needle history``: per prompt, one line per commit (oldest first): tokens, effective
+    context, mid-depth recall; model drift called out on its line."""
+    if not trends:
+        click.echo("no results in the history")
+        return
+    for t in trends:
+        click.echo(click.style(f"{_plain(t.prompt, 60)}", bold=True))
+        click.echo(f"  {'commit':<8}  {'tokens':>8}  {'eff. context':>12}  mid-depth recall")
+        for p in t.points:
+            mid = f"{p.mid_rate:.0%} ({p.mid_hits}/{p.mid_trials})" if p.mid_rate is not None else "-"
+            line = f"  {p.commit[:7]:<8}  {_n(p.tokens):>8}  {_n(p.effective_context):>12}  {mid}"
+            click.echo(line)
+            if p.drift:
+                click.echo(click.style(f"    ^ {p.drift}", fg="red", bold=True))
+        click.echo("")
