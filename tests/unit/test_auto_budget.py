@@ -69,3 +69,15 @@ def test_a_case_with_a_budget_is_left_alone_and_auto_is_the_only_word_allowed():
         PromptSettings(max_input_tokens="lots")
     with pytest.raises(ValueError, match="at least 1"):
         PromptSettings(max_input_tokens=0)
+
+
+def test_a_word_other_than_auto_is_an_error_at_its_line_that_names_auto(tmp_path):
+    from needle_action.config.loader import load_config
+    from needle_action.errors import ConfigError
+    from tests.builders import Project
+
+    project = Project(tmp_path).template("p/a.j2", "user:\nhi\n")
+    project.config('[defaults]\nmax_input_tokens = "lots"\n\n[prompts.a]\ntemplate = "p/a.j2"\n')
+    with pytest.raises(ConfigError) as err:
+        load_config(project.config_path)
+    assert err.value.location.line == 2 and 'max_input_tokens = "auto"' in (err.value.hint or "")
