@@ -17,13 +17,16 @@ from pathlib import Path
 import click
 
 from needle_action import __version__
+from needle_action.action.comment import with_head
 from needle_action.compare import compare
 from needle_action.config.loader import load_config
 from needle_action.config.model import Config
 from needle_action.config.scaffold import write_starter
 from needle_action.errors import EXIT_CONFIG, ConfigError, NeedleError
+from needle_action.history import from_data_branch, from_folder, trends
 from needle_action.paths import UnsafePath, write_user_file
 from needle_action.pipeline import (
+    Measure,
     RecallOverrides,
     Shard,
     render_prompt_cases,
@@ -38,8 +41,15 @@ from needle_action.recall.scheduler import Progress
 from needle_action.report.html import render_html
 from needle_action.report.junit import junit_xml
 from needle_action.report.render import render_comment
-from needle_action.report.terminal import print_budget, print_recall, recall_progress
+from needle_action.report.terminal import (
+    print_budget,
+    print_comparison,
+    print_history,
+    print_recall,
+    recall_progress,
+)
 from needle_action.results import Results, load_results
+from needle_action.sides import compare_sides, local_settings, measure_pull_request
 
 
 def handle_errors(fn):
@@ -173,6 +183,8 @@ def main() -> None:
       needle budget               count real tokens against the budgets
       needle recall               probe recall by needle position and context size
       needle check                budgets and recall together (what the action runs)
+      needle diff main -o c.md    the PR preview: compare with a ref as the action does
+      needle history --data-branch needle-action-data   the trend on main, model drift
       needle merge a.json b.json  join the slices of `needle recall --shard i/n` runs
     """
 
@@ -301,6 +313,21 @@ def merge(files: tuple[Path, ...], output: Path, junit: Path | None) -> None:
     _finish(results, output, stages=("recall",), junit=junit)
 
 
+base_ref_option = click.option(
+    "--base-ref",
+    metavar="REF",
+    help="Compare with this commit, branch or tag, measured in a temporary git worktree exactly as "
+    "the action measures a pull request's base.",
+)
+comment_option = click.option(
+    "--output",
+    "-o",
+    "comment_out",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="With a base ref: write the PR comment (Markdown) the action would post here.",
+)
+
+
 @main.command()
 @config_option
 @only_option
@@ -309,9 +336,23 @@ def merge(files: tuple[Path, ...], output: Path, junit: Path | None) -> None:
 @junit_option
 @recall_options
 @click.option("--no-recall", is_flag=True, help="Budgets only.")
+@base_ref_option
+@comment_option
 @handle_errors
-def check(config_path, only, baseline, json_out, junit, overrides, progress, cache, no_recall) -> None:
-    """Budgets and recall together: what the GitHub Action runs on each side."""
+def check(
+    config_path, only, baseline, json_out, junit, overrides, progress, cache, no_recall, base_ref, comment_out
+) -> None:
+    """Budgets and recall together: what the GitHub Action runs on each side.
+
+    With --base-ref REF: the pull request preview. The base is measured in a git worktree with the
+    action's code and trust rules, and the comparison is printed (-o: the comment's Markdown)."""
+    if base_ref is not None:
+        _refuse_with_base_ref(only=only, baseline=baseline, overrides=overrides, cache=cache)
+        _compare_with_ref(config_path, base_ref, overrides, not no_recall, comment_out, json_out, junit)
+    if comment_out is not None:
+        raise ConfigError(
+            "-o/--output writes the PR comment: it needs --base-ref REF", hint="or use `needle report`"
+        )
     config = _load(config_path)
     base = _baseline(baseline)
     results = run_check(
@@ -328,6 +369,102 @@ def check(config_path, only, baseline, json_out, junit, overrides, progress, cac
         print_recall(results)
     stages = ("budget",) if no_recall else ("budget", "recall")
     _finish(results, json_out, stages=stages, junit=junit, baseline=base)
+
+
+@main.command()
+@click.argument("ref")
+@config_option
+@json_option
+@junit_option
+@recall_options
+@click.option("--no-recall", is_flag=True, help="Budgets only.")
+@comment_option
+@handle_errors
+def diff(ref, config_path, json_out, junit, overrides, progress, cache, no_recall, comment_out) -> None:
+    """Compare the working tree with REF as the action compares a pull request with its base
+    (the same as `needle check --base-ref REF`)."""
+    _refuse_with_base_ref(only=(), baseline=None, overrides=overrides, cache=cache)
+    _compare_with_ref(config_path, ref, overrides, not no_recall, comment_out, json_out, junit)
+
+
+def _refuse_with_base_ref(*, only, baseline, overrides: RecallOverrides, cache) -> None:
+    """Options the action has no input for would make the preview differ from the PR's verdict."""
+    given = [
+        name
+        for name, value in (
+            ("--prompt", only),
+            ("--baseline", baseline),
+            ("--model", overrides.model),
+            ("--no-cache", cache is False),
+        )
+        if value
+    ]
+    if given:
+        raise ConfigError(
+            f"{', '.join(given)} cannot be combined with a base ref",
+            hint="the base-ref preview measures every prompt exactly as the action does; drop the option",
+        )
+
+
+def _compare_with_ref(config_path, ref, overrides, recall, comment_out, json_out, junit) -> None:
+    """Measure the working tree and REF with the action's code (needle_action/sides.py), print the
+    comparison, write the comment the action would post; exit by the action's default policy."""
+    settings = local_settings(config_path, ref, Measure(recall=recall, overrides=overrides))
+    sides = measure_pull_request(settings)
+    comparison = compare_sides(settings, sides)
+    print_budget(sides.head)
+    if recall:
+        print_recall(sides.head)
+    print_comparison(comparison, sides.notes)
+    if comment_out is not None:
+        body = with_head(render_comment(comparison, notes=sides.notes), sides.head.commit)
+        _write_text(comment_out, body, "PR comment")
+    if json_out is not None:
+        _write_output(json_out, sides.head.dump)
+        click.echo(f"results written to {json_out}", err=True)
+    if junit is not None:
+        _write_text(junit, junit_xml(comparison, sides.head), "JUnit XML")
+    sys.exit(comparison_exit_code(comparison))
+
+
+@main.command()
+@click.option(
+    "--data-branch",
+    metavar="BRANCH",
+    help="Read the results a main-branch action run stored on this branch (local, or origin/BRANCH).",
+)
+@click.option(
+    "--dir",
+    "folder",
+    type=click.Path(file_okay=False, path_type=Path),
+    help="Read a folder of results files instead (ordered by its index.json, else by modification time).",
+)
+@click.option(
+    "--repo",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=Path("."),
+    show_default=True,
+    help="The git repository holding the data branch.",
+)
+@only_option
+@click.option(
+    "--json", "json_out", type=click.Path(dir_okay=False, path_type=Path), help="Write the trends here."
+)
+@handle_errors
+def history(data_branch, folder, repo, only, json_out) -> None:
+    """The trend per prompt over main-branch commits: tokens, effective context and mid-depth
+    recall; a recall drop with an unchanged prompt fingerprint is called out as model drift."""
+    if (data_branch is None) == (folder is None):
+        raise ConfigError(
+            "needle history reads either --data-branch BRANCH or --dir FOLDER",
+            hint="e.g. `needle history --data-branch needle-action-data` (the action's `data-branch` input)",
+        )
+    runs = from_folder(folder) if folder is not None else from_data_branch(repo, data_branch)
+    found = trends(runs, only=list(only) or None)
+    print_history(found)
+    if json_out is not None:
+        text = json.dumps([t.model_dump(mode="json") for t in found], indent=2)
+        _write_text(json_out, text, "trends")
 
 
 @main.command()

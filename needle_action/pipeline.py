@@ -86,7 +86,15 @@ def run_budget(config: Config, *, baseline: Results | None = None, only: list[st
         head_fixtures = [r.fixture for r in rendered]  # lets the gate tell a renamed fixture from a new one
         for i, (fx_rendered, count) in enumerate(zip(rendered, counts, strict=True)):
             pr.cases.append(
-                evaluate_case(prompt, fx_rendered, count, base_prompt, index=i, head_fixtures=head_fixtures)
+                evaluate_case(
+                    prompt,
+                    fx_rendered,
+                    count,
+                    base_prompt,
+                    index=i,
+                    head_fixtures=head_fixtures,
+                    base_commit=baseline.commit if baseline else None,
+                )
             )
         results.prompts.append(pr)
     results.totals.seconds = round(time.perf_counter() - started, 3)

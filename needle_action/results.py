@@ -93,6 +93,10 @@ class BudgetCase(Model):
     max_growth: GrowthLimit = None
     status: Status
     reasons: list[str] = Field(default_factory=list)
+    budget_source: str | None = Field(
+        default=None,
+        description='max_input_tokens = "auto": where the budget came from (or why there is none)',
+    )
 
 
 class RecallAnswer(Model):
@@ -224,6 +228,20 @@ class RecallPower(Model):
     detectable_drop: float | None = Field(description="smallest drop caught with 95% power")
 
 
+class ReorderDepth(Model):
+    """``recall.reorder_ab``: one middle depth of one style, pooled over the sizes, as the context
+    was dealt (A: the run's own cells) and dealt again by ``runtime.edge_order`` (B)."""
+
+    style: str
+    depth: float
+    hits: int
+    trials: int
+    rate: float | None
+    edge_hits: int
+    edge_trials: int
+    edge_rate: float | None
+
+
 class RecallResult(Model):
     provider: str
     model: str
@@ -284,6 +302,10 @@ class RecallResult(Model):
     distractors: int = Field(default=0, description="look-alikes per trial (recall.distractors)")
     similarity: str | None = Field(default=None, description="their similarity, when there are any")
     styles: list[StyleSummary] = Field(default_factory=list, description="one per needle style, in run order")
+    reorder_ab: list[ReorderDepth] | None = Field(
+        default=None,
+        description="recall.reorder_ab: the middle depths again with the context dealt by edge_order",
+    )
 
     @model_validator(mode="after")
     def _cells_name_their_style(self) -> RecallResult:

@@ -34,17 +34,17 @@ import subprocess
 import tempfile
 from pathlib import Path
 
-from needle_action import __version__
+from needle_action import __version__, history
 from needle_action.action import workflow
 from needle_action.action.baseline import BaselineUnavailable, ensure_safe_directory
 from needle_action.action.settings import Settings
 from needle_action.errors import ConfigError
 from needle_action.paths import relative_path
-from needle_action.results import Results, load_results
+from needle_action.results import Results
 
 BOT_NAME = "github-actions[bot]"
 BOT_EMAIL = "41898282+github-actions[bot]@users.noreply.github.com"
-MAX_RESULTS_BYTES = 20 * 1024 * 1024
+MAX_RESULTS_BYTES = history.MAX_RESULTS_BYTES
 _BRANCH = re.compile(r"^(?!-)(?!.*\.\.)(?!.*//)[A-Za-z0-9._/-]+(?<![./])$")
 
 
@@ -160,6 +160,9 @@ def store(settings: Settings, results: Results, config_bytes: bytes, *, attempts
     }
     for _ in range(attempts):  # another main-branch run may push in between: rebuild on its tip
         parent = fetch_tip(ws, branch, env)
+        # the history's order, appended to (never rewritten): `needle history` and the PR comment's
+        # trend read it from the tip alone, which is all a one-commit-deep fetch has
+        files[history.INDEX] = _appended(read_blob(ws, parent, history.INDEX, env) if parent else None, sha)
         with tempfile.TemporaryDirectory(prefix="needle-data-") as tmp:
             idx = {**env, "GIT_INDEX_FILE": str(Path(tmp) / "index")}  # never the workspace's index
             _git(["read-tree", parent] if parent else ["read-tree", "--empty"], ws, idx)
@@ -182,6 +185,13 @@ def store(settings: Settings, results: Results, config_bytes: bytes, *, attempts
                 f"could not push `{branch}`: {_err(push)} (the job needs `permissions: contents: write`)"
             )
     raise DataBranchError(f"could not push `{branch}`: it kept moving ({attempts} attempts)")
+
+
+def _appended(index: bytes | None, sha: str) -> bytes:
+    commits = history.read_index(index)
+    if sha not in commits:  # a rerun for the same commit replaces its results, keeps its place
+        commits.append(sha)
+    return json.dumps([{"commit": c} for c in commits], indent=1).encode()
 
 
 def store_or_explain(settings: Settings, results: Results) -> str:
@@ -209,10 +219,7 @@ def _base_config_bytes(ws: Path, base_sha: str, rel: str, env: dict[str, str]) -
 
 def _parse_stored(raw: bytes, base_sha: str) -> Results:
     """Stored results validated like any results file (ConfigError when they are not)."""
-    with tempfile.TemporaryDirectory(prefix="needle-data-") as tmp:
-        path = Path(tmp) / f"{base_sha}.json"
-        path.write_bytes(raw)
-        return load_results(path)
+    return history.parse_results(raw, f"results/{base_sha}.json")
 
 
 def load_base(settings: Settings, base_sha: str) -> tuple[Results | None, str]:
@@ -259,3 +266,25 @@ def load_base(settings: Settings, base_sha: str) -> tuple[Results | None, str]:
         results,
         f"Base results for {base_sha[:12]} read from the data branch `{branch}` (not measured again).",
     )
+
+
+def load_history(settings: Settings) -> tuple[list[Results], str | None]:
+    """The main-branch results on the data branch, oldest first (its ``results/index.json``), or
+    ([], why not). Never raises: the trend is a picture, not a check."""
+    branch = settings.data_branch
+    if branch is None:
+        return [], None
+    try:
+        env = _env(settings)
+        tip = fetch_tip(settings.workspace, branch, env)
+        if tip is None:
+            return [], None
+        shas = history.read_index(read_blob(settings.workspace, tip, history.INDEX, env))
+        runs = []
+        for sha in shas[-history.TREND_POINTS :]:
+            raw = read_blob(settings.workspace, tip, f"results/{sha}.json", env)
+            if raw is not None:
+                runs.append(history.parse_results(raw, f"{branch}:results/{sha}.json"))
+    except (DataBranchError, ConfigError, OSError, subprocess.SubprocessError) as exc:
+        return [], f"The trend could not be read from the data branch `{branch}` ({exc})."
+    return runs, None

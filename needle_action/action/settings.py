@@ -77,6 +77,7 @@ class Settings:
     summary_path: str | None = None
     runner_temp: Path | None = None
     in_actions: bool = False
+    local: bool = False  # `needle check --base-ref`: progress and warnings on stderr, not the log
 
     @property
     def policy(self) -> Policy:

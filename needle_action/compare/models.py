@@ -7,7 +7,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from needle_action.results import ABSENT_STYLE
+from needle_action.results import ABSENT_STYLE, ReorderDepth
 
 PromptStatus = Literal["new", "deleted", "renamed", "changed", "unchanged"]
 Tier = Literal["green", "yellow", "red"]
@@ -45,6 +45,9 @@ class TokenDelta(CompareModel):
     growth_ok: bool = True
     tier: Tier = "green"
     reasons: list[str] = Field(default_factory=list)
+    budget_source: str | None = Field(
+        default=None, description='max_input_tokens = "auto": where it came from'
+    )
 
 
 class CellDelta(CompareModel):
@@ -146,6 +149,9 @@ class RecallSide(CompareModel):
     distractors: int = 0
     similarity: str | None = None
     styles: list[StyleLine] = Field(default_factory=list)
+    reorder_ab: list[ReorderDepth] = Field(
+        default_factory=list, description="recall.reorder_ab: middle depths as dealt and dealt by edge_order"
+    )
 
     def style(self, name: str) -> StyleLine | None:
         """The summary line of needle style NAME on this side, if it ran."""
@@ -234,6 +240,27 @@ class SideTotals(CompareModel):
     uncached_cost_usd: float = 0.0  # the same calls without prompt cache or batch discount
 
 
+class TrendPoint(CompareModel):
+    """One commit of one prompt's trend."""
+
+    commit: str
+    tokens: int | None = Field(default=None, description="the largest fixture's tokens")
+    effective_context: int | None = None
+    mid_hits: int = 0
+    mid_trials: int = 0
+    mid_rate: float | None = Field(
+        default=None, description="recall pooled over the depths strictly inside 0..1"
+    )
+    drift: str | None = Field(default=None, description="set when recall fell with an unchanged fingerprint")
+
+
+class PromptTrend(CompareModel):
+    """One prompt's points, oldest first."""
+
+    prompt: str
+    points: list[TrendPoint] = Field(default_factory=list)
+
+
 class Comparison(CompareModel):
     verdict: Verdict
     headline: str
@@ -253,6 +280,10 @@ class Comparison(CompareModel):
     notes: list[str] = Field(default_factory=list)
     head_totals: SideTotals = Field(default_factory=SideTotals)
     base_totals: SideTotals | None = None
+    history: list[PromptTrend] = Field(
+        default_factory=list,
+        description="main-branch trend of the changed prompts (data branch), this head last",
+    )
 
     @property
     def failed(self) -> bool:

@@ -145,6 +145,7 @@ def _side(r: RecallResult, *, with_history: bool) -> RecallSide:
         lost_trials=r.lost_trials,
         distractors=r.distractors,
         similarity=r.similarity,
+        reorder_ab=list(r.reorder_ab or []),
         styles=[
             StyleLine(
                 style=s.style,
@@ -217,7 +218,9 @@ def _cell_delta(
     return d
 
 
-def _is_unchanged(head: RecallResult, base: RecallResult) -> bool:
+def same_fingerprint(head: RecallResult, base: RecallResult) -> bool:
+    """Do HEAD and BASE measure the same recall (pool key, else settings hash)? Then there is
+    nothing to test between them, and a drop between them is the model's, not the prompt's."""
     if head.pool_key and base.pool_key:
         return head.pool_key == base.pool_key
     return head.settings_hash == base.settings_hash
@@ -316,7 +319,7 @@ def compare_recall(head: PromptResult, base: PromptResult | None) -> RecallCompa
     rc.styles = list(order)
     rc.sizes = sorted({k[1] for k in keys})
     rc.depths = sorted({k[2] for k in keys})
-    rc.unchanged = br is not None and comparable and _is_unchanged(hr, br)
+    rc.unchanged = br is not None and comparable and same_fingerprint(hr, br)
     tested = br is not None and comparable and not rc.unchanged
     both = set(hr.style_names()) & set(br.style_names()) if br is not None and comparable else set()
     if br is not None and "gold" in both and _gold_target(br) != _gold_target(hr):

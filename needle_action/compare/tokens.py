@@ -56,6 +56,7 @@ def token_delta(head: BudgetCase | None, base: BudgetCase | None) -> TokenDelta:
         growth_allowed=round(j.growth_allowed, 2) if j.growth_allowed is not None else None,
         budget_ok=not j.over_budget,
         growth_ok=not j.over_growth,
+        budget_source=head.budget_source,
     )
     t.reasons = [r for r in (budget_reason(t), growth_reason(t)) if r]
     t.tier = _tier(t)

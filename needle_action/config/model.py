@@ -133,6 +133,8 @@ class RecallSettings(Strict):
         default=True, description="Anthropic: cache the prefix trials share (cache_control)"
     )
     max_output_tokens: int = Field(default=64, ge=1)
+    # a list slot: run the middle depths again with the context dealt by runtime.edge_order (recall/reorder.py)
+    reorder_ab: bool = False
     # base vs head: family-wise false-block rate over the groups one comparison tests (Holm)
     alpha: float = Field(default=0.01, gt=0.0, lt=1.0)
     # the drop a run is planned to catch with 95% power; drops below min_drop / 2 never fail
@@ -267,13 +269,21 @@ class PromptSettings(Strict):
     provider: ProviderName = "anthropic"
     tokenizer: str = "tiktoken:o200k_base"
     tokenizer_safety_factor: float = Field(default=1.15, ge=1.0, le=3.0)
-    max_input_tokens: int | None = Field(default=None, ge=1)
+    # "auto": the base's measured effective context (tokens/budget.py, auto_budget)
+    max_input_tokens: int | Literal["auto"] | None = None
     reserve_output_tokens: int = Field(default=1024, ge=0)
     max_growth: Growth | None = None
     context_var: str | None = None
     question_var: str | None = None
     recall: RecallSettings = Field(default_factory=RecallSettings)
     providers: dict[str, ProviderSettings] = Field(default_factory=dict)
+
+    @field_validator("max_input_tokens")
+    @classmethod
+    def _budget(cls, v):
+        if isinstance(v, int) and v < 1:
+            raise ValueError('max_input_tokens must be at least 1, or "auto"')
+        return v
 
     @field_validator("max_growth", mode="before")
     @classmethod

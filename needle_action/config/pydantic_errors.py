@@ -158,6 +158,8 @@ def _type_hint(loc: tuple, kind: str) -> str | None:
         return 'write max_growth = "10%" (percent of the base) or max_growth = 500 (tokens)'
     if last == "sizes":
         return 'write sizes = [2000, 8000] (tokens) or sizes = "auto"'
+    if "max_input_tokens" in {str(part) for part in loc}:  # the union's tag ('int') comes last
+        return 'write max_input_tokens = 8000 (tokens) or max_input_tokens = "auto" (from the recall curve)'
     if kind.startswith("int") or kind.startswith("float"):
         return "write a number without quotes"
     if kind.startswith("bool"):

@@ -47,6 +47,7 @@ RECALL_POLICY_KEYS = (
     "max_calls",
     "max_cost_usd",
     "max_output_tokens",
+    "reorder_ab",  # more calls: what may be spent
     "needle",
     "needles",
     "scoring",

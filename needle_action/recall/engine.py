@@ -45,6 +45,7 @@ from needle_action.recall.plan import (
 from needle_action.recall.power import plan_run
 from needle_action.recall.probes.gold import answer_keys
 from needle_action.recall.probes.summary import summarize_cells
+from needle_action.recall.reorder import add_arm, edge_order_plan
 from needle_action.recall.scheduler import (
     PROVIDER_STOP_PREFIX,
     ProgressFactory,
@@ -395,7 +396,9 @@ def _todo(job: RecallJob) -> list[tuple[PromptConfig, PromptResult]]:
     return todo
 
 
-def _finish(run: _Run, job: RecallJob, plan: PromptPlan, pr: PromptResult, shard: Shard | None) -> None:
+def _finish(
+    run: _Run, job: RecallJob, plan: PromptPlan, pr: PromptResult, shard: Shard | None, arm: PromptPlan | None
+) -> None:
     if plan.progress is not None:
         plan.progress.close()
     outcome = plan.outcome
@@ -406,6 +409,8 @@ def _finish(run: _Run, job: RecallJob, plan: PromptPlan, pr: PromptResult, shard
     result = summarize(plan, getattr(plan.provider, "name", plan.prompt.provider), outcome, plan.power)
     if shard is not None:
         result.shard = str(shard)
+    if arm is not None:  # recall.reorder_ab: the edge_order arm ran beside the cells
+        add_arm(result, arm)
     job.record(pr, run.with_history(result, plan.pool_key or ""), run.cache)
 
 
@@ -433,6 +438,7 @@ def run_recall_jobs(
 async def _run_all(run: _Run, work, limit: int, shard: Shard | None, batch: bool) -> None:
     scheduler = Scheduler(limit)
     planned: list[tuple[RecallJob, PromptPlan, PromptResult]] = []
+    arms: dict[int, PromptPlan] = {}  # id(plan) -> its recall.reorder_ab arm, in the same scheduler
     runner = asyncio.create_task(scheduler.run()) if not batch else None
     try:
         for job, prompt, pr in work:
@@ -445,20 +451,25 @@ async def _run_all(run: _Run, work, limit: int, shard: Shard | None, batch: bool
             if run.progress is not None:
                 plan.progress = run.progress(sum(c.planned for c in plan.cells), f"recall {plan.name}")
             planned.append((job, plan, pr))
+            arm = await asyncio.to_thread(edge_order_plan, plan) if shard is None else None
+            if arm is not None:
+                arms[id(plan)] = arm
             if runner is not None:
                 scheduler.add(plan)
+                if arm is not None:
+                    scheduler.add(arm)
         if runner is not None:
             scheduler.close()
             await runner
         else:
-            await run_batch([plan for _, plan, _ in planned], cache_dir=_batch_dir(run))
+            await run_batch([plan for _, plan, _ in planned] + list(arms.values()), cache_dir=_batch_dir(run))
     finally:
         if runner is not None and not runner.done():
             runner.cancel()
             await asyncio.gather(runner, return_exceptions=True)
         await run.close()
     for job, plan, pr in planned:
-        _finish(run, job, plan, pr, shard)
+        _finish(run, job, plan, pr, shard, arms.get(id(plan)))
     for job, pr, digest in run.followers:
         _follow(job, pr, run.leaders[digest])
 

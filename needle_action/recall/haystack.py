@@ -36,7 +36,7 @@ import random
 import re
 import threading
 from collections import OrderedDict
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from itertools import islice
 from pathlib import Path
@@ -282,9 +282,13 @@ class HaystackBuilder:
         *,
         seed: int,
         fixture_path: str | Path | None = None,
+        deal: Callable[[list[Any]], list[Any]] | None = None,
     ) -> None:
 
         self.config, self.prompt, self.counter, self.seed = config, prompt, counter, seed
+        # a list slot's items in placement order (= the ranking a retriever would return) dealt
+        # into another order: recall.reorder_ab measures runtime.edge_order this way
+        self.deal = deal
         where: dict[str, Any] = {"file": config.path, "line": config.line_of(f"prompts.{prompt.name}")}
         for key, what in (
             ("context_var", "the context (the haystack slot)"),
@@ -401,6 +405,11 @@ class HaystackBuilder:
         per_item = (with_items - empty - sum(u.tokens for u in units)) / len(units)
         self._overhead = max(0.0, per_item)
 
+    @property
+    def list_slot(self) -> bool:
+        """Is the context slot a list of items (retrieved documents, turns), not one string?"""
+        return self._shape.kind != "string"
+
     def base_tokens(self) -> int:
         """Tokens of the prompt with an empty context slot (and the fixture's own question)."""
         with self._lock:
@@ -457,7 +466,7 @@ class HaystackBuilder:
                 out.extend(slots.get(i, []))
                 if i < n:
                     out.append(filler[i])
-            return out
+            return self.deal(out) if self.deal is not None else out
         return self._string_context(filler, [c for _, c in taken], places)
 
     def _string_context(self, paragraphs: list[str], counts: list[float], places) -> str:

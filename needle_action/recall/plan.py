@@ -43,6 +43,7 @@ POOL_EXCLUDED = HASH_EXCLUDED | {
     "sizes",
     "depths",
     "enabled",
+    "reorder_ab",  # an extra arm beside the cells: it changes no answer of theirs
 }
 LADDER_START = 2000
 LADDER_FACTOR = 4
@@ -194,6 +195,8 @@ def settings_hash(
     without being rendered. Paths are relative, so a git worktree of the base branch hashes the same
     as the head."""
     recall = prompt.recall.model_dump(mode="json", exclude=HASH_EXCLUDED)
+    if not recall["reorder_ab"]:  # off (the default) hashes as before the setting existed
+        del recall["reorder_ab"]
     recall["sizes"] = sizes
     payload = _answers_payload(config, prompt, content_hash=content_hash, fixture=fixture, env=env)
     return _digest({**payload, "recall": recall, **_answer_keys(answer_keys)})

@@ -19,6 +19,7 @@ import re
 from dataclasses import dataclass, field
 
 from needle_action.compare import PromptComparison, RecallComparison
+from needle_action.compare.models import PromptTrend
 
 _MERMAID_UNSAFE = re.compile(r"[^A-Za-z0-9 _.,:%()+/-]")
 BASE_COLOUR = "#8c959f"
@@ -260,7 +261,38 @@ def comment_chart(p: PromptComparison) -> str:
     return f"*Recall by needle depth, all sizes pooled ({chart.caption()}):*\n\n{chart.mermaid()}\n"
 
 
+def trend_chart(trend: PromptTrend) -> XYChart:
+    """One prompt's mid-depth recall per commit (main-branch history, the PR head last)."""
+    return XYChart(
+        title=f"{trend.prompt}: mid-depth recall by commit",
+        x_label="commit",
+        x_ticks=[p.commit[:7] for p in trend.points],
+        y_label="recall %",
+        lines=[
+            Series(
+                "mid-depth recall (%)",
+                [None if p.mid_rate is None else round(p.mid_rate * 100, 1) for p in trend.points],
+            )
+        ],
+    )
+
+
+def comment_trend(trend: PromptTrend) -> str:
+    """The trend block for the PR comment: a caption with the tokens and effective context per
+    commit (Mermaid has one y axis), then the chart; "" when no point has recall."""
+    if all(p.mid_rate is None for p in trend.points):
+        return ""
+    tokens = " → ".join("–" if p.tokens is None else f"{p.tokens:,}" for p in trend.points)
+    eff = " → ".join("–" if p.effective_context is None else f"{p.effective_context:,}" for p in trend.points)
+    return (
+        f"*Trend on main, this PR last: tokens {tokens} · effective context {eff}:*\n\n"
+        f"{trend_chart(trend).mermaid()}\n"
+    )
+
+
 __all__ = [
+    "trend_chart",
+    "comment_trend",
     "Series",
     "XYChart",
     "cell_tier",

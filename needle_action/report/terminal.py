@@ -107,6 +107,11 @@ def print_budget(results: Results) -> None:
         for name, fixture, reason in problems:
             where = f"{name} [{_fixture_name(fixture)}]" if fixture else name
             click.echo(f"  {click.style('x', fg='red')} {where}: {reason}")
+    sources = dict.fromkeys(
+        (p.name, c.budget_source) for p in results.prompts for c in p.cases if c.budget_source
+    )
+    for name, source in sources:  # max_input_tokens = "auto": where the number came from, or why none
+        click.echo(f"  {name}: max_input_tokens {source}")
 
     click.echo("")
     click.echo(_budget_summary(results))
@@ -254,6 +259,10 @@ def _print_recall_prompt(p) -> None:
     )
     if kind != "all-pass":
         click.echo(f"  fix: {r.diagnosis.fix}")
+    if r.reorder_ab:
+        from needle_action.recall.reorder import describe  # the CLI only: keeps report imports light
+
+        click.echo(f"  reorder measured: {describe(r.reorder_ab)}")
     misses = [(c, a) for c in r.cells if c.status != "pass" for a in c.answers if not a.hit][:3]
     for c, a in misses:
         click.echo(
@@ -382,3 +391,56 @@ def recall_progress(total: int, *, label: str = "recall", stream=None) -> _Recal
     """Progress over TOTAL planned trials (early stops advance it by the trials they saved)."""
 
     return _RecallProgress(total, label, stream if stream is not None else sys.stderr)
+
+
+# ---------------------------------------------------------------------------------- base vs head
+
+
+def print_comparison(comparison, notes: list[str]) -> None:
+    """The PR comment's verdict in the terminal (``needle check --base-ref``): token deltas per
+    prompt x fixture, recall per prompt, the reasons for each failure and the notes."""
+    click.echo(f"\nbase {(comparison.base_commit or '-')[:7]} -> head {(comparison.head_commit or '-')[:7]}")
+    for p in comparison.prompts:
+        for t in p.tokens:
+            base = _n(t.base_tokens)
+            delta = (
+                "new"
+                if t.delta is None and t.base_tokens is None
+                else (f"{t.delta:+,}" if t.delta is not None else "-")
+            )
+            budget = _n(t.max_input_tokens) + (" (auto)" if t.budget_source else "")
+            mark = click.style(t.tier, fg={"green": "green", "yellow": "yellow", "red": "red"}[t.tier])
+            click.echo(
+                f"  {_plain(p.name, 40)} [{_fixture_name(t.fixture)}]: {base} -> {_n(t.head_tokens)} ({delta}), "
+                f"budget {budget}  {mark}"
+            )
+            if t.budget_source:
+                click.echo(f"      {t.budget_source}")
+        if p.recall is not None:
+            click.echo(f"  {_plain(p.name, 40)} recall: {p.recall.status}")
+    for f in comparison.failures:
+        click.echo(click.style(f"  fail: {_plain(f.message, 300)}", fg="red"))
+    for note in comparison.notes + notes:
+        click.echo(f"  note: {_plain(note, 300)}")
+    click.echo(f"\nverdict: {comparison.verdict}: {_plain(comparison.headline, 200)}")
+
+
+# ---------------------------------------------------------------------------------- history
+
+
+def print_history(trends) -> None:
+    """``needle history``: per prompt, one line per commit (oldest first): tokens, effective
+    context, mid-depth recall; model drift called out on its line."""
+    if not trends:
+        click.echo("no results in the history")
+        return
+    for t in trends:
+        click.echo(click.style(f"{_plain(t.prompt, 60)}", bold=True))
+        click.echo(f"  {'commit':<8}  {'tokens':>8}  {'eff. context':>12}  mid-depth recall")
+        for p in t.points:
+            mid = f"{p.mid_rate:.0%} ({p.mid_hits}/{p.mid_trials})" if p.mid_rate is not None else "-"
+            line = f"  {p.commit[:7]:<8}  {_n(p.tokens):>8}  {_n(p.effective_context):>12}  {mid}"
+            click.echo(line)
+            if p.drift:
+                click.echo(click.style(f"    ^ {p.drift}", fg="red", bold=True))
+        click.echo("")

@@ -5,6 +5,11 @@ Absolute: the request must leave room for the answer, so a case fails when
 (negative = over). Growth: against the base branch's case for the same fixture, a case fails when
 it grew by more than ``max_growth`` (a percentage of the base count or a number of tokens).
 A prompt or fixture the base does not have is new: it has no growth check.
+
+``max_input_tokens = "auto"`` takes the budget from the base's recall curve: the base's measured
+effective context (the largest size at which recall holds), so a request plus its output reserve
+must fit in it, i.e. the input may use the effective context minus the reserve. Without base
+results there is no number to judge against, and the case says so instead of inventing one.
 """
 
 from __future__ import annotations
@@ -15,7 +20,7 @@ from pathlib import PurePosixPath
 
 from needle_action.assemble.prompt import RenderedPrompt
 from needle_action.config.model import Growth, PromptSettings
-from needle_action.results import BudgetCase, PromptResult, TokenCount
+from needle_action.results import BudgetCase, PromptResult, Results, TokenCount
 
 
 @dataclass(frozen=True)
@@ -101,6 +106,54 @@ def match_base_case(
     return None
 
 
+AUTO = "auto"
+
+
+def auto_budget(base: PromptResult | None, reserve: int, base_commit: str | None) -> tuple[int | None, str]:
+    """The budget an "auto" prompt gets from BASE (its result on the base side), and where the
+    number came from, for the comment ("auto: effective context 12,000 − 1,024 output reserve,
+    from base abc1234"). None when the base has no measured effective context."""
+    where = f"base {base_commit[:7]}" if base_commit else "the baseline"
+    recall = base.recall if base is not None else None
+    if base is None:
+        return None, "auto: no base results to take the effective context from; no absolute budget this run"
+    if recall is None:
+        return None, f"auto: {where} has no recall results for this prompt; no absolute budget this run"
+    if recall.effective_context is None:
+        return None, (
+            f"auto: recall on {where} held at none of the measured sizes (no effective context); "
+            "no absolute budget this run"
+        )
+    eff = recall.effective_context
+    return eff, f"auto: effective context {eff:,} − {reserve:,} output reserve, from {where}"
+
+
+def _over_budget_reason(tokens: int, reserve: int, budget: int, headroom: int) -> str:
+    return f"{tokens:,} + {reserve:,} reserved > {budget:,} budget by {_tokens(-headroom)}"
+
+
+def apply_auto_budget(case: BudgetCase, base: PromptResult | None, base_commit: str | None) -> None:
+    """Give an "auto" CASE (``budget_source`` set, no budget yet) its budget from BASE, judged by
+    the one rule. Cases with a budget already (or not "auto") are left alone."""
+    if case.budget_source is None or case.max_input_tokens is not None:
+        return
+    budget, case.budget_source = auto_budget(base, case.reserve_output_tokens, base_commit)
+    if budget is None:
+        return
+    j = judge(
+        case.count.tokens,
+        reserve=case.reserve_output_tokens,
+        max_input_tokens=budget,
+        max_growth=None,
+        base_tokens=None,
+    )
+    case.max_input_tokens, case.headroom = budget, j.headroom
+    if j.over_budget and j.headroom is not None:
+        reason = _over_budget_reason(case.count.tokens, case.reserve_output_tokens, budget, j.headroom)
+        case.reasons.insert(0, reason)
+        case.status = "fail"
+
+
 def evaluate_case(
     prompt_cfg: PromptSettings,
     rendered: RenderedPrompt,
@@ -109,11 +162,14 @@ def evaluate_case(
     *,
     index: int | None = None,
     head_fixtures: Sequence[str | None] | None = None,
+    base_commit: str | None = None,
 ) -> BudgetCase:
-    """Apply the absolute budget and the growth limit to one counted case."""
+    """Apply the absolute budget and the growth limit to one counted case ("auto" budgets: from
+    BASE_PROMPT_RESULT's recall, measured at BASE_COMMIT)."""
     tokens = count.tokens
     reserve = prompt_cfg.reserve_output_tokens
-    budget = prompt_cfg.max_input_tokens
+    auto = prompt_cfg.max_input_tokens == AUTO
+    budget = prompt_cfg.max_input_tokens if isinstance(prompt_cfg.max_input_tokens, int) else None
     growth = prompt_cfg.max_growth
     base_case = match_base_case(
         base_prompt_result, rendered.fixture, index=index, head_fixtures=head_fixtures
@@ -127,7 +183,7 @@ def evaluate_case(
     )
     reasons: list[str] = []
     if j.over_budget and budget is not None and j.headroom is not None:
-        reasons.append(f"{tokens:,} + {reserve:,} reserved > {budget:,} budget by {_tokens(-j.headroom)}")
+        reasons.append(_over_budget_reason(tokens, reserve, budget, j.headroom))
     if j.over_growth and base_case is not None:
         if growth is not None and growth.percent is not None and j.growth_percent is not None:
             reasons.append(f"grew {j.growth_percent:.1f}% vs base (limit {growth})")
@@ -139,7 +195,7 @@ def evaluate_case(
                 f"; note: base was counted with {base_case.count.counter}, this with {count.counter}"
             )
 
-    return BudgetCase(
+    case = BudgetCase(
         fixture=rendered.fixture,
         content_hash=rendered.content_hash(),
         count=count,
@@ -152,4 +208,17 @@ def evaluate_case(
         max_growth=growth,
         status="fail" if reasons else "pass",
         reasons=reasons,
+        budget_source=AUTO if auto else None,
     )
+    if auto:
+        apply_auto_budget(case, base_prompt_result, base_commit)
+    return case
+
+
+def resolve_auto_budgets(head: Results, base: Results | None) -> None:
+    """Give every "auto" case of HEAD its budget from BASE's recall (the action measures both sides
+    before either is compared, so the head's cases were counted without a base)."""
+    for prompt in head.prompts:
+        base_prompt = base.prompt(prompt.name) if base is not None else None
+        for case in prompt.cases:
+            apply_auto_budget(case, base_prompt, base.commit if base is not None else None)

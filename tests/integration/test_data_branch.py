@@ -77,7 +77,12 @@ def test_push_stores_results_and_the_pr_reads_its_base_from_the_data_branch(setu
         assert pushed.code == 0, pushed.stdout + pushed.stderr
         assert gh.issue_comments(REPO, PR) == []  # a push has no PR to comment on
         assert sorted(_ls(bare)) == sorted(
-            [f"results/{p.base_sha}.json", f"results/{p.base_sha}.meta.json", "results/latest.json"]
+            [
+                f"results/{p.base_sha}.json",
+                f"results/{p.base_sha}.meta.json",
+                "results/latest.json",
+                "results/index.json",
+            ]
         )
         stored = json.loads(git(bare, "show", f"{BRANCH}:results/{p.base_sha}.json"))
         assert (
@@ -109,6 +114,8 @@ def test_push_stores_results_and_the_pr_reads_its_base_from_the_data_branch(setu
         again = push_run(main, gh, fake_model)
         assert again.code == 0, again.stdout + again.stderr
         assert git(bare, "rev-list", "--count", BRANCH) == "2"
+        # the same commit again keeps its one place in the history's index
+        assert json.loads(git(bare, "show", f"{BRANCH}:results/index.json")) == [{"commit": p.base_sha}]
         stored = json.loads(git(bare, "show", f"{BRANCH}:results/{p.base_sha}.json"))  # now from the cache
         assert stored == json.loads(git(bare, "show", f"{BRANCH}:results/latest.json"))
 

@@ -1,0 +1,41 @@
+"""Trends and model drift from results in memory (needle_action/history.py)."""
+
+from __future__ import annotations
+
+from needle_action.history import drift, read_index, trends
+from tests.unit._results_builder import case, grid, prompt, recall, results
+
+
+def run(sha: str, mid: int, *, key: str, tokens: int = 900, n: int = 10):
+    rec = recall(grid({0.0: (n, n), 0.5: (mid, n), 1.0: (n, n)}), pool_key=key)
+    return results(prompt("rag", [case(tokens)], rec=rec), commit=sha * 40)
+
+
+def test_a_fall_with_the_same_fingerprint_is_drift_and_with_a_new_one_it_is_not():
+    history = [
+        run("a", 10, key="k1"),
+        run("b", 9, key="k2", tokens=950),
+        run("c", 3, key="k2"),
+        run("d", 1, key="k3"),
+    ]
+    (t,) = trends(history)
+    assert [p.commit[0] for p in t.points] == ["a", "b", "c", "d"]
+    assert [p.tokens for p in t.points] == [900, 950, 900, 900]
+    assert [p.mid_rate for p in t.points] == [1.0, 0.9, 0.3, 0.1]
+    assert t.points[1].mid_hits == 18 and t.points[1].mid_trials == 20  # both sizes pooled
+    assert [p.effective_context for p in t.points] == [8000] * 4
+    assert t.points[2].drift is not None and "90% → 30%" in t.points[2].drift
+    assert [p.drift is None for p in t.points] == [True, True, False, True]  # d: the prompt changed
+
+
+def test_noise_is_not_drift():
+    small = drift(run("a", 9, key="k").prompts[0].recall, run("b", 8, key="k").prompts[0].recall)
+    assert small is None  # 10 points: under half of min_drop
+    few = drift(run("a", 2, key="k", n=2).prompts[0].recall, run("b", 1, key="k", n=2).prompts[0].recall)
+    assert few is None  # a big fall in a tiny sample fails the exact test
+
+
+def test_the_index_is_read_defensively():
+    sha = "e" * 40
+    assert read_index(b'[{"commit": "' + sha.encode() + b'"}, {"commit": 3}, "x"]') == [sha]
+    assert read_index(b"{not json") == [] and read_index(None) == [] and read_index(b'{"a": 1}') == []
