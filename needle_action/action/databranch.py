@@ -34,10 +34,11 @@ import subprocess
 import tempfile
 from pathlib import Path
 
-from needle_action import __version__, history
+from needle_action import __version__
 from needle_action.action import workflow
 from needle_action.action.baseline import BaselineUnavailable, ensure_safe_directory
 from needle_action.action.settings import Settings
+from needle_action.compare import history
 from needle_action.errors import ConfigError
 from needle_action.paths import relative_path
 from needle_action.results import Results

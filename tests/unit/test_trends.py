@@ -1,8 +1,8 @@
-"""Trends and model drift from results in memory (needle_action/history.py)."""
+"""Trends and model drift from results in memory (needle_action/compare/history.py)."""
 
 from __future__ import annotations
 
-from needle_action.history import drift, read_index, trends
+from needle_action.compare.history import drift, read_index, trends
 from tests.unit._results_builder import case, grid, prompt, recall, results
 
 
