@@ -11,7 +11,8 @@ caching can read whatever an earlier request wrote there.
 Writing costs more than reading (Anthropic: 1.25x vs 0.1x the input price), and a request that
 starts before the prefix is cached writes it again. So a cacheable mark goes cold -> warming (its
 first request, the *writer*, is in flight) -> warm (until the cache's TTL has passed since it was
-last used). A request waits while any mark it carries is warming. The writer of a size is the
+last used). A request waits while a mark it would write is warming; one whose own (deepest) mark
+is warm only reads it and never waits. The writer of a size is the
 deepest cell's first trial: its text holds every shallower cell's prefix, and it marks up to four
 of them (the API's limit) for caching, so one request writes the whole ladder and every other
 request of that size reads it.
@@ -129,8 +130,17 @@ class MarkStates:
         return self._warm_until.get((provider, mark.digest), 0.0) > self.now() + TTL_MARGIN_S
 
     def blocked(self, provider: int, marks: list[Mark]) -> bool:
-        """A request carrying MARKS must wait: one of them is being written right now."""
-        return any(self._warming.get((provider, m.digest)) for m in marks)
+        """A request carrying MARKS must wait: a mark it would write (see ``plan_request``) is being
+        written right now. A request whose own deepest mark is warm only reads that one, so a
+        shallower mark being written meanwhile (by its own cell's first trial) does not hold it up."""
+        cacheable = [m for m in marks if self.cacheable(provider, m)]
+        if not cacheable:
+            return False
+        own = cacheable[-1]
+        if self.is_warm(provider, own):
+            return False
+        cold = [m for m in cacheable if not self.is_warm(provider, m)]
+        return any(self._warming.get((provider, m.digest)) for m in choose_cached(cold, own))
 
     def plan_request(self, provider: int, marks: list[Mark]) -> tuple[tuple[Breakpoint, ...], list[Mark]]:
         """(breakpoints to send, marks this request writes) for a request carrying MARKS."""
