@@ -14,9 +14,11 @@ How a slot is filled (``Scheduler._pick``), best first:
    settles cancels its speculative calls still in flight. Runs with a call or cost cap do not
    speculate (a cap must stop where the sequential rule would).
 
-A trial is ready when its prompt is built (a worker thread builds ahead, in the order trials will be
-asked) and, with a prompt-caching provider, when no prefix it carries is being written
-(:mod:`needle_action.recall.prefix`). A provider's adaptive window (AIMD,
+A trial is ready when its prompt is built and, with a prompt-caching provider, when no prefix it
+would write is being written (:mod:`needle_action.recall.prefix`). ``BUILDERS`` threads build every
+plan's trials ahead, from one queue for the whole run, trial index first: every prompt's first
+trials (each size's prefix writer waits for its cells' first trials) before any prompt's second,
+whichever side of a pull request it belongs to; trials of a settled cell are never built. A provider's adaptive window (AIMD,
 :mod:`needle_action.providers.ratelimit`) caps its own calls in flight below the run's limit.
 
 Every cell has a needle style (a prompt may run several, each its own grid); a trial's needle is a
@@ -35,7 +37,9 @@ calls in flight finish.
 from __future__ import annotations
 
 import asyncio
+import heapq
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -58,6 +62,9 @@ DEAD_AFTER = 5  # distinct trials lost in a row (no success between) after which
 # speculative calls one cell may have in flight: one covers a cell's usual last step (the answer
 # that settles it) without paying for every remaining trial when slots are plentiful
 SPECULATE_AHEAD = 1
+# trials built at once (each in a thread: rendering in a render worker, counting): one per render
+# worker (assemble/isolate.py), and never two of one prompt (its builder takes one at a time)
+BUILDERS = 2
 
 __all__ = ["PROVIDER_STOP_PREFIX", "CellRun", "PromptPlan", "RunOutcome", "Scheduler", "price"]
 
@@ -162,7 +169,13 @@ class Scheduler:
         self._settled_cells: set[int] = set()  # id(trial) -> (trial kept alive, marks)
         self._wake = asyncio.Event()
         self._closed = False
-        self._prefetchers: list[asyncio.Task[None]] = []
+        # trials to build, best first: (trial index, plan order, cell rank), so every plan's first
+        # trials (which its prefix writer waits for) go before any plan's later ones
+        self._queue: list[tuple[tuple[int, int, int], PromptPlan, CellRun, int]] = []
+        self._building: set[int] = set()  # id(plan) of the builds running
+        self._build_wake = asyncio.Event()
+        self._builders: list[asyncio.Task[None]] = []
+        self._executor: ThreadPoolExecutor | None = None
 
     # ---- feeding ------------------------------------------------------------------------------
     def add(self, plan: PromptPlan) -> None:
@@ -179,13 +192,14 @@ class Scheduler:
                 self.marks.min_tokens[key] = p.cache_min_tokens if p else 1024
         for cell in plan.cells:
             self._ladders.setdefault(_ladder(plan, cell), []).append(cell)
-        self._prefetchers.append(asyncio.create_task(self._prefetch(plan)))
+        self._enqueue(plan, len(self.plans) - 1)
         self._wake.set()
 
     def close(self) -> None:
         """No more plans will be added."""
         self._closed = True
         self._wake.set()
+        self._build_wake.set()
 
     def _done(self) -> bool:
         return self._closed and not self._pending and all(p.finished() for p in self.plans)
@@ -193,6 +207,8 @@ class Scheduler:
     # ---- the loop -----------------------------------------------------------------------------
     async def run(self) -> None:
         """Issue and collect calls until ``close`` was called and every plan is finished."""
+        self._executor = ThreadPoolExecutor(BUILDERS, thread_name_prefix="needle-build")
+        self._builders = [asyncio.create_task(self._builder()) for _ in range(BUILDERS)]
         try:
             while not self._done():
                 self._issue()
@@ -205,23 +221,71 @@ class Scheduler:
         finally:
             for task in self._pending:
                 task.cancel()
-            for t in self._prefetchers:
+            for t in self._builders:
                 t.cancel()
             await asyncio.gather(
-                *self._pending, *self._prefetchers, *self._built.values(), return_exceptions=True
+                *self._pending, *self._builders, *self._built.values(), return_exceptions=True
             )
+            self._executor.shutdown(wait=False)
             for plan in self.plans:
                 plan.outcome.speculative_calls += sum(1 for c in self._pending.values() if c.plan is plan)
             self._pending.clear()
 
     # ---- building -----------------------------------------------------------------------------
+    def _enqueue(self, plan: PromptPlan, order: int) -> None:
+        """Queue every planned trial of PLAN for building: a size's cells deepest first (the order
+        its prefix writers go in), trial by trial."""
+        cells = sorted(plan.cells, key=lambda c: (c.size, -c.depth))
+        for rank, cell in enumerate(cells):
+            for index in range(cell.planned):
+                heapq.heappush(self._queue, ((index, order, rank), plan, cell, index))
+        self._build_wake.set()
+
+    def _next_build(self) -> tuple[PromptPlan, CellRun, int] | None:
+        """The best queued trial still wanted whose prompt has no build running."""
+        held = []
+        found = None
+        while self._queue:
+            item = heapq.heappop(self._queue)
+            _, plan, cell, index = item
+            if plan.finished() or cell.settled or (id(plan), id(cell), index) in self._built:
+                continue  # never asked (or already built): dropped
+            if id(plan) in self._building:
+                held.append(item)
+                continue
+            found = (plan, cell, index)
+            break
+        for item in held:
+            heapq.heappush(self._queue, item)
+        return found
+
+    async def _builder(self) -> None:
+        """Build queued trials, best first, until the scheduler stops."""
+        while True:
+            job = self._next_build()
+            if job is None:
+                self._build_wake.clear()
+                await self._build_wake.wait()
+                continue
+            plan, cell, index = job
+            self._building.add(id(plan))
+            try:
+                await self._build(plan, cell, index)
+            except Exception:  # noqa: BLE001 - surfaces (once) when the scheduler asks for that trial
+                pass
+            finally:
+                self._building.discard(id(plan))
+                self._build_wake.set()
+
     def _build(self, plan: PromptPlan, cell: CellRun, index: int) -> asyncio.Future[Trial]:
         key = (id(plan), id(cell), index)
         fut = self._built.get(key)
         if fut is None:
             needle, reference = trial_needles(plan, cell, index)
-            build = asyncio.to_thread(plan.builder.build, cell.size, cell.depth, needle, index, reference)
-            fut = self._built[key] = asyncio.ensure_future(build)
+            loop = asyncio.get_running_loop()
+            fut = self._built[key] = loop.run_in_executor(
+                self._executor, plan.builder.build, cell.size, cell.depth, needle, index, reference
+            )
             fut.add_done_callback(lambda f: self._built_one(cell, index, f))
         return fut
 
@@ -233,23 +297,11 @@ class Scheduler:
             cell.mark = find_mark(trial.rendered, needle_anchor(trial.needle.facts[0]), trial.token_offset)
         self._wake.set()
 
-    async def _prefetch(self, plan: PromptPlan) -> None:
-        """Build PLAN's trials ahead, in the order they will be asked: every cell's first trial
-        (deepest first within a size, the order the cache writers go in), then the second..."""
-        order = sorted(plan.cells, key=lambda c: (c.size, -c.depth))
-        for index in range(max((c.planned for c in plan.cells), default=0)):
-            for cell in order:
-                if index < cell.planned and index >= cell.next_count and not cell.settled:
-                    try:
-                        await self._build(plan, cell, index)
-                    except Exception:  # surfaces (once) when the scheduler asks for that trial
-                        return
-
     # ---- issuing ------------------------------------------------------------------------------
     def _ready(self, plan: PromptPlan, cell: CellRun, index: int) -> Trial | None:
-        fut = self._build(plan, cell, index)
-        if not fut.done():
-            return None
+        fut = self._built.get((id(plan), id(cell), index))
+        if fut is None or not fut.done():
+            return None  # queued or being built (the builders go in the order trials are asked)
         return fut.result()  # a build error (e.g. a size below the prompt) surfaces here
 
     def _ladder_known(self, plan: PromptPlan, cell: CellRun) -> bool:
