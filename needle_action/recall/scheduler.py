@@ -18,7 +18,8 @@ A trial is ready when its prompt is built and, with a prompt-caching provider, w
 would write is being written (:mod:`needle_action.recall.prefix`). ``BUILDERS`` threads build every
 plan's trials ahead, from one queue for the whole run, trial index first: every prompt's first
 trials (each size's prefix writer waits for its cells' first trials) before any prompt's second,
-whichever side of a pull request it belongs to; trials of a settled cell are never built. A provider's adaptive window (AIMD,
+whichever side of a pull request it belongs to, and no second trial while prompts are still being
+planned; trials of a settled cell are never built. A provider's adaptive window (AIMD,
 :mod:`needle_action.providers.ratelimit`) caps its own calls in flight below the run's limit.
 
 Every cell has a needle style (a prompt may run several, each its own grid); a trial's needle is a
@@ -250,6 +251,10 @@ class Scheduler:
             _, plan, cell, index = item
             if plan.finished() or cell.settled or (id(plan), id(cell), index) in self._built:
                 continue  # never asked (or already built): dropped
+            if index > 0 and not self._closed:
+                # prompts are still being planned: their first trials come before anyone's second
+                held.append(item)
+                break
             if id(plan) in self._building:
                 held.append(item)
                 continue

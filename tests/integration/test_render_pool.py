@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import io
 import threading
+import time
 
 from needle_action.assemble import isolate
 
@@ -42,8 +43,29 @@ def test_a_worker_that_cannot_start_in_the_background_gives_its_place_back(monke
         got: list[isolate._Worker] = []
         taker = threading.Thread(target=lambda: got.append(pool.acquire()))
         taker.start()
-        pool.release(first)  # the taker waits for the worker that did start
+        deadline = time.monotonic() + 30
+        while not pool.start_failed and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert pool.start_failed and pool.count == 1 and not got  # the taker waits for the first...
+        pool.release(first)
         taker.join(timeout=30)
-        assert got == [first] and pool.count == 1
+        assert got == [first] and pool.count == 1  # ...and gets it, with no start tried again
+    finally:
+        pool.close()
+
+
+def test_prestart_starts_the_rest_of_the_pool_once_a_first_worker_runs():
+    pool = isolate._Pool(2)
+    try:
+        pool.prestart()
+        assert pool.count == 0  # nothing runs yet: the first render starts the first worker
+        first = pool.acquire()
+        pool.prestart()
+        assert pool.count == 2
+        deadline = time.monotonic() + 60
+        while not pool.idle and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert len(pool.idle) == 1 and pool.idle[0] is not first  # started, answered, idle
+        pool.release(first)
     finally:
         pool.close()
