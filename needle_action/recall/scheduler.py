@@ -361,7 +361,7 @@ class Scheduler:
             return True
         if not self._ladder_known(plan, cell):
             return False
-        return not self.marks.blocked(key, self._marks(plan, cell, trial))
+        return not self.marks.blocked(key, self._marks(plan, cell, trial), _ladder(plan, cell))
 
     def _marks(self, plan: PromptPlan, cell: CellRun, trial: Trial) -> list[Mark]:
         """The prefix marks TRIAL carries (computed once: it hashes the prompt's text)."""
@@ -407,7 +407,7 @@ class Scheduler:
         breakpoints: tuple[Breakpoint, ...] = ()
         if plan.cached(self.marks):
             marks = self._marks(plan, cell, trial)
-            breakpoints, call.writes = self.marks.plan_request(key, marks)
+            breakpoints, call.writes = self.marks.plan_request(key, marks, _ladder(plan, cell))
             cached = [m for m, bp in zip(marks, breakpoints, strict=False) if bp.cache]
             call.read = cached[-1] if cached and not call.writes else None
         coro = plan.provider.complete(
@@ -457,7 +457,9 @@ class Scheduler:
 
     def _finish_marks(self, call: _Call, *, ok: bool) -> None:
         if call.writes or call.read is not None:
-            self.marks.finished(id(call.plan.provider), call.read, call.writes, ok)
+            self.marks.finished(
+                id(call.plan.provider), call.read, call.writes, ok, _ladder(call.plan, call.cell)
+            )
 
     def _stop(self, plan: PromptPlan, message: str) -> None:
         plan.outcome.provider_failed = True

@@ -200,3 +200,27 @@ def test_a_request_that_reads_a_warm_mark_is_not_held_by_a_shallower_write():
     assert not states.blocked(1, m)  # ...but deeper cells' trials read their own warm mark now
     breakpoints, writes = states.plan_request(1, m)
     assert writes == [] and [bp.cache for bp in breakpoints] == [False, False, False, False, True]
+
+
+def test_a_prefix_another_ladder_is_writing_is_written_again_not_waited_for():
+    """Head and base (or two sizes over one system prompt) share the text before their shallowest
+    needle. The second ladder's writer does not wait a round for the first's write of it: it writes
+    its own marks now (paying that shared prefix once more). A request that needs exactly the
+    shared mark still waits and reads it; within one ladder nothing changes."""
+    from needle_action.recall.prefix import Mark, MarkStates
+
+    states = MarkStates(min_tokens={1: 1024}, clock=lambda: 0.0)
+    shared = Mark(0, 100, 1400, "system prompt")
+    head = [shared, *(Mark(0, 200 * i, 1400 + 300 * i, f"head{i}") for i in range(1, 5))]
+    base = [shared, *(Mark(0, 200 * i, 1400 + 280 * i, f"base{i}") for i in range(1, 5))]
+    _, head_writes = states.plan_request(1, head, "head")
+    assert shared in head_writes
+    assert states.blocked(1, head[:3], "head")  # the head's own cells wait for their writer
+    assert not states.blocked(1, base, "base")
+    _, base_writes = states.plan_request(1, base, "base")
+    assert base[-1] in base_writes and shared not in base_writes
+    assert states.blocked(1, base[:1], "base")  # the base's shallowest cell reads the shared mark
+    assert states.blocked(1, base[:3], "base")  # and its other cells wait for their own writer
+    states.finished(1, None, head_writes, ok=True, ladder="head")
+    states.finished(1, None, base_writes, ok=True, ladder="base")
+    assert not any(states.blocked(1, base[: i + 1], "base") for i in range(5))
