@@ -29,7 +29,7 @@ pure function of (seed, prompt, style, size, depth, trial index), and its answer
 Failures. A call that exhausts its retries loses that trial only: it is asked once more, then
 counted lost, and the rest go on (lost trials alone never make a run partial). The provider is
 declared dead (every prompt on it stops, partial) when it refuses our credentials or after
-``DEAD_AFTER`` distinct trials lost in a row: at a 60% fault rate with 7 attempts a call is lost 2.8%
+``DEAD_AFTER`` distinct trials lost in a row, none of them outlived by another call's answer: at a 60% fault rate with 7 attempts a call is lost 2.8%
 of the time, so five in a row by chance is about 1 in 60 million. A request the provider rejects for
 good (400/404) stops that prompt. Caps (``max_calls``, ``max_cost_usd``) stop a prompt's new calls;
 calls in flight finish.
@@ -145,12 +145,14 @@ class _Call:
     speculative: bool
     read: Mark | None = None
     writes: list[Mark] = field(default_factory=list)
+    successes_at_start: int = 0  # its provider's answers received when it started
 
 
 @dataclass
 class _ProviderState:
     in_flight: int = 0
     lost_in_a_row: int = 0
+    successes: int = 0  # answers received so far
     dead: str | None = None
 
 
@@ -404,6 +406,7 @@ class Scheduler:
         key = id(plan.provider)
         self._providers[key].in_flight += 1
         call = _Call(plan, cell, index, trial, estimate, speculative)
+        call.successes_at_start = self._providers[key].successes
         breakpoints: tuple[Breakpoint, ...] = ()
         if plan.cached(self.marks):
             marks = self._marks(plan, cell, trial)
@@ -430,11 +433,14 @@ class Scheduler:
         self._finish_marks(call, ok=exc is None)
         if exc is None:
             state.lost_in_a_row = 0
+            state.successes += 1
             return self._record(call, task.result())
         if isinstance(exc, RetriesExhausted):
             # a trial asked again after failing is expected to fail again: only first failures
-            # of distinct trials in a row say the provider itself is down
-            if call.index not in cell.failures:
+            # of distinct trials in a row say the provider itself is down, and only while nothing
+            # else got an answer since they started (a request the server always refuses fails
+            # after its retries, so such trials finish together, after their neighbours' answers)
+            if call.index not in cell.failures and state.successes == call.successes_at_start:
                 state.lost_in_a_row += 1
             if cell.fail(call.index):
                 plan.outcome.lost_trials += 1
