@@ -11,6 +11,7 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+from needle_action.assemble import isolate
 from needle_action.assemble.prompt import RenderedPrompt
 from needle_action.assemble.render import render_case
 from needle_action.config.model import Config, PromptConfig
@@ -189,7 +190,10 @@ def measure_sides(
     then the recall of all of them through one scheduler, so both sides' calls share one queue and
     one limit and the run takes about as long as one side alone."""
     started = time.perf_counter()
-    sides = [run_budget(config) for config in configs]
+    sides = []
+    for config in configs:
+        sides.append(run_budget(config))
+        isolate.prestart()  # recall renders concurrently: the next render workers start meanwhile
     # the sides of a pull request are compared: every planned trial runs (no early stopping)
     overrides = dataclasses.replace(how.overrides, full_trials=True)
     jobs = []

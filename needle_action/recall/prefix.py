@@ -11,7 +11,8 @@ caching can read whatever an earlier request wrote there.
 Writing costs more than reading (Anthropic: 1.25x vs 0.1x the input price), and a request that
 starts before the prefix is cached writes it again. So a cacheable mark goes cold -> warming (its
 first request, the *writer*, is in flight) -> warm (until the cache's TTL has passed since it was
-last used). A request waits while any mark it carries is warming. The writer of a size is the
+last used). A request waits while a mark it would write is warming; one whose own (deepest) mark
+is warm only reads it and never waits. The writer of a size is the
 deepest cell's first trial: its text holds every shallower cell's prefix, and it marks up to four
 of them (the API's limit) for caching, so one request writes the whole ladder and every other
 request of that size reads it.
@@ -112,7 +113,8 @@ class MarkStates:
 
     min_tokens: dict[int, int] = field(default_factory=dict)  # id(provider) -> shortest cached prefix
     clock: object = time.monotonic
-    _warming: dict[tuple[int, str], int] = field(default_factory=dict)  # -> writers in flight
+    # (provider, digest) -> {ladder: its writers in flight}
+    _warming: dict[tuple[int, str], dict[object, int]] = field(default_factory=dict)
     _warm_until: dict[tuple[int, str], float] = field(default_factory=dict)
 
     def now(self) -> float:
@@ -128,35 +130,67 @@ class MarkStates:
         """Was MARK's prefix written recently enough to be read now?"""
         return self._warm_until.get((provider, mark.digest), 0.0) > self.now() + TTL_MARGIN_S
 
-    def blocked(self, provider: int, marks: list[Mark]) -> bool:
-        """A request carrying MARKS must wait: one of them is being written right now."""
-        return any(self._warming.get((provider, m.digest)) for m in marks)
+    def _writing(self, provider: int, mark: Mark, ladder: object = None) -> bool:
+        """Is MARK being written (by LADDER's requests; None: by anyone's)?"""
+        writers = self._warming.get((provider, mark.digest), {})
+        return any(writers.values()) if ladder is None else bool(writers.get(ladder))
 
-    def plan_request(self, provider: int, marks: list[Mark]) -> tuple[tuple[Breakpoint, ...], list[Mark]]:
-        """(breakpoints to send, marks this request writes) for a request carrying MARKS."""
+    def _to_write(self, provider: int, marks: list[Mark], ladder: object) -> list[Mark] | None:
+        """The marks a request of LADDER carrying MARKS writes (None: it only reads its own)."""
+        cacheable = [m for m in marks if self.cacheable(provider, m)]
+        if not cacheable or self.is_warm(provider, cacheable[-1]):
+            return None
+        own = cacheable[-1]
+        # a shallower mark another ladder (the other side of a pull request, another size over the
+        # same system prompt) is writing right now is written again rather than waited for: one
+        # extra write of a shared prefix instead of a round of latency on this ladder's chain
+        cold = [
+            m
+            for m in cacheable
+            if not self.is_warm(provider, m)
+            and (m is own or not self._writing(provider, m) or self._writing(provider, m, ladder))
+        ]
+        return choose_cached(cold, own)
+
+    def blocked(self, provider: int, marks: list[Mark], ladder: object = None) -> bool:
+        """A request of LADDER (a size's cells) carrying MARKS must wait: its own mark, or a mark
+        it would write (see ``plan_request``) that its own ladder is writing, is being written
+        right now. A request whose own deepest mark is warm only reads that one and never waits."""
+        writes = self._to_write(provider, marks, ladder)
+        if not writes:
+            return False
+        own = writes[0]
+        return self._writing(provider, own) or any(self._writing(provider, m, ladder) for m in writes)
+
+    def plan_request(
+        self, provider: int, marks: list[Mark], ladder: object = None
+    ) -> tuple[tuple[Breakpoint, ...], list[Mark]]:
+        """(breakpoints to send, marks this request writes) for a request of LADDER carrying MARKS."""
         cacheable = [m for m in marks if self.cacheable(provider, m)]
         if not cacheable:
             return (), []
-        own = cacheable[-1]
-        if self.is_warm(provider, own):
-            cached = [own]
+        to_write = self._to_write(provider, marks, ladder)
+        if to_write is None:
+            cached = [cacheable[-1]]
             writes: list[Mark] = []
         else:
-            cold = [m for m in cacheable if not self.is_warm(provider, m)]
-            cached = choose_cached(cold, own)
-            writes = cached
+            cached = writes = to_write
             for m in writes:
-                self._warming[(provider, m.digest)] = self._warming.get((provider, m.digest), 0) + 1
+                writers = self._warming.setdefault((provider, m.digest), {})
+                writers[ladder] = writers.get(ladder, 0) + 1
         chosen = {id(m) for m in cached}
         return tuple(Breakpoint(m.part, m.offset, cache=id(m) in chosen) for m in marks), writes
 
-    def finished(self, provider: int, read: Mark | None, writes: list[Mark], ok: bool) -> None:
-        """A request that read READ (its deepest cached mark) and wrote WRITES has ended: the
-        writes are warm when it succeeded, and the entry it read lives another TTL."""
+    def finished(
+        self, provider: int, read: Mark | None, writes: list[Mark], ok: bool, ladder: object = None
+    ) -> None:
+        """A request of LADDER that read READ (its deepest cached mark) and wrote WRITES has ended:
+        the writes are warm when it succeeded, and the entry it read lives another TTL."""
         until = self.now() + CACHE_TTL_S
         for m in writes:
             key = (provider, m.digest)
-            self._warming[key] = max(0, self._warming.get(key, 0) - 1)
+            writers = self._warming.setdefault(key, {})
+            writers[ladder] = max(0, writers.get(ladder, 0) - 1)
             if ok:
                 self._warm_until[key] = until
         if ok and read is not None and (provider, read.digest) in self._warm_until:

@@ -14,9 +14,12 @@ How a slot is filled (``Scheduler._pick``), best first:
    settles cancels its speculative calls still in flight. Runs with a call or cost cap do not
    speculate (a cap must stop where the sequential rule would).
 
-A trial is ready when its prompt is built (a worker thread builds ahead, in the order trials will be
-asked) and, with a prompt-caching provider, when no prefix it carries is being written
-(:mod:`needle_action.recall.prefix`). A provider's adaptive window (AIMD,
+A trial is ready when its prompt is built and, with a prompt-caching provider, when no prefix it
+would write is being written (:mod:`needle_action.recall.prefix`). ``BUILDERS`` threads build every
+plan's trials ahead, from one queue for the whole run, trial index first: every prompt's first
+trials (each size's prefix writer waits for its cells' first trials) before any prompt's second,
+whichever side of a pull request it belongs to, and no second trial while prompts are still being
+planned; trials of a settled cell are never built. A provider's adaptive window (AIMD,
 :mod:`needle_action.providers.ratelimit`) caps its own calls in flight below the run's limit.
 
 Every cell has a needle style (a prompt may run several, each its own grid); a trial's needle is a
@@ -26,9 +29,7 @@ pure function of (seed, prompt, style, size, depth, trial index), and its answer
 Failures. A call that exhausts its retries loses that trial only: it is asked once more, then
 counted lost, and the rest go on (lost trials alone never make a run partial). The provider is
 declared dead (every prompt on it stops, partial) when it refuses our credentials or after
-``DEAD_AFTER`` distinct trials lost in a row, in the order they were *sent* (a failing call retries
-for longer and finishes last, so by completion order a run's few unlucky trials would always look
-like a row at the end; a call sent after them that succeeded shows the provider was up): at a 60% fault rate with 7 attempts a call is lost 2.8%
+``DEAD_AFTER`` distinct trials lost in a row, none of them outlived by another call's answer: at a 60% fault rate with 7 attempts a call is lost 2.8%
 of the time, so five in a row by chance is about 1 in 60 million. A request the provider rejects for
 good (400/404) stops that prompt. Caps (``max_calls``, ``max_cost_usd``) stop a prompt's new calls;
 calls in flight finish.
@@ -37,7 +38,9 @@ calls in flight finish.
 from __future__ import annotations
 
 import asyncio
+import heapq
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -60,6 +63,9 @@ DEAD_AFTER = 5  # distinct trials lost in a row (no success between) after which
 # speculative calls one cell may have in flight: one covers a cell's usual last step (the answer
 # that settles it) without paying for every remaining trial when slots are plentiful
 SPECULATE_AHEAD = 1
+# trials built at once (each in a thread: rendering in a render worker, counting): one per render
+# worker (assemble/isolate.py), and never two of one prompt (its builder takes one at a time)
+BUILDERS = 2
 
 __all__ = ["PROVIDER_STOP_PREFIX", "CellRun", "PromptPlan", "RunOutcome", "Scheduler", "price"]
 
@@ -137,22 +143,17 @@ class _Call:
     trial: Trial
     estimate: float
     speculative: bool
-    sent: int = 0  # its place in the order the provider's calls were sent
     read: Mark | None = None
     writes: list[Mark] = field(default_factory=list)
+    successes_at_start: int = 0  # its provider's answers received when it started
 
 
 @dataclass
 class _ProviderState:
     in_flight: int = 0
-    sent: int = 0  # calls sent so far
-    last_success: int = -1  # place (in sending order) of the latest-sent call that succeeded
-    first_losses: list[int] = field(default_factory=list)  # places of distinct trials' first losses
+    lost_in_a_row: int = 0
+    successes: int = 0  # answers received so far
     dead: str | None = None
-
-    def lost_in_a_row(self) -> int:
-        """Distinct trials lost that were sent after the latest-sent success."""
-        return sum(1 for sent in self.first_losses if sent > self.last_success)
 
 
 class Scheduler:
@@ -171,7 +172,13 @@ class Scheduler:
         self._settled_cells: set[int] = set()  # id(trial) -> (trial kept alive, marks)
         self._wake = asyncio.Event()
         self._closed = False
-        self._prefetchers: list[asyncio.Task[None]] = []
+        # trials to build, best first: (trial index, plan order, cell rank), so every plan's first
+        # trials (which its prefix writer waits for) go before any plan's later ones
+        self._queue: list[tuple[tuple[int, int, int], PromptPlan, CellRun, int]] = []
+        self._building: set[int] = set()  # id(plan) of the builds running
+        self._build_wake = asyncio.Event()
+        self._builders: list[asyncio.Task[None]] = []
+        self._executor: ThreadPoolExecutor | None = None
 
     # ---- feeding ------------------------------------------------------------------------------
     def add(self, plan: PromptPlan) -> None:
@@ -188,13 +195,14 @@ class Scheduler:
                 self.marks.min_tokens[key] = p.cache_min_tokens if p else 1024
         for cell in plan.cells:
             self._ladders.setdefault(_ladder(plan, cell), []).append(cell)
-        self._prefetchers.append(asyncio.create_task(self._prefetch(plan)))
+        self._enqueue(plan, len(self.plans) - 1)
         self._wake.set()
 
     def close(self) -> None:
         """No more plans will be added."""
         self._closed = True
         self._wake.set()
+        self._build_wake.set()
 
     def _done(self) -> bool:
         return self._closed and not self._pending and all(p.finished() for p in self.plans)
@@ -202,6 +210,8 @@ class Scheduler:
     # ---- the loop -----------------------------------------------------------------------------
     async def run(self) -> None:
         """Issue and collect calls until ``close`` was called and every plan is finished."""
+        self._executor = ThreadPoolExecutor(BUILDERS, thread_name_prefix="needle-build")
+        self._builders = [asyncio.create_task(self._builder()) for _ in range(BUILDERS)]
         try:
             while not self._done():
                 self._issue()
@@ -214,23 +224,75 @@ class Scheduler:
         finally:
             for task in self._pending:
                 task.cancel()
-            for t in self._prefetchers:
+            for t in self._builders:
                 t.cancel()
             await asyncio.gather(
-                *self._pending, *self._prefetchers, *self._built.values(), return_exceptions=True
+                *self._pending, *self._builders, *self._built.values(), return_exceptions=True
             )
+            self._executor.shutdown(wait=False)
             for plan in self.plans:
                 plan.outcome.speculative_calls += sum(1 for c in self._pending.values() if c.plan is plan)
             self._pending.clear()
 
     # ---- building -----------------------------------------------------------------------------
+    def _enqueue(self, plan: PromptPlan, order: int) -> None:
+        """Queue every planned trial of PLAN for building: a size's cells deepest first (the order
+        its prefix writers go in), trial by trial."""
+        cells = sorted(plan.cells, key=lambda c: (c.size, -c.depth))
+        for rank, cell in enumerate(cells):
+            for index in range(cell.planned):
+                heapq.heappush(self._queue, ((index, order, rank), plan, cell, index))
+        self._build_wake.set()
+
+    def _next_build(self) -> tuple[PromptPlan, CellRun, int] | None:
+        """The best queued trial still wanted whose prompt has no build running."""
+        held = []
+        found = None
+        while self._queue:
+            item = heapq.heappop(self._queue)
+            _, plan, cell, index = item
+            if plan.finished() or cell.settled or (id(plan), id(cell), index) in self._built:
+                continue  # never asked (or already built): dropped
+            if index > 0 and not self._closed:
+                # prompts are still being planned: their first trials come before anyone's second
+                held.append(item)
+                break
+            if id(plan) in self._building:
+                held.append(item)
+                continue
+            found = (plan, cell, index)
+            break
+        for item in held:
+            heapq.heappush(self._queue, item)
+        return found
+
+    async def _builder(self) -> None:
+        """Build queued trials, best first, until the scheduler stops."""
+        while True:
+            job = self._next_build()
+            if job is None:
+                self._build_wake.clear()
+                await self._build_wake.wait()
+                continue
+            plan, cell, index = job
+            self._building.add(id(plan))
+            try:
+                await self._build(plan, cell, index)
+            except Exception:  # noqa: BLE001 - surfaces (once) when the scheduler asks for that trial
+                pass
+            finally:
+                self._building.discard(id(plan))
+                self._build_wake.set()
+
     def _build(self, plan: PromptPlan, cell: CellRun, index: int) -> asyncio.Future[Trial]:
         key = (id(plan), id(cell), index)
         fut = self._built.get(key)
         if fut is None:
             needle, reference = trial_needles(plan, cell, index)
-            build = asyncio.to_thread(plan.builder.build, cell.size, cell.depth, needle, index, reference)
-            fut = self._built[key] = asyncio.ensure_future(build)
+            loop = asyncio.get_running_loop()
+            fut = self._built[key] = loop.run_in_executor(
+                self._executor, plan.builder.build, cell.size, cell.depth, needle, index, reference
+            )
             fut.add_done_callback(lambda f: self._built_one(cell, index, f))
         return fut
 
@@ -242,23 +304,11 @@ class Scheduler:
             cell.mark = find_mark(trial.rendered, needle_anchor(trial.needle.facts[0]), trial.token_offset)
         self._wake.set()
 
-    async def _prefetch(self, plan: PromptPlan) -> None:
-        """Build PLAN's trials ahead, in the order they will be asked: every cell's first trial
-        (deepest first within a size, the order the cache writers go in), then the second..."""
-        order = sorted(plan.cells, key=lambda c: (c.size, -c.depth))
-        for index in range(max((c.planned for c in plan.cells), default=0)):
-            for cell in order:
-                if index < cell.planned and index >= cell.next_count and not cell.settled:
-                    try:
-                        await self._build(plan, cell, index)
-                    except Exception:  # surfaces (once) when the scheduler asks for that trial
-                        return
-
     # ---- issuing ------------------------------------------------------------------------------
     def _ready(self, plan: PromptPlan, cell: CellRun, index: int) -> Trial | None:
-        fut = self._build(plan, cell, index)
-        if not fut.done():
-            return None
+        fut = self._built.get((id(plan), id(cell), index))
+        if fut is None or not fut.done():
+            return None  # queued or being built (the builders go in the order trials are asked)
         return fut.result()  # a build error (e.g. a size below the prompt) surfaces here
 
     def _ladder_known(self, plan: PromptPlan, cell: CellRun) -> bool:
@@ -313,7 +363,7 @@ class Scheduler:
             return True
         if not self._ladder_known(plan, cell):
             return False
-        return not self.marks.blocked(key, self._marks(plan, cell, trial))
+        return not self.marks.blocked(key, self._marks(plan, cell, trial), _ladder(plan, cell))
 
     def _marks(self, plan: PromptPlan, cell: CellRun, trial: Trial) -> list[Mark]:
         """The prefix marks TRIAL carries (computed once: it hashes the prompt's text)."""
@@ -354,14 +404,13 @@ class Scheduler:
         plan.started += 1
         plan.in_flight_cost += estimate
         key = id(plan.provider)
-        state = self._providers[key]
-        state.in_flight += 1
-        call = _Call(plan, cell, index, trial, estimate, speculative, sent=state.sent)
-        state.sent += 1
+        self._providers[key].in_flight += 1
+        call = _Call(plan, cell, index, trial, estimate, speculative)
+        call.successes_at_start = self._providers[key].successes
         breakpoints: tuple[Breakpoint, ...] = ()
         if plan.cached(self.marks):
             marks = self._marks(plan, cell, trial)
-            breakpoints, call.writes = self.marks.plan_request(key, marks)
+            breakpoints, call.writes = self.marks.plan_request(key, marks, _ladder(plan, cell))
             cached = [m for m, bp in zip(marks, breakpoints, strict=False) if bp.cache]
             call.read = cached[-1] if cached and not call.writes else None
         coro = plan.provider.complete(
@@ -383,21 +432,26 @@ class Scheduler:
         exc = task.exception()
         self._finish_marks(call, ok=exc is None)
         if exc is None:
-            state.last_success = max(state.last_success, call.sent)
+            state.lost_in_a_row = 0
+            state.successes += 1
             return self._record(call, task.result())
         if isinstance(exc, RetriesExhausted):
             # a trial asked again after failing is expected to fail again: only first failures
-            # of distinct trials in a row say the provider itself is down
-            if call.index not in cell.failures:
-                state.first_losses.append(call.sent)
+            # of distinct trials in a row say the provider itself is down, and only while nothing
+            # else got an answer since they started (a request the server always refuses fails
+            # after its retries, so such trials finish together, after their neighbours' answers)
+            if call.index not in cell.failures and state.successes == call.successes_at_start:
+                state.lost_in_a_row += 1
             if cell.fail(call.index):
                 plan.outcome.lost_trials += 1
                 # answers of later trials were waiting for this one: count them now
                 self._counted(
                     plan, cell, cell.count(plan.prompt.recall.threshold, plan.prompt.recall.early_stop)
                 )
-            if (lost := state.lost_in_a_row()) >= DEAD_AFTER:
-                self._provider_dead(key, f"{lost} trials in a row failed after every retry ({exc.message})")
+            if state.lost_in_a_row >= DEAD_AFTER:
+                self._provider_dead(
+                    key, f"{state.lost_in_a_row} trials in a row failed after every retry ({exc.message})"
+                )
             return None
         if isinstance(exc, RequestRejected):
             cell.in_flight.discard(call.index)
@@ -409,7 +463,9 @@ class Scheduler:
 
     def _finish_marks(self, call: _Call, *, ok: bool) -> None:
         if call.writes or call.read is not None:
-            self.marks.finished(id(call.plan.provider), call.read, call.writes, ok)
+            self.marks.finished(
+                id(call.plan.provider), call.read, call.writes, ok, _ladder(call.plan, call.cell)
+            )
 
     def _stop(self, plan: PromptPlan, message: str) -> None:
         plan.outcome.provider_failed = True

@@ -238,6 +238,7 @@ def _commit_to_pr(p, files: dict[str, bytes | str], links: dict[str, str] | None
     p.head_sha = head
 
 
+@pytest.mark.slow  # two action runs (~5 s)
 def test_a_committed_cache_is_never_used(tmp_path):
     p = make_project(tmp_path)
     with FakeAnthropic(SimulatedModel(flat(1.0), seed=1)) as model, FakeGitHub() as gh:

@@ -178,3 +178,49 @@ def test_openai_compatible_servers_get_each_prefix_first_alone(tmp_path, monkeyp
         requests = [d for s, d in seen if abs(s - size) < size * 0.1 and d * s > 1100]
         # the deepest needle's first trial writes the longest shared prefix: it goes before the rest
         assert requests and requests[0] >= max(requests) - 0.02, (size, requests[:5])
+
+
+def test_a_request_that_reads_a_warm_mark_is_not_held_by_a_shallower_write():
+    """Five depths, four breakpoints: the writer leaves one mark for its own cell's first trial to
+    write. Meanwhile the deeper cells' trials, whose own mark is warm, read it and go; only a
+    request that would write (or read) the mark being written waits."""
+    from needle_action.recall.prefix import Mark, MarkStates
+
+    now = [0.0]
+    states = MarkStates(min_tokens={1: 1024}, clock=lambda: now[0])
+    m = [Mark(0, 100 * i, 1100 + 200 * i, f"d{i}") for i in range(5)]  # shallow .. deep
+    _, writes = states.plan_request(1, m)  # the writer: its own mark and the 3 largest increments
+    assert len(writes) == 4 and m[4] in writes
+    left = next(x for x in m if x not in writes)
+    assert states.blocked(1, m) and states.blocked(1, m[: m.index(left) + 1])
+    states.finished(1, None, writes, ok=True)
+    _, second = states.plan_request(1, m[: m.index(left) + 1])  # the left-out cell's first trial
+    assert second == [left]
+    assert states.blocked(1, m[: m.index(left) + 1])  # its cell's other trials wait for it...
+    assert not states.blocked(1, m)  # ...but deeper cells' trials read their own warm mark now
+    breakpoints, writes = states.plan_request(1, m)
+    assert writes == [] and [bp.cache for bp in breakpoints] == [False, False, False, False, True]
+
+
+def test_a_prefix_another_ladder_is_writing_is_written_again_not_waited_for():
+    """Head and base (or two sizes over one system prompt) share the text before their shallowest
+    needle. The second ladder's writer does not wait a round for the first's write of it: it writes
+    its own marks now (paying that shared prefix once more). A request that needs exactly the
+    shared mark still waits and reads it; within one ladder nothing changes."""
+    from needle_action.recall.prefix import Mark, MarkStates
+
+    states = MarkStates(min_tokens={1: 1024}, clock=lambda: 0.0)
+    shared = Mark(0, 100, 1400, "system prompt")
+    head = [shared, *(Mark(0, 200 * i, 1400 + 300 * i, f"head{i}") for i in range(1, 5))]
+    base = [shared, *(Mark(0, 200 * i, 1400 + 280 * i, f"base{i}") for i in range(1, 5))]
+    _, head_writes = states.plan_request(1, head, "head")
+    assert shared in head_writes
+    assert states.blocked(1, head[:3], "head")  # the head's own cells wait for their writer
+    assert not states.blocked(1, base, "base")
+    _, base_writes = states.plan_request(1, base, "base")
+    assert base[-1] in base_writes and shared not in base_writes
+    assert states.blocked(1, base[:1], "base")  # the base's shallowest cell reads the shared mark
+    assert states.blocked(1, base[:3], "base")  # and its other cells wait for their own writer
+    states.finished(1, None, head_writes, ok=True, ladder="head")
+    states.finished(1, None, base_writes, ok=True, ladder="base")
+    assert not any(states.blocked(1, base[: i + 1], "base") for i in range(5))

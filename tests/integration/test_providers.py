@@ -14,6 +14,7 @@ from needle_action.errors import EXIT_PROVIDER, ProviderUnavailable
 from needle_action.providers.anthropic import AnthropicProvider
 from needle_action.providers.local import LocalProvider
 from needle_action.providers.openai_compat import OpenAICompatProvider, is_openai_cloud
+from needle_action.providers.ratelimit import AdaptiveLimit
 from needle_action.providers.registry import local_n_ctx, make_provider
 from needle_action.providers.retry import RequestRejected
 from tests.fakes.anthropic_server import Faults
@@ -123,11 +124,28 @@ def test_anthropic_with_30_percent_faults_every_call_succeeds_and_retries_are_co
     assert calls["messages"] == 40 + retries
 
 
+def virtual_pauses(provider) -> list[float]:
+    """Put PROVIDER's adaptive window on virtual time: the pauses it makes every request take (the
+    server's retry-after) are recorded instead of waited for."""
+    now = [0.0]
+    pauses: list[float] = []
+
+    async def sleep(delay: float) -> None:
+        pauses.append(delay)
+        now[0] += delay
+
+    provider.limiter = AdaptiveLimit(provider.limiter.ceiling, clock=lambda: now[0], sleep=sleep)
+    return pauses
+
+
 def test_anthropic_honours_retry_after(anthropic_env):
     anthropic_env.faults = Faults(rate=1.0, kinds=("429",), retry_after_s=7, max_consecutive=2)
     sleeps = Sleeps()
-    result = complete(AnthropicProvider(MODEL, sleep=sleeps), prompt())
+    provider = AnthropicProvider(MODEL, sleep=sleeps)
+    pauses = virtual_pauses(provider)
+    result = complete(provider, prompt())
     assert sleeps.delays == [7.0, 7.0]
+    assert pauses == [7.0, 7.0]  # and the window held every request back as long
     assert result.attempts == 3 and anthropic_env.calls["429"] == 2
 
 
@@ -212,9 +230,11 @@ def test_openai_compat_retries_429_500_and_malformed(monkeypatch):
     ) as fake:
         sleeps = Sleeps()
         provider = OpenAICompatProvider("m", ProviderSettings(base_url=fake.base_url), sleep=sleeps)
+        pauses = virtual_pauses(provider)
         result = complete(provider, prompt())
         assert result.text.startswith("echo:") and result.attempts == 4
         assert sleeps.delays[0] == 4.0 and len(sleeps.delays) == 3
+        assert pauses == [4.0]  # the window held the next request back for the retry-after
         assert fake.requests[-1]["headers"]["authorization"] == "Bearer sk-local"
 
 

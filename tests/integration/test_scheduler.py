@@ -107,6 +107,7 @@ def test_a_provider_that_fails_every_call_is_declared_dead_quickly(tmp_path, fak
     assert fake.calls["messages"] <= 2 * 2 * 7  # a few calls (each tried twice, some asked again), not 75
 
 
+@pytest.mark.slow  # the fake's rate cap runs in real time (~5 s)
 def test_a_provider_rate_cap_is_followed_not_fought(tmp_path, monkeypatch):
     rpm, burst = 600, 5
     with FakeAnthropic(
