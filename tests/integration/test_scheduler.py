@@ -33,7 +33,10 @@ def fake(monkeypatch):
 
 def test_speculation_keeps_the_sequential_verdicts_and_answers(tmp_path, fake):
     # concurrency far above the grid: slots idle without speculation, so speculative calls go out
+    # (answers slow enough that the next trials are built while the first are in flight)
+    fake.latency_s = 0.25
     early = run(write_project(tmp_path / "e", concurrency=64, seed=4))
+    fake.latency_s = 0.02
     one = run(write_project(tmp_path / "o", concurrency=1, seed=4))
     full = run(write_project(tmp_path / "f", concurrency=64, seed=4, recall_extra="early_stop = false"))
     e = early.prompt("qa").recall
