@@ -41,7 +41,7 @@ def test_speculation_keeps_the_sequential_verdicts_and_answers(tmp_path, fake):
     assert outcomes(early) == outcomes(one)  # the same trials counted, with the same answers
     assert e.calls == one.prompt("qa").recall.calls < full.prompt("qa").recall.calls
     assert e.speculative_calls > 0 and early.totals.speculative_calls == e.speculative_calls
-    assert e.calls + e.speculative_calls < 75  # one speculative call per cell at most, not all of them
+    assert e.calls + e.speculative_calls < 75  # beyond one per cell only in the run's tail: not every trial
 
 
 def test_two_jobs_share_one_run_and_match_separate_runs(tmp_path, fake):
