@@ -15,7 +15,6 @@ family ``alpha``), so noise is not called drift.
 
 from __future__ import annotations
 
-import json
 import subprocess
 import tempfile
 from collections.abc import Iterable
@@ -23,6 +22,7 @@ from pathlib import Path
 
 from needle_action.compare.models import PromptTrend, TrendPoint
 from needle_action.compare.recall import drop_floor, same_fingerprint
+from needle_action.dataformats import DataError, parse_json
 from needle_action.errors import ConfigError
 from needle_action.recall.stats import stratified_drop_pvalue
 from needle_action.results import RecallResult, Results, load_results
@@ -112,9 +112,11 @@ def _git(repo: Path, *args: str) -> subprocess.CompletedProcess:
 def read_index(raw: bytes | None) -> list[str]:
     """The commits of ``results/index.json`` in order (a list of ``{"commit": sha}``); [] when
     missing or unreadable: the caller falls back to the branch's log."""
-    try:
-        entries = json.loads(raw or b"[]")
-    except ValueError:
+    if raw is not None and len(raw) > MAX_RESULTS_BYTES:
+        return []
+    try:  # nesting and number limits too: whoever can push to the data branch wrote this
+        entries = parse_json((raw or b"[]").decode("utf-8"))
+    except (DataError, UnicodeDecodeError):
         return []
     if not isinstance(entries, list):
         return []

@@ -39,3 +39,11 @@ def test_the_index_is_read_defensively():
     sha = "e" * 40
     assert read_index(b'[{"commit": "' + sha.encode() + b'"}, {"commit": 3}, "x"]') == [sha]
     assert read_index(b"{not json") == [] and read_index(None) == [] and read_index(b'{"a": 1}') == []
+
+
+def test_a_hostile_index_is_ignored_not_a_traceback():
+    # the data branch's index: too deep for json, not UTF-8, not a list -> the branch's log decides
+    assert read_index(b"[" * 100_000) == []
+    assert read_index(b"\xff\xfe") == []
+    assert read_index(b'{"commit": "x"}') == []
+    assert read_index(b'[{"commit": "' + b"a" * 40 + b'"}, {"commit": 1}]') == ["a" * 40]
