@@ -103,7 +103,13 @@ ROUTES = {
 }
 
 
-@pytest.mark.parametrize("route", sorted(ROUTES))
+# each route is a whole action run (~3-5 s): the fast tier keeps one, the full suite runs all
+FAST_ROUTE = "base_url"
+
+
+@pytest.mark.parametrize(
+    "route", [r if r == FAST_ROUTE else pytest.param(r, marks=pytest.mark.slow) for r in sorted(ROUTES)]
+)
 def test_no_route_delivers_a_secret_to_a_host_the_pr_chose(tmp_path, fake_model, evil, route):
     p = make_project(tmp_path, ROUTES[route](evil.url))
     with FakeGitHub(tokens={"test-token": "write", GITHUB_TOKEN: "write"}) as gh:
