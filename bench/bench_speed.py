@@ -207,8 +207,8 @@ def section_pr(args, fake, env, root: Path) -> dict:
     scheduler, each in a process of its own (bench/measure_sides.py times the measuring only)."""
     out = {}
     script = str(REPO / "bench" / "measure_sides.py")
-    for extra in ("", "concurrency = 128"):
-        tag = extra[-3:] or "def"
+    for extra in ("", "concurrency = 64", "concurrency = 128"):
+        tag = extra.rsplit(" ", 1)[-1] or "auto"
         head = write_speed_project(root / f"head-{tag}", extra=extra)
         base = write_speed_project(root / f"base-{tag}", extra=extra, size=1900)
         ones, boths = [], []

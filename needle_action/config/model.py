@@ -25,7 +25,7 @@ from __future__ import annotations
 import difflib
 import re
 from pathlib import Path
-from typing import Literal, get_args
+from typing import Annotated, Literal, get_args
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
 
@@ -33,6 +33,10 @@ from needle_action.paths import is_visible
 from needle_action.providers.specs import PROVIDER_NAMES, ProviderName
 
 DEFAULT_DEPTHS = [0.0, 0.25, 0.5, 0.75, 1.0]
+AUTO_CONCURRENCY = (
+    64  # where concurrency = "auto" starts: about a top standard tier's requests cap at 1 s a call
+)
+MAX_CONCURRENCY = 256  # the most calls in flight any run has
 PROVIDERS = PROVIDER_NAMES
 
 
@@ -125,8 +129,10 @@ class RecallSettings(Strict):
     seed: int = 0
     max_calls: int | None = Field(default=None, ge=1)
     max_cost_usd: float | None = Field(default=None, gt=0)
-    concurrency: int = Field(
-        default=64, ge=1, le=256, description="ceiling of the adaptive window of calls in flight"
+    # "auto": start at AUTO_CONCURRENCY, open up to MAX_CONCURRENCY while the provider's rate-limit
+    # headers show room; a number: the window starts there and never goes above (providers/ratelimit.py)
+    concurrency: Annotated[int, Field(ge=1, le=MAX_CONCURRENCY)] | Literal["auto"] = Field(
+        default="auto", description="calls in flight: a fixed ceiling, or auto"
     )
     early_stop: bool = True
     prompt_cache: bool = Field(
@@ -166,6 +172,13 @@ class RecallSettings(Strict):
         if any(d < 0 or d > 1 for d in v):
             raise ValueError("every depth must be between 0.0 (start) and 1.0 (end)")
         return sorted(set(float(d) for d in v))
+
+    @property
+    def concurrency_bounds(self) -> tuple[int, int]:
+        """(where the window of calls in flight starts, the most it may open to)."""
+        if self.concurrency == "auto":
+            return AUTO_CONCURRENCY, MAX_CONCURRENCY
+        return self.concurrency, self.concurrency
 
     @property
     def styles(self) -> list[str]:

@@ -1,10 +1,17 @@
 """Adaptive request rate: an AIMD window of requests in flight, paced by the provider's own
 rate-limit headers.
 
-* **Window (AIMD).** It starts at the configured concurrency (the ceiling). Each success adds
-  ``1/window`` (about one more slot per window of successes); a 429 or 529 halves it, at most once
-  per ``cooldown_s`` so one burst of refusals counts as one signal. The scheduler never has more
-  requests of this provider in flight than ``window``.
+* **Window (AIMD).** It starts at the run's concurrency (``start``). Each success adds ``1/window``
+  (about one more slot per window of successes) up to ``start``; a 429 or 529 halves it, at most
+  once per ``cooldown_s`` so one burst of refusals counts as one signal. The scheduler never has
+  more requests of this provider in flight than ``window``.
+* **Opening (``concurrency = "auto"``).** When the ``ceiling`` is above the start, the window may
+  open past it, but only on the provider's word: an answer's ``anthropic-ratelimit-requests-*``
+  headers show a bucket holding more requests than the window, and every other reported bucket
+  (input, output tokens) is at least half full. It opens to what the request bucket holds (at most
+  the ceiling) and grows additively up to the ceiling from there. Without such headers (an
+  OpenAI-compatible server, a proxy that strips them) it never opens; after the first refusal it
+  never opens again. Slots the account has paid for are not left idle while trials wait.
 * **Pacing.** Anthropic sends ``anthropic-ratelimit-requests-limit`` / ``-remaining`` / ``-reset``
   on every answer: a token bucket of ``limit`` requests refilled continuously over a minute. We keep
   a mirror of that bucket (filled from the first answer's ``remaining``, then counted ourselves, and
@@ -34,20 +41,34 @@ def _seconds_until(stamp: str, now_wall: float) -> float | None:
     return max(0.0, when.timestamp() - now_wall)
 
 
+def _under_half(headers: Mapping[str, str], key: str) -> bool:
+    """KEY is some bucket's ``-remaining`` and it holds less than half its ``-limit``."""
+    if not key.endswith("-remaining"):
+        return False
+    try:
+        left = float(headers[key])
+        cap = float(headers.get(key.removesuffix("remaining") + "limit", "nan"))
+    except ValueError:
+        return True  # a bucket we cannot read is no evidence of room
+    return cap != cap or left < cap / 2  # (nan: no limit given)
+
+
 class AdaptiveLimit:
     """The window of requests in flight and the pacing gate of one provider."""
 
     def __init__(
         self,
-        ceiling: int,
+        start: int,
+        ceiling: int | None = None,
         *,
         cooldown_s: float = 1.0,
         clock: Callable[[], float] = time.monotonic,
         wall: Callable[[], float] = time.time,
         sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
     ) -> None:
-        self.ceiling = max(1, int(ceiling))
-        self.limit = float(self.ceiling)
+        self.start = max(1, int(start))
+        self.ceiling = max(self.start, int(ceiling or start))
+        self.limit = float(self.start)
         self.cooldown_s = cooldown_s
         self._clock, self._wall, self._sleep = clock, wall, sleep
         self._last_cut = float("-inf")
@@ -57,12 +78,21 @@ class AdaptiveLimit:
         self._tokens = 0.0
         self._most_seen = 0.0
         self._stamp = 0.0
+        self._tight = False  # the last answer showed a token bucket under half full
+        self.opened = False  # the window went past START on the provider's word
         self.cuts = 0  # how often the window was halved (reported by benches and tests)
 
-    def configure(self, ceiling: int) -> None:
-        """Set the configured concurrency (the run's); the window starts there unless already cut."""
-        self.ceiling = max(1, int(ceiling))
-        self.limit = min(self.limit, float(self.ceiling)) if self.cuts else float(self.ceiling)
+    def configure(self, start: int, ceiling: int | None = None) -> None:
+        """Set the run's concurrency: the window starts at START (unless already cut, or opened)
+        and may open up to CEILING (default START) when the provider's headers show room."""
+        self.start = max(1, int(start))
+        self.ceiling = max(self.start, int(ceiling or start))
+        if self.cuts:
+            self.limit = min(self.limit, float(self.start))
+        elif self.opened:
+            self.limit = max(float(self.start), min(self.limit, float(self.ceiling)))
+        else:
+            self.limit = float(self.start)
 
     @property
     def window(self) -> int:
@@ -71,9 +101,25 @@ class AdaptiveLimit:
 
     # ---- signals -----------------------------------------------------------------------------
     def on_success(self, headers: Mapping[str, str] | None) -> None:
-        """An answer: widen the window a little and read its rate-limit headers."""
-        self.limit = min(float(self.ceiling), self.limit + 1.0 / max(1.0, self.limit))
+        """An answer: read its rate-limit headers, open the window if they show room, and widen
+        it a little."""
         self._read(headers)
+        if self._may_open():
+            self.opened = True
+            self.limit = max(self.limit, min(float(self.ceiling), float(int(self._tokens))))
+        grow_to = float(self.ceiling if self.opened and not self.cuts else self.start)
+        if self.limit < grow_to:
+            self.limit = min(grow_to, self.limit + 1.0 / max(1.0, self.limit))
+
+    def _may_open(self) -> bool:
+        return (
+            self.ceiling > self.start
+            and not self.cuts
+            and not self._tight
+            and self._rate is not None  # the provider described its request bucket
+            and self._clock() >= self._pause_until
+            and self._tokens > self.limit
+        )
 
     def on_refused(self, retry_after_s: float | None, headers: Mapping[str, str] | None) -> None:
         """A 429 or 529: halve the window (once per cooldown) and pause for retry-after."""
@@ -111,6 +157,7 @@ class AdaptiveLimit:
                 # the bucket holds at most LIMIT; never assume more than the most it was seen to hold
                 self._most_seen = max(self._most_seen, left)
                 self._rate, self._capacity = cap / 60.0, max(1.0, min(cap, self._most_seen))
+        self._tight = any(_under_half(lower, key) for key in lower if not key.startswith(REQUESTS))
         for key, value in lower.items():
             if key.endswith("-remaining") and value.strip() == "0":
                 reset = lower.get(key.removesuffix("remaining") + "reset")

@@ -431,12 +431,14 @@ def run_recall_jobs(
     work = [item for turn in itertools.zip_longest(*todos) for item in turn if item is not None]
     if not work:
         return
-    limit = max(prompt.recall.concurrency for _, prompt, _ in work)
-    asyncio.run(_run_all(run, work, limit, shard, batch))
+    # one scheduler for every prompt: the widest window any of them asks for
+    bounds = [prompt.recall.concurrency_bounds for _, prompt, _ in work]
+    start, ceiling = max(b[0] for b in bounds), max(b[1] for b in bounds)
+    asyncio.run(_run_all(run, work, (start, ceiling), shard, batch))
 
 
-async def _run_all(run: _Run, work, limit: int, shard: Shard | None, batch: bool) -> None:
-    scheduler = Scheduler(limit)
+async def _run_all(run: _Run, work, window: tuple[int, int], shard: Shard | None, batch: bool) -> None:
+    scheduler = Scheduler(window[1], start=window[0])
     planned: list[tuple[RecallJob, PromptPlan, PromptResult]] = []
     arms: dict[int, PromptPlan] = {}  # id(plan) -> its recall.reorder_ab arm, in the same scheduler
     runner = asyncio.create_task(scheduler.run()) if not batch else None

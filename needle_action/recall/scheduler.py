@@ -166,10 +166,12 @@ class _ProviderState:
 
 class Scheduler:
     """Runs the plans added to it (``add``) under one concurrency LIMIT until ``close`` is called
-    and every plan is finished."""
+    and every plan is finished. Each provider's window starts at START (default LIMIT) and may open
+    up to LIMIT on its rate-limit headers' word (providers/ratelimit.py)."""
 
-    def __init__(self, limit: int) -> None:
+    def __init__(self, limit: int, *, start: int | None = None) -> None:
         self.limit = max(1, limit)
+        self.start = min(self.limit, max(1, start or limit))
         self.plans: list[PromptPlan] = []
         self.marks = MarkStates()
         self._pending: dict[asyncio.Task[Completion], _Call] = {}
@@ -197,7 +199,7 @@ class Scheduler:
             self._providers[key] = _ProviderState()
             limiter = getattr(plan.provider, "limiter", None)
             if limiter is not None:
-                limiter.configure(self.limit)
+                limiter.configure(self.start, self.limit)
             if getattr(plan.provider, "prompt_cache", False):
                 p = price_of(plan.prompt.model, plan.prompt.provider)
                 self.marks.min_tokens[key] = p.cache_min_tokens if p else 1024
@@ -380,7 +382,7 @@ class Scheduler:
         if getattr(plan.provider, "sequential", False):
             return 1  # in-process inference runs one at a time: more in flight would only queue
         limiter = getattr(plan.provider, "limiter", None)
-        return limiter.window if limiter is not None else self.limit
+        return limiter.window if limiter is not None else self.start
 
     def _cache_ready(self, plan: PromptPlan, cell: CellRun, trial: Trial) -> bool:
         key = id(plan.provider)

@@ -61,6 +61,9 @@ FAULT_KINDS = ("429", "529", "500", "timeout", "disconnect", "malformed")
 DEFAULT_KINDS = ("429", "529", "500", "timeout", "malformed")
 DEFAULT_TEXT = "I could not find that in the context."
 DEFAULT_API_KEY = "sk-ant-test-fake-0000"
+# the real API describes the account's request bucket on every answer; by default the fake is a large
+# account no test reaches (0: no rate-limit headers at all, like a proxy that strips them)
+DEFAULT_RPM = 50_000
 
 # Fields the Messages API accepts on POST /v1/messages (the SDK's create() body, plus the
 # sampling parameters older models accept and Claude 5.x rejects).
@@ -188,7 +191,7 @@ class FakeAnthropic:
         context_window: int = 200_000,
         cache_min_tokens: int = 1024,
         cache_ttl_s: float = 300.0,
-        rate_limit_rpm: int | None = None,
+        rate_limit_rpm: int | None = DEFAULT_RPM,
         rate_limit_burst: int | None = None,
         batch_item_s: float = 0.0,
     ) -> None:

@@ -35,7 +35,7 @@ def write_project(
     sizes=SIZES,
     depths=DEPTHS,
     trials: int | str = 5,
-    concurrency: int = 16,
+    concurrency: int | str = 16,
     seed: int = 0,
     recall_extra: str = "",
     model: str = "claude-sonnet-5-5",
@@ -57,7 +57,7 @@ sizes = {sizes_toml}
 depths = [{", ".join(repr(float(d)) for d in depths)}]
 trials = {f'"{trials}"' if isinstance(trials, str) else trials}
 threshold = 0.8
-concurrency = {concurrency}
+concurrency = {f'"{concurrency}"' if isinstance(concurrency, str) else concurrency}
 max_output_tokens = 32
 seed = {seed}
 {recall_extra}

@@ -85,6 +85,38 @@ def test_in_flight_calls_never_exceed_concurrency(tmp_path, fake):
     assert res.prompt("qa").recall.calls > 4
 
 
+@pytest.mark.parametrize(
+    ("concurrency", "headers", "opens"),
+    [("auto", True, True), ("auto", False, False), (64, True, False)],
+    ids=["auto-with-headers", "auto-without-headers", "fixed-64"],
+)
+def test_auto_concurrency_opens_past_64_only_on_the_providers_word(
+    tmp_path, fake, concurrency, headers, opens
+):
+    """150 trials ready at once (no prefix cache below 1,024 tokens, every trial planned): auto
+    opens past its start of 64 when the answers' rate-limit headers show room, and only then."""
+    if not headers:
+        fake.bucket = None  # like a proxy that strips the rate-limit headers
+    sim = SimulatedModel(flat(0.95), seed=1)
+    lock, active, peak = threading.Lock(), [0], [0]
+
+    def responder(body):
+        with lock:
+            active[0] += 1
+            peak[0] = max(peak[0], active[0])
+        time.sleep(1.0)  # long enough that every trial is built before the first answer, even under load
+        with lock:
+            active[0] -= 1
+        return sim(body)
+
+    fake.responder = responder
+    project = write_project(tmp_path, concurrency=concurrency, trials=10, recall_extra="early_stop = false")
+    res = run(project)
+    assert res.prompt("qa").recall.calls == 150
+    assert (peak[0] > 64) == opens, peak[0]
+    assert peak[0] <= 150
+
+
 def test_max_calls_stops_cleanly_with_a_labelled_partial_result(tmp_path, fake):
     res = run(write_project(tmp_path, recall_extra="max_calls = 12"))
     r = res.prompt("qa").recall

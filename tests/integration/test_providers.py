@@ -134,7 +134,9 @@ def virtual_pauses(provider) -> list[float]:
         pauses.append(delay)
         now[0] += delay
 
-    provider.limiter = AdaptiveLimit(provider.limiter.ceiling, clock=lambda: now[0], sleep=sleep)
+    provider.limiter = AdaptiveLimit(
+        provider.limiter.start, provider.limiter.ceiling, clock=lambda: now[0], sleep=sleep
+    )
     return pauses
 
 

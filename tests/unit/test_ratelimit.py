@@ -83,3 +83,61 @@ def test_an_exhausted_token_limit_pauses_until_its_reset():
     )
     asyncio.run(lim.acquire())
     assert abs(clock.t - 4.0) < 1e-6
+
+
+def test_auto_opens_past_the_start_only_on_the_request_buckets_word():
+    lim = AdaptiveLimit(64, 256, clock=Clock())
+    lim.on_success(None)  # no headers: no evidence of room
+    assert lim.window == 64 and not lim.opened
+    lim.on_success(headers(limit=4000, remaining=3990))
+    assert lim.window == 256 and lim.opened  # the bucket holds more than the ceiling
+
+
+def test_auto_opens_no_further_than_the_bucket_holds():
+    lim = AdaptiveLimit(64, 256, clock=Clock())
+    lim.on_success(headers(limit=4000, remaining=100))
+    assert lim.window == 100  # what the bucket holds now, below the ceiling
+    small = AdaptiveLimit(64, 256, clock=Clock())
+    small.on_success(headers(limit=300, remaining=20))
+    assert small.window == 64  # a bucket smaller than the window: stay, the pacing gate does the rest
+
+
+def test_a_fixed_concurrency_never_opens():
+    lim = AdaptiveLimit(16, clock=Clock())
+    for _ in range(50):
+        lim.on_success(headers(limit=50_000, remaining=49_000))
+    assert lim.window == 16 and not lim.opened
+
+
+def test_a_token_bucket_under_half_full_keeps_the_window_shut():
+    lim = AdaptiveLimit(64, 256, clock=Clock())
+    tight = headers(limit=4000, remaining=3990) | {
+        "anthropic-ratelimit-input-tokens-limit": "2000000",
+        "anthropic-ratelimit-input-tokens-remaining": "600000",
+    }
+    lim.on_success(tight)
+    assert lim.window == 64 and not lim.opened
+    roomy = tight | {"anthropic-ratelimit-input-tokens-remaining": "1900000"}
+    lim.on_success(roomy)
+    assert lim.window == 256
+
+
+def test_after_a_refusal_the_window_never_opens_again():
+    clock = Clock()
+    lim = AdaptiveLimit(64, 256, clock=clock)
+    lim.on_success(headers(limit=4000, remaining=3990))
+    assert lim.window == 256
+    lim.on_refused(None, None)
+    assert lim.window == 128
+    for _ in range(2000):
+        lim.on_success(headers(limit=4000, remaining=3990))
+    assert lim.window == 128  # no reopening, and additive growth stops at the start
+
+
+def test_configure_sets_start_and_ceiling():
+    lim = AdaptiveLimit(16, clock=Clock())
+    lim.configure(64, 256)
+    assert (lim.start, lim.ceiling, lim.window) == (64, 256, 64)
+    lim.on_success(headers(limit=4000, remaining=3990))
+    lim.configure(64, 128)  # a later run's narrower ceiling bounds an opened window
+    assert lim.window == 128
