@@ -30,6 +30,7 @@ from needle_action.pipeline import (
     Measure,
     RecallOverrides,
     Shard,
+    freeze_at_exit,
     render_prompt_cases,
     run_budget,
     run_check,
@@ -187,6 +188,7 @@ def main() -> None:
       needle history --data-branch needle-action-data   the trend on main, model drift
       needle merge a.json b.json  join the slices of `needle recall --shard i/n` runs
     """
+    freeze_at_exit()
 
 
 @main.command()

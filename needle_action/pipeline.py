@@ -5,7 +5,9 @@ Nothing here prints or talks to GitHub: the faces (``cli``, ``action``) do that 
 
 from __future__ import annotations
 
+import atexit
 import dataclasses
+import gc
 import time
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
@@ -30,6 +32,7 @@ NO_FIXTURE: list[Path | None] = [None]  # a prompt without fixtures renders once
 
 __all__ = [
     "Measure",
+    "freeze_at_exit",
     "RecallOverrides",
     "Shard",
     "measure",
@@ -240,3 +243,18 @@ def _missing_key_var(prompt: PromptConfig, overrides: RecallOverrides, env: Mapp
         base_url=ps.base_url if ps else None,
         env=env,
     )
+
+
+_freeze_registered = False
+
+
+def freeze_at_exit() -> None:
+    """End the process without the interpreter's last garbage collections. They walk every object
+    the SDK's types, pydantic and the tokenizer left behind: 0.7-1.0 s after the last answer of a
+    bench run (~15% of it), 0.05-0.1 s with ``gc.freeze`` run at exit. atexit handlers, ``with``
+    blocks and refcount finalizers still run; only cyclic garbage left at exit is not collected.
+    For the faces (CLI, action) only: a library must not decide how its host exits."""
+    global _freeze_registered
+    if not _freeze_registered:
+        _freeze_registered = True
+        atexit.register(gc.freeze)  # registered first, so it runs after every later atexit handler

@@ -25,6 +25,7 @@ from needle_action.action.settings import Settings, load_settings
 from needle_action.action.sides import compare_sides, measure_pull_request
 from needle_action.compare import Comparison, history
 from needle_action.errors import EXIT_CHECKS_FAILED, NeedleError
+from needle_action.pipeline import freeze_at_exit
 from needle_action.report.sanitize import inline
 from needle_action.results import Results
 
@@ -67,6 +68,7 @@ def _config_error(settings: Settings | None, exc: NeedleError) -> int:
 
 def main(env: dict[str, str] | None = None) -> int:
     settings = None
+    freeze_at_exit()
     try:
         workflow.mask_secrets_in_env(env)
         settings = load_settings(env)
