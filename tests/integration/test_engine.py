@@ -66,7 +66,8 @@ def test_outcomes_do_not_depend_on_concurrency(tmp_path, fake):
     assert one.prompt("qa").recall.calls == many.prompt("qa").recall.calls
 
 
-def test_in_flight_calls_never_exceed_concurrency(tmp_path, fake):
+def count_in_flight(fake, seconds: float) -> list[int]:
+    """Make FAKE answer like a flat 95% model after SECONDS; returns [most requests in flight]."""
     sim = SimulatedModel(flat(0.95), seed=1)
     lock, active, peak = threading.Lock(), [0], [0]
 
@@ -74,12 +75,17 @@ def test_in_flight_calls_never_exceed_concurrency(tmp_path, fake):
         with lock:
             active[0] += 1
             peak[0] = max(peak[0], active[0])
-        time.sleep(0.03)
+        time.sleep(seconds)
         with lock:
             active[0] -= 1
         return sim(body)
 
     fake.responder = responder
+    return peak
+
+
+def test_in_flight_calls_never_exceed_concurrency(tmp_path, fake):
+    peak = count_in_flight(fake, 0.03)
     res = run(write_project(tmp_path, concurrency=4, sizes=(400, 800)))
     assert 2 <= peak[0] <= 4, peak[0]
     assert res.prompt("qa").recall.calls > 4
@@ -97,19 +103,7 @@ def test_auto_concurrency_opens_past_64_only_on_the_providers_word(
     opens past its start of 64 when the answers' rate-limit headers show room, and only then."""
     if not headers:
         fake.bucket = None  # like a proxy that strips the rate-limit headers
-    sim = SimulatedModel(flat(0.95), seed=1)
-    lock, active, peak = threading.Lock(), [0], [0]
-
-    def responder(body):
-        with lock:
-            active[0] += 1
-            peak[0] = max(peak[0], active[0])
-        time.sleep(1.0)  # long enough that every trial is built before the first answer, even under load
-        with lock:
-            active[0] -= 1
-        return sim(body)
-
-    fake.responder = responder
+    peak = count_in_flight(fake, 1.0)  # every trial is built before the first answer, even under load
     project = write_project(tmp_path, concurrency=concurrency, trials=10, recall_extra="early_stop = false")
     res = run(project)
     assert res.prompt("qa").recall.calls == 150
