@@ -32,9 +32,9 @@ NO_FIXTURE: list[Path | None] = [None]  # a prompt without fixtures renders once
 
 __all__ = [
     "Measure",
-    "freeze_at_exit",
     "RecallOverrides",
     "Shard",
+    "freeze_at_exit",
     "measure",
     "measure_sides",
     "run_budget",

@@ -33,9 +33,8 @@ from needle_action.paths import is_visible
 from needle_action.providers.specs import PROVIDER_NAMES, ProviderName
 
 DEFAULT_DEPTHS = [0.0, 0.25, 0.5, 0.75, 1.0]
-AUTO_CONCURRENCY = (
-    64  # where concurrency = "auto" starts: about a top standard tier's requests cap at 1 s a call
-)
+# concurrency = "auto" starts here: about a top standard tier's requests cap at 1 s a call
+AUTO_CONCURRENCY = 64
 MAX_CONCURRENCY = 256  # the most calls in flight any run has
 PROVIDERS = PROVIDER_NAMES
 
