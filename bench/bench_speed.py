@@ -11,6 +11,9 @@ Sections (each reports ratios measured in this one run; the machine is shared an
   whole-process wall time of each tool run as a subprocess: the bare ``AsyncAnthropic`` floor (16
   in flight, the same request bodies needle sends), promptfoo ``-j 16`` (when installed), and
   ``needle recall`` at several settings. Repetitions are interleaved; the median is reported.
+* ``timeline``: early stopping on vs off, interleaved: whole-process wall time and, from the fake's
+  own clock, the span from the first request to the last answer (start-up noise taken out) and
+  the rounds of requests in between.
 * ``pr``: head and base (both changed) measured through one scheduler vs one side alone.
 * ``rate``: the fake limits requests (token bucket of R per minute); wall time vs what R allows.
 * ``cache``: the caching workload (~3K-token system prompt, sizes [8000, 32000], 5 depths, 20
@@ -228,6 +231,54 @@ def section_pr(args, fake, env, root: Path) -> dict:
     return out
 
 
+# ---- early stopping, request timelines ------------------------------------------------------------
+
+
+def section_timeline(args, env, root: Path) -> dict:
+    """Early stopping on vs off: wall time, and the requests' span and rounds as the fake saw them."""
+    sim, starts = SimulatedModel(CURVE, seed=0), []
+
+    def responder(body):  # called after the latency: the request started LATENCY earlier
+        starts.append(time.perf_counter() - args.latency)
+        return sim(body)
+
+    configs = {
+        "early stopping on": write_speed_project(root / "tl-on"),
+        "early stopping off": write_speed_project(root / "tl-off", extra="early_stop = false"),
+    }
+    rows: dict[str, dict[str, list]] = {
+        k: {"wall": [], "span": [], "rounds": [], "requests": []} for k in configs
+    }
+    with FakeAnthropic(responder, latency_s=args.latency) as fake:
+        warm_up(fake)
+        run_env = dict(env, ANTHROPIC_BASE_URL=fake.base_url, ANTHROPIC_API_KEY=fake.api_key)
+        for _ in range(args.reps):
+            for label, cfg in configs.items():
+                fake.reset()
+                starts.clear()
+                took, _ = timed(needle_cmd(cfg, root / "tl-out.json"), run_env)
+                rows[label]["wall"].append(took)
+                rows[label]["span"].append(max(starts) + args.latency - min(starts))
+                rows[label]["rounds"].append(_rounds(sorted(starts), args.latency))
+                rows[label]["requests"].append(len(starts))
+    return {
+        label: {
+            "wall_s": round(statistics.median(r["wall"]), 2),
+            "first_request_to_last_answer_s": round(statistics.median(r["span"]), 2),
+            "spans_s": [round(x, 2) for x in r["span"]],
+            "rounds": r["rounds"],
+            "requests": r["requests"],
+        }
+        for label, r in rows.items()
+    }
+
+
+def _rounds(starts: list[float], latency: float) -> int:
+    """Rounds of requests: a pause of LATENCY/3 or more between two consecutive starts opens one."""
+    gaps = [b - a for a, b in zip(starts, starts[1:], strict=False)]
+    return 1 + sum(g >= latency / 3 for g in gaps) if starts else 0
+
+
 # ---- rate limit ----------------------------------------------------------------------------------
 
 
@@ -383,7 +434,7 @@ def warm_up(fake) -> None:
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--sections", default="speed,pr,rate,cache,batch,shard")
+    ap.add_argument("--sections", default="speed,timeline,pr,rate,cache,batch,shard")
     ap.add_argument("--reps", type=int, default=1)
     ap.add_argument("--latency", type=float, default=0.5)
     ap.add_argument("--promptfoo", default="/tmp/pf", help="folder where `npm install promptfoo` ran")
@@ -414,6 +465,8 @@ def main() -> int:
             report["speed"] = section_speed(args, fake, env, root)
         if "pr" in wanted:
             report["pr"] = section_pr(args, fake, env, root)
+    if "timeline" in wanted:
+        report["timeline"] = section_timeline(args, env, root)
     for name, fn in (
         ("rate", section_rate),
         ("cache", section_cache),
