@@ -1,5 +1,6 @@
 """Static checks: the Python code (ruff, ruff format, mypy) and the action's packaging (schema,
-workflow linters, the workflow security audit, the Dockerfile linter). Each tool really runs (they
+workflow linters with shellcheck, the workflow security audit at its pedantic setting, action pins,
+the Dependabot config, the Dockerfile linter). Each tool really runs (they
 come with the [dev] extra; a missing tool is a failure, not a skip), and each is first shown to
 catch a known-bad input, so a green result means "checked and clean", never "nothing ran".
 """
@@ -7,12 +8,14 @@ catch a known-bad input, so a green result means "checked and clean", never "not
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+import yaml
 
 from tests.builders import GitRepo, Project
 
@@ -155,6 +158,18 @@ def test_actionlint_catches_a_bad_workflow(bad_repo):
     assert "github.event.pull_request.title" in proc.stdout  # untrusted input in a script
 
 
+def test_actionlint_runs_shellcheck_on_run_scripts(tmp_path):
+    assert shutil.which("shellcheck"), "shellcheck is not installed (apt-get install shellcheck)"
+    bad = tmp_path / ".github" / "workflows" / "bad.yml"
+    bad.parent.mkdir(parents=True)
+    bad.write_text(
+        "on: push\njobs:\n  x:\n    runs-on: ubuntu-24.04\n    steps:\n"
+        "      - run: for f in $(ls *.txt); do cat $f; done\n"
+    )
+    proc = run(tool("actionlint"), "-no-color", bad.relative_to(tmp_path), cwd=tmp_path)
+    assert proc.returncode == 1 and "shellcheck reported issue" in proc.stdout, report(proc)
+
+
 def test_actionlint_on_the_workflows():
     rel = [p.relative_to(REPO) for p in WORKFLOWS]
     proc = run(tool("actionlint"), "-no-color", *rel)
@@ -163,21 +178,57 @@ def test_actionlint_on_the_workflows():
 
 # --------------------------------------------------------------------------- zizmor
 
+ZIZMOR = ("--offline", "--persona=pedantic", "--no-progress", "--color=never")
+
 
 def test_zizmor_catches_a_bad_workflow(bad_repo):
-    proc = run(tool("zizmor"), "--offline", "--no-progress", "--color=never", bad_repo)
+    proc = run(tool("zizmor"), *ZIZMOR, bad_repo)
     assert proc.returncode != 0, report(proc)
     for audit in ("template-injection", "unpinned-uses", "dangerous-triggers"):
         assert audit in proc.stdout, report(proc)
+    # what only the pedantic persona reports: the bad job has no name, no concurrency limit
+    for audit in ("anonymous-definition", "concurrency-limits"):
+        assert audit in proc.stdout, report(proc)
 
 
-def test_zizmor_on_the_repository_and_example_workflows():
-    # The repository (its workflows and action.yml) plus docs/ workflows, which zizmor's
-    # directory collection does not look into.
+def test_zizmor_pedantic_on_the_repository_and_example_workflows():
+    # The repository (its workflows, action.yml, dependabot.yml) plus docs/ workflows, which
+    # zizmor's directory collection does not look into; settings in .github/zizmor.yml.
     extra = [p for p in WORKFLOWS if p.is_relative_to(REPO / "docs")]
-    proc = run(tool("zizmor"), "--offline", "--no-progress", "--color=never", REPO, *extra)
+    proc = run(tool("zizmor"), *ZIZMOR, REPO, *extra)
     assert proc.returncode == 0, report(proc)
     assert "No findings" in proc.stdout, report(proc)
+    audited = {*extra, REPO / "action.yml", REPO / ".github" / "dependabot.yml", *WORKFLOWS}
+    for path in audited:
+        assert f"completed {path}" in proc.stderr, f"zizmor did not audit {path}\n{report(proc)}"
+
+
+# --------------------------------------------------------------------------- pins
+
+USES = re.compile(r"^\s*(?:-\s*)?uses:\s*(\S+?)(?:\s+#\s*(.*))?$", re.M)
+
+
+def test_every_action_is_pinned_by_full_sha_with_its_version_in_a_comment():
+    """Third-party actions: a 40-hex SHA and `# vX.Y.Z` (what Dependabot keeps current). Only our
+    own action in docs/ examples names a tag (no release SHA exists before a release)."""
+    bad = []
+    for path in WORKFLOWS:
+        for ref, comment in USES.findall(path.read_text()):
+            if ref.startswith("./") or ref.startswith("needle-action/needle-action@"):
+                continue
+            if not re.fullmatch(r"[\w.-]+/[\w./-]+@[0-9a-f]{40}", ref) or not re.match(
+                r"v\d+\.\d+\.\d+\b", comment or ""
+            ):
+                bad.append(f"{path.relative_to(REPO)}: {ref} # {comment}")
+    assert not bad, "\n".join(bad)
+
+
+def test_dependabot_config_matches_its_schema_and_covers_every_ecosystem():
+    path = REPO / ".github" / "dependabot.yml"
+    proc = run(tool("check-jsonschema"), "--builtin-schema", "vendor.dependabot", path)
+    assert proc.returncode == 0, report(proc)
+    ecosystems = {u["package-ecosystem"] for u in yaml.safe_load(path.read_text())["updates"]}
+    assert ecosystems == {"pip", "docker", "github-actions"}
 
 
 # --------------------------------------------------------------------------- hadolint
