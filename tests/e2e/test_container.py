@@ -3,7 +3,7 @@
 Builds with ``../shared/tools/container-build`` (rootful podman on a local Debian base, the way this
 machine can run containers) or, where that tool is absent, ``docker`` (a GitHub-hosted runner).
 
-(a) the image itself: ``needle --version``; budgets of the examples, mounted read-only, counted
+(a) the image itself: its Python set equals requirements/runtime.txt; ``needle --version``; budgets of the examples, mounted read-only, counted
     with the baked tiktoken files while every HTTP(S) request would hit a dead proxy, and equal to
     the host's counts; no compiler, no bpe-openai, root, git's safe.directory.
 (b) the action as GitHub runs it: the checkout (a shallow clone of a PR with base and head commits,
@@ -33,11 +33,12 @@ from tests.builders import EXAMPLES, Project, PullRequest, pull_request
 from tests.fakes.anthropic_server import FakeAnthropic
 from tests.fakes.github_server import FakeGitHub
 from tests.fakes.simulated_model import SimulatedModel, flat
+from tests.lockfile import REQUIREMENTS, freeze_pins, pins
 
 pytestmark = pytest.mark.container
 
 ROOT = EXAMPLES.parent
-TAG = "needle-action:e2e"
+TAG = os.environ.get("NEEDLE_CONTAINER_TAG", "needle-action:e2e")  # another tag: parallel checkouts
 SCRIPT = Path(os.environ.get("NEEDLE_CONTAINER_BUILD", ROOT.parent / "shared" / "tools" / "container-build"))
 BUILD_TIMEOUT = 1800  # a cold build on a busy 2-core machine; normally 2-5 minutes
 RUNNER_UID = 1001  # the uid that owns the checkout on GitHub-hosted runners
@@ -195,6 +196,32 @@ def test_image_counts_tokens_offline_and_is_lean(engine, tmp_path):
     # the default image has no embedded model: a clear exit 2, no traceback
     assert s["local"].endswith("rc=2"), s["local"]
     assert "llama-cpp-python" in s["local"] and "Traceback" not in s["local"]
+
+
+def test_image_installs_exactly_the_lock_and_starts_without_the_action(engine):
+    """The image's Python set is requirements/runtime.txt, version for version: minus bpe-openai
+    (removed once it baked the tiktoken files), plus needle-action itself. And the entrypoint's
+    --version (docs/container.md's start-up probe) answers without running the action."""
+    # --all: setuptools or wheel left over from the build would show; --path: only the venv, not
+    # the pip that runs from Debian's wheel (/opt/pip.whl)
+    site = "/opt/needle/lib/python3.11/site-packages"
+    proc = engine.run(
+        ["--entrypoint", "/opt/needle/bin/python"], ["/opt/pip.whl/pip", "freeze", "--all", "--path", site]
+    )
+    assert proc.returncode == 0, _fail(proc)
+    installed = freeze_pins(proc.stdout)
+    expected = {n: v for n, v in pins(REQUIREMENTS / "runtime.txt").items() if n != "bpe-openai"}
+    assert installed == expected, {
+        "not in the lock": sorted(installed.keys() - expected.keys()),
+        "missing": sorted(expected.keys() - installed.keys()),
+        "other version": sorted(n for n in installed.keys() & expected.keys() if installed[n] != expected[n]),
+    }
+    assert "needle-action @ file:" in proc.stdout  # the package, built from this checkout
+
+    version = engine.run([], ["--version"])
+    assert version.returncode == 0 and version.stdout.strip() == f"needle-action {__version__}", _fail(
+        version
+    )
 
 
 # --------------------------------------------------------------------------- (b) the action
