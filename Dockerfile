@@ -89,7 +89,7 @@ RUN case ",${NEEDLE_EXTRAS}," in *,local,*) apt-get update \
 # comes from its own hashed lock into a scratch folder and is gone after the build, so no
 # unpinned download happens anywhere in the build.
 COPY requirements/build.txt /tmp/needle-src/requirements/
-COPY pyproject.toml README.md /tmp/needle-src/
+COPY pyproject.toml README.md LICENSE /tmp/needle-src/
 COPY needle_action /tmp/needle-src/needle_action
 RUN $PIP install --require-hashes --no-deps --target /tmp/needle-build -r /tmp/needle-src/requirements/build.txt \
  && PYTHONPATH=/tmp/needle-build $PIP install --no-deps --no-build-isolation /tmp/needle-src \
