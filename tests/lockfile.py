@@ -51,3 +51,20 @@ def freeze_pins(freeze: str) -> dict[str, str]:
         for m in (PIN.match(line.strip()) for line in freeze.splitlines())
         if m
     }
+
+
+def via(lock: Path) -> dict[str, set[str]]:
+    """{canonical name: what requires it} from uv's ``# via`` comments under each pin."""
+    out: dict[str, set[str]] = {}
+    current = None
+    for line in lock.read_text(encoding="utf-8").splitlines():
+        m = PIN.match(line)
+        if m:
+            current = canonicalize_name(m.group("name"))
+            out[current] = set()
+        elif current and line.lstrip().startswith("#"):
+            text = line.strip().lstrip("#").strip()
+            text = text.removeprefix("via").strip()
+            if text:
+                out[current].add(text)
+    return out

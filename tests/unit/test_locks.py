@@ -12,7 +12,7 @@ import pytest
 from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 
-from tests.lockfile import LOCKS, REQUIREMENTS, ROOT, entries, pins, pyproject, top_level
+from tests.lockfile import LOCKS, REQUIREMENTS, ROOT, entries, pins, pyproject, top_level, via
 
 HASH = re.compile(r"--hash=sha256:[0-9a-f]{64}")
 
@@ -32,6 +32,36 @@ def unsatisfied(reqs: list[Requirement], locked: dict[str, str]) -> list[str]:
 def test_each_lock_satisfies_pyproject(lock):
     found = unsatisfied(top_level(LOCKS[lock]), pins(REQUIREMENTS / lock))
     assert not found, f"requirements/{lock} is stale, run scripts/lock:\n" + "\n".join(found)
+
+
+def orphans(lock: Path, wanted: set[str]) -> list[str]:
+    """Pins that only pyproject asked for (uv's `# via`) and pyproject no longer lists."""
+    sources = via(lock)
+    assert sources, f"{lock.name} has no `# via` comments: was it made by scripts/lock?"
+    return sorted(
+        n for n, by in sources.items() if by and all("pyproject.toml" in b for b in by) and n not in wanted
+    )
+
+
+@pytest.mark.parametrize("lock", sorted(LOCKS))
+def test_no_lock_keeps_a_requirement_pyproject_dropped(lock):
+    wanted = {canonicalize_name(r.name) for r in top_level(LOCKS[lock])}
+    found = orphans(REQUIREMENTS / lock, wanted)
+    assert not found, f"requirements/{lock} is stale (run scripts/lock): {found} no longer in pyproject"
+
+
+def test_orphans_finds_a_pin_pyproject_dropped(tmp_path):
+    lock = tmp_path / "lock.txt"
+    lock.write_text(
+        "oldpkg==1.0 \\\n    --hash=sha256:" + "0" * 64 + "\n    # via needle-action (pyproject.toml)\n"
+        "shared==2.0 \\\n    --hash=sha256:"
+        + "1"
+        * 64
+        + "\n    # via\n    #   needle-action (pyproject.toml)\n"
+        "    #   other\n"
+    )
+    assert orphans(lock, set()) == ["oldpkg"]
+    assert orphans(lock, {"oldpkg"}) == []
 
 
 def test_build_and_release_locks_satisfy_the_build_system():
