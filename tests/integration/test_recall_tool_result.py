@@ -59,7 +59,9 @@ def _tool_result(body: dict) -> str:
 def test_every_trial_sends_the_tools_and_the_needle_in_a_tool_result(tmp_path, fake):
     fake.responder = SimulatedModel(flat(1.0), seed=3)
     depths = (0.0, 0.5, 1.0)
-    config = agent_project(tmp_path, sizes=(600, 1200), depths=depths, trials=3, recall_extra="early_stop = false")
+    config = agent_project(
+        tmp_path, sizes=(600, 1200), depths=depths, trials=3, recall_extra="early_stop = false"
+    )
     results = run(config)
     sent = [r["json"] for r in fake.requests if r["path"] == "/v1/messages"]
     recall = results.prompt("qa").recall
