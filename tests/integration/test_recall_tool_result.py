@@ -100,3 +100,25 @@ def test_a_u_shaped_model_is_diagnosed_lost_in_the_middle_through_tool_results(t
     print(f"\nU-shape via tool_result -> lost-in-the-middle in {rate:.0%} of {SEEDS} seeds: {kinds}")
     assert rate >= 0.9
     assert all(_tool_result(r["json"]) for r in fake.requests if r["path"] == "/v1/messages")
+
+
+def test_replies_that_call_a_tool_are_misses_reported_apart(tmp_path, fake, capsys):
+    from needle_action.report.terminal import print_recall
+
+    model = SimulatedModel(flat(1.0), seed=5, tool_call_rate=0.3)
+    fake.responder = model
+    config = agent_project(
+        tmp_path, sizes=(1000,), depths=(0.0, 1.0), trials=10, recall_extra="early_stop = false"
+    )
+    results = run(config)
+    recall = results.prompt("qa").recall
+    answers = [a for c in recall.cells for a in c.answers]
+    called = [a for a in answers if a.tool_call is not None]
+    assert len(called) == model.tool_calls > 0  # every tool_use reply, and only those
+    assert all(a.tool_call == "search_notes" and not a.hit for a in called)
+    assert all(a.hit for a in answers if a.tool_call is None)  # flat(1.0): every text reply hits
+    (style,) = recall.styles
+    assert style.tool_call_answers == len(called) and style.hits == len(answers) - len(called)
+    print_recall(results)
+    out = capsys.readouterr().out
+    assert f"answered with a tool call in {len(called)}/{len(answers)}" in out
