@@ -504,3 +504,9 @@ def test_prompty_images_are_confined_and_checked(tmp_path, src, words):
     config = load_config(p.config_path)
     with pytest.raises((ConfigError, TemplateError), match=words):
         render_case(config, config.prompts["p"], None)
+
+
+def test_a_deeply_nested_tool_input_is_an_error_not_a_crash(tmp_path):
+    deep = "[" * 5000 + "]" * 5000
+    with pytest.raises(TemplateError, match="not a JSON object"):
+        rendered(tmp_path, toml(), {"prompts/p.j2": f"user:\nhi\nassistant:\ntool_use: s\n{deep}\n"})
