@@ -276,3 +276,9 @@ def test_locate_spans_first_to_last_item_and_stays_cheap_on_big_contexts():
     assert p.meta["context_items"] == 3000
     titles_only = RenderedPrompt(system=None, messages=(Message("user", "t1 t2"),))
     assert locate(titles_only, items).context_slot is None
+
+
+def test_an_empty_system_sends_no_system():
+    p = RenderedPrompt(system="", messages=(Message("user", "q"),))
+    assert p.system_blocks == () and "system" not in p.to_anthropic_body("m", 1)
+    assert p.to_openai_body("m", 1)["messages"] == [{"role": "user", "content": "q"}]
