@@ -145,8 +145,17 @@ def place(
     where: Where = (None, None),
 ) -> RenderedPrompt:
     """P reshaped as ``context_as = HOW`` (after :func:`locate`); WHERE locates the setting."""
-    if how == "text" or p.context_slot is None:
+    if how == "text":
         return p
+    if p.context_slot is None:
+        if any(item_text(it).strip() for it in _items(value)[:PROBES]):
+            raise ConfigError(
+                f'context_as = "{how}": the context variable\'s text does not appear in the rendered prompt',
+                file=where[0],
+                line=where[1],
+                hint="the template must print the context's text unchanged for needle to find where it goes",
+            )
+        return p  # an empty context: nothing to place
     slot = p.context_slot
     if slot.message == SYSTEM_PART or p.messages[slot.message].role != "user" or slot.block is not None:
         raise ConfigError(

@@ -510,3 +510,13 @@ def test_a_deeply_nested_tool_input_is_an_error_not_a_crash(tmp_path):
     deep = "[" * 5000 + "]" * 5000
     with pytest.raises(TemplateError, match="not a JSON object"):
         rendered(tmp_path, toml(), {"prompts/p.j2": f"user:\nhi\nassistant:\ntool_use: s\n{deep}\n"})
+
+
+def test_context_as_needs_the_context_printed_unless_it_is_empty(tmp_path):
+    template = "user:\n{{ docs | length }} documents\n{{ q }}"
+    with pytest.raises(ConfigError, match="does not appear"):
+        rendered(tmp_path, toml(context_as='"document"'), {"prompts/p.j2": template})
+    empty = rendered(
+        tmp_path / "e", toml(context_as='"document"'), {"prompts/p.j2": template}, {"docs": [], "q": "?"}
+    )
+    assert empty.context_slot is None and empty.messages[0].content == "0 documents\n?"
