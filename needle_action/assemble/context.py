@@ -114,7 +114,9 @@ def _parts(p: RenderedPrompt) -> Iterator[tuple[int, int | None, str]]:
 
 def locate(p: RenderedPrompt, value: Any) -> RenderedPrompt:
     """P with ``context_slot``/``context_span`` set to where VALUE's text is (unchanged if nowhere)."""
-    anchors = [a for a in (_anchors(item_text(it)) for it in _items(value)) if a]
+    items = _items(value)
+    ends = items if len(items) <= 2 * PROBES else items[:PROBES] + items[-PROBES:]
+    anchors = [a for a in (_anchors(item_text(it)) for it in ends) if a]
     if not anchors:
         return p
     best: tuple[int, int, int | None, int, int] | None = None  # (found, message, block, start, end)
@@ -125,7 +127,7 @@ def locate(p: RenderedPrompt, value: Any) -> RenderedPrompt:
     if best is None:
         return p
     _, message, block, start, end = best
-    meta = {**p.meta, "context_items": len(_items(value))}
+    meta = {**p.meta, "context_items": len(items)}
     return replace(p, context_slot=ContextSlot(message, block), context_span=(start, end), meta=meta)
 
 
