@@ -27,7 +27,8 @@ from needle_action.assemble.prompt import SYSTEM_PART, ContextSlot, Message, Ren
 from needle_action.errors import ConfigError
 
 CONTEXT_TOOL_ID = "toolu_needle_context"
-MAX_ITEMS = 5000  # items looked for: far more than any real context, bounded all the same
+MAX_ITEMS = 5000  # items made into documents: far more than any real context, bounded all the same
+PROBES = 16  # items looked for at each end of the context
 _BODY_KEYS = ("text", "content", "body", "page_content", "chunk", "message", "snippet")
 _TITLE_KEYS = ("title", "name", "heading", "subject", "source", "filename", "file", "url", "id")
 
@@ -74,17 +75,25 @@ def _anchors(text: str) -> tuple[str, str] | None:
 
 
 def _span_in(text: str, anchors: list[tuple[str, str]]) -> tuple[int, int, int] | None:
-    """(start, end, items found) of the anchored items in TEXT, in order."""
-    pos, start, end, found = 0, -1, -1, 0
-    for first, last in anchors:
-        s = text.find(first, pos)
-        if s < 0:
-            continue
-        e = text.find(last, s)
-        e = s + len(first) if e < 0 else e + len(last)
-        start = s if start < 0 else start
-        end, pos, found = e, e, found + 1
-    return (start, end, found) if found else None
+    """(start, end, score) of the items in TEXT: from the first of the first items found to the end
+    of the last of the last items found. Only :data:`PROBES` items are looked for at each end, so
+    a context of thousands of items (recall's filler) costs a few scans of the text, not one each."""
+    start, end, found = -1, -1, 0
+    for first, _ in anchors[:PROBES]:
+        s = text.find(first)
+        if s >= 0:
+            start, found = s, found + 1
+            break
+    if start < 0:
+        return None
+    for _, last in reversed(anchors[-PROBES:]):
+        e = text.rfind(last)
+        if e >= start:
+            end, found = e + len(last), found + 1
+            break
+    if end < 0:
+        end = start + len(anchors[0][0])
+    return start, end, found
 
 
 def _parts(p: RenderedPrompt) -> Iterator[tuple[int, int | None, str]]:
@@ -105,7 +114,9 @@ def _parts(p: RenderedPrompt) -> Iterator[tuple[int, int | None, str]]:
 
 def locate(p: RenderedPrompt, value: Any) -> RenderedPrompt:
     """P with ``context_slot``/``context_span`` set to where VALUE's text is (unchanged if nowhere)."""
-    anchors = [a for a in (_anchors(item_text(it)) for it in _items(value)) if a]
+    items = _items(value)
+    ends = items if len(items) <= 2 * PROBES else items[:PROBES] + items[-PROBES:]
+    anchors = [a for a in (_anchors(item_text(it)) for it in ends) if a]
     if not anchors:
         return p
     best: tuple[int, int, int | None, int, int] | None = None  # (found, message, block, start, end)
@@ -116,7 +127,7 @@ def locate(p: RenderedPrompt, value: Any) -> RenderedPrompt:
     if best is None:
         return p
     _, message, block, start, end = best
-    meta = {**p.meta, "context_items": len(_items(value))}
+    meta = {**p.meta, "context_items": len(items)}
     return replace(p, context_slot=ContextSlot(message, block), context_span=(start, end), meta=meta)
 
 
@@ -136,8 +147,17 @@ def place(
     where: Where = (None, None),
 ) -> RenderedPrompt:
     """P reshaped as ``context_as = HOW`` (after :func:`locate`); WHERE locates the setting."""
-    if how == "text" or p.context_slot is None:
+    if how == "text":
         return p
+    if p.context_slot is None:
+        if any(item_text(it).strip() for it in _items(value)[:PROBES]):
+            raise ConfigError(
+                f'context_as = "{how}": the context variable\'s text does not appear in the rendered prompt',
+                file=where[0],
+                line=where[1],
+                hint="the template must print the context's text unchanged for needle to find where it goes",
+            )
+        return p  # an empty context: nothing to place
     slot = p.context_slot
     if slot.message == SYSTEM_PART or p.messages[slot.message].role != "user" or slot.block is not None:
         raise ConfigError(

@@ -94,7 +94,7 @@ class RenderedPrompt:
     def __post_init__(self) -> None:
         if self.system_blocks and self.system is None:
             object.__setattr__(self, "system", blocks_text(self.system_blocks))
-        elif self.system is not None and not self.system_blocks:
+        elif self.system and not self.system_blocks:  # an empty system is no block (the API refuses those)
             object.__setattr__(self, "system_blocks", (text_block(self.system),))
         for name in ("messages", "system_blocks", "tools"):
             value = getattr(self, name)
