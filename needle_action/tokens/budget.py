@@ -209,6 +209,7 @@ def evaluate_case(
         status="fail" if reasons else "pass",
         reasons=reasons,
         budget_source=AUTO if auto else None,
+        sections=count.sections,
     )
     if auto:
         apply_auto_budget(case, base_prompt_result, base_commit)
