@@ -1,7 +1,7 @@
 """Templates + fixtures -> the exact request the application would send.
 
 ``from needle_action.assemble import render_case, RenderedPrompt`` is the way in. The submodules:
-``prompt`` (the request itself), ``fixtures``, ``prompty``, ``sandbox`` (the Jinja2 environment,
+``prompt`` (the request itself; ``blocks``, ``tools``, ``wire`` and ``view`` its parts), ``fixtures``, ``prompty``, ``sandbox`` (the Jinja2 environment,
 the root-confined loader, the data sentinels), ``roles`` (marker splitting) and ``render``.
 
 Only the request types load eagerly: tokens, providers and the runtime library import
@@ -13,7 +13,7 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
-from needle_action.assemble.prompt import Message, RenderedPrompt, Role
+from needle_action.assemble.prompt import ContextSlot, Message, RenderedPrompt, RequestShapeError, Role
 
 if TYPE_CHECKING:
     from needle_action.assemble.fixtures import load_fixture
@@ -44,7 +44,9 @@ def __getattr__(name: str) -> Any:
 
 
 __all__ = [
+    "ContextSlot",
     "Message",
+    "RequestShapeError",
     "RenderedPrompt",
     "Role",
     "render_case",
