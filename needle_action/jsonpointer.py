@@ -100,7 +100,7 @@ def nearest_valid(document: Any, pointer: str) -> str:
         tokens = parse(pointer)
     except PointerError:
         return ""
-    value, good = document, []
+    value, good = document, list[str]()
     for token in tokens:
         try:
             value = _step(value, token, pointer)

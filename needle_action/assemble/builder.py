@@ -109,7 +109,9 @@ class _Client:
         self.cache: OrderedDict[str, Any] = OrderedDict()
         self.closed = False
         self.batches = 0
-        self.thread = threading.Thread(target=self._dispatch, name=f"needle-builder-{spec.function}", daemon=True)
+        self.thread = threading.Thread(
+            target=self._dispatch, name=f"needle-builder-{spec.function}", daemon=True
+        )
         self.thread.start()
 
     # ---- the callers' side
@@ -130,7 +132,7 @@ class _Client:
                     out.append(None)
                     futures.append(fut)
             self.cond.notify()
-        return [got if fut is None else fut.result() for got, fut in zip(out, futures, strict=True)]
+        return [fut.result() if fut is not None else got or {} for got, fut in zip(out, futures, strict=True)]
 
     # ---- the dispatcher thread
     def _dispatch(self) -> None:
@@ -250,6 +252,8 @@ def client_for(config: Config, prompt: PromptConfig) -> _Client:
     who = sandbox.run_as()
     python, notice = sandbox.interpreter(who)
     home = sandbox.repository_copy(config.root, tuple(config.files.allow_hidden), who)
+    if who.drops:
+        sandbox.shield_git(config.root.resolve())
     key = (str(home), str(spec), python, who)
     with _clients_lock:
         if key not in _clients:
@@ -283,20 +287,22 @@ def builder_error(spec: BuilderSpec, error: dict) -> BuilderError:
         message = f"the builder {spec} took longer than its limit of {BUILD_SECONDS:g} s on one call and was stopped"
         hint = "a builder assembles a request in milliseconds: look for a loop that never ends"
     elif kind == "memory":
-        message = f"the builder {spec} needed more than the {MEMORY_BYTES // 2**20} MB of memory a builder may use"
+        message = (
+            f"the builder {spec} needed more than the {MEMORY_BYTES // 2**20} MB of memory a builder may use"
+        )
         hint = "builders assemble requests; they should not need gigabytes"
     elif kind == "import":
         message = f"importing the builder {spec} failed: {what}"
         hint = (
             "a builder may import the repository's own modules and the packages installed where needle "
-            "runs; check the path and function name in `builder = \"file.py:function\"`"
+            'runs; check the path and function name in `builder = "file.py:function"`'
         )
     elif kind == "return":
         message = f"the builder {spec} returned a value that is not JSON: {error.get('message')}"
         hint = "return a request body (a dict) or a messages list of plain data: str, numbers, lists, dicts"
     else:
         message = f"the builder {spec} raised {what}"
-        hint = "this is an error in the builder's own code (traceback above, innermost call last)"
+        hint = "an error in the builder's own code: the lines above are its traceback, innermost call last"
     trace = _frames_text(frames)
     if trace:
         message += "\n" + trace
@@ -380,7 +386,9 @@ def built_body(config: Config, prompt: PromptConfig, kwargs: dict) -> Any:
     return body
 
 
-def render_built(config: Config, prompt: PromptConfig, variables: dict, fixture: str | None) -> RenderedPrompt:
+def render_built(
+    config: Config, prompt: PromptConfig, variables: dict, fixture: str | None
+) -> RenderedPrompt:
     """PROMPT's builder called with VARIABLES, as the request every stage measures."""
     from needle_action.assemble.recorded import as_rendered  # recorded imports fixtures: keep this light
 

@@ -13,6 +13,8 @@ worker that runs it (:mod:`~needle_action.assemble.builder_worker`) is started h
   docs/security.md: capture in a job with no secrets);
 * **working directory**: a temporary copy of the repository's visible files (no ``.git``, no hidden
   file unless ``[files] allow_hidden`` lists it, no symlink leading out), owned by the worker's user;
+  the original checkout's ``.git`` folder is closed to other users while the run lasts (it may hold
+  the checkout's token, and its path is no secret);
 * **interpreter**: needle's own Python when the worker's user can execute it; else the first of
   ``$NEEDLE_BUILDER_PYTHON``, ``/usr/local/bin/python3.X``, ``/usr/bin/python3.X`` (same version)
   it can, with a notice that packages installed only beside needle are not importable; if none,
@@ -168,7 +170,7 @@ def copy_repository(root: Path, allow_hidden: Sequence[str], who: RunAs) -> Path
         shutil.copyfile(path, dest)  # contents only: never the source's owner or mode bits
     if who.drops:
         assert who.uid is not None and who.gid is not None
-        for folder, dirs, names in os.walk(target):
+        for folder, _dirs, names in os.walk(target):
             os.chown(folder, who.uid, who.gid)
             for name in names:
                 os.chown(os.path.join(folder, name), who.uid, who.gid)
@@ -188,12 +190,51 @@ def repository_copy(root: Path, allow_hidden: Sequence[str], who: RunAs) -> Path
         return _copies[key]
 
 
+# --------------------------------------------------------------------------- the checkout's .git
+
+_shielded: set[str] = set()
+
+
+def _restore_mode(path: str, mode: int) -> None:
+    try:
+        os.chmod(path, mode)
+    except OSError:
+        pass  # removed meanwhile (a base worktree): nothing to restore
+
+
+def shield_git(root: Path) -> None:
+    """Close the checkout's ``.git`` folder to other users while builders run (restored at exit).
+
+    The worker works in a copy, but the original checkout's path is well known (``/github/workspace``)
+    and ``.git/config`` may hold the checkout's token; as ``nobody`` the worker reads only what
+    "other" may read, so the folder's group and other bits are cleared for the run."""
+    for folder in (root, *root.parents):
+        git = folder / ".git"
+        if git.is_dir() and not git.is_symlink():  # a clone (a worktree's .git file: not followed)
+            break
+    else:
+        return
+    key = str(git)
+    if key in _shielded:
+        return
+    mode = stat.S_IMODE(git.stat().st_mode)
+    if mode & 0o077:
+        os.chmod(git, mode & 0o700)
+        atexit.register(_restore_mode, key, mode)
+    _shielded.add(key)
+
+
 # --------------------------------------------------------------------------- the process
 
 
 def worker_env(home: Path) -> dict[str, str]:
     """Nothing of ours: the worker's whole environment."""
-    return {"HOME": str(home), "PATH": "/usr/local/bin:/usr/bin:/bin", "LC_ALL": "C.UTF-8", "TMPDIR": str(home)}
+    return {
+        "HOME": str(home),
+        "PATH": "/usr/local/bin:/usr/bin:/bin",
+        "LC_ALL": "C.UTF-8",
+        "TMPDIR": str(home),
+    }
 
 
 def start_worker(python: str, settings: str, home: Path, who: RunAs) -> subprocess.Popen:
@@ -213,4 +254,3 @@ def start_worker(python: str, settings: str, home: Path, who: RunAs) -> subproce
         start_new_session=True,
         **drop,
     )
-

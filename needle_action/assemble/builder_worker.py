@@ -147,7 +147,13 @@ def serve(settings):
         func = load_builder(root, settings["file"], settings["function"])
         loaded = None
     except BaseException as exc:  # noqa: BLE001 - the import of the user's module failed: report it
-        kind = "timeout" if isinstance(exc, BuildTimeout) else "memory" if isinstance(exc, MemoryError) else "import"
+        kind = (
+            "timeout"
+            if isinstance(exc, BuildTimeout)
+            else "memory"
+            if isinstance(exc, MemoryError)
+            else "import"
+        )
         func, loaded = None, describe(exc, root, kind)
     finally:
         signal.setitimer(signal.ITIMER_REAL, 0)
@@ -164,7 +170,9 @@ def serve(settings):
         try:
             answer = json.dumps({"results": results}, ensure_ascii=False, allow_nan=False).encode("utf-8")
         except (MemoryError, ValueError, RecursionError) as exc:
-            failed = {"error": {"kind": "return", "type": "", "message": f"the answer could not be encoded: {exc}"}}
+            failed = {
+                "error": {"kind": "return", "type": "", "message": f"the answer could not be encoded: {exc}"}
+            }
             answer = json.dumps({"results": [failed for _ in results]}).encode("utf-8")
         out.write(HEADER.pack(len(answer)) + answer)
         out.flush()

@@ -17,7 +17,8 @@ from pathlib import Path
 from typing import Any
 
 from needle_action.assemble.fixtures import load_fixture
-from needle_action.assemble.prompt import RenderedPrompt
+from needle_action.assemble.prompt import SYSTEM_PART, ContextSlot, RenderedPrompt
+from needle_action.assemble.wire import is_openai_body
 from needle_action.config.model import Config, PromptConfig
 from needle_action.dataformats import DataError, parse_json
 from needle_action.errors import ConfigError, TemplateError
@@ -32,7 +33,7 @@ _lock = threading.Lock()
 def load_request(config: Config, prompt: PromptConfig) -> tuple[str, dict]:
     """(the file's text, the parsed body) of PROMPT's recorded request, read once per file version."""
     assert prompt.request is not None
-    path = confine(config.root, Path(prompt.request), what="request", allow_hidden=config.files.allow_hidden)
+    path = confine(config.root, config.root / prompt.request, what="request", allow_hidden=config.files.allow_hidden)
     st = path.stat()
     key = (str(path), st.st_mtime_ns, st.st_size)
     with _lock:
@@ -71,7 +72,9 @@ def _resolve(body: dict, pointer: str, key: str, prompt: PromptConfig) -> Any:
         raise ConfigError(f"{key}: {exc.message}", file=prompt.request, hint=exc.hint) from None
 
 
-def render_recorded(config: Config, prompt: PromptConfig, variables: dict | None, fixture: str | None) -> RenderedPrompt:
+def render_recorded(
+    config: Config, prompt: PromptConfig, variables: dict | None, fixture: str | None
+) -> RenderedPrompt:
     """PROMPT's recorded request, with the slots VARIABLES names (by pointer) replaced."""
     text, body = load_request(config, prompt)
     changed = False
@@ -126,9 +129,9 @@ def as_rendered(
     if raw is not None:
         meta["raw_body"] = raw
     updates: dict[str, Any] = {"fixture": fixture, "meta": meta}
-    slot = _slot_of(context_path)
-    if slot is not None and hasattr(rendered, "context_slot"):
-        updates["context_slot"] = slot
+    slot = None if is_openai_body(body) else _slot_of(context_path)  # OpenAI indices differ
+    if slot is not None:
+        updates["context_slot"] = ContextSlot(*slot)
     return dataclasses.replace(rendered, **updates)
 
 
@@ -137,6 +140,8 @@ def _slot_of(pointer: str | None) -> tuple[int, int | None] | None:
     if not pointer:
         return None
     tokens = parse(pointer)
+    if tokens and tokens[0] == "system":
+        return SYSTEM_PART, (int(tokens[1]) if len(tokens) > 1 and tokens[1].isdigit() else None)
     if len(tokens) < 2 or tokens[0] != "messages" or not tokens[1].isdigit():
         return None
     block = int(tokens[3]) if len(tokens) > 3 and tokens[2] == "content" and tokens[3].isdigit() else None

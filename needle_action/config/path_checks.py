@@ -107,7 +107,9 @@ class PathChecks:
         try:
             body = parse_json(read_text(full, what="request", file=file, max_bytes=MAX_REQUEST_BYTES))
         except DataError as exc:
-            raise ConfigError(f"the request is not valid JSON: {exc.message}", file=file, line=exc.line) from None
+            raise ConfigError(
+                f"the request is not valid JSON: {exc.message}", file=file, line=exc.line
+            ) from None
         if not isinstance(body, dict):
             raise ConfigError("a recorded request is a JSON object (the request body)", file=file)
         for key in ("context_path", "question_path"):

@@ -169,7 +169,9 @@ def _with_trusted(head: PromptConfig, source: PromptSettings) -> PromptConfig:
 # --------------------------------------------------------------------------- the merge
 
 
-def without_builders(prompts: dict[str, PromptConfig]) -> tuple[dict[str, PromptConfig], list[tuple[str, str]]]:
+def without_builders(
+    prompts: dict[str, PromptConfig],
+) -> tuple[dict[str, PromptConfig], list[tuple[str, str]]]:
     """PROMPTS without those built in code, and (name, builder) of each left out: builders run
     pull request code, which only the trusted file's ``[files] builders = true`` allows."""
     kept = {name: p for name, p in prompts.items() if p.builder is None}

@@ -292,7 +292,9 @@ class HaystackBuilder:
         self.deal = deal
         where: dict[str, Any] = {"file": config.path, "line": config.line_of(f"prompts.{prompt.name}")}
         slots = prompt.slots()  # variables, or a recorded request's JSON Pointers
-        for (key, value), what in zip(slots, ("the context (the haystack slot)", "the question"), strict=True):
+        for (key, value), what in zip(
+            slots, ("the context (the haystack slot)", "the question"), strict=True
+        ):
             if not value:
                 raise ConfigError(
                     f"prompt {prompt.name!r} has no {key}: recall needs to know which variable holds {what}",
