@@ -33,7 +33,9 @@ _lock = threading.Lock()
 def load_request(config: Config, prompt: PromptConfig) -> tuple[str, dict]:
     """(the file's text, the parsed body) of PROMPT's recorded request, read once per file version."""
     assert prompt.request is not None
-    path = confine(config.root, config.root / prompt.request, what="request", allow_hidden=config.files.allow_hidden)
+    path = confine(
+        config.root, config.root / prompt.request, what="request", allow_hidden=config.files.allow_hidden
+    )
     st = path.stat()
     key = (str(path), st.st_mtime_ns, st.st_size)
     with _lock:

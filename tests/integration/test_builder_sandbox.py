@@ -26,7 +26,7 @@ from needle_action.config.loader import load_config
 REPO = Path(__file__).resolve().parents[2]
 AS_ROOT = os.name == "posix" and os.geteuid() == 0
 
-HOSTILE = '''
+HOSTILE = """
 import json, os, pathlib
 
 def _read(path):
@@ -58,7 +58,7 @@ def build(question, checkout, home):
         "uid": str(os.getuid()),
     }
     return {"messages": [{"role": "user", "content": question + json.dumps(found)}]}
-'''
+"""
 
 
 @pytest.fixture
@@ -68,7 +68,7 @@ def checkout():
     folder.chmod(0o755)
     canary = f"canary-{uuid.uuid4().hex}"
     (folder / ".git").mkdir(mode=0o755)
-    (folder / ".git" / "config").write_text(f'[http]\n\textraheader = AUTHORIZATION: basic {canary}\n')
+    (folder / ".git" / "config").write_text(f"[http]\n\textraheader = AUTHORIZATION: basic {canary}\n")
     (folder / ".git" / "config").chmod(0o644)
     (folder / "app").mkdir()
     (folder / "app" / "hostile.py").write_text(HOSTILE)
@@ -109,7 +109,11 @@ def test_a_hostile_builder_finds_no_canary_and_writes_nowhere(checkout):
     before = (folder / "needle.toml").read_text()
     try:
         secrets = {"ANTHROPIC_API_KEY": canary, "GITHUB_TOKEN": canary, "ACTIONS_RUNTIME_TOKEN": canary}
-        run = _needle(["render", "hostile", "--config", str(folder / "needle.toml"), "--format", "json"], secrets, folder)
+        run = _needle(
+            ["render", "hostile", "--config", str(folder / "needle.toml"), "--format", "json"],
+            secrets,
+            folder,
+        )
     finally:
         home_config.unlink()
     assert run.returncode == 0, run.stderr
@@ -128,7 +132,7 @@ def test_a_hostile_builder_finds_no_canary_and_writes_nowhere(checkout):
     assert (folder / ".git").stat().st_mode & 0o777 == 0o755  # closed during the run, restored after
 
 
-SLOW_AND_BIG = '''
+SLOW_AND_BIG = """
 def loop(question):
     n = 0
     while True:
@@ -146,7 +150,7 @@ def _helper(table):
 
 def not_a_request(question):
     return {"messages": [{"role": "user", "content": [{"type": "picture", "url": "x"}]}]}
-'''
+"""
 
 
 @pytest.fixture
