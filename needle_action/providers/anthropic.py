@@ -209,11 +209,19 @@ def build_request(
     for bp in _at_block_ends(prompt, breakpoints):
         cuts.setdefault(bp.part, []).append(bp)
     budget = [MAX_BREAKPOINTS]
-    messages = [{"role": m.role, "content": _content(m.content, cuts.get(i, []), budget)} for i, m in kept]
+    messages = [
+        {
+            "role": m.role,
+            "content": _content(m.content, cuts.get(i, []), budget)
+            if isinstance(m.content, str)
+            else m.wire_content(),
+        }
+        for i, m in kept
+    ]
     request: dict = {"model": model, "max_tokens": max_output_tokens, "messages": messages}
     # system text: the prompt's own, plus any system-role turns (the Messages API has no such role)
     systems = [prompt.system] if prompt.system else []
-    extra = [m.content for m in prompt.messages if m.role == "system"]
+    extra = [m.text for m in prompt.messages if m.role == "system"]
     if prompt.system and cuts.get(-1) and not extra:
         request["system"] = _content(prompt.system, cuts[-1], budget)
     elif systems or extra:
@@ -225,7 +233,7 @@ def _at_block_ends(prompt: RenderedPrompt, breakpoints: tuple[Breakpoint, ...]) 
     """A point at the very start of a message is the end of the part before it (the prefix is the
     same; a cache marker can only sit at the end of a block)."""
     kept = [-1] + [i for i, m in enumerate(prompt.messages) if m.role != "system"]
-    lengths = {-1: len(prompt.system or ""), **{i: len(m.content) for i, m in enumerate(prompt.messages)}}
+    lengths = {-1: len(prompt.system or ""), **{i: len(m.text) for i, m in enumerate(prompt.messages)}}
     out = []
     for bp in breakpoints:
         part, offset = bp.part, bp.offset

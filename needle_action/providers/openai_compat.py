@@ -77,7 +77,7 @@ class OpenAICompatProvider(RetryingProvider):
 
     def build_request(self, prompt: RenderedPrompt, max_output_tokens: int) -> dict:
         messages = [{"role": "system", "content": prompt.system}] if prompt.system else []
-        messages += [{"role": m.role, "content": m.content} for m in prompt.messages]
+        messages += [{"role": m.role, "content": m.text} for m in prompt.messages]
         if not any(m["role"] == "user" for m in messages):
             raise ConfigError(
                 "the prompt has no user message to send",

@@ -630,11 +630,11 @@ class HaystackBuilder:
             cut = RenderedPrompt(system=rendered.system[:c], messages=(), source=rendered.source)
             return self._prefix_tokens(cut)
         for j, m in enumerate(rendered.messages):
-            c = m.content.find(fact)
+            c = m.text.find(fact)
             if c >= 0:
                 cut = RenderedPrompt(
                     system=rendered.system,
-                    messages=(*rendered.messages[:j], Message(m.role, m.content[:c])),
+                    messages=(*rendered.messages[:j], Message(m.role, m.text[:c])),
                     source=rendered.source,
                 )
                 return self._prefix_tokens(cut)

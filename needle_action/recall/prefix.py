@@ -53,13 +53,13 @@ def prefix_digest(rendered: RenderedPrompt, part: int, offset: int) -> str | Non
             return None
         h.update((rendered.system or "")[:offset].encode("utf-8", "surrogatepass"))
         return h.hexdigest()
-    if part >= len(rendered.messages) or offset > len(rendered.messages[part].content):
+    if part >= len(rendered.messages) or offset > len(rendered.messages[part].text):
         return None
     h.update((rendered.system or "").encode("utf-8", "surrogatepass"))
     for m in rendered.messages[:part]:
-        h.update(b"\0" + m.role.encode() + b"\0" + m.content.encode("utf-8", "surrogatepass"))
+        h.update(b"\0" + m.role.encode() + b"\0" + m.text.encode("utf-8", "surrogatepass"))
     m = rendered.messages[part]
-    h.update(b"\0" + m.role.encode() + b"\0" + m.content[:offset].encode("utf-8", "surrogatepass"))
+    h.update(b"\0" + m.role.encode() + b"\0" + m.text[:offset].encode("utf-8", "surrogatepass"))
     return h.hexdigest()
 
 
@@ -69,7 +69,7 @@ def find_mark(rendered: RenderedPrompt, fact: str, tokens: int) -> Mark | None:
         digest = prefix_digest(rendered, -1, c)
         return Mark(-1, c, tokens, digest) if digest else None
     for j, m in enumerate(rendered.messages):
-        c = m.content.find(fact)
+        c = m.text.find(fact)
         if c >= 0:
             digest = prefix_digest(rendered, j, c)
             return Mark(j, c, tokens, digest) if digest else None

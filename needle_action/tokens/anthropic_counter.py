@@ -69,7 +69,7 @@ class AnthropicCounter:
             raise ProviderUnavailable(f"Anthropic token count failed with HTTP {exc.status_code}") from None
 
     def count_prompt(self, prompt: RenderedPrompt) -> int:
-        messages = [{"role": m.role, "content": m.content} for m in prompt.messages]
+        messages = [{"role": m.role, "content": m.wire_content()} for m in prompt.messages]
         if not messages:  # the API needs one message; a system-only template sends an empty user turn
             messages = [{"role": "user", "content": ""}]
         return self._count(prompt.system, messages)
