@@ -109,6 +109,8 @@ class _Client:
         self.cache: OrderedDict[str, Any] = OrderedDict()
         self.closed = False
         self.batches = 0
+        self.calls = 0
+        self.seconds = 0.0  # wall time of the batches: the overhead builders add, measured
         self.thread = threading.Thread(
             target=self._dispatch, name=f"needle-builder-{spec.function}", daemon=True
         )
@@ -143,12 +145,16 @@ class _Client:
                 if self.closed:
                     return
                 batch, self.pending = self.pending[:MAX_BATCH], self.pending[MAX_BATCH:]
+            started = time.perf_counter()
             try:
                 results = self._send([text for text, _ in batch])
             except BaseException as exc:  # noqa: BLE001 - handed to every caller of the batch
                 for _, fut in batch:
                     fut.set_exception(exc)
                 continue
+            finally:
+                self.seconds += time.perf_counter() - started
+                self.calls += len(batch)
             with self.cond:
                 for (text, _), result in zip(batch, results, strict=True):
                     if "ok" in result:
@@ -420,6 +426,13 @@ def batches_sent() -> int:
         return sum(c.batches for c in _clients.values())
 
 
+def usage() -> tuple[int, int, float]:
+    """(calls sent to builder workers, batches, seconds spent waiting for them) in this process."""
+    with _clients_lock:
+        clients = list(_clients.values())
+    return sum(c.calls for c in clients), sum(c.batches for c in clients), sum(c.seconds for c in clients)
+
+
 __all__ = [
     "BUILD_SECONDS",
     "MEMORY_BYTES",
@@ -432,6 +445,7 @@ __all__ = [
     "recording",
     "render_built",
     "replaying",
+    "usage",
     "call_key",
     "canonical",
     "client_for",

@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -201,3 +202,87 @@ def test_render_json_prints_a_recorded_request_byte_for_byte(project):
     )
     assert run.returncode == 0, run.stderr
     assert run.stdout == path.read_bytes()
+
+
+TEMPLATE_TWIN = """system:
+Answer from the notes.
+user:
+{{ notes }}
+
+{{ question }}
+"""
+
+
+@pytest.mark.slow
+def test_builder_overhead_is_under_a_fifth_of_a_recall_run_at_500_ms(project, monkeypatch):
+    """The same recall (2 sizes x 3 depths x 3 trials) through the builder and through a template
+    that renders the same request, against the fake at 500 ms a call."""
+    Project(project.parent).template("prompts/qa.j2", TEMPLATE_TWIN)
+    text = project.read_text().replace(
+        "[prompts.recorded]",
+        '[prompts.templated]\ntemplate = "prompts/qa.j2"\nfixtures = ["fixtures/qa.yaml"]\n'
+        'context_var = "notes"\nquestion_var = "question"\n\n[prompts.recorded]',
+    )
+    project.write_text(text)
+    config = load_config(project)
+    with FakeAnthropic(
+        SimulatedModel(u_shape(edge=0.97, middle=0.1, margin=0.08), seed=11), latency_s=0.5
+    ) as srv:
+        monkeypatch.setenv("ANTHROPIC_BASE_URL", srv.base_url)
+        monkeypatch.setenv("ANTHROPIC_API_KEY", srv.api_key)
+        started = time.perf_counter()
+        run_check(config, only=["templated"], cache=False)
+        templated = time.perf_counter() - started
+        calls0, batches0, seconds0 = builder.usage()
+        started = time.perf_counter()
+        built = run_check(config, only=["built"], cache=False)
+        wall = time.perf_counter() - started
+    calls, batches, seconds = (
+        a - b for a, b in zip(builder.usage(), (calls0, batches0, seconds0), strict=True)
+    )
+    print(
+        f"\nbuilder overhead: {calls} builder calls in {batches} batches, {seconds:.3f} s of a {wall:.2f} s "
+        f"recall run ({seconds / wall:.1%}); the template twin took {templated:.2f} s"
+    )
+    assert built.prompt("built").recall.calls == 18
+    assert calls > 18 and batches <= calls
+    assert seconds <= 0.2 * wall
+    assert wall <= templated * 1.2 + 1.0  # the worker's start (~0.1-1 s on a loaded machine) aside
+
+
+@pytest.mark.slow
+def test_the_example_agent_builder_is_measured_in_its_full_shape(fake, examples_dir):
+    """examples/agent/support.py: 3 tool schemas, the search call, the chunks in a tool_result. Recall
+    against the fake puts each needle inside that tool_result, at the planned depth."""
+    config = load_config(examples_dir / "needle.toml")
+    prompt = config.prompts["support_built"].model_copy(
+        update={"provider": "anthropic", "model": "claude-sonnet-5-5", "tokenizer": "tiktoken:o200k_base"}
+    )
+    config.prompts = {"support_built": prompt}
+    try:
+        results = run_check(config, cache=False)
+    finally:
+        builder.close_all()
+    from needle_action.assemble import render_case
+
+    rendered = render_case(config, prompt, config.fixture_paths(prompt)[0])
+    body = rendered.to_anthropic_body("claude-sonnet-5-5", 64)
+    assert [t["name"] for t in body["tools"]] == ["search_docs", "lookup_order", "escalate_to_human"]
+    assert results.prompt("support_built").cases[0].status == "pass"
+    recall = results.prompt("support_built").recall
+    assert recall.calls == 6
+    asked = [r["json"] for r in fake.requests if r["path"].endswith("/v1/messages")]
+    assert len(asked) == 6
+    values = {a.needle for c in recall.cells for a in c.answers}
+    assert len(values) == 6
+    positions = []
+    for trial in asked:
+        turns = trial["messages"]
+        assert turns[1]["content"][0]["type"] == "tool_use"
+        result = turns[2]["content"][0]
+        assert result["type"] == "tool_result" and result["tool_use_id"] == "toolu_search_1"
+        chunks = [b["text"] for b in result["content"]]
+        hits = [i for i, c in enumerate(chunks) if any(v in c for v in values)]
+        assert len(hits) == 1  # the needle is one chunk among the hay chunks
+        positions.append(hits[0] / max(1, len(chunks) - 1))
+    assert min(positions) == 0.0 and max(positions) == 1.0

@@ -118,7 +118,10 @@ def test_a_builders_value_that_is_not_a_request_names_the_field():
             what="the value the builder returned",
         )
     assert "messages[0].content[0]" in err.value.message
-    assert as_rendered([{"role": "user", "content": "hi"}], source="s", fixture=None, file="f").messages[0].text == "hi"
+    assert (
+        as_rendered([{"role": "user", "content": "hi"}], source="s", fixture=None, file="f").messages[0].text
+        == "hi"
+    )
 
 
 def test_worker_errors_are_framed_at_the_users_innermost_line():
