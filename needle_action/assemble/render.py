@@ -19,11 +19,14 @@ from jinja2 import meta as jinja_meta
 from jinja2.exceptions import SecurityError, TemplateNotFound, TemplateSyntaxError, UndefinedError
 
 from needle_action.assemble import isolate
+from needle_action.assemble.blocks import RequestShapeError
+from needle_action.assemble.declared import Declared, from_prompty
 from needle_action.assemble.fixtures import load_fixture
 from needle_action.assemble.limits import SIZE_HINT, RenderLimit
 from needle_action.assemble.prompt import RenderedPrompt
 from needle_action.assemble.prompty import prompty_defaults, split_prompty
-from needle_action.assemble.roles import split_messages, to_prompt
+from needle_action.assemble.request import complete
+from needle_action.assemble.roles import split_sections, to_prompt
 from needle_action.assemble.sandbox import (
     MAX_TEMPLATE_BYTES,
     AccessDenied,
@@ -32,7 +35,7 @@ from needle_action.assemble.sandbox import (
     scrub,
 )
 from needle_action.config.model import Config, PromptConfig
-from needle_action.errors import NeedleError, TemplateError
+from needle_action.errors import ConfigError, NeedleError, TemplateError
 from needle_action.paths import confine, display_path, read_text, relative
 
 _FRONT_MATTER_META = ("name", "description", "model")
@@ -48,7 +51,9 @@ def render_case(
 
     Files are read here (confined to the root, out of hidden folders unless ``[files] allow_hidden``
     lists them); the template itself runs in the render worker, bounded in time and memory
-    (:mod:`~needle_action.assemble.isolate`)."""
+    (:mod:`~needle_action.assemble.isolate`). The result carries the declared tools, tool choice
+    and request parameters, and its context slot placed as ``context_as`` says
+    (:mod:`~needle_action.assemble.request`)."""
     root = config.root
     allow = tuple(config.files.allow_hidden)
     if prompt.request is not None or prompt.builder is not None:  # prompts that are data, or code
@@ -57,27 +62,43 @@ def render_case(
     template_file = display_path(template_path)
     name = relative(root, template_path)
     variables, fixture_rel = _case_variables(root, fixture_path_or_None, variables, allow)
+    kind = template_path.suffix.lower()
 
     front: dict = {}
+    declared = Declared()
     try:
         source_text = _read_template(template_path, template_file)
-        if template_path.suffix.lower() == ".prompty":
+        if kind == ".prompty":
             front = split_prompty(source_text, template_file).front
             defaults = prompty_defaults(front, template_path, root, template_file, allow_hidden=allow)
             variables = {**defaults, **variables}
+            declared = from_prompty(
+                front, source_text, template_path, root, template_file, allow_hidden=allow
+            )
     except NeedleError:
         raise
     except OSError as exc:
         raise TemplateError(f"cannot read the template: {exc.strerror or exc}", file=template_file) from None
-    raw = isolate.render(root, allow, name, variables, file=template_file)
-    if template_path.suffix.lower() == ".prompt":  # Google Dotprompt: Handlebars, its own roles
-        from needle_action.assemble.dotprompt import to_rendered
+    lenient = lenient_undefined(prompt, kind)
+    raw = isolate.render(root, allow, name, variables, file=template_file, lenient=lenient)
+    if kind == ".prompt":  # Google Dotprompt: Handlebars, its own roles
+        from needle_action.assemble.dotprompt import declared_by, to_rendered
 
-        return to_rendered(raw, source_text, variables, path=template_path, source=name, fixture=fixture_rel)
-
-    system, messages = to_prompt(split_messages(raw), source_text, template_file)
-    meta = {"front_matter": {k: v for k, v in front.items() if k in _FRONT_MATTER_META}} if front else {}
-    return RenderedPrompt(system=system, messages=messages, source=name, fixture=fixture_rel, meta=meta)
+        rendered = to_rendered(
+            raw, source_text, variables, path=template_path, source=name, fixture=fixture_rel
+        )
+        declared = declared_by(source_text, template_path, file=template_file)
+    else:
+        sections = split_sections(raw, prompty=kind == ".prompty")
+        try:
+            system, messages = to_prompt(sections, source_text, template_file)
+        except RequestShapeError as exc:  # content blocks the fixture holds
+            raise _block_error(exc, root, fixture_rel, template_file) from None
+        meta = {"front_matter": {k: v for k, v in front.items() if k in _FRONT_MATTER_META}} if front else {}
+        rendered = RenderedPrompt(
+            system=system, messages=messages, source=name, fixture=fixture_rel, meta=meta
+        )
+    return complete(config, prompt, rendered, declared, variables)
 
 
 def _render_data(
@@ -94,7 +115,39 @@ def _render_data(
     return render_built(config, prompt, variables, fixture_rel)
 
 
-def render_raw(root: Path, allow_hidden: Sequence[str], name: str, variables: dict, *, file: str) -> str:
+def _block_error(
+    exc: RequestShapeError, root: Path, fixture_rel: str | None, template_file: str
+) -> NeedleError:
+    """A bad content block printed from the data, at the fixture line holding the bad value."""
+    file, line = template_file, None
+    if fixture_rel is not None:
+        file = display_path(root / fixture_rel)
+        if exc.value is not None:
+            try:
+                text = (root / fixture_rel).read_text(encoding="utf-8")
+            except (OSError, UnicodeDecodeError):
+                text = ""
+            at = text.find(str(exc.value))
+            line = text.count("\n", 0, at) + 1 if at >= 0 else None
+    return ConfigError(
+        f"a content block in the data is not valid: {exc.message}",
+        file=file,
+        line=line,
+        hint=exc.hint or "content blocks are mappings like {type: text, text: ...}",
+    )
+
+
+def lenient_undefined(prompt: PromptConfig, kind: str) -> bool:
+    """Whether an undefined name renders as empty: ``undefined`` if set, else the format's own
+    runtime (Prompty and Dotprompt: lenient; plain Jinja: strict)."""
+    if prompt.undefined is not None:
+        return prompt.undefined == "lenient"
+    return kind in (".prompty", ".prompt")
+
+
+def render_raw(
+    root: Path, allow_hidden: Sequence[str], name: str, variables: dict, *, file: str, lenient: bool = False
+) -> str:
     """The raw output (sentinels included) of template NAME under ROOT, in this process.
 
     Everything a template raises becomes a TemplateError at the template line that raised it. The
@@ -104,8 +157,10 @@ def render_raw(root: Path, allow_hidden: Sequence[str], name: str, variables: di
     if name.lower().endswith(".prompt"):  # Dotprompt: the Handlebars engine, metered (dotprompt.py)
         from needle_action.assemble.dotprompt import render_raw as render_dotprompt
 
-        return render_dotprompt(root, root / name, variables, file=file, allow_hidden=allow_hidden)
-    env = environment_for(root, allow_hidden)
+        return render_dotprompt(
+            root, root / name, variables, file=file, allow_hidden=allow_hidden, strict=not lenient
+        )
+    env = environment_for(root, allow_hidden, lenient=lenient)
     try:
         return env.get_template(name).render(scrub(variables))
     except NeedleError:
@@ -228,4 +283,4 @@ def referenced_templates(env: jinja2.Environment, source: str) -> list[str]:
     return [t for t in jinja_meta.find_referenced_templates(env.parse(source)) if t]
 
 
-__all__ = ["render_case", "render_raw", "undeclared_variables", "referenced_templates"]
+__all__ = ["render_case", "render_raw", "lenient_undefined", "undeclared_variables", "referenced_templates"]

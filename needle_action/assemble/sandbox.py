@@ -15,6 +15,7 @@
 from __future__ import annotations
 
 import functools
+import json
 import posixpath
 import re
 import threading
@@ -32,6 +33,7 @@ from jinja2.sandbox import ImmutableSandboxedEnvironment, SandboxedEscapeFormatt
 from markupsafe import Markup
 
 from needle_action.assemble import limits
+from needle_action.assemble.blocks import BLOCK_TYPES
 from needle_action.assemble.prompty import split_prompty
 from needle_action.errors import TemplateError
 from needle_action.paths import (
@@ -48,6 +50,10 @@ from needle_action.paths import (
 # in the raw render and are removed before anything leaves the assemble package.
 OPEN = "\U000f8e00"
 CLOSE = "\U000f8e01"
+# around the JSON of a list of content blocks printed with {{ }} (a fixture's messages), which the
+# marker splitter turns back into blocks; removed from all data like the sentinels
+BLOCKS_OPEN = "\U000f8e02"
+BLOCKS_CLOSE = "\U000f8e03"
 
 _SENTINEL_RE = re.compile(f"[{OPEN}{CLOSE}]")
 
@@ -70,8 +76,15 @@ _DENIED = {
 
 def strip_sentinels(text: str) -> str:
     """TEXT without any sentinel characters."""
-    # two str.replace calls are ~50x faster than str.translate for astral code points
-    return text.replace(OPEN, "").replace(CLOSE, "")
+    # str.replace calls are ~50x faster than str.translate for astral code points
+    text = text.replace(OPEN, "").replace(CLOSE, "")
+    if BLOCKS_OPEN in text or BLOCKS_CLOSE in text:
+        text = text.replace(BLOCKS_OPEN, "").replace(BLOCKS_CLOSE, "")
+    return text
+
+
+def _has_sentinel(text: str) -> bool:
+    return OPEN in text or CLOSE in text or BLOCKS_OPEN in text or BLOCKS_CLOSE in text
 
 
 def scrub(value: Any, _memo: dict[int, Any] | None = None) -> Any:
@@ -81,7 +94,7 @@ def scrub(value: Any, _memo: dict[int, Any] | None = None) -> Any:
     would make an alias bomb exponential here even when no template ever reads the variable.
     """
     if isinstance(value, str):
-        return strip_sentinels(value) if (OPEN in value or CLOSE in value) else value
+        return strip_sentinels(value) if _has_sentinel(value) else value
     if not isinstance(value, dict | list | tuple):
         return value
     memo = {} if _memo is None else _memo
@@ -109,6 +122,10 @@ def finalize(value: Any) -> str:
     """Wrap every ``{{ ... }}`` result in sentinels so the marker splitter can tell data from template."""
     if isinstance(value, _Rendered):
         return value
+    if is_block_list(value):  # a turn's content blocks (a fixture's messages): kept as blocks
+        payload = json.dumps(list(value), ensure_ascii=False, default=str)
+        limits.check_output_piece(payload)
+        return f"{OPEN}{BLOCKS_OPEN}{payload}{BLOCKS_CLOSE}{CLOSE}"
     text = str(value)  # StrictUndefined raises here, which is what we want
     limits.check_output_piece(text)
     if OPEN in text or CLOSE in text:
@@ -116,6 +133,17 @@ def finalize(value: Any) -> str:
             return text  # a {% set %} block or similar: template text with marked interpolations inside
         text = strip_sentinels(text)
     return f"{OPEN}{text}{CLOSE}"
+
+
+def is_block_list(value: Any) -> bool:
+    """Whether VALUE is a list of content blocks: mappings with a string ``type``, one at least of
+    a known block type (an unknown one among them is then reported, not printed as text)."""
+    return (
+        isinstance(value, list | tuple)
+        and bool(value)
+        and all(isinstance(b, dict) and isinstance(b.get("type"), str) for b in value)
+        and any(b["type"] in BLOCK_TYPES for b in value)
+    )
 
 
 def _balanced(text: str) -> bool:
@@ -211,10 +239,12 @@ class PromptEnvironment(ImmutableSandboxedEnvironment):
     code_generator_class = _CodeGenerator
     loader: RootLoader
 
-    def __init__(self, root: Path, allow_hidden: Sequence[str] = ()) -> None:
+    def __init__(self, root: Path, allow_hidden: Sequence[str] = (), *, lenient: bool = False) -> None:
         super().__init__(
             loader=RootLoader(root, allow_hidden),
-            undefined=jinja2.StrictUndefined,
+            # lenient: jinja2.Undefined, what the Prompty runtime and plain jinja2 use (an undefined
+            # name prints as empty and is false); strict: an undefined name is an error at its line
+            undefined=jinja2.Undefined if lenient else jinja2.StrictUndefined,
             autoescape=False,
             finalize=finalize,
             auto_reload=True,
@@ -285,24 +315,29 @@ class PromptEnvironment(ImmutableSandboxedEnvironment):
         return functools.update_wrapper(wrapper, value)
 
 
-_envs: dict[tuple[Path, tuple[str, ...]], PromptEnvironment] = {}
+_envs: dict[tuple[Path, tuple[str, ...], bool], PromptEnvironment] = {}
 _envs_lock = threading.Lock()
 
 
-def environment_for(root: Path, allow_hidden: Sequence[str] = ()) -> PromptEnvironment:
-    """One environment per config root (and hidden-path allow-list); Jinja caches compiled templates
-    per (name, mtime) inside it."""
-    key = (root.absolute().resolve(), tuple(allow_hidden))
+def environment_for(
+    root: Path, allow_hidden: Sequence[str] = (), *, lenient: bool = False
+) -> PromptEnvironment:
+    """One environment per config root, hidden-path allow-list and undefined mode; Jinja caches
+    compiled templates per (name, mtime) inside it."""
+    key = (root.absolute().resolve(), tuple(allow_hidden), lenient)
     with _envs_lock:
         env = _envs.get(key)
         if env is None:
-            env = _envs[key] = PromptEnvironment(root, allow_hidden)
+            env = _envs[key] = PromptEnvironment(root, allow_hidden, lenient=lenient)
         return env
 
 
 __all__ = [
     "OPEN",
     "CLOSE",
+    "BLOCKS_OPEN",
+    "BLOCKS_CLOSE",
+    "is_block_list",
     "strip_sentinels",
     "scrub",
     "finalize",
