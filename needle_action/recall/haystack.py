@@ -538,21 +538,11 @@ class HaystackBuilder:
         trial, so its trials differ only by their filler: trial T draws from a stream of its own (and
         its amount is searched for that stream), or a cell's trials would all be one prompt.
         """
-        reference = reference or needle
-        depth = min(1.0, max(0.0, float(depth)))
         with self._lock:
-            context, key = self._prepare(size, depth, needle, trial, reference)
-        # the trial's own render runs outside the lock: a cell's trials render concurrently (a
-        # builder's calls then reach its worker in one batch; templates use every render worker)
-        rendered = self._render(context, needle.question)
-        with self._lock:
-            return self._finish(rendered, size, depth, needle, reference, key)
+            return self._build(size, depth, needle, trial, reference or needle)
 
-    def _prepare(
-        self, size: int, depth: float, needle: Needle, trial: int, reference: Needle
-    ) -> tuple[Any, tuple]:
-        """(the slot's value for NEEDLE's trial, the cell's layout key): the filler amount searched
-        once per cell with REFERENCE."""
+    def _build(self, size: int, depth: float, needle: Needle, trial: int, reference: Needle) -> Trial:
+        depth = min(1.0, max(0.0, float(depth)))
         gold = needle.style == "gold"
         stream_key = trial if gold else SHARED_STREAM
         stream = self._stream(stream_key, gold=gold)
@@ -569,13 +559,7 @@ class HaystackBuilder:
         if words is None:
             words = self._search_words(size, render_with(reference), stream)
             self._layout[key] = words
-        return self._context(stream.take(words), depth, needle), key
-
-    def _finish(
-        self, rendered: RenderedPrompt, size: int, depth: float, needle: Needle, reference: Needle, key: tuple
-    ) -> Trial:
-        """The Trial of RENDERED, counted (only the needle's own tokens when the cell's reference
-        trial already measured the same text around it)."""
+        rendered = self._render(self._context(stream.take(words), depth, needle), needle.question)
         before = _text_before(rendered, needle_anchor(needle.facts[0]))
         known = self._counted.get(key)
         if needle.key != reference.key and known is not None and known[0] == before:
