@@ -13,6 +13,10 @@ it, because they are the reviewer's to set, not the author's:
   regex: ``scoring = "regex"`` with ``answer_regex = ".*"`` would pass every trial), spend caps and
   answer length, whether recall runs at all. A PR that could set them would judge itself.
 
+* **running code** (``[files] builders``): a prompt built in code runs the pull request's Python;
+  only a trusted file may enable that, and builder prompts are left out of the run otherwise
+  (:func:`without_builders`, one :class:`SettingChange` each for the comment).
+
 Those come from the *trusted* file (the base branch's, which was reviewed when it merged): a prompt
 the base has keeps the base's values, a new prompt gets the base's ``[defaults]``, and the files
 templates may read (``[files] allow_hidden``) are the base's. Everything else (templates, fixtures,
