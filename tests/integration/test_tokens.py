@@ -361,10 +361,10 @@ def test_needle_budget_with_the_anthropic_tokenizer(fake, tmp_path, monkeypatch)
     assert fake.api_key not in result.output
     data = json.loads(out.read_text())
     cases = [c for p in data["prompts"] for c in p["cases"]]
-    assert len(cases) == 8 and all(
+    assert len(cases) == 10 and all(  # 8 template cases, a builder's and a recorded request's
         c["count"]["counter"] == "anthropic" and c["count"]["exact"] for c in cases
     )
-    assert fake.calls["count_tokens"] == 8
+    assert fake.calls["count_tokens"] == 10
     assert {r["json"]["model"] for r in fake.requests} == {"claude-haiku-5-5"}
 
 
