@@ -8,6 +8,7 @@ never as a traceback.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import functools
 import json
@@ -19,6 +20,8 @@ import click
 from needle_action import __version__
 from needle_action.action.comment import with_head
 from needle_action.action.sides import compare_sides, local_settings, measure_pull_request
+from needle_action.capture import capture as capture_requests
+from needle_action.capture import measuring_captured
 from needle_action.compare import compare
 from needle_action.compare.history import from_data_branch, from_folder, trends
 from needle_action.config.loader import load_config
@@ -231,6 +234,12 @@ def render(name: str, fixture: str | None, fmt: str, config_path: Path) -> None:
             click.echo(case.as_text(), nl=False)
         return
     assert prompt is not None  # render_prompt_cases checked the name
+    if fmt == "json" and len(cases) == 1 and "raw_body" in cases[0].meta:
+        raw: str = cases[0].meta["raw_body"]  # a recorded request, unchanged: its own bytes
+        sys.stdout.flush()
+        sys.stdout.buffer.write(raw.encode("utf-8"))
+        sys.stdout.buffer.flush()
+        return
     body = "to_anthropic_body" if fmt == "json" else "to_openai_body"
     bodies = [getattr(c, body)(prompt.model, prompt.reserve_output_tokens) for c in cases]
     out: object = (
@@ -360,15 +369,34 @@ comment_option = click.option(
 @click.option("--no-recall", is_flag=True, help="Budgets only.")
 @base_ref_option
 @comment_option
+@click.option(
+    "--requests",
+    "requests_dir",
+    type=click.Path(file_okay=False, path_type=Path),
+    help="Measure the requests `needle capture` wrote there: no builder runs.",
+)
 @handle_errors
 def check(
-    config_path, only, baseline, json_out, junit, overrides, progress, cache, no_recall, base_ref, comment_out
+    config_path,
+    only,
+    baseline,
+    json_out,
+    junit,
+    overrides,
+    progress,
+    cache,
+    no_recall,
+    base_ref,
+    comment_out,
+    requests_dir,
 ) -> None:
     """Budgets and recall together: what the GitHub Action runs on each side.
 
     With --base-ref REF: the pull request preview. The base is measured in a git worktree with the
     action's code and trust rules, and the comparison is printed (-o: the comment's Markdown)."""
     if base_ref is not None:
+        if requests_dir is not None:
+            raise ConfigError("--requests measures one side: it does not combine with --base-ref")
         _refuse_with_base_ref(only=only, baseline=baseline, overrides=overrides, cache=cache)
         _compare_with_ref(config_path, base_ref, overrides, not no_recall, comment_out, json_out, junit)
     if comment_out is not None:
@@ -377,20 +405,52 @@ def check(
         )
     config = _load(config_path)
     base = _baseline(baseline)
-    results = run_check(
-        config,
-        baseline=base,
-        only=list(only) or None,
-        overrides=overrides,
-        recall=not no_recall,
-        progress=progress,
-        cache=cache,
-    )
+    with contextlib.ExitStack() as stack:
+        if requests_dir is not None:
+            config = stack.enter_context(measuring_captured(config, requests_dir, overrides))
+        results = run_check(
+            config,
+            baseline=base,
+            only=list(only) or None,
+            overrides=overrides,
+            recall=not no_recall,
+            progress=progress,
+            cache=cache,
+        )
     print_budget(results)
     if not no_recall:
         print_recall(results)
     stages = ("budget",) if no_recall else ("budget", "recall")
     _finish(results, json_out, stages=stages, junit=junit, baseline=base)
+
+
+@main.command()
+@config_option
+@only_option
+@click.option(
+    "--output",
+    "-o",
+    "out_dir",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=Path("needle-requests"),
+    show_default=True,
+    help="Folder to write the requests and their manifest to.",
+)
+@click.option("--seed", type=int, help="Override the seed (use the same with `check --requests`).")
+@click.option("--trials", type=int, help="Override trials per cell (the same with `check --requests`).")
+@handle_errors
+def capture(config_path, only, out_dir, seed, trials) -> None:
+    """Run every builder over its fixtures and recall trial inputs; write the requests to a folder.
+
+    Run it where no secret is (builders are pull request code); measure the folder elsewhere with
+    `needle check --requests DIR`, which runs no code (docs/security.md)."""
+    config = _load(config_path)
+    counts = capture_requests(
+        config, out_dir, overrides=RecallOverrides(seed=seed, trials=trials), only=list(only)
+    )
+    for name, n in counts.items():
+        click.echo(f"{name}: {n} request(s)")
+    click.echo(f"wrote {out_dir}")
 
 
 @main.command()

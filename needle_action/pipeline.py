@@ -71,7 +71,7 @@ def render_prompt_cases(config: Config, name: str, *, fixture: str | None = None
 def _prompt_shell(config: Config, prompt: PromptConfig) -> PromptResult:
     return PromptResult(
         name=prompt.name,
-        template=prompt.template,
+        template=prompt.source_file,
         template_line=config.line_of(f"prompts.{prompt.name}"),
         model=prompt.model,
     )

@@ -29,7 +29,7 @@ from needle_action.action.baseline import git
 from needle_action.action.settings import Settings
 from needle_action.config.loader import load_config
 from needle_action.config.model import Config
-from needle_action.config.trust import apply_trust
+from needle_action.config.trust import apply_trust, without_builders
 from needle_action.errors import ConfigError, NeedleError
 from needle_action.paths import PathEscape, UnsafePath, check_inside, ensure_folder, relative_path, write_file
 from needle_action.recall.cache import default_cache_path
@@ -137,8 +137,12 @@ def head_config(settings: Settings, trusted: Trusted, notes: list[str]) -> Confi
 def for_base(config: Config, trusted: Trusted) -> Config:
     """The config the base is measured with: its own file is trusted as is; the head's file (a base
     without one) gets the same treatment as on the head side."""
-    if not trusted.applies or trusted.config is not None:
+    if not trusted.applies:
         return config
+    if trusted.config is not None:  # its own file, trusted as is; builders only where it enables them
+        if config.files.builders:
+            return config
+        return config.model_copy(update={"prompts": without_builders(config.prompts)[0]})
     return apply_trust(config, None)[0]
 
 

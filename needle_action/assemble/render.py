@@ -56,6 +56,8 @@ def render_case(
     (:mod:`~needle_action.assemble.request`)."""
     root = config.root
     allow = tuple(config.files.allow_hidden)
+    if prompt.request is not None or prompt.builder is not None:  # prompts that are data, or code
+        return _render_data(config, prompt, fixture_path_or_None, variables)
     template_path = config.template_path(prompt)
     template_file = display_path(template_path)
     name = relative(root, template_path)
@@ -99,6 +101,20 @@ def render_case(
             system=system, messages=messages, source=name, fixture=fixture_rel, meta=meta
         )
     return complete(config, prompt, rendered, declared, variables)
+
+
+def _render_data(
+    config: Config, prompt: PromptConfig, fixture_path: str | os.PathLike | None, variables: dict | None
+) -> RenderedPrompt:
+    """A recorded request (its pointer slots replaced by VARIABLES), or a builder's return value."""
+    if prompt.request is not None:
+        from needle_action.assemble.recorded import fixture_name, render_recorded
+
+        return render_recorded(config, prompt, variables, fixture_name(config, fixture_path))
+    from needle_action.assemble.builder import render_built
+
+    variables, fixture_rel = _case_variables(config.root, fixture_path, variables, config.files.allow_hidden)
+    return render_built(config, prompt, variables, fixture_rel)
 
 
 def _block_error(

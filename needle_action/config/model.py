@@ -375,11 +375,70 @@ class PromptSettings(Strict):
         return v
 
 
+_BUILDER_RE = re.compile(r"^[^:\x00]+\.py:[A-Za-z_][A-Za-z0-9_]*$")
+
+
 class PromptConfig(PromptSettings):
     name: str
-    template: str
+    # one of the three: a template file, a recorded request (JSON body), a builder in code
+    template: str = ""
+    request: str | None = Field(default=None, description="a recorded request body (.json)")
+    builder: str | None = Field(default=None, description='a Python callable, "file.py:function"')
+    context_path: str | None = Field(default=None, description="request: JSON Pointer to the haystack")
+    question_path: str | None = Field(default=None, description="request: JSON Pointer to the question")
     fixtures: list[str] = Field(default_factory=list, description="paths or globs, relative to root")
     description: str | None = None
+
+    @field_validator("builder")
+    @classmethod
+    def _builder_spec(cls, v: str | None):
+        if v is not None and not _BUILDER_RE.match(v):
+            raise ValueError(
+                'builder must name a Python file and a function in it, like "app/prompts.py:build_support"'
+            )
+        return v
+
+    @field_validator("context_path", "question_path")
+    @classmethod
+    def _pointer(cls, v: str | None, info: ValidationInfo):
+        if v is not None and not v.startswith("/"):
+            raise ValueError(
+                f"{info.field_name} is a JSON Pointer (RFC 6901) starting with '/', like "
+                '"/messages/0/content"'
+            )
+        return v
+
+    @model_validator(mode="after")
+    def _one_source(self):
+        given = [k for k in ("template", "request", "builder") if getattr(self, k)]
+        if len(given) != 1:
+            what = " and ".join(given) if given else "none of them"
+            raise ValueError(
+                f"a prompt needs exactly one of template, request or builder (this one sets {what})"
+            )
+        if self.request is None and (self.context_path or self.question_path):
+            raise ValueError(
+                "context_path and question_path point into a recorded request: they go with request = "
+                '"...json" (templates and builders name their slots with context_var and question_var)'
+            )
+        return self
+
+    def slots(self) -> tuple[tuple[str, str | None], tuple[str, str | None]]:
+        """((key, value) naming the context slot, the same for the question): the variables
+        ``context_var`` / ``question_var``, or for a recorded request the pointers ``context_path``
+        / ``question_path`` (recall then uses the pointer itself as the slot's name)."""
+        if self.request is not None:
+            return ("context_path", self.context_path), ("question_path", self.question_path)
+        return ("context_var", self.context_var), ("question_var", self.question_var)
+
+    @property
+    def source_file(self) -> str:
+        """The file that defines the prompt: its template, recorded request, or builder's module."""
+        if self.request:
+            return self.request
+        if self.builder:
+            return self.builder.rpartition(":")[0]
+        return self.template
 
 
 class FileAccess(Strict):
@@ -391,6 +450,8 @@ class FileAccess(Strict):
     """
 
     allow_hidden: list[str] = Field(default_factory=list)
+    # policy: run prompt builders (PR code) at all; in the action only the base branch's value counts
+    builders: bool = False
 
     @field_validator("allow_hidden")
     @classmethod

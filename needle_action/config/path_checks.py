@@ -12,7 +12,9 @@ from pathlib import Path, PurePosixPath
 from needle_action.config.model import PromptConfig
 from needle_action.config.pydantic_errors import did_you_mean, origin_key
 from needle_action.config.toml_lines import nearest_line, value_line
+from needle_action.dataformats import DataError, parse_json
 from needle_action.errors import ConfigError
+from needle_action.jsonpointer import PointerError, resolve
 from needle_action.paths import (
     ESCAPE_REASONS,
     HIDDEN_HINT,
@@ -23,9 +25,11 @@ from needle_action.paths import (
     display_path,
     is_inside,
     is_visible,
+    read_text,
     relative,
 )
 
+MAX_REQUEST_BYTES = 20_000_000
 FIXTURE_SUFFIXES = (".yaml", ".yml", ".json", ".toml")
 _GLOB_CHARS = "*?["
 OUTSIDE_HINT = "paths are relative to the threshold file's folder and may not leave it"
@@ -67,7 +71,13 @@ class PathChecks:
     def check_prompt(self, prompt: PromptConfig, raw: dict, defaults_raw: dict) -> None:
         """Every path PROMPT names (RAW: its table as written; DEFAULTS_RAW: [defaults] as written)."""
         base = f"prompts.{prompt.name}"
-        self._check_template(prompt.template, f"{base}.template")
+        if prompt.request is not None:
+            self._check_request(prompt, base)
+        elif prompt.builder is not None:
+            module = prompt.builder.rpartition(":")[0]
+            self._check_template(module, f"{base}.builder", what="builder module")
+        else:
+            self._check_template(prompt.template, f"{base}.template")
         self._check_fixtures(prompt.fixtures, origin_key(("fixtures",), raw, {}, base))
         if prompt.tools is not None:
             self._check_tools(prompt.tools, origin_key(("tools",), raw, defaults_raw, base))
@@ -81,16 +91,41 @@ class PathChecks:
                 line = value_line(self.text_lines, nearest_line(self.lines, key), pattern)
                 self._expand(pattern, line, what="filler")
 
-    def _check_template(self, template: str, key: str) -> None:
+    def _check_template(self, template: str, key: str, *, what: str = "template") -> Path:
         full, why = self._inside(template)
         if full is None:
-            raise self.error(f"template path {template!r} {why}", key=key, hint=_hint(why))
+            raise self.error(f"{what} path {template!r} {why}", key=key, hint=_hint(why))
         if not full.exists():
-            raise self.error(
-                f"template file not found: {template}", key=key, hint=self._missing_hint(template)
-            )
+            raise self.error(f"{what} file not found: {template}", key=key, hint=self._missing_hint(template))
         if not full.is_file():
-            raise self.error(f"template path {template!r} is not a file", key=key)
+            raise self.error(f"{what} path {template!r} is not a file", key=key)
+        return full
+
+    def _check_request(self, prompt: PromptConfig, base: str) -> None:
+        """The recorded request exists, is a JSON object, and both pointers resolve in it."""
+        assert prompt.request is not None
+        full = self._check_template(prompt.request, f"{base}.request", what="request")
+        file = display_path(full)
+        try:
+            body = parse_json(read_text(full, what="request", file=file, max_bytes=MAX_REQUEST_BYTES))
+        except DataError as exc:
+            raise ConfigError(
+                f"the request is not valid JSON: {exc.message}", file=file, line=exc.line
+            ) from None
+        if not isinstance(body, dict):
+            raise ConfigError("a recorded request is a JSON object (the request body)", file=file)
+        for key in ("context_path", "question_path"):
+            pointer = getattr(prompt, key)
+            if pointer is None:
+                continue
+            try:
+                resolve(body, pointer)
+            except PointerError as exc:
+                raise self.error(
+                    f"{key} {pointer!r} does not resolve in {prompt.request}: {exc.message.split(': ', 1)[-1]}",
+                    key=f"{base}.{key}",
+                    hint=exc.hint,
+                ) from None
 
     def _check_fixtures(self, patterns: list[str], key: str) -> None:
         """Every fixture pattern matches files with a known extension, each file listed once."""

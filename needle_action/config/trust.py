@@ -13,6 +13,10 @@ it, because they are the reviewer's to set, not the author's:
   regex: ``scoring = "regex"`` with ``answer_regex = ".*"`` would pass every trial), spend caps and
   answer length, whether recall runs at all. A PR that could set them would judge itself.
 
+* **running code** (``[files] builders``): a prompt built in code runs the pull request's Python;
+  only a trusted file may enable that, and builder prompts are left out of the run otherwise
+  (:func:`without_builders`, one :class:`SettingChange` each for the comment).
+
 Those come from the *trusted* file (the base branch's, which was reviewed when it merged): a prompt
 the base has keeps the base's values, a new prompt gets the base's ``[defaults]``, and the files
 templates may read (``[files] allow_hidden``) are the base's. Everything else (templates, fixtures,
@@ -81,6 +85,12 @@ class SettingChange:
         after = "takes effect after merge"
         if self.kind == "endpoint":
             after += " (endpoints and keys always come from the base branch)"
+        if self.key == "builder":
+            return (
+                f"⚠️ {self.prompt} is built in code ({head}) and was not measured: builders run pull "
+                "request code, so they run only when the base branch's needle.toml sets "
+                "`[files] builders = true` (a pull request cannot enable them for itself)"
+            )
         if self.prompt is None:
             return f"⚠️ this PR changes [files] {self.key.removeprefix('files.')} {base} → {head}: {after}"
         if self.new_prompt:
@@ -163,6 +173,16 @@ def _with_trusted(head: PromptConfig, source: PromptSettings) -> PromptConfig:
 # --------------------------------------------------------------------------- the merge
 
 
+def without_builders(
+    prompts: dict[str, PromptConfig],
+) -> tuple[dict[str, PromptConfig], list[tuple[str, str]]]:
+    """PROMPTS without those built in code, and (name, builder) of each left out: builders run
+    pull request code, which only the trusted file's ``[files] builders = true`` allows."""
+    kept = {name: p for name, p in prompts.items() if p.builder is None}
+    dropped = [(name, p.builder) for name, p in prompts.items() if p.builder is not None]
+    return kept, dropped
+
+
 def apply_trust(head: Config, trusted: Config | None) -> tuple[Config, list[SettingChange]]:
     """HEAD (the PR's config) as it may be measured, and what the PR proposes to change.
 
@@ -188,6 +208,11 @@ def apply_trust(head: Config, trusted: Config | None) -> tuple[Config, list[Sett
         changes.append(
             SettingChange(None, "files.allow_hidden", files.allow_hidden, head.files.allow_hidden, "files")
         )
+    if files.builders != head.files.builders:
+        changes.append(SettingChange(None, "files.builders", files.builders, head.files.builders, "files"))
+    if not files.builders:
+        prompts, dropped = without_builders(prompts)
+        changes.extend(SettingChange(name, "builder", None, spec, "files") for name, spec in dropped)
     effective = head.model_copy(
         update={
             "prompts": prompts,
@@ -198,4 +223,11 @@ def apply_trust(head: Config, trusted: Config | None) -> tuple[Config, list[Sett
     return effective, changes
 
 
-__all__ = ["ENDPOINT_KEYS", "POLICY_KEYS", "RECALL_POLICY_KEYS", "SettingChange", "apply_trust"]
+__all__ = [
+    "ENDPOINT_KEYS",
+    "POLICY_KEYS",
+    "RECALL_POLICY_KEYS",
+    "SettingChange",
+    "apply_trust",
+    "without_builders",
+]

@@ -375,7 +375,7 @@ def _prompt_result(config: Config, results: Results, prompt: PromptConfig) -> Pr
     if pr is None:
         pr = PromptResult(
             name=prompt.name,
-            template=prompt.template,
+            template=prompt.source_file,
             template_line=config.line_of(f"prompts.{prompt.name}"),
             model=prompt.model,
         )

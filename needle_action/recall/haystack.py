@@ -42,7 +42,8 @@ from itertools import islice
 from pathlib import Path
 from typing import Any
 
-from needle_action.assemble import RenderedPrompt, load_fixture, render_case
+from needle_action.assemble import Message, RenderedPrompt, render_case
+from needle_action.assemble.recorded import prompt_variables
 from needle_action.config import Config, PromptConfig
 from needle_action.errors import ConfigError, TemplateError
 from needle_action.recall.filler import Passage, generated_passages, repo_passages, scrub, split_paragraphs
@@ -291,23 +292,23 @@ class HaystackBuilder:
         # into another order: recall.reorder_ab measures runtime.edge_order this way
         self.deal = deal
         where: dict[str, Any] = {"file": config.path, "line": config.line_of(f"prompts.{prompt.name}")}
-        for key, what in (
-            ("context_var", "the context (the haystack slot)"),
-            ("question_var", "the question"),
+        slots = prompt.slots()  # variables, or a recorded request's JSON Pointers
+        for (key, value), what in zip(
+            slots, ("the context (the haystack slot)", "the question"), strict=True
         ):
-            if not getattr(prompt, key):
+            if not value:
                 raise ConfigError(
                     f"prompt {prompt.name!r} has no {key}: recall needs to know which variable holds {what}",
                     **where,
                     hint=f'add {key} = "..." to [prompts.{prompt.name}], naming a variable of the template',
                 )
-        self.context_var: str = prompt.context_var  # type: ignore[assignment]
-        self.question_var: str = prompt.question_var  # type: ignore[assignment]
+        self.context_var: str = slots[0][1]  # type: ignore[assignment]
+        self.question_var: str = slots[1][1]  # type: ignore[assignment]
 
         if fixture_path is None:
             fixture_path = config.recall_fixture(prompt)
         self.fixture_path = Path(fixture_path) if fixture_path is not None else None
-        self.variables: dict = load_fixture(self.fixture_path) if self.fixture_path is not None else {}
+        self.variables: dict = prompt_variables(config, prompt, self.fixture_path)
         fx_where = {"file": self.fixture_path or config.path}
         original = self.variables.get(self.context_var)
         self._shape = _detect_shape(original, self.context_var, fx_where)

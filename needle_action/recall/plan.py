@@ -87,7 +87,7 @@ def skip_reason(prompt: PromptConfig) -> tuple[SkipKind, str] | None:
     """Why PROMPT's recall cannot run at all, from its settings alone; None when it can."""
     if not prompt.recall.enabled:
         return SkipKind.DISABLED, "recall.enabled = false"
-    missing = [k for k in ("context_var", "question_var") if not getattr(prompt, k)]
+    missing = [k for k, v in prompt.slots() if not v]
     if missing:
         return SkipKind.NO_SLOTS, (
             f"{' and '.join(missing)} not set (recall needs the context slot and the question slot)"

@@ -91,7 +91,7 @@ def test_examples_pass_and_json_is_a_valid_results_file(examples, tmp_path):
         "porto-guest.json",
     ):
         assert name in result.output
-    assert "budget PASS: 8 cases in 4 prompts, 8 passed, 0 failed" in result.output
+    assert "budget PASS: 10 cases in 6 prompts, 10 passed, 0 failed" in result.output
 
     raw = json.loads(out.read_text())
     assert raw["schema_version"] == SCHEMA_VERSION
@@ -101,9 +101,11 @@ def test_examples_pass_and_json_is_a_valid_results_file(examples, tmp_path):
         "support_agent",
         "summarize_ticket",
         "trip_planner",
+        "support_built",  # built in code (agent/support.py)
+        "triage",  # a recorded request
     ]
     for p in results.prompts:
-        assert len(p.cases) == 2
+        assert len(p.cases) == (1 if p.name in ("support_built", "triage") else 2)
         for c in p.cases:
             assert c.status == "pass" and c.reasons == []
             assert c.headroom == c.max_input_tokens - c.count.tokens - c.reserve_output_tokens
@@ -112,7 +114,8 @@ def test_examples_pass_and_json_is_a_valid_results_file(examples, tmp_path):
             assert c.count.counter == "tiktoken:o200k_base" and c.count.exact is False
     # the worst case is bigger than the typical one for every prompt
     for p in results.prompts:
-        assert p.cases[1].count.tokens > p.cases[0].count.tokens
+        if len(p.cases) == 2:
+            assert p.cases[1].count.tokens > p.cases[0].count.tokens
     # recall never ran: the budget file says so by leaving it empty
     assert all(p.recall is None for p in results.prompts)
 

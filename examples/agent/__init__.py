@@ -1,0 +1,1 @@
+"""A small support agent whose requests are assembled in code (see support.py)."""

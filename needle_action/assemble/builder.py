@@ -1,0 +1,453 @@
+"""Prompts built in code: ``builder = "app/prompts.py:build_support"`` called like the app calls it.
+
+The builder gets the fixture's variables as keyword arguments and returns a request body (Anthropic
+Messages or OpenAI chat) or a messages list; :func:`render_built` turns that into the
+:class:`~needle_action.assemble.prompt.RenderedPrompt` every later stage measures. Recall calls it
+once per trial input with ``context_var`` / ``question_var`` replaced, so the team's real code
+places the haystack.
+
+The builder is code from the pull request, so it never runs in this process: a long-lived worker
+(:mod:`~needle_action.assemble.builder_worker`, started by
+:mod:`~needle_action.assemble.builder_sandbox`: empty environment, unprivileged user under root, a
+copy of the repository) answers batches of calls over pipes, as JSON only, under a time limit per
+call (:data:`BUILD_SECONDS`) and an address-space cap (:data:`MEMORY_BYTES`). Calls from several
+threads (recall builds trials concurrently across prompts and sides) are gathered into one batch
+while the previous batch runs; identical inputs are answered from a cache. Everything the builder
+does wrong is a :class:`BuilderError` in the user's own file and line, never a traceback of ours.
+"""
+
+from __future__ import annotations
+
+import atexit
+import copy
+import datetime as dt
+import hashlib
+import json
+import sys
+import threading
+import time
+from collections import OrderedDict
+from collections.abc import Callable, Iterator
+from concurrent.futures import Future
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from needle_action.assemble import builder_sandbox as sandbox
+from needle_action.assemble.isolate import _HEADER, _read_exactly, _widen_pipe, _WorkerGone
+from needle_action.assemble.prompt import RenderedPrompt
+from needle_action.config.model import Config, PromptConfig
+from needle_action.dataformats import DataError, parse_json
+from needle_action.errors import ConfigError, TemplateError
+
+BUILD_SECONDS = 10.0
+GRACE_SECONDS = 3.0
+STARTUP_SECONDS = 30.0
+MEMORY_BYTES = 2 * 1024**3
+FILE_BYTES = 64 * 1024**2
+PROCESSES = 64  # as the unprivileged user only: a fork bomb stops here
+MAX_BATCH = 64
+MAX_ANSWER_BYTES = 256 * 1024**2
+CACHE_ENTRIES = 2048
+
+
+class BuilderError(TemplateError):
+    """A prompt builder raised, returned something that is not a request, or ran out of time or
+    memory: the user's error, at the user's file and line (exit 2)."""
+
+    title = "needle builder error"
+
+
+@dataclass(frozen=True)
+class BuilderSpec:
+    """``"app/prompts.py:build_support"`` split: the file (relative to the config root) and the function."""
+
+    file: str
+    function: str
+
+    @classmethod
+    def parse(cls, text: str) -> BuilderSpec:
+        path, _, func = text.rpartition(":")
+        return cls(path, func)
+
+    def __str__(self) -> str:
+        return f"{self.file}:{self.function}"
+
+
+# --------------------------------------------------------------------------- JSON in, JSON out
+
+
+def _jsonable(value: Any) -> Any:
+    if isinstance(value, dt.date | dt.time):  # TOML fixtures carry dates; builders get ISO strings
+        return value.isoformat()
+    raise TypeError(f"a {type(value).__name__} cannot be passed to a builder (JSON data only)")
+
+
+def canonical(value: Any) -> str:
+    """VALUE as canonical JSON text (sorted keys): the identity of a builder call."""
+    return json.dumps(value, sort_keys=True, ensure_ascii=False, separators=(",", ":"), default=_jsonable)
+
+
+def call_key(prompt_name: str, kwargs: dict) -> str:
+    """The digest naming one builder call of PROMPT_NAME (captured requests are filed under it)."""
+    return hashlib.sha256(canonical({"prompt": prompt_name, "kwargs": kwargs}).encode("utf-8")).hexdigest()
+
+
+# --------------------------------------------------------------------------- the client
+
+
+class _Client:
+    """One builder's worker and the batches sent to it."""
+
+    def __init__(self, spec: BuilderSpec, home: Path, python: str, who: sandbox.RunAs) -> None:
+        self.spec, self.home, self.python, self.who = spec, home, python, who
+        self.proc: Any = None
+        self.first = True
+        self.pending: list[tuple[str, Future]] = []
+        self.cond = threading.Condition()
+        self.cache: OrderedDict[str, Any] = OrderedDict()
+        self.closed = False
+        self.batches = 0
+        self.calls = 0
+        self.seconds = 0.0  # wall time of the batches: the overhead builders add, measured
+        self.thread = threading.Thread(
+            target=self._dispatch, name=f"needle-builder-{spec.function}", daemon=True
+        )
+        self.thread.start()
+
+    # ---- the callers' side
+    def build_many(self, calls: list[str]) -> list[dict]:
+        """The worker's result per call (each canonical JSON kwargs): ``{"ok": value}`` or ``{"error": ...}``."""
+        futures: list[Future | None] = []
+        out: list[dict | None] = []
+        with self.cond:
+            for text in calls:
+                hit = self.cache.get(text)
+                if hit is not None:
+                    self.cache.move_to_end(text)
+                    out.append({"ok": copy.deepcopy(hit)})
+                    futures.append(None)
+                else:
+                    fut: Future = Future()
+                    self.pending.append((text, fut))
+                    out.append(None)
+                    futures.append(fut)
+            self.cond.notify()
+        return [fut.result() if fut is not None else got or {} for got, fut in zip(out, futures, strict=True)]
+
+    # ---- the dispatcher thread
+    def _dispatch(self) -> None:
+        while True:
+            with self.cond:
+                while not self.pending and not self.closed:
+                    self.cond.wait()
+                if self.closed:
+                    return
+                batch, self.pending = self.pending[:MAX_BATCH], self.pending[MAX_BATCH:]
+            started = time.perf_counter()
+            try:
+                results = self._send([text for text, _ in batch])
+            except BaseException as exc:  # noqa: BLE001 - handed to every caller of the batch
+                for _, fut in batch:
+                    fut.set_exception(exc)
+                continue
+            finally:
+                self.seconds += time.perf_counter() - started
+                self.calls += len(batch)
+            with self.cond:
+                for (text, _), result in zip(batch, results, strict=True):
+                    if "ok" in result:
+                        self.cache[text] = copy.deepcopy(result["ok"])
+                        if len(self.cache) > CACHE_ENTRIES:
+                            self.cache.popitem(last=False)
+            for (_, fut), result in zip(batch, results, strict=True):
+                fut.set_result(result)
+
+    def _start(self) -> None:
+        settings = json.dumps(
+            {
+                "root": str(self.home),
+                "file": self.spec.file,
+                "function": self.spec.function,
+                "seconds": BUILD_SECONDS,
+                "memory_bytes": MEMORY_BYTES,
+                "file_bytes": FILE_BYTES,
+                "processes": PROCESSES if self.who.drops else None,
+            }
+        )
+        try:
+            self.proc = sandbox.start_worker(self.python, settings, self.home, self.who)
+        except OSError as exc:
+            raise ConfigError(
+                f"cannot start the builder worker ({self.python}): {exc.strerror or exc}",
+                hint=f"set ${sandbox.PYTHON_ENV} to a Python that user {self.who.name or 'this user'} can run",
+            ) from None
+        self.first = True
+        _widen_pipe(self.proc.stdin)
+        _widen_pipe(self.proc.stdout)
+
+    def _send(self, calls: list[str]) -> list[dict]:
+        if self.proc is None or self.proc.poll() is not None:
+            self._start()
+        payload = ('{"calls":[' + ",".join(calls) + "]}").encode("utf-8")
+        timeout = BUILD_SECONDS * len(calls) + GRACE_SECONDS + (STARTUP_SECONDS if self.first else 0.0)
+        self.first = False
+        self.batches += 1
+        try:
+            self.proc.stdin.write(_HEADER.pack(len(payload)) + payload)
+            self.proc.stdin.flush()
+            deadline = time.monotonic() + timeout
+            fd = self.proc.stdout.fileno()
+            size = _HEADER.unpack(_read_exactly(fd, _HEADER.size, deadline))[0]
+            if size > MAX_ANSWER_BYTES:
+                raise _WorkerGone("too large")
+            answer = parse_json(_read_exactly(fd, size, deadline).decode("utf-8"))
+        except (OSError, _WorkerGone, DataError, UnicodeDecodeError) as exc:
+            self.kill()
+            raise self._gone(exc) from None
+        results = answer.get("results") if isinstance(answer, dict) else None
+        if not isinstance(results, list) or len(results) != len(calls):
+            self.kill()
+            raise self._gone(_WorkerGone("bad answer"))
+        return results
+
+    def _gone(self, exc: BaseException) -> BuilderError:
+        if str(exc) == "timeout":
+            return BuilderError(
+                f"the builder {self.spec} did not answer within its limit of {BUILD_SECONDS:g} s per "
+                "call and was stopped",
+                file=self.spec.file,
+                hint="a builder assembles a request in milliseconds: look for a loop that never ends, "
+                "or a call that waits on the network (builders have none)",
+            )
+        return BuilderError(
+            f"the builder {self.spec}'s worker exited without answering (it ran out of memory, "
+            f"crashed, or sent something that is not JSON)",
+            file=self.spec.file,
+            hint=f"a builder may use {MEMORY_BYTES // 2**20} MB and must return JSON data",
+        )
+
+    def kill(self) -> None:
+        proc, self.proc = self.proc, None
+        if proc is None:
+            return
+        if proc.poll() is None:
+            proc.kill()
+        proc.wait()
+        for stream in (proc.stdin, proc.stdout):
+            if stream is not None:
+                stream.close()
+
+    def close(self) -> None:
+        with self.cond:
+            self.closed = True
+            self.cond.notify_all()
+        self.kill()
+
+
+_clients: dict[tuple, _Client] = {}
+_clients_lock = threading.Lock()
+_notices: set[str] = set()
+
+
+def client_for(config: Config, prompt: PromptConfig) -> _Client:
+    """The worker of PROMPT's builder (one per builder and repository copy, reused by every call)."""
+    assert prompt.builder is not None
+    spec = BuilderSpec.parse(prompt.builder)
+    who = sandbox.run_as()
+    python, notice = sandbox.interpreter(who)
+    home = sandbox.repository_copy(config.root, tuple(config.files.allow_hidden), who)
+    if who.drops:
+        sandbox.shield_git(config.root.resolve())
+    key = (str(home), str(spec), python, who)
+    with _clients_lock:
+        if key not in _clients:
+            if notice and notice not in _notices:
+                _notices.add(notice)
+                print(f"note: {notice}", file=sys.stderr)
+            _clients[key] = _Client(spec, home, python, who)
+        return _clients[key]
+
+
+# --------------------------------------------------------------------------- errors, the user's
+
+
+def _frames_text(frames: list) -> str:
+    lines = []
+    for frame in frames[-8:]:
+        try:
+            file, line, func, code = frame
+        except (TypeError, ValueError):
+            continue
+        lines.append(f"  {file}:{line} in {func}" + (f": {code}" if code else ""))
+    return "\n".join(lines)
+
+
+def builder_error(spec: BuilderSpec, error: dict) -> BuilderError:
+    """The worker's report of a failed call as the user's error, at the innermost line of theirs."""
+    kind = error.get("kind")
+    frames = error.get("frames") or []
+    what = f"{error.get('type')}: {error.get('message')}".strip(": ")
+    if kind == "timeout":
+        message = f"the builder {spec} took longer than its limit of {BUILD_SECONDS:g} s on one call and was stopped"
+        hint = "a builder assembles a request in milliseconds: look for a loop that never ends"
+    elif kind == "memory":
+        message = (
+            f"the builder {spec} needed more than the {MEMORY_BYTES // 2**20} MB of memory a builder may use"
+        )
+        hint = "builders assemble requests; they should not need gigabytes"
+    elif kind == "import":
+        message = f"importing the builder {spec} failed: {what}"
+        hint = (
+            "a builder may import the repository's own modules and the packages installed where needle "
+            'runs; check the path and function name in `builder = "file.py:function"`'
+        )
+    elif kind == "return":
+        message = f"the builder {spec} returned a value that is not JSON: {error.get('message')}"
+        hint = "return a request body (a dict) or a messages list of plain data: str, numbers, lists, dicts"
+    else:
+        message = f"the builder {spec} raised {what}"
+        hint = "an error in the builder's own code: the lines above are its traceback, innermost call last"
+    trace = _frames_text(frames)
+    if trace:
+        message += "\n" + trace
+    file, line = spec.file, None
+    if frames and isinstance(frames[-1], list) and len(frames[-1]) == 4:
+        file, line = frames[-1][0], frames[-1][1]
+    return BuilderError(message, file=file, line=line if isinstance(line, int) else None, hint=hint)
+
+
+def call_builder(config: Config, prompt: PromptConfig, kwargs: dict) -> Any:
+    """PROMPT's builder called with KWARGS (in its worker): the JSON value it returned."""
+    spec = BuilderSpec.parse(prompt.builder or "")
+    try:
+        text = canonical(kwargs)
+    except (TypeError, ValueError) as exc:
+        raise ConfigError(f"the builder {spec} cannot be called with these variables: {exc}") from None
+    (result,) = client_for(config, prompt).build_many([text])
+    if "ok" not in result:
+        raise builder_error(spec, result.get("error") or {})
+    return result["ok"]
+
+
+# --------------------------------------------------------------------------- prompts built in code
+
+# captured requests (``needle check --requests DIR``): call key -> body; no code runs while set
+_replay: dict[str, Any] | None = None
+# ``needle capture``: called with (prompt name, call key, kwargs, body) after every build
+_recorder: Callable[[str, str, dict, Any], None] | None = None
+
+
+@contextmanager
+def replaying(bodies: dict[str, Any]) -> Iterator[None]:
+    """Within the block, builder prompts are answered from BODIES (call key -> body) only."""
+    global _replay
+    before, _replay = _replay, bodies
+    try:
+        yield
+    finally:
+        _replay = before
+
+
+@contextmanager
+def recording(record: Callable[[str, str, dict, Any], None]) -> Iterator[None]:
+    """Within the block, every builder call is also handed to RECORD(prompt, key, kwargs, body)."""
+    global _recorder
+    before, _recorder = _recorder, record
+    try:
+        yield
+    finally:
+        _recorder = before
+
+
+def _enabled(config: Config, prompt: PromptConfig) -> None:
+    if not config.files.builders:
+        raise ConfigError(
+            f"prompt {prompt.name!r} is built by code ({prompt.builder}), and builders are off",
+            file=config.path,
+            line=config.line_of(f"prompts.{prompt.name}.builder") or config.line_of(f"prompts.{prompt.name}"),
+            hint="builders run the repository's code: enable them with `[files] builders = true` "
+            "(in the action only the base branch's value counts; see docs/security.md)",
+        )
+
+
+def built_body(config: Config, prompt: PromptConfig, kwargs: dict) -> Any:
+    """What PROMPT's builder returns for KWARGS: from the captured requests when replaying, else
+    from its worker (recorded when capturing)."""
+    key = call_key(prompt.name, kwargs)
+    if _replay is not None:
+        if key not in _replay:
+            raise ConfigError(
+                f"the captured requests hold no request of {prompt.name!r} for these inputs",
+                file=config.path,
+                line=config.line_of(f"prompts.{prompt.name}"),
+                hint="run `needle capture` again with this config and seed (fixtures or recall settings changed)",
+            )
+        return copy.deepcopy(_replay[key])
+    _enabled(config, prompt)
+    body = call_builder(config, prompt, kwargs)
+    if _recorder is not None:
+        _recorder(prompt.name, key, kwargs, body)
+    return body
+
+
+def render_built(
+    config: Config, prompt: PromptConfig, variables: dict, fixture: str | None
+) -> RenderedPrompt:
+    """PROMPT's builder called with VARIABLES, as the request every stage measures."""
+    from needle_action.assemble.recorded import as_rendered  # recorded imports fixtures: keep this light
+
+    spec = BuilderSpec.parse(prompt.builder or "")
+    body = built_body(config, prompt, variables)
+    return as_rendered(
+        body,
+        source=prompt.builder or "",
+        fixture=fixture,
+        file=spec.file,
+        error_cls=BuilderError,
+        what=f"the value the builder {spec} returned",
+    )
+
+
+@atexit.register
+def close_all() -> None:
+    """Stop every builder worker (at exit, and between tests)."""
+    with _clients_lock:
+        clients = list(_clients.values())
+        _clients.clear()
+    for c in clients:
+        c.close()
+
+
+def batches_sent() -> int:
+    """How many batches every builder worker has answered (the overhead benchmark reads it)."""
+    with _clients_lock:
+        return sum(c.batches for c in _clients.values())
+
+
+def usage() -> tuple[int, int, float]:
+    """(calls sent to builder workers, batches, seconds spent waiting for them) in this process."""
+    with _clients_lock:
+        clients = list(_clients.values())
+    return sum(c.calls for c in clients), sum(c.batches for c in clients), sum(c.seconds for c in clients)
+
+
+__all__ = [
+    "BUILD_SECONDS",
+    "MEMORY_BYTES",
+    "BuilderError",
+    "BuilderSpec",
+    "batches_sent",
+    "builder_error",
+    "built_body",
+    "call_builder",
+    "recording",
+    "render_built",
+    "replaying",
+    "usage",
+    "call_key",
+    "canonical",
+    "client_for",
+    "close_all",
+]

@@ -1,0 +1,256 @@
+"""Where and as whom a pull request's builder runs: a copy of the repository, a user, an interpreter.
+
+A builder (``builder = "app/prompts.py:build_support"``) is Python code from the pull request. The
+worker that runs it (:mod:`~needle_action.assemble.builder_worker`) is started here:
+
+* **environment**: empty, apart from ``HOME`` (the copy), ``PATH`` and a UTF-8 locale: no
+  ``*_KEY``, ``*_TOKEN``, ``GITHUB_*`` or anything else of ours; ``python -I`` ignores
+  ``PYTHON*`` variables and the user site folder;
+* **user**: when needle runs as root (the action's container), the worker runs as ``nobody`` (its
+  own group, no supplementary groups), so it cannot read ``/proc/<pid>/environ`` of the process
+  that holds the key, ``/root``, the runner's files, nor write into the checkout. As any other user
+  it runs as that user: the limits and the empty environment hold, file isolation does not (see
+  docs/security.md: capture in a job with no secrets);
+* **working directory**: a temporary copy of the repository's visible files (no ``.git``, no hidden
+  file unless ``[files] allow_hidden`` lists it, no symlink leading out), owned by the worker's user;
+  the original checkout's ``.git`` folder is closed to other users while the run lasts (it may hold
+  the checkout's token, and its path is no secret);
+* **interpreter**: needle's own Python when the worker's user can execute it; else the first of
+  ``$NEEDLE_BUILDER_PYTHON``, ``/usr/local/bin/python3.X``, ``/usr/bin/python3.X`` (same version)
+  it can, with a notice that packages installed only beside needle are not importable; if none,
+  the run stops with an error naming the fix (fail closed: never the builder as root).
+"""
+
+from __future__ import annotations
+
+import atexit
+import os
+import shutil
+import stat
+import subprocess
+import sys
+import tempfile
+import threading
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from needle_action.errors import ConfigError
+from needle_action.paths import is_inside, is_visible
+
+UNPRIVILEGED_USER = "nobody"
+PYTHON_ENV = "NEEDLE_BUILDER_PYTHON"
+MAX_COPY_BYTES = 200 * 1024 * 1024
+MAX_COPY_FILES = 20_000
+_SKIP_FOLDERS = {".git", "__pycache__", "node_modules", ".venv", "venv"}
+
+
+@dataclass(frozen=True)
+class RunAs:
+    """The unprivileged identity a worker takes (None fields: run as ourselves)."""
+
+    uid: int | None = None
+    gid: int | None = None
+    name: str = ""
+
+    @property
+    def drops(self) -> bool:
+        return self.uid is not None
+
+
+def run_as() -> RunAs:
+    """``nobody`` when we are root, else ourselves."""
+    if os.name != "posix" or os.geteuid() != 0:
+        return RunAs()
+    import pwd
+
+    try:
+        entry = pwd.getpwnam(UNPRIVILEGED_USER)
+    except KeyError:
+        raise ConfigError(
+            f"builders run as the unprivileged user {UNPRIVILEGED_USER!r} when needle runs as root, "
+            "and this system has no such user",
+            hint=f"add the user (useradd {UNPRIVILEGED_USER}), or run needle as a non-root user",
+        ) from None
+    return RunAs(entry.pw_uid, entry.pw_gid, UNPRIVILEGED_USER)
+
+
+# --------------------------------------------------------------------------- the interpreter
+
+
+def _others_can(path: Path, who: RunAs, bits: int) -> bool:
+    """Whether WHO (not root) gets BITS (``stat.S_IROTH | stat.S_IXOTH``...) on PATH by its mode."""
+    st = path.stat()
+    if st.st_uid == who.uid:
+        return bool(st.st_mode & (bits << 6))
+    if st.st_gid == who.gid:
+        return bool(st.st_mode & (bits << 3))
+    return bool(st.st_mode & bits)
+
+
+def reachable(executable: str, who: RunAs) -> bool:
+    """Whether WHO can execute EXECUTABLE: every folder on the way searchable, the file executable
+    (symlinks followed, each target's folders checked too), and its standard library readable."""
+    if not who.drops:
+        return os.access(executable, os.X_OK)
+    try:
+        real = Path(executable).resolve(strict=True)
+        folders = [*Path(os.path.abspath(executable)).parents, *real.parents]
+        if not all(_others_can(p, who, stat.S_IXOTH) for p in folders):
+            return False
+        return _others_can(real, who, stat.S_IXOTH | stat.S_IROTH) or _others_can(real, who, stat.S_IXOTH)
+    except OSError:
+        return False
+
+
+def _same_version_candidates() -> list[str]:
+    version = f"python{sys.version_info.major}.{sys.version_info.minor}"
+    return [f"/usr/local/bin/{version}", f"/usr/bin/{version}"]
+
+
+def interpreter(who: RunAs) -> tuple[str, str | None]:
+    """(the Python the worker runs, a notice when it is not needle's own)."""
+    override = os.environ.get(PYTHON_ENV)
+    if override:
+        if not reachable(override, who):
+            raise ConfigError(
+                f"${PYTHON_ENV} names {override}, which user {who.name or 'this user'} cannot execute",
+                hint="point it at a Python in a folder every user can read, such as /usr/local/bin",
+            )
+        return override, None
+    if reachable(sys.executable, who):
+        return sys.executable, None
+    for candidate in _same_version_candidates():
+        if os.path.exists(candidate) and reachable(candidate, who):
+            return candidate, (
+                f"builders run with {candidate} as user {who.name}: needle's own Python "
+                f"({sys.executable}) is in a folder that user cannot read, so packages installed only "
+                f"there are not importable by builders (set ${PYTHON_ENV} to choose)"
+            )
+    raise ConfigError(
+        f"builders run as user {who.name} (needle runs as root), who cannot execute needle's Python "
+        f"({sys.executable}: a folder on its path is not readable by other users)",
+        hint=f"install Python where every user can read it (/usr/local, as in the action's image), "
+        f"or set ${PYTHON_ENV} to such an interpreter; builders never run as root",
+    )
+
+
+# --------------------------------------------------------------------------- the copy
+
+
+def _visible_files(root: Path, allow_hidden: Sequence[str]) -> list[Path]:
+    out: list[Path] = []
+    for folder, dirs, files in os.walk(root):
+        here = Path(folder)
+        dirs[:] = sorted(
+            d for d in dirs if d not in _SKIP_FOLDERS and is_visible(root, here / d, allow_hidden)
+        )
+        for name in sorted(files):
+            path = here / name
+            if is_visible(root, path, allow_hidden) and is_inside(root, path) and path.is_file():
+                out.append(path)
+    return out
+
+
+def copy_repository(root: Path, allow_hidden: Sequence[str], who: RunAs) -> Path:
+    """A temporary copy of ROOT's visible files, owned by WHO, removed at exit."""
+    files = _visible_files(root, allow_hidden)
+    total = sum(p.stat().st_size for p in files)
+    if len(files) > MAX_COPY_FILES or total > MAX_COPY_BYTES:
+        raise ConfigError(
+            f"builders run in a copy of {root}, and it holds {len(files):,} files ({total // 2**20} MB): "
+            f"more than the {MAX_COPY_FILES:,} files or {MAX_COPY_BYTES // 2**20} MB a copy may take",
+            hint="put needle.toml (and the builder) in a smaller folder of the repository",
+        )
+    target = Path(tempfile.mkdtemp(prefix="needle-builder-"))
+    atexit.register(shutil.rmtree, target, ignore_errors=True)
+    for path in files:
+        dest = target / path.relative_to(root)
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(path, dest)  # contents only: never the source's owner or mode bits
+    if who.drops:
+        assert who.uid is not None and who.gid is not None
+        for folder, _dirs, names in os.walk(target):
+            os.chown(folder, who.uid, who.gid)
+            for name in names:
+                os.chown(os.path.join(folder, name), who.uid, who.gid)
+    return target
+
+
+_copies: dict[tuple[str, tuple[str, ...]], Path] = {}
+_copies_lock = threading.Lock()
+
+
+def repository_copy(root: Path, allow_hidden: Sequence[str], who: RunAs) -> Path:
+    """One copy per root for the whole run (every builder of a config shares it)."""
+    key = (str(root.resolve()), tuple(allow_hidden))
+    with _copies_lock:
+        if key not in _copies:
+            _copies[key] = copy_repository(root.resolve(), allow_hidden, who)
+        return _copies[key]
+
+
+# --------------------------------------------------------------------------- the checkout's .git
+
+_shielded: set[str] = set()
+
+
+def _restore_mode(path: str, mode: int) -> None:
+    try:
+        os.chmod(path, mode)
+    except OSError:
+        pass  # removed meanwhile (a base worktree): nothing to restore
+
+
+def shield_git(root: Path) -> None:
+    """Close the checkout's ``.git`` folder to other users while builders run (restored at exit).
+
+    The worker works in a copy, but the original checkout's path is well known (``/github/workspace``)
+    and ``.git/config`` may hold the checkout's token; as ``nobody`` the worker reads only what
+    "other" may read, so the folder's group and other bits are cleared for the run."""
+    for folder in (root, *root.parents):
+        git = folder / ".git"
+        if git.is_dir() and not git.is_symlink():  # a clone (a worktree's .git file: not followed)
+            break
+    else:
+        return
+    key = str(git)
+    if key in _shielded:
+        return
+    mode = stat.S_IMODE(git.stat().st_mode)
+    if mode & 0o077:
+        os.chmod(git, mode & 0o700)
+        atexit.register(_restore_mode, key, mode)
+    _shielded.add(key)
+
+
+# --------------------------------------------------------------------------- the process
+
+
+def worker_env(home: Path) -> dict[str, str]:
+    """Nothing of ours: the worker's whole environment."""
+    return {
+        "HOME": str(home),
+        "PATH": "/usr/local/bin:/usr/bin:/bin",
+        "LC_ALL": "C.UTF-8",
+        "TMPDIR": str(home),
+    }
+
+
+def start_worker(python: str, settings: str, home: Path, who: RunAs) -> subprocess.Popen:
+    """The worker process: ``python -I -c <builder_worker's source> SETTINGS`` as WHO."""
+    source = (Path(__file__).parent / "builder_worker.py").read_text(encoding="utf-8")
+    drop: dict = {}
+    if who.drops:
+        drop = {"user": who.uid, "group": who.gid, "extra_groups": []}
+    return subprocess.Popen(
+        [python, "-I", "-c", source, settings],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        env=worker_env(home),
+        cwd=home,
+        close_fds=True,
+        start_new_session=True,
+        **drop,
+    )

@@ -1,0 +1,182 @@
+"""The builder worker: runs a pull request's prompt builder, and nothing of needle's.
+
+This file is *standard library only* and is started as ``python -I -c <this source> <settings>``
+(see :mod:`needle_action.assemble.builder`), so the worker reads none of needle's files, imports none
+of its dependencies, and can run under a Python the unprivileged user may execute even when
+needle's own environment lives in a folder that user cannot read (``/root/.pyenv``).
+
+Before the first line of the builder runs, the worker caps its own address space, file size and
+process count (``setrlimit``: lowering a limit needs no privilege), moves into the temporary copy of
+the repository and silences stdout (a stray ``print`` must not corrupt the answers). Then it answers
+length-prefixed JSON requests on stdin: ``{"calls": [kwargs, ...]}`` -> ``{"results": [...]}``, one
+result per call: ``{"ok": <the JSON return value>}`` or ``{"error": {...}}`` with the builder's own
+traceback frames (files inside the copy only, relative to it). Every call runs under a
+``SIGALRM`` timer; the parent kills the worker if even that does not end it.
+"""
+
+import importlib
+import importlib.util
+import json
+import math
+import os
+import signal
+import struct
+import sys
+import traceback
+
+HEADER = struct.Struct("!Q")
+
+
+class BuildTimeout(BaseException):
+    """The call's timer went off (a BaseException: ``except Exception`` in the builder cannot eat it)."""
+
+
+def limit_resources(memory_bytes, file_bytes, processes):
+    import resource
+
+    for which, cap in (
+        (resource.RLIMIT_AS, memory_bytes),
+        (resource.RLIMIT_FSIZE, file_bytes),
+        (getattr(resource, "RLIMIT_NPROC", None), processes),
+        (resource.RLIMIT_CORE, 0),
+    ):
+        if which is None or cap is None:
+            continue
+        soft, hard = resource.getrlimit(which)
+        cap = cap if hard == resource.RLIM_INFINITY else min(cap, hard)
+        resource.setrlimit(which, (cap, cap))
+
+
+def load_builder(root, rel_file, func_name):
+    """The builder function: ``app/prompts.py`` imports as ``app.prompts`` when its folders are
+    packages (so its relative imports work), else by file name from its own folder."""
+    parts = rel_file[:-3].split("/")
+    packaged = all(
+        os.path.isfile(os.path.join(root, *parts[:i], "__init__.py")) for i in range(1, len(parts))
+    )
+    sys.path.insert(0, root)
+    if packaged:
+        module = importlib.import_module(".".join(parts))
+    else:
+        sys.path.insert(0, os.path.join(root, *parts[:-1]))
+        module = importlib.import_module(parts[-1])
+    func = getattr(module, func_name, None)
+    if not callable(func):
+        raise LookupError(f"{rel_file} defines no function {func_name!r}")
+    return func
+
+
+def user_frames(tb, root):
+    """The traceback's frames in the user's files (inside ROOT), as [file, line, function, code]."""
+    out = []
+    prefix = root.rstrip("/") + "/"
+    for frame in traceback.extract_tb(tb):
+        if frame.filename.startswith(prefix):
+            out.append([frame.filename[len(prefix) :], frame.lineno, frame.name, (frame.line or "").strip()])
+    return out
+
+
+def describe(exc, root, kind):
+    return {
+        "kind": kind,
+        "type": type(exc).__name__,
+        "message": str(exc)[:2000],
+        "frames": user_frames(exc.__traceback__, root),
+    }
+
+
+def not_json(value, path="", depth=0):
+    """The JSON Pointer and type of the first value in VALUE that JSON cannot carry, or None."""
+    if depth > 100:
+        return path, "nesting deeper than 100 levels"
+    if value is None or isinstance(value, bool | int | str):
+        return None
+    if isinstance(value, float):
+        return None if math.isfinite(value) else (path, f"the number {value}")
+    if isinstance(value, dict):
+        for key, item in value.items():
+            if not isinstance(key, str):
+                return path, f"a {type(key).__name__} key ({key!r}): keys must be strings"
+            found = not_json(item, f"{path}/{key.replace('~', '~0').replace('/', '~1')}", depth + 1)
+            if found:
+                return found
+        return None
+    if isinstance(value, list | tuple):
+        for i, item in enumerate(value):
+            found = not_json(item, f"{path}/{i}", depth + 1)
+            if found:
+                return found
+        return None
+    return path, f"a {type(value).__name__}"
+
+
+def call_one(func, kwargs, root, seconds):
+    signal.setitimer(signal.ITIMER_REAL, seconds)
+    try:
+        value = func(**kwargs)
+    except BuildTimeout as exc:
+        return {"error": describe(exc, root, "timeout")}
+    except MemoryError as exc:
+        return {"error": describe(exc, root, "memory")}
+    except RecursionError as exc:
+        return {"error": describe(exc, root, "raised")}
+    except Exception as exc:  # noqa: BLE001 - the user's code raised: their error, with their lines
+        return {"error": describe(exc, root, "raised")}
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+    bad = not_json(value)
+    if bad is not None:
+        where, what = bad
+        return {"error": {"kind": "return", "type": "", "message": f"{where or '/'}: {what} is not JSON"}}
+    return {"ok": value}
+
+
+def on_alarm(signum, frame):
+    raise BuildTimeout("the time limit of one call")
+
+
+def serve(settings):
+    out = os.fdopen(os.dup(1), "wb")
+    os.dup2(2, 1)  # a stray print in the builder goes to stderr, not into the answers
+    limit_resources(settings["memory_bytes"], settings["file_bytes"], settings["processes"])
+    root = settings["root"]
+    os.chdir(root)
+    signal.signal(signal.SIGALRM, on_alarm)
+    signal.setitimer(signal.ITIMER_REAL, settings["seconds"])
+    try:
+        func = load_builder(root, settings["file"], settings["function"])
+        loaded = None
+    except BaseException as exc:  # noqa: BLE001 - the import of the user's module failed: report it
+        kind = (
+            "timeout"
+            if isinstance(exc, BuildTimeout)
+            else "memory"
+            if isinstance(exc, MemoryError)
+            else "import"
+        )
+        func, loaded = None, describe(exc, root, kind)
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+    inp = sys.stdin.buffer
+    while True:
+        header = inp.read(HEADER.size)
+        if len(header) < HEADER.size:
+            return
+        request = json.loads(inp.read(HEADER.unpack(header)[0]))
+        if func is None:
+            results = [{"error": loaded} for _ in request["calls"]]
+        else:
+            results = [call_one(func, kwargs, root, settings["seconds"]) for kwargs in request["calls"]]
+        try:
+            answer = json.dumps({"results": results}, ensure_ascii=False, allow_nan=False).encode("utf-8")
+        except (MemoryError, ValueError, RecursionError) as exc:
+            failed = {
+                "error": {"kind": "return", "type": "", "message": f"the answer could not be encoded: {exc}"}
+            }
+            answer = json.dumps({"results": [failed for _ in results]}).encode("utf-8")
+        out.write(HEADER.pack(len(answer)) + answer)
+        out.flush()
+
+
+if __name__ == "__main__":  # pragma: no cover - the worker process
+    serve(json.loads(sys.argv[1]))
