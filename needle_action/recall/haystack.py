@@ -42,7 +42,7 @@ from itertools import islice
 from pathlib import Path
 from typing import Any
 
-from needle_action.assemble import Message, RenderedPrompt, render_case
+from needle_action.assemble import RenderedPrompt, render_case
 from needle_action.assemble.recorded import prompt_variables
 from needle_action.config import Config, PromptConfig
 from needle_action.errors import ConfigError, TemplateError
