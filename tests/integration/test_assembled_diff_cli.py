@@ -1,0 +1,73 @@
+"""Issue 22 end to end: ``needle diff REF`` on a real repository with two commits prints the
+assembled-request diff and writes it into the comment, labelled by section, with the section that
+grew named in the headline; a change to a retrieved document alone is one line of context shape."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+from markdown_it import MarkdownIt
+
+from tests.builders import GitRepo, Project
+from tests.integration.action_runner import CONFIG
+from tests.integration.test_base_ref_cli import _cli_env, needle
+
+FIRST = "You are the documentation assistant for Tidewater Object Storage."
+SENTENCE = "Never guess a retention period: quote it."
+
+
+def _diff_blocks(markdown: str) -> list[str]:
+    md = MarkdownIt("commonmark", {"html": True}).enable("table")
+    return [t.content for t in md.parse(markdown) if t.type == "fence" and t.info == "diff"]
+
+
+@pytest.fixture
+def repo(tmp_path) -> GitRepo:
+    repo = GitRepo.init(tmp_path / "repo")
+    Project(repo.path).examples("prompts", "fixtures").config(CONFIG.format(growth="300%"), dedent=False)
+    repo.commit("base")
+    return repo
+
+
+@pytest.mark.slow  # two CLI runs, budgets on both sides
+def test_an_added_system_sentence_is_a_plus_line_under_system(repo, tmp_path):
+    Project(repo.path).edit("prompts/rag_answer.j2", FIRST, f"{FIRST} {SENTENCE}")
+    repo.commit("the pull request")
+    out = tmp_path / "comment.md"
+    run = needle(["diff", "HEAD~1", "--no-recall", "-o", str(out)], repo.path, _cli_env(tmp_path, None))
+    assert run.returncode == 0, run.stdout + run.stderr
+
+    body = out.read_text()
+    (block,) = _diff_blocks(body)
+    lines = block.splitlines()
+    assert f"+{FIRST} {SENTENCE}" in lines and f"-{FIRST}" in lines
+    header = next(x for x in lines if x.startswith("@@"))
+    assert header.endswith(" system") and lines[lines.index(header) + 1] == " --- system ---"
+    headline = body.splitlines()[1]
+    assert re.search(r"· \+\d+ tokens", headline), headline
+    assert (
+        "<details><summary>Assembled request of `rag_answer` · `fixtures/rag_answer/typical.yaml` · system"
+        in body
+    )
+    # the terminal shows the same diff (no colour: not a TTY)
+    assert f"+{FIRST} {SENTENCE}" in run.stdout and "\x1b[" not in run.stdout
+    assert "assembled request of rag_answer [fixtures/rag_answer/typical.yaml]: system (+1 -1)" in run.stdout
+
+
+@pytest.mark.slow  # one CLI run, budgets on both sides
+def test_a_changed_document_shows_as_the_context_shape_not_its_text(repo, tmp_path):
+    old = "stays restorable for the recycle window, 14 days by default."
+    new = "stays restorable for the recycle window, 21 days by default, or as set per bucket."
+    Project(repo.path).edit("fixtures/rag_answer/typical.yaml", old, new)
+    repo.commit("a retriever change")
+    out = tmp_path / "comment.md"
+    run = needle(["diff", "HEAD~1", "--no-recall", "-o", str(out)], repo.path, _cli_env(tmp_path, None))
+    assert run.returncode == 0, run.stdout + run.stderr
+
+    (block,) = _diff_blocks(out.read_text())
+    changed = [x for x in block.splitlines() if x[:1] in "+-"]
+    assert len(changed) == 2 and all(
+        re.fullmatch(r"[+-]\[context: \d+ chars, 6 items\]", x) for x in changed
+    ), changed
+    assert "21 days" not in out.read_text()
