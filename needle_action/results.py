@@ -63,6 +63,8 @@ class TokenCount(Model):
     counter: str = Field(description="e.g. tiktoken:o200k_base, anthropic, local:gemma3-270m")
     exact: bool = Field(description="true when the counter is the model's own tokenizer/API")
     safety_factor: float = 1.0
+    # the count by section (tokens/sections.py); carried to BudgetCase.sections, not stored twice
+    sections: dict[str, int] | None = Field(default=None, exclude=True)
 
 
 def _growth_from_text(value: object) -> Growth | None:
@@ -142,6 +144,11 @@ class BudgetCase(Model):
         default=None,
         description='max_input_tokens = "auto": where the budget came from (or why there is none)',
     )
+    sections: dict[str, int] | None = Field(
+        default=None,
+        description="tokens by section: system, tools, messages, context, params (they add up to "
+        "count.tokens; each is the difference it makes to the count, see docs/tokens.md)",
+    )
     assembled: AssembledView | None = Field(
         default=None, description="the labelled view of the request the compare stage diffs"
     )
@@ -153,6 +160,9 @@ class RecallAnswer(Model):
     answer: str = Field(description="raw model output (unsanitised; sanitise before display)")
     hit: bool
     distractor: bool = Field(default=False, description="a miss that repeats a look-alike's value")
+    tool_call: str | None = Field(
+        default=None, description="the tool the model called instead of answering (a miss); null = text"
+    )
     cached: bool = False
 
 
@@ -171,6 +181,9 @@ class RecallCell(Model):
     status: CellStatus
     stopped_early: bool = False
     distractor_answers: int = Field(default=0, description="trials answered with a look-alike's value")
+    tool_call_answers: int = Field(
+        default=0, description="trials answered with a tool call instead of text (counted as misses)"
+    )
     hallucination_rate: float | None = Field(
         default=None, description="absent cells: share of trials that did not abstain (1 - rate)"
     )
@@ -237,6 +250,7 @@ class StyleSummary(Model):
     )
     diagnosis: RecallDiagnosis
     distractor_answers: int = 0
+    tool_call_answers: int = Field(default=0, description="trials answered with a tool call (misses)")
     distractor_rate: float | None = Field(
         default=None, description="share of trials answered with a look-alike's value (precision)"
     )

@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import functools
 import inspect
-import json
 import math
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -80,7 +79,8 @@ def edge_order(chunks: Iterable[T], scores: Sequence[float] | None = None) -> li
 class Estimate:
     """What a request would cost before it is sent.
 
-    ``tokens``: input tokens (system + messages), after the tokenizer safety factor when tiktoken
+    ``tokens``: input tokens (tools, system, messages with their tool calls, tool results,
+    documents, and images by their pixel size), after the tokenizer safety factor when tiktoken
     approximates a Claude model. ``cost_usd``: input tokens plus the output allowance at list
     price, or ``None`` when the model has no price. ``output_tokens``: the output allowance priced
     (the call's ``max_tokens``, else the guard's ``reserve_output_tokens``).
@@ -106,58 +106,55 @@ class BudgetExceeded(NeedleError):
         self.kind = kind  # "tokens" or "cost"
 
 
-def _block_text(block: Any) -> str:
-    """Text of one content block (Anthropic list form), or of a plain string."""
-    if isinstance(block, str):
-        return block
-    if isinstance(block, Mapping):
-        if isinstance(block.get("text"), str):
-            return block["text"]
-        inner = block.get("content")  # tool_result carries its own content
-        if inner is not None:
-            return _content_text(inner)
-        # tool_use input, images, documents: counted as their JSON, an approximation.
-        return json.dumps(block, sort_keys=True, ensure_ascii=False, default=str)
-    text = getattr(block, "text", None)  # SDK objects (e.g. a TextBlock from a previous response)
-    if isinstance(text, str):
-        return text
-    return str(block)
+# keyword arguments of a create() call that are not part of what the model reads
+_NOT_INPUT = frozenset(
+    {
+        "model",
+        "max_tokens",
+        "max_completion_tokens",
+        "stream",
+        "timeout",
+        "extra_headers",
+        "extra_query",
+        "extra_body",
+    }
+)
 
 
-def _content_text(content: Any) -> str:
-    if content is None:
-        return ""
-    if isinstance(content, str | Mapping):
-        return _block_text(content)
-    if isinstance(content, Iterable):
-        return "\n".join(_block_text(b) for b in content)
-    return str(content)
+def _plain(obj: Any) -> Any:
+    """OBJ as plain JSON-able data: SDK objects (pydantic models, e.g. a previous response's
+    content blocks) through their ``model_dump``."""
+    if isinstance(obj, Mapping):
+        return {str(k): _plain(v) for k, v in obj.items()}
+    if isinstance(obj, list | tuple):
+        return [_plain(v) for v in obj]
+    dump = getattr(obj, "model_dump", None)
+    if callable(dump):
+        return _plain(dump(exclude_none=True))
+    return obj
 
 
-def _to_rendered(system: Any, messages: Iterable[Any]):
+def _to_rendered(system: Any, messages: Iterable[Any], extra: Mapping[str, Any] | None = None):
     """The request as the checker's ``RenderedPrompt``, so the same counters apply.
 
-    Accepts the Anthropic shape (``system`` apart, content as string or blocks) and the OpenAI
-    shape (``{"role": "system"|"developer", ...}`` inside ``messages``): those are folded into the
-    system text in order.
+    Accepts the Anthropic shape (``system`` apart, content as string or blocks: tool_use,
+    tool_result, document, image) and the OpenAI shape (``system``/``developer`` messages,
+    assistant ``tool_calls``, ``role: "tool"`` messages, ``image_url`` parts), detected by
+    ``RenderedPrompt.from_body``; EXTRA holds the call's other arguments (``tools``,
+    ``tool_choice``, ``thinking``, ``response_format``, ...), counted with it.
     """
     # on first use: an app that imports runtime for edge_order skips Jinja2 and tiktoken
-    from needle_action.assemble import Message, RenderedPrompt
+    from needle_action.assemble import RenderedPrompt
+    from needle_action.assemble.blocks import RequestShapeError
 
-    system_parts = [_content_text(system)] if system else []
-    turns: list[Message] = []
-    for m in messages:
-        if isinstance(m, Mapping):
-            role, content = m.get("role", "user"), m.get("content")
-        else:
-            role, content = getattr(m, "role", "user"), getattr(m, "content", m)
-        text = _content_text(content)
-        if role in ("system", "developer"):
-            system_parts.append(text)
-        else:
-            turns.append(Message(role=role if role in ("user", "assistant") else "user", content=text))
-    system_text = "\n\n".join(p for p in system_parts if p) or None
-    return RenderedPrompt(system=system_text, messages=tuple(turns), source="<runtime>")
+    body: dict[str, Any] = {k: _plain(v) for k, v in (extra or {}).items() if k not in _NOT_INPUT}
+    body["messages"] = _plain(list(messages))
+    if system is not None and system != "":
+        body["system"] = _plain(system)
+    try:
+        return RenderedPrompt.from_body(body, source="<runtime>")
+    except RequestShapeError as exc:
+        raise ValueError(f"PreflightGuard cannot read this request: {exc}") from None
 
 
 class PreflightGuard:
@@ -237,10 +234,16 @@ class PreflightGuard:
     # -- public API
 
     def estimate(
-        self, *, system: Any = None, messages: Iterable[Any] = (), max_tokens: int | None = None
+        self,
+        *,
+        system: Any = None,
+        messages: Iterable[Any] = (),
+        max_tokens: int | None = None,
+        **request: Any,
     ) -> Estimate:
-        """Count and price a request without enforcing anything."""
-        rendered = _to_rendered(system, messages)
+        """Count and price a request without enforcing anything. REQUEST: the call's other
+        arguments (``tools``, ``tool_choice``, ``thinking``, ...), counted with it."""
+        rendered = _to_rendered(system, messages, request)
         # counter.count_prompt, not tokens.count_prompts: the latter keeps a process-wide cache of
         # every prompt it has seen, right for a CI run but a slow leak in a long-lived application.
         raw = self._counter.count_prompt(rendered)
@@ -257,10 +260,15 @@ class PreflightGuard:
         )
 
     def check(
-        self, system: Any = None, messages: Iterable[Any] = (), *, max_tokens: int | None = None
+        self,
+        system: Any = None,
+        messages: Iterable[Any] = (),
+        *,
+        max_tokens: int | None = None,
+        **request: Any,
     ) -> Estimate:
         """Return the estimate, or raise ``BudgetExceeded`` if the request must not be sent."""
-        est = self.estimate(system=system, messages=messages, max_tokens=max_tokens)
+        est = self.estimate(system=system, messages=messages, max_tokens=max_tokens, **request)
         if (
             self.max_input_tokens is not None
             and est.tokens + self.reserve_output_tokens > self.max_input_tokens
@@ -291,7 +299,9 @@ class PreflightGuard:
         model = kwargs.get("model")
         if model is not None and model != self.model:
             raise ValueError(f"this PreflightGuard prices {self.model!r} but the call uses {model!r}")
-        self.check(kwargs.get("system"), kwargs.get("messages", ()), max_tokens=kwargs.get("max_tokens"))
+        rest = {k: v for k, v in kwargs.items() if k not in ("system", "messages", "max_tokens")}
+        max_tokens = kwargs.get("max_tokens", kwargs.get("max_completion_tokens"))
+        self.check(kwargs.get("system"), kwargs.get("messages", ()), max_tokens=max_tokens, **rest)
 
     def wrap(self, create: Callable[..., T]) -> Callable[..., T]:
         """Wrap a ``messages.create``-like callable (sync or async); the check runs before each call.

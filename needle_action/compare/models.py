@@ -155,6 +155,7 @@ class StyleLine(CompareModel):
     summary: str
     effective_context: int | None = None
     distractor_answers: int = 0
+    tool_call_answers: int = 0  # trials answered with a tool call instead of text (misses)
     distractor_rate: float | None = None
     hallucination_rate: float | None = None
 

@@ -157,6 +157,7 @@ def _side(r: RecallResult, *, with_history: bool) -> RecallSide:
                 summary=s.diagnosis.summary,
                 effective_context=s.effective_context,
                 distractor_answers=s.distractor_answers,
+                tool_call_answers=s.tool_call_answers,
                 distractor_rate=s.distractor_rate,
                 hallucination_rate=s.hallucination_rate,
             )

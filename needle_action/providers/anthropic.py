@@ -9,9 +9,13 @@
 * The SDK's own retries are off; :mod:`needle_action.providers.retry` does it, counted, and every
   attempt passes the adaptive rate gate (:mod:`needle_action.providers.ratelimit`), which reads the
   ``anthropic-ratelimit-*`` headers of every answer.
+* The request is the prompt's own body (``RenderedPrompt.to_anthropic_body``): system blocks, tools,
+  tool_choice, request parameters and content blocks (tool_use, tool_result, document, image) as
+  the application sends them.
 * Prompt caching: the caller's :class:`Breakpoint` s split the text into content blocks, and those
-  marked ``cache`` (at most 4, the API's limit) get ``cache_control: {"type": "ephemeral"}``. The
-  text sent is unchanged. ``cache_creation_input_tokens`` / ``cache_read_input_tokens`` come back in
+  marked ``cache`` get ``cache_control: {"type": "ephemeral"}``, within the API's four markers
+  minus the application's own (:mod:`needle_action.providers.anthropic_cache`). The text sent is
+  unchanged. ``cache_creation_input_tokens`` / ``cache_read_input_tokens`` come back in
   the Completion.
 """
 
@@ -28,6 +32,7 @@ from needle_action.assemble import RenderedPrompt
 from needle_action.config import ProviderSettings
 from needle_action.errors import ConfigError, ProviderUnavailable
 from needle_action.providers import specs
+from needle_action.providers.anthropic_cache import MAX_BREAKPOINTS, own_markers, split_content
 from needle_action.providers.base import Breakpoint, Completion
 from needle_action.providers.retry import (
     MalformedResponse,
@@ -41,8 +46,6 @@ from needle_action.providers.retry import (
 from needle_action.providers.specs import SPECS
 
 DEFAULT_KEY_ENVS = SPECS["anthropic"].key_envs
-MAX_BREAKPOINTS = 4  # cache_control blocks the Messages API accepts per request
-EPHEMERAL = {"type": "ephemeral"}
 
 
 class AnthropicProvider(RetryingProvider):
@@ -167,6 +170,7 @@ def batch_entry(entry) -> Completion | Exception:
     reply = parse_message(result.message)
     return Completion(
         text=reply.text,
+        tool_call=reply.tool_call,
         input_tokens=reply.input_tokens,
         output_tokens=reply.output_tokens,
         cache_write_tokens=reply.cache_write_tokens,
@@ -196,28 +200,31 @@ def client_auth(key_env: str, key: str) -> dict:
 def build_request(
     model: str, prompt: RenderedPrompt, max_output_tokens: int, breakpoints: tuple[Breakpoint, ...] = ()
 ) -> dict:
-    """The exact keyword arguments for ``messages.create``: no sampling parameters, system apart,
-    text split into blocks at BREAKPOINTS (cache_control on those marked ``cache``)."""
-    kept = [(i, m) for i, m in enumerate(prompt.messages) if m.role != "system"]
+    """The exact keyword arguments for ``messages.create``: the prompt's own request body
+    (``to_anthropic_body``: system blocks, tools, tool_choice, its parameters, content blocks), with
+    needle's BREAKPOINTS applied (:mod:`needle_action.providers.anthropic_cache`: blocks split
+    there, cache_control on those marked ``cache``, within the four markers the API allows)."""
+    kept = [i for i, m in enumerate(prompt.messages) if m.role != "system"]
     if not kept:
         raise ConfigError(
             "the prompt has no user message to send",
             file=prompt.source or None,
             hint="a prompt needs at least one user turn besides the system text",
         )
+    request = prompt.to_anthropic_body(model, max_output_tokens)
+    if not breakpoints:
+        return request
     cuts: dict[int, list[Breakpoint]] = {}
     for bp in _at_block_ends(prompt, breakpoints):
         cuts.setdefault(bp.part, []).append(bp)
-    budget = [MAX_BREAKPOINTS]
-    messages = [{"role": m.role, "content": _content(m.content, cuts.get(i, []), budget)} for i, m in kept]
-    request: dict = {"model": model, "max_tokens": max_output_tokens, "messages": messages}
-    # system text: the prompt's own, plus any system-role turns (the Messages API has no such role)
-    systems = [prompt.system] if prompt.system else []
-    extra = [m.content for m in prompt.messages if m.role == "system"]
-    if prompt.system and cuts.get(-1) and not extra:
-        request["system"] = _content(prompt.system, cuts[-1], budget)
-    elif systems or extra:
-        request["system"] = "\n\n".join(systems + extra)
+    budget = [max(0, MAX_BREAKPOINTS - own_markers(request))]
+    for position, i in enumerate(kept):
+        if cuts.get(i):
+            message = request["messages"][position]
+            message["content"] = split_content(message["content"], cuts[i], budget)
+    system_turns = any(m.role == "system" for m in prompt.messages)
+    if cuts.get(-1) and prompt.system and not system_turns:
+        request["system"] = split_content(request.get("system") or prompt.system, cuts[-1], budget)
     return request
 
 
@@ -225,7 +232,7 @@ def _at_block_ends(prompt: RenderedPrompt, breakpoints: tuple[Breakpoint, ...]) 
     """A point at the very start of a message is the end of the part before it (the prefix is the
     same; a cache marker can only sit at the end of a block)."""
     kept = [-1] + [i for i, m in enumerate(prompt.messages) if m.role != "system"]
-    lengths = {-1: len(prompt.system or ""), **{i: len(m.content) for i, m in enumerate(prompt.messages)}}
+    lengths = {-1: len(prompt.system or ""), **{i: len(m.text) for i, m in enumerate(prompt.messages)}}
     out = []
     for bp in breakpoints:
         part, offset = bp.part, bp.offset
@@ -237,40 +244,25 @@ def _at_block_ends(prompt: RenderedPrompt, breakpoints: tuple[Breakpoint, ...]) 
     return out
 
 
-def _content(text: str, cuts: list[Breakpoint], budget: list[int]) -> str | list[dict]:
-    """TEXT as it was (no cut inside it), or as text blocks split at CUTS; BUDGET[0] counts the
-    cache_control markers left for the request (the API refuses more than four)."""
-    points = sorted({(bp.offset, bp.cache) for bp in cuts if 0 < bp.offset <= len(text)})
-    if not points:
-        return text
-    blocks: list[dict] = []
-    start = 0
-    for offset, cache in points:
-        if offset > start:
-            blocks.append({"type": "text", "text": text[start:offset]})
-            start = offset
-        if cache and budget[0] > 0 and blocks and "cache_control" not in blocks[-1]:
-            blocks[-1]["cache_control"] = dict(EPHEMERAL)
-            budget[0] -= 1
-    if start < len(text):
-        blocks.append({"type": "text", "text": text[start:]})
-    return blocks
-
-
 def parse_message(message, headers=None) -> Reply:
     content = getattr(message, "content", None)
     if not isinstance(message, anthropic.types.Message) or not isinstance(content, list):
         raise MalformedResponse("response is not a Message with a content list")
     texts: list[str] = []
+    tool_call: str | None = None
     for block in content:
-        if getattr(block, "type", None) == "text":
+        kind = getattr(block, "type", None)
+        if kind == "text":
             text = getattr(block, "text", None)
             if not isinstance(text, str):
                 raise MalformedResponse("a text block has no text")
             texts.append(text)
+        elif kind in ("tool_use", "server_tool_use") and tool_call is None:
+            tool_call = str(getattr(block, "name", "") or "tool")
     usage = getattr(message, "usage", None)
     return Reply(
         text="".join(texts),
+        tool_call=tool_call,
         input_tokens=getattr(usage, "input_tokens", None),
         output_tokens=getattr(usage, "output_tokens", None),
         cache_write_tokens=getattr(usage, "cache_creation_input_tokens", None) or 0,

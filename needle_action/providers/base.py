@@ -33,6 +33,8 @@ class Completion:
     attempts: int = 1  # 1 + retries it took
     cache_write_tokens: int = 0  # input tokens written to the prompt cache (billed above the base price)
     cache_read_tokens: int = 0  # input tokens read from the prompt cache (billed far below it)
+    # the name of the tool the model called instead of answering in text (None: it answered)
+    tool_call: str | None = None
 
 
 class Provider(Protocol):

@@ -22,6 +22,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import re
 import threading
 
@@ -46,14 +47,43 @@ def round_ctx(tokens: int) -> int:
 
 def transcript(messages: list[dict]) -> str:
     """Plain-text rendering of a chat for a base model: system text, user turns as written,
-    assistant turns as ``Answer: ...``, ending with ``Answer:`` for the model to complete."""
+    assistant turns as ``Answer: ...``, ending with ``Answer:`` for the model to complete.
+
+    Content may be a string or Anthropic content blocks: a tool call reads ``Tool call NAME:
+    {input}``, a tool result ``Tool result:`` then its text, a document ``Document TITLE:`` then its
+    text, an image ``[image]``; an OpenAI ``tool`` message reads as a tool result."""
     parts: list[str] = []
     for m in messages:
+        text = _readable(m.get("content"))
         if m["role"] == "assistant":
-            parts.append(f"Answer: {m['content']}")
+            parts.append(f"Answer: {text}")
+        elif m["role"] == "tool":
+            parts.append(f"Tool result:\n{text}")
         else:
-            parts.append(m["content"])
+            parts.append(text)
     return "\n\n".join(parts).rstrip() + "\nAnswer:"
+
+
+def _readable(content) -> str:
+    """CONTENT (a string or content blocks) as plain text for a base model."""
+    if isinstance(content, str):
+        return content
+    out: list[str] = []
+    for b in content or ():
+        kind = b.get("type") if isinstance(b, dict) else None
+        if kind == "text":
+            out.append(str(b.get("text", "")))
+        elif kind == "tool_use":
+            out.append(f"Tool call {b.get('name', '')}: {json.dumps(b.get('input', {}), ensure_ascii=False)}")
+        elif kind == "tool_result":
+            out.append(f"Tool result:\n{_readable(b.get('content', ''))}")
+        elif kind == "document":
+            source = b.get("source") or {}
+            body = source.get("data") if source.get("type") == "text" else _readable(source.get("content"))
+            out.append(f"Document {b.get('title') or ''}:\n{body or ''}".replace("Document :", "Document:"))
+        elif kind in ("image", "image_url"):
+            out.append("[image]")
+    return "\n\n".join(out)
 
 
 def first_line(text: str) -> str:

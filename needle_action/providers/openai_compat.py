@@ -5,6 +5,9 @@
   self-hosted server (a placeholder is sent, as those servers ignore it).
 * Sampling: nothing is sent to OpenAI's API (its reasoning models refuse ``temperature``); to a
   self-hosted server we send ``temperature=0`` so the open model decodes greedily and runs repeat.
+* The request is the prompt's own chat body (``RenderedPrompt.to_openai_body``): its tools as
+  functions, assistant ``tool_calls``, ``role: "tool"`` messages and its parameters. A reply that
+  calls a tool comes back as ``Completion.tool_call`` (recall scores it as a miss of its own kind).
 * ``max_completion_tokens`` for OpenAI (``max_tokens`` is deprecated there and refused by o-series
   models), ``max_tokens`` for self-hosted servers (what vLLM, Ollama and llama.cpp all accept).
 """
@@ -76,20 +79,23 @@ class OpenAICompatProvider(RetryingProvider):
         )
 
     def build_request(self, prompt: RenderedPrompt, max_output_tokens: int) -> dict:
-        messages = [{"role": "system", "content": prompt.system}] if prompt.system else []
-        messages += [{"role": m.role, "content": m.content} for m in prompt.messages]
-        if not any(m["role"] == "user" for m in messages):
+        """The chat body (``RenderedPrompt.to_openai_body``: tools as functions, assistant
+        ``tool_calls``, ``role: "tool"`` messages, the prompt's parameters), with the token limit
+        under the name this server takes and, for a self-hosted server, greedy decoding."""
+        if not any(m.role == "user" for m in prompt.messages):
             raise ConfigError(
                 "the prompt has no user message to send",
                 file=prompt.source or None,
                 hint="a prompt needs at least one user turn besides the system text",
             )
-        request: dict = {"model": self.model, "messages": messages}
+        request = prompt.to_openai_body(self.model, max_output_tokens)
+        request.pop("max_tokens", None)
+        request.pop("max_completion_tokens", None)
         if self.cloud:
             request["max_completion_tokens"] = max_output_tokens
         else:
             request["max_tokens"] = max_output_tokens
-            request["temperature"] = 0
+            request.setdefault("temperature", 0)
         return request
 
     async def complete(
@@ -142,12 +148,16 @@ def parse_completion(resp, headers=None) -> Reply:
         text = ""  # e.g. a refusal or a tool call: an empty answer, scored as a miss
     if not isinstance(text, str):
         raise MalformedResponse("message content is not text")
+    calls = getattr(message, "tool_calls", None) or []
+    first = getattr(calls[0], "function", None) if calls else None
+    tool_call = str(getattr(first, "name", "") or "tool") if calls else None
     usage = getattr(resp, "usage", None)
     details = getattr(usage, "prompt_tokens_details", None)
     cached = getattr(details, "cached_tokens", None) or 0
     prompt_tokens = getattr(usage, "prompt_tokens", None)
     return Reply(
         text=text,
+        tool_call=tool_call,
         # OpenAI counts cached tokens inside prompt_tokens; keep the uncached part apart
         input_tokens=prompt_tokens - cached if isinstance(prompt_tokens, int) else None,
         output_tokens=getattr(usage, "completion_tokens", None),

@@ -243,6 +243,7 @@ class RetryingProvider:
             attempts=attempts,
             cache_write_tokens=reply.cache_write_tokens,
             cache_read_tokens=reply.cache_read_tokens,
+            tool_call=reply.tool_call,
         )
 
 
@@ -256,3 +257,4 @@ class Reply:
     cache_write_tokens: int = 0
     cache_read_tokens: int = 0
     headers: Mapping[str, str] | None = None
+    tool_call: str | None = None  # the tool the model called instead of answering in text

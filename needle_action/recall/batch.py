@@ -83,6 +83,8 @@ async def _run_group(plans: list[PromptPlan], cache_dir: Path) -> None:
             continue
         bill(plan, trial, got)  # the live run's billing rule, at the batch price
         before = cell.discarded
-        counted = cell.receive(judged(index, trial, got.text, rs), rs.threshold, rs.early_stop)
+        counted = cell.receive(
+            judged(index, trial, got.text, rs, tool_call=got.tool_call), rs.threshold, rs.early_stop
+        )
         plan.outcome.calls += counted
         plan.outcome.speculative_calls += cell.discarded - before

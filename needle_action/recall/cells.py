@@ -32,6 +32,7 @@ class CellRun:
     style: str = "codeword"
     hits: int = 0
     distractor_answers: int = 0  # counted answers that repeated a look-alike's value
+    tool_call_answers: int = 0  # counted answers that were a tool call instead of text
     done: int = 0  # outcomes counted (a prefix of the trial indices, lost ones skipped)
     next_count: int = 0  # the next trial index to count
     issued: int = 0  # the next new trial index to ask
@@ -110,6 +111,7 @@ class CellRun:
             self.answers.append(answer)
             self.hits += int(answer.hit)
             self.distractor_answers += int(answer.distractor)
+            self.tool_call_answers += int(answer.tool_call is not None)
             self.done += 1
             self.next_count += 1
             counted += 1
@@ -145,6 +147,7 @@ class CellRun:
             status=stats.cell_status(self.hits, n, self.planned, threshold),
             stopped_early=self.stopped_early,
             distractor_answers=self.distractor_answers,
+            tool_call_answers=self.tool_call_answers,
             hallucination_rate=round(1 - self.hits / n, 4) if absent and n else None,
             answers=sorted(self.answers, key=lambda a: a.trial),
         )

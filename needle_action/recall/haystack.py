@@ -42,10 +42,11 @@ from itertools import islice
 from pathlib import Path
 from typing import Any
 
-from needle_action.assemble import Message, RenderedPrompt, load_fixture, render_case
+from needle_action.assemble import RenderedPrompt, load_fixture, render_case
 from needle_action.config import Config, PromptConfig
 from needle_action.errors import ConfigError, TemplateError
 from needle_action.recall.filler import Passage, generated_passages, repo_passages, scrub, split_paragraphs
+from needle_action.recall.prefix import cut_before
 from needle_action.recall.probes.gold import resolve_gold
 from needle_action.recall.probes.needle import Needle
 from needle_action.tokens import TiktokenCounter
@@ -624,19 +625,15 @@ class HaystackBuilder:
         return best
 
     def _token_offset(self, rendered: RenderedPrompt, needle: Needle) -> int:
+        """Tokens of everything before the needle's first fact: the tools, the system text, the
+        turns before it and its own turn up to it (prefix.cut_before keeps all of the request)."""
         fact = needle_anchor(needle.facts[0])
         if rendered.system and (c := rendered.system.find(fact)) >= 0:
-            cut = RenderedPrompt(system=rendered.system[:c], messages=(), source=rendered.source)
-            return self._prefix_tokens(cut)
+            return self._prefix_tokens(cut_before(rendered, -1, c))
         for j, m in enumerate(rendered.messages):
-            c = m.content.find(fact)
+            c = m.text.find(fact)
             if c >= 0:
-                cut = RenderedPrompt(
-                    system=rendered.system,
-                    messages=(*rendered.messages[:j], Message(m.role, m.content[:c])),
-                    source=rendered.source,
-                )
-                return self._prefix_tokens(cut)
+                return self._prefix_tokens(cut_before(rendered, j, c))
         raise TemplateError(
             f"the needle does not appear in the rendered prompt {self.prompt.name!r}: the template does not "
             f"print {self.context_var!r} verbatim",

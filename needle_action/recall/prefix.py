@@ -24,10 +24,12 @@ and the cache markers they carry.
 from __future__ import annotations
 
 import hashlib
+import json
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
-from needle_action.assemble import RenderedPrompt
+from needle_action.assemble import Message, RenderedPrompt
+from needle_action.assemble.blocks import block_text
 from needle_action.providers.base import Breakpoint
 
 CACHE_TTL_S = 300.0  # Anthropic's default ephemeral cache lives 5 minutes from its last use
@@ -46,21 +48,35 @@ class Mark:
 
 
 def prefix_digest(rendered: RenderedPrompt, part: int, offset: int) -> str | None:
-    """Digest of RENDERED's text before (PART, OFFSET); None when the point is outside the prompt."""
-    h = hashlib.sha256()
+    """Digest of RENDERED's text before (PART, OFFSET); None when the point is outside the prompt.
+    The tools and the request parameters come first: they are part of every prefix (the API
+    renders the tools before the system text)."""
+    h = hashlib.sha256(_head(rendered).encode("utf-8", "surrogatepass"))
     if part < 0:
         if offset > len(rendered.system or ""):
             return None
         h.update((rendered.system or "")[:offset].encode("utf-8", "surrogatepass"))
         return h.hexdigest()
-    if part >= len(rendered.messages) or offset > len(rendered.messages[part].content):
+    if part >= len(rendered.messages) or offset > len(rendered.messages[part].text):
         return None
     h.update((rendered.system or "").encode("utf-8", "surrogatepass"))
     for m in rendered.messages[:part]:
-        h.update(b"\0" + m.role.encode() + b"\0" + m.content.encode("utf-8", "surrogatepass"))
+        h.update(b"\0" + m.role.encode() + b"\0" + _message_key(m).encode("utf-8", "surrogatepass"))
     m = rendered.messages[part]
-    h.update(b"\0" + m.role.encode() + b"\0" + m.content[:offset].encode("utf-8", "surrogatepass"))
+    h.update(b"\0" + m.role.encode() + b"\0" + m.text[:offset].encode("utf-8", "surrogatepass"))
     return h.hexdigest()
+
+
+def _head(rendered: RenderedPrompt) -> str:
+    """What precedes the system text in every request: the tools, the tool choice, the parameters."""
+    if not rendered.tools and rendered.tool_choice is None and not rendered.params:
+        return ""
+    return json.dumps([rendered.tools, rendered.tool_choice, rendered.params], sort_keys=True, default=str)
+
+
+def _message_key(m) -> str:
+    """A whole message as it is sent: its blocks (tool_use ids and inputs included), not only its text."""
+    return m.content if isinstance(m.content, str) else json.dumps(m.content, sort_keys=True, default=str)
 
 
 def find_mark(rendered: RenderedPrompt, fact: str, tokens: int) -> Mark | None:
@@ -69,11 +85,53 @@ def find_mark(rendered: RenderedPrompt, fact: str, tokens: int) -> Mark | None:
         digest = prefix_digest(rendered, -1, c)
         return Mark(-1, c, tokens, digest) if digest else None
     for j, m in enumerate(rendered.messages):
-        c = m.content.find(fact)
+        c = m.text.find(fact)
         if c >= 0:
             digest = prefix_digest(rendered, j, c)
             return Mark(j, c, tokens, digest) if digest else None
     return None
+
+
+def cut_before(rendered: RenderedPrompt, part: int, offset: int) -> RenderedPrompt:
+    """RENDERED up to (PART, OFFSET) of its text: everything before that point, tools, tool choice
+    and parameters included (what a needle's token offset counts). A message cut inside keeps its
+    blocks before the point and the cut one up to it (a tool_result keeps its kind, so it still
+    answers its tool_use)."""
+    if part < 0:
+        return replace(rendered, system=(rendered.system or "")[:offset], system_blocks=(), messages=())
+    m = rendered.messages[part]
+    content: str | tuple[dict, ...] = (
+        m.text[:offset] if isinstance(m.content, str) else _cut_blocks(m.blocks, offset)
+    )
+    return replace(rendered, messages=(*rendered.messages[:part], Message(m.role, content)))
+
+
+def _cut_blocks(blocks: tuple[dict, ...], offset: int) -> tuple[dict, ...]:
+    out: list[dict] = []
+    pos, first = 0, True
+    for b in blocks:
+        text = block_text(b)
+        if not text:  # a tool_use or an image: before the point when the point is past it
+            out.append(b)
+            continue
+        start = pos if first else pos + 2  # Message.text joins text-bearing blocks with "\n\n"
+        if offset <= start:
+            break
+        if offset < start + len(text):
+            out.append(_cut_block(b, offset - start))
+            break
+        out.append(b)
+        pos, first = start + len(text), False
+    return tuple(out)
+
+
+def _cut_block(b: dict, at: int) -> dict:
+    text = block_text(b)[:at]
+    if b.get("type") == "tool_result":
+        return {**b, "content": text}
+    if b.get("type") == "document":
+        return {**b, "source": {"type": "text", "media_type": "text/plain", "data": text}}
+    return {"type": "text", "text": text}
 
 
 def marks_in(rendered: RenderedPrompt, own: Mark | None, ladder: list[Mark]) -> list[Mark]:

@@ -509,7 +509,7 @@ class Scheduler:
     def _record(self, call: _Call, completion: Completion) -> None:
         plan, cell, rs = call.plan, call.cell, call.plan.prompt.recall
         bill(plan, call.trial, completion)
-        answer = judged(call.index, call.trial, completion.text, rs)
+        answer = judged(call.index, call.trial, completion.text, rs, tool_call=completion.tool_call)
         before = cell.discarded
         counted = cell.receive(answer, rs.threshold, rs.early_stop)
         plan.outcome.speculative_calls += cell.discarded - before
@@ -553,11 +553,19 @@ def trial_needles(plan: PromptPlan, cell: CellRun, index: int) -> tuple[Needle, 
     return needle(index), needle(0)
 
 
-def judged(index: int, trial: Trial, text: str, rs: RecallSettings) -> RecallAnswer:
-    """TEXT, the answer to TRIAL, judged: hit, and whether a miss repeated a look-alike's value."""
-    verdict = judge(text, trial.needle, rs)
+def judged(
+    index: int, trial: Trial, text: str, rs: RecallSettings, *, tool_call: str | None = None
+) -> RecallAnswer:
+    """TEXT, the answer to TRIAL, judged: hit, and whether a miss repeated a look-alike's value. A
+    reply that called TOOL_CALL instead of answering is a miss of its own kind, whatever its text."""
+    verdict = judge(text, trial.needle, rs, tool_call=tool_call)
     return RecallAnswer(
-        trial=index, needle=trial.needle.answer, answer=text, hit=verdict.hit, distractor=verdict.distractor
+        trial=index,
+        needle=trial.needle.answer,
+        answer=text,
+        hit=verdict.hit,
+        distractor=verdict.distractor,
+        tool_call=tool_call,
     )
 
 

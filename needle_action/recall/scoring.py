@@ -19,6 +19,10 @@ Two styles bring their own target, whatever ``scoring`` says:
 A miss that contains a look-alike's value (a distractor's, or an absent trial's near miss) is
 counted as a **distractor answer**: the model found something, just not the right thing.
 
+A reply that is a **tool call** instead of text (the prompt sends its tools, and an agent model may
+call one rather than answer) is a miss, counted apart ("answered with a tool call in 3/20"): not
+an empty answer, not an abstention, whatever text came with the call.
+
 Raw answers are kept by the engine; this module only judges them.
 """
 
@@ -46,6 +50,7 @@ class Judgement:
 
     hit: bool
     distractor: bool = False  # a miss that repeats a look-alike's value
+    tool_call: bool = False  # a miss: the model called a tool instead of answering
 
 
 def _strict(answer_text: str, expected: str) -> bool:
@@ -83,9 +88,14 @@ def _gold_hit(answer_text: str, needle: Needle) -> bool:
     return any(contains(answer_text, s) for s in needle.accepted or (needle.answer,))
 
 
-def judge(answer_text: str, needle: Needle, settings: RecallSettings) -> Judgement:
+def judge(
+    answer_text: str, needle: Needle, settings: RecallSettings, *, tool_call: str | None = None
+) -> Judgement:
     """Whether ANSWER_TEXT recalls NEEDLE (for ``absent``: abstains), and whether a miss repeated a
-    look-alike's value."""
+    look-alike's value. A reply that is a call of the tool TOOL_CALL is a miss (not an abstention,
+    not a look-alike), whatever text came with it."""
+    if tool_call is not None:
+        return Judgement(False, tool_call=True)
     answer_text = (answer_text or "")[:_MAX_ANSWER_CHARS]
     confused = any(contains(answer_text, v) for v in needle.distractor_values)
     if needle.absent:

@@ -176,6 +176,8 @@ def _style_caption(rc: RecallComparison, style: str) -> Trusted:
             parts.append(f"recall {_share(head.hits, head.trials, base.rate if base is not None else None)}")
         if head.distractor_answers or (rc.head is not None and has_look_alikes(style, rc.head.distractors)):
             parts.append(f"answered a look-alike's value in {_share(head.distractor_answers, head.trials)}")
+        if head.tool_call_answers:
+            parts.append(f"answered with a tool call in {_share(head.tool_call_answers, head.trials)}")
     return Trusted(" · ".join(parts))
 
 

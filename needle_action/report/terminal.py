@@ -190,6 +190,8 @@ def _style_heading(r, style: str) -> str:
         line += f": recall {_share(summary.hits, summary.trials)}"
     if summary.distractor_answers or has_look_alikes(style, r.distractors):
         line += f", answered a look-alike's value in {_share(summary.distractor_answers, summary.trials)}"
+    if summary.tool_call_answers:
+        line += f", answered with a tool call in {_share(summary.tool_call_answers, summary.trials)}"
     if len(r.styles) > 1 and summary.hallucination_rate is None:
         eff = summary.effective_context
         line += f", effective context {f'{eff:,} tokens' if eff else 'below the smallest size'}"

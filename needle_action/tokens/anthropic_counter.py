@@ -1,6 +1,11 @@
-"""Exact counts from Anthropic's ``messages.count_tokens`` (the whole request, system included)."""
+"""Exact counts from Anthropic's ``messages.count_tokens``: the whole request body as the provider
+sends it (system blocks, tools and tool_choice, content blocks with documents and images,
+``thinking`` / ``output_config``), so the count covers every input token the request is billed for.
+"""
 
 from __future__ import annotations
+
+import inspect
 
 from needle_action.assemble.prompt import RenderedPrompt
 from needle_action.config.model import ProviderSettings
@@ -40,14 +45,12 @@ class AnthropicCounter:
             max_retries=provider_settings.max_retries,
         )
         self._anthropic = anthropic
+        self._fields: frozenset[str] | None = None
 
-    def _count(self, system: str | None, messages: list[dict]) -> int:
+    def _count_body(self, body: dict) -> int:
         a = self._anthropic
-        kwargs: dict = {"model": self.model, "messages": messages}
-        if system:
-            kwargs["system"] = system
         try:
-            return int(self._client.messages.count_tokens(**kwargs).input_tokens)
+            return int(self._client.messages.count_tokens(**body).input_tokens)
         except (a.AuthenticationError, a.PermissionDeniedError) as exc:
             raise ProviderUnavailable(
                 f"Anthropic refused the token-count request ({exc.status_code})",
@@ -68,15 +71,36 @@ class AnthropicCounter:
         except a.APIStatusError as exc:
             raise ProviderUnavailable(f"Anthropic token count failed with HTTP {exc.status_code}") from None
 
+    def count_body(self, prompt: RenderedPrompt) -> dict:
+        """What is sent to count_tokens: the request body (``to_anthropic_body``: system blocks,
+        tools, tool_choice, content blocks with documents and images, parameters) without what the
+        endpoint does not take (``max_tokens``, ``metadata``, sampling, ...: none of it is input)."""
+        body = prompt.to_anthropic_body(self.model, 1)
+        accepted = self._accepted()
+        body = {k: v for k, v in body.items() if k in accepted}
+        if not body.get("messages"):  # the API needs one message; a system-only template sends an empty turn
+            body["messages"] = [{"role": "user", "content": ""}]
+        return body
+
+    def _accepted(self) -> frozenset[str]:
+        if self._fields is None:
+            params = inspect.signature(self._client.messages.count_tokens).parameters
+            self._fields = frozenset(p for p in params if p not in _SDK_ONLY)
+        return self._fields
+
     def count_prompt(self, prompt: RenderedPrompt) -> int:
-        messages = [{"role": m.role, "content": m.content} for m in prompt.messages]
-        if not messages:  # the API needs one message; a system-only template sends an empty user turn
-            messages = [{"role": "user", "content": ""}]
-        return self._count(prompt.system, messages)
+        return self._count_body(self.count_body(prompt))
 
     def count_texts(self, texts: list[str]) -> list[int]:
         """Each text as a lone user message (the API has no raw-text endpoint): includes its framing."""
-        return [self._count(None, [{"role": "user", "content": t}]) for t in texts]
+        return [
+            self._count_body({"model": self.model, "messages": [{"role": "user", "content": t}]})
+            for t in texts
+        ]
+
+
+# keyword arguments of the SDK's count_tokens that are not request fields
+_SDK_ONLY = frozenset({"extra_headers", "extra_query", "extra_body", "timeout", "betas"})
 
 
 def _api_message(exc) -> str:

@@ -210,6 +210,7 @@ def evaluate_case(
         reasons=reasons,
         budget_source=AUTO if auto else None,
         assembled=AssembledView.of(rendered),
+        sections=count.sections,
     )
     if auto:
         apply_auto_budget(case, base_prompt_result, base_commit)

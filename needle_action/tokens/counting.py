@@ -32,6 +32,7 @@ from needle_action.assemble.prompt import RenderedPrompt
 from needle_action.config.model import PromptSettings, ProviderSettings
 from needle_action.errors import ConfigError
 from needle_action.results import TokenCount
+from needle_action.tokens import sections
 from needle_action.tokens.anthropic_counter import AnthropicCounter
 from needle_action.tokens.base import TokenCounter, is_claude
 from needle_action.tokens.local_counter import LocalCounter
@@ -93,9 +94,8 @@ def _apply_factor(raw: int, factor: float) -> int:
     return math.ceil(round(raw * factor, 6)) if factor != 1.0 else raw
 
 
-def count_prompts(prompts: Sequence[RenderedPrompt], prompt_settings: PromptSettings) -> list[TokenCount]:
-    """Count every prompt with PROMPT_SETTINGS' tokenizer; cached by (counter, content hash)."""
-    counter = get_counter(prompt_settings.tokenizer, model=prompt_settings.model, settings=prompt_settings)
+def _raw_counts(counter: TokenCounter, prompts: Sequence[RenderedPrompt]) -> list[int]:
+    """The counter's count of every prompt; cached by (counter, content hash)."""
     keys = [(counter.cache_id, p.content_hash()) for p in prompts]
     raw: dict[tuple[str, str], int] = {}
     if _cache_enabled:
@@ -119,14 +119,43 @@ def count_prompts(prompts: Sequence[RenderedPrompt], prompt_settings: PromptSett
         if _cache_enabled:
             with _cache_lock:
                 _cache.update(fresh)
+    return [raw[k] for k in keys]
+
+
+def _sections(
+    counter: TokenCounter, prompts: Sequence[RenderedPrompt], raws: list[int]
+) -> list[dict[str, int]]:
+    """Each prompt's count by section (tokens/sections.py): the variants of every prompt are
+    counted in one go, through the same cache."""
+    found = [sections.variants(p) for p in prompts]
+    flat = [v for f in found for v in f.values()]
+    counted = iter(_raw_counts(counter, flat))
+    out = []
+    for p, f, raw in zip(prompts, found, raws, strict=True):
+        mine = [next(counted) for _ in f]
+        out.append(sections.by_difference(p, raw, lambda _variants, mine=mine: mine))
+    return out
+
+
+def count_prompts(prompts: Sequence[RenderedPrompt], prompt_settings: PromptSettings) -> list[TokenCount]:
+    """Count every prompt with PROMPT_SETTINGS' tokenizer, by section too; cached by (counter,
+    content hash)."""
+    counter = get_counter(prompt_settings.tokenizer, model=prompt_settings.model, settings=prompt_settings)
+    raws = _raw_counts(counter, prompts)
+    parts = _sections(counter, prompts, raws)
     factor = safety_factor_for(counter, prompt_settings)
-    return [
-        TokenCount(
-            tokens=_apply_factor(raw[k], factor),
-            raw_tokens=raw[k],
-            counter=counter.name,
-            exact=counter.exact,
-            safety_factor=factor,
+    out = []
+    for p, raw, sec in zip(prompts, raws, parts, strict=True):
+        tokens = _apply_factor(raw, factor)
+        exact_for = getattr(counter, "exact_for", None)
+        out.append(
+            TokenCount(
+                tokens=tokens,
+                raw_tokens=raw,
+                counter=counter.name,
+                exact=exact_for(p) if exact_for is not None else counter.exact,
+                safety_factor=factor,
+                sections=sections.scaled(sec, raw, tokens),
+            )
         )
-        for k in keys
-    ]
+    return out

@@ -2,11 +2,14 @@
 
 Exact only for an OpenAI model that uses that encoding (``gpt-4o`` -> o200k_base, ``gpt-4`` ->
 cl100k_base, ...). A chat request is counted the way OpenAI documents it: every message costs its
-content, its role, and 3 framing tokens, and the reply is primed with 3 more (see docs/tokens.md).
+content, its role, and 3 framing tokens, and the reply is primed with 3 more; tools cost the
+cookbook's per-function and per-property overheads (:mod:`needle_action.tokens.openai_chat`,
+docs/tokens.md).
 """
 
 from __future__ import annotations
 
+import json
 import marshal
 import os
 from collections.abc import Sequence
@@ -18,12 +21,17 @@ from tiktoken.model import encoding_name_for_model
 from needle_action.assemble.prompt import RenderedPrompt
 from needle_action.errors import TokenizerError
 from needle_action.tokens import tiktoken_cache
+from needle_action.tokens.base import is_claude
+from needle_action.tokens.openai_chat import (  # noqa: F401 - the overheads, re-exported
+    TOKENS_PER_MESSAGE,
+    TOKENS_REPLY_PRIMING,
+    chat_tokens,
+    tool_overheads,
+)
 
 # OpenAI's documented chat overhead (cookbook "How to count tokens with tiktoken"): each message is
 # framed as <|start|>{role}\n{content}<|end|>\n: 3 framing tokens + the role's own tokens; every
-# reply is primed with <|start|>assistant<|message|>: 3 tokens.
-TOKENS_PER_MESSAGE = 3
-TOKENS_REPLY_PRIMING = 3
+# reply is primed with <|start|>assistant<|message|>: 3 tokens. Tools: tokens/openai_chat.py.
 
 TIKTOKEN_ENCODINGS = ("o200k_base", "cl100k_base")
 
@@ -118,11 +126,12 @@ def _openai_encoding_for(model: str) -> str | None:
 class TiktokenCounter:
     def __init__(self, encoding: str, *, model: str) -> None:
         self.encoding = encoding
+        self.model = model
         self._enc = load_encoding(encoding)
         self.name = f"tiktoken:{encoding}"
-        self.cache_id = self.name
+        self.cache_id = self.name if not model else f"{self.name}:{model}"
         self.exact = _openai_encoding_for(model) == encoding
-        self._role_tokens = {r: len(self._enc.encode_ordinary(r)) for r in ("system", "user", "assistant")}
+        self._images = "anthropic" if is_claude(model) else "openai"
 
     def count_texts(self, texts: list[str]) -> list[int]:
         if not texts:
@@ -131,21 +140,30 @@ class TiktokenCounter:
             return [len(self._enc.encode_ordinary(t)) for t in texts]
         return [len(ids) for ids in self._enc.encode_ordinary_batch(texts)]
 
-    def overhead(self, prompt: RenderedPrompt) -> int:
-        """Framing tokens of a chat request on top of its message texts."""
-        roles = (["system"] if prompt.system else []) + [m.role for m in prompt.messages]
-        return sum(TOKENS_PER_MESSAGE + self._role_tokens.get(r, 1) for r in roles) + TOKENS_REPLY_PRIMING
+    def _count(self, text: str) -> int:
+        return len(self._enc.encode_ordinary(text)) if text else 0
+
+    def exact_for(self, prompt: RenderedPrompt) -> bool:
+        """Exact for this prompt: the model's own encoding, and tools (if any) on a model family
+        whose tool overheads OpenAI documents."""
+        return self.exact and (not prompt.tools or tool_overheads(self.model)[1])
 
     def count_prompt(self, prompt: RenderedPrompt) -> int:
-        return sum(self.count_texts(prompt.texts())) + self.overhead(prompt)
+        """The chat request as OpenAI counts it (:mod:`needle_action.tokens.openai_chat`): messages
+        with their framing, tools with their overheads, tool calls, images by their pixels; plus a
+        structured-output schema's JSON (approximate: OpenAI does not document its cost)."""
+        body = prompt.to_openai_body(self.model or "gpt-4o", 1)
+        total = chat_tokens(body, self._count, self.model, images=self._images)
+        return total + self._count(schema_text(body))
 
     def count_many(self, prompts: Sequence[RenderedPrompt]) -> list[int]:
-        """All texts of all PROMPTS in one batch call (the fast path of ``count_prompts``)."""
-        texts: list[str] = []
-        spans: list[tuple[int, int]] = []
-        for p in prompts:
-            t = p.texts()
-            spans.append((len(texts), len(texts) + len(t)))
-            texts.extend(t)
-        counts = self.count_texts(texts)
-        return [sum(counts[a:b]) + self.overhead(p) for p, (a, b) in zip(prompts, spans, strict=True)]
+        """Every prompt of PROMPTS (the path ``count_prompts`` takes)."""
+        return [self.count_prompt(p) for p in prompts]
+
+
+def schema_text(body: dict) -> str:
+    """The JSON schema of a chat body's structured-output ``response_format``, or ""."""
+    fmt = body.get("response_format")
+    if not isinstance(fmt, dict) or fmt.get("type") != "json_schema":
+        return ""
+    return json.dumps(fmt.get("json_schema") or {}, sort_keys=True, ensure_ascii=False)

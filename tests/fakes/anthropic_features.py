@@ -5,7 +5,7 @@ Modelled on the Messages API documentation and the SDK's types (``types/usage.py
 
 **Prompt caching** (:class:`PromptCache`). A content block with ``cache_control`` is a breakpoint:
 at most 4 per request (400 otherwise). The cacheable prefix is everything up to and including that
-block, in the order system then messages. A request reads the longest prefix that an earlier
+block, in the order tools, system, messages. A request reads the longest prefix that an earlier
 request wrote, found at its breakpoints or at any block boundary up to 20 blocks before one (the
 API's lookback); then it writes an entry at every breakpoint whose prefix holds at least
 ``min_tokens`` tokens (1,024 for Sonnet/Opus): shorter prefixes are not cached, silently. Usage
@@ -36,28 +36,16 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 
+from tests.fakes.anthropic_request import cache_blocks
+
 MAX_BREAKPOINTS = 4
 LOOKBACK_BLOCKS = 20
 
 
 def blocks_of_request(body: dict) -> list[tuple[str, str, bool]]:
-    """(role, text, has cache_control) of every content block in prompt order: system, messages."""
-    out: list[tuple[str, str, bool]] = []
-
-    def add(role: str, content) -> None:
-        if isinstance(content, str):
-            out.append((role, content, False))
-        elif isinstance(content, list):
-            for b in content:
-                if isinstance(b, dict):
-                    out.append((role, b.get("text", ""), isinstance(b.get("cache_control"), dict)))
-
-    if body.get("system"):
-        add("system", body["system"])
-    for m in body.get("messages") or []:
-        if isinstance(m, dict):
-            add(str(m.get("role")), m.get("content"))
-    return out
+    """(role, text, has cache_control) of every content block in prompt order: tools, system,
+    messages (the reading of tests/fakes/anthropic_request.py)."""
+    return list(cache_blocks(body))
 
 
 class CacheError(Exception):

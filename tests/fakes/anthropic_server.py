@@ -7,8 +7,15 @@ the SDK source (``anthropic/_client.py``, ``_exceptions.py``, ``types/message.py
 
 * ``POST /v1/messages`` -> ``{"id", "type": "message", "role": "assistant", "model",
   "content": [{"type": "text", "text"}], "stop_reason", "stop_sequence", "usage": {...}}``
-* ``POST /v1/messages/count_tokens`` -> ``{"input_tokens": n}`` (tiktoken ``o200k_base`` over the
-  system text and every message text: an approximation of Claude's tokenizer, good enough here)
+* ``POST /v1/messages/count_tokens`` -> ``{"input_tokens": n}``: a documented, deterministic rule
+  (``tests/fakes/anthropic_request.py``): tiktoken ``o200k_base`` over every tool's JSON, the
+  system and every message's blocks, plus a fixed overhead when there are tools and a fixed count
+  per image. An approximation of Claude's tokenizer that counts everything a request carries.
+* content blocks ``text``, ``tool_use``, ``tool_result``, ``document``, ``image``; an unknown
+  block type, a bad ``tools`` list or a ``tool_result`` without its ``tool_use`` in the message
+  before it -> 400, on both endpoints, like the API.
+* a responder may answer with a string (one text block) or a list of content blocks (e.g. a
+  ``tool_use``: ``stop_reason`` is then ``tool_use``).
 * errors as ``{"type": "error", "error": {"type", "message"}, "request_id"}`` with the status
   codes the SDK maps to its exception classes; a ``request-id`` header on every response.
 * auth: ``Authorization: Bearer KEY`` (what the SDK sends) or ``x-api-key: KEY``; 401 otherwise.
@@ -56,6 +63,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import pytest
 
 from tests.fakes.anthropic_features import Batches, CacheError, PromptCache, TokenBucket, blocks_of_request
+from tests.fakes.anthropic_request import BodyError, count_request, request_parts, validate_blocks
 
 FAULT_KINDS = ("429", "529", "500", "timeout", "disconnect", "malformed")
 DEFAULT_KINDS = ("429", "529", "500", "timeout", "malformed")
@@ -181,7 +189,7 @@ class FakeAnthropic:
 
     def __init__(
         self,
-        responder: Callable[[dict], str] | None = None,
+        responder: Callable[[dict], str | list[dict]] | None = None,
         *,
         latency_s: float = 0.0,
         faults: Faults | Mapping | float | None = None,
@@ -279,7 +287,8 @@ class FakeAnthropic:
         return len(self.encoding().encode(text, disallowed_special=()))
 
     def prompt_tokens(self, body: dict) -> int:
-        return self.count_tokens("\n".join(request_texts(body)))
+        """count_tokens' answer for BODY: the documented rule of :func:`count_request`."""
+        return count_request(body, self.count_tokens)
 
     def message_for(self, body: dict, *, batch: bool = False) -> dict:
         """The Message answering BODY (prompt caching applied); raises ApiError like the API."""
@@ -295,19 +304,13 @@ class FakeAnthropic:
         except CacheError as exc:
             raise ApiError(400, "invalid_request_error", str(exc)) from None
         try:
-            text = str(self.responder(body))
+            reply = self.responder(body)
         except Exception as exc:  # a bug in a test's responder: record it, answer like a server bug
             with self._state.lock:
                 self.responder_errors.append(repr(exc))
             raise ApiError(500, "api_error", "Internal server error (the fake's responder raised)") from None
         self.cache.commit(body["model"], keys)
-        stop_reason = "end_turn"
-        ids = self.encoding().encode(text, disallowed_special=())
-        if len(ids) > body["max_tokens"]:
-            # cut the answer at max_tokens, as the model would be cut off
-            ids = ids[: body["max_tokens"]]
-            text = self.encoding().decode(ids)
-            stop_reason = "max_tokens"
+        content, ids, stop_reason = self._content(reply, body["max_tokens"])
         with self._state.lock:
             self._state.calls["cache_read_tokens"] += usage.read
             self._state.calls["cache_write_tokens"] += usage.written
@@ -316,7 +319,7 @@ class FakeAnthropic:
             "type": "message",
             "role": "assistant",
             "model": body["model"],
-            "content": [{"type": "text", "text": text}],
+            "content": content,
             "stop_reason": stop_reason,
             "stop_sequence": None,
             "usage": {
@@ -331,6 +334,26 @@ class FakeAnthropic:
                 "service_tier": "batch" if batch else "standard",
             },
         }
+
+    def _content(self, reply, max_tokens: int) -> tuple[list[dict], list[int], str]:
+        """(content blocks, output token ids, stop_reason) of a responder's REPLY: a string is one
+        text block, cut at MAX_TOKENS as the model would be; a list of blocks is sent as it is
+        (``stop_reason`` ``tool_use`` when it holds one)."""
+        enc = self.encoding()
+        if isinstance(reply, list):
+            blocks = [dict(b) for b in reply]
+            for b in blocks:
+                if b.get("type") == "tool_use":
+                    b.setdefault("id", self._next_id("toolu_"))
+            text = "".join(b.get("text", "") or json.dumps(b.get("input", {})) for b in blocks)
+            stop = "tool_use" if any(b.get("type") == "tool_use" for b in blocks) else "end_turn"
+            return blocks, enc.encode(text, disallowed_special=()), stop
+        text = str(reply)
+        ids = enc.encode(text, disallowed_special=())
+        if len(ids) <= max_tokens:
+            return [{"type": "text", "text": text}], ids, "end_turn"
+        ids = ids[:max_tokens]  # cut the answer at max_tokens, as the model would be cut off
+        return [{"type": "text", "text": enc.decode(ids)}], ids, "max_tokens"
 
     # ---- fault decision --------------------------------------------------------------------
     def _draw_fault(self, raw: bytes) -> str | None:
@@ -362,28 +385,10 @@ class FakeAnthropic:
 
 
 def request_texts(body: dict) -> list[str]:
-    """The system text then every message's text; a part given as text blocks reads as their
-    concatenation (splitting a text into blocks for cache breakpoints does not change it)."""
-    return [text for _, text in _parts(body)]
-
-
-def _parts(body: dict) -> list[tuple[str, str]]:
-    out: list[tuple[str, str]] = []
-    system = body.get("system")
-    if system:
-        out.append(("system", _joined(system)))
-    for m in body.get("messages") or []:
-        if isinstance(m, dict) and m.get("content") is not None:
-            out.append((str(m.get("role")), _joined(m.get("content"))))
-    return out
-
-
-def _joined(content) -> str:
-    if isinstance(content, str):
-        return content
-    if isinstance(content, list):
-        return "".join(b.get("text", "") for b in content if isinstance(b, dict))
-    return ""
+    """Every tool's JSON, the system text, then every message's text (tests/fakes/anthropic_request.py:
+    a part given as blocks reads as their concatenation, so splitting a text for cache breakpoints
+    does not change it)."""
+    return [text for _, text in request_parts(body)]
 
 
 def _validate(fake: FakeAnthropic, body: object, *, count_only: bool) -> None:
@@ -400,6 +405,10 @@ def _validate(fake: FakeAnthropic, body: object, *, count_only: bool) -> None:
     if not count_only:
         _validate_generation(body)
     _validate_messages(body.get("messages"))
+    try:
+        validate_blocks(body)
+    except BodyError as exc:
+        raise ApiError(400, "invalid_request_error", str(exc)) from None
     if model not in fake.models:
         raise ApiError(404, "not_found_error", f"model: {model}")
     if _CLAUDE5.match(model):

@@ -3,14 +3,15 @@
 ``SimulatedModel(curve, seed=0)`` is a responder ``(request_json) -> str`` for
 ``tests/fakes/anthropic_server.FakeAnthropic``. For each ``/v1/messages`` request it:
 
-1. reads the system text and every message (string or text-block content);
+1. reads the tools' JSON, the system text and every message: strings or content blocks, a
+   ``tool_result``'s or a ``document``'s text included (``tests/fakes/anthropic_request.py``);
 2. takes the question: the last sentence with a ``?`` in the last user message (the question slot);
 3. finds the needle fact: among the sentences that hold a ``VALUE_RE`` value, the one sharing the most
    content words with the question (so look-alike distractors about other subjects lose). Multi-hop:
    a sentence with a bridge key (``BRIDGE_RE``, "locker 4471") and no value that overlaps the question
    names the key; the value sentence with that same key is the answer (decoys with other keys lose);
 4. measures ``depth`` = character offset of the fact's sentence / length of the whole request text
-   (system + messages joined), and ``size`` = tiktoken ``o200k_base`` tokens of that text — the same
+   (tools + system + messages joined), and ``size`` = tiktoken ``o200k_base`` tokens of that text — the same
    number the fake's ``count_tokens`` endpoint reports, so a ``cliff(at_size=...)`` lines up with
    the sizes the harness targets (exactly when the harness counts with o200k_base, within a few
    percent otherwise; ``exact_size=False`` uses characters / 4 instead, much cheaper for tests that make
@@ -19,6 +20,9 @@
 5. answers the value with probability ``curve(depth, size)`` (multi-hop: the product at both facts),
    otherwise a plausible wrong answer: a distractor's value, a made-up value of the same shape, or
    "I could not find it.".
+
+With ``tool_call_rate``, that share of the requests carrying ``tools`` is answered with a
+``tool_use`` block calling the first tool (no text), as an agent model sometimes does.
 
 The draw is a pure function of ``(seed, expected value)``: retries, concurrency and call order do not
 change an outcome, and the same needle asked twice gets the same answer.
@@ -38,6 +42,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from needle_action.recall.needles import BRIDGE_RE, VALUE_RE, make_value
+from tests.fakes.anthropic_request import request_parts
 
 Curve = Callable[[float, int], float]
 
@@ -100,29 +105,12 @@ _ENDS = (". ", "! ", "? ", ".\t", "\n")
 
 
 def _texts(body: dict) -> tuple[list[str], str]:
-    """(every text in order: system then messages, the last user message's text)."""
-    parts: list[str] = []
-    last_user = ""
-
-    def blocks(content) -> str:
-        if isinstance(content, str):
-            return content
-        if isinstance(content, list):
-            # adjacent text blocks read as one text (a prompt split for cache breakpoints is the same prompt)
-            return "".join(b.get("text", "") for b in content if isinstance(b, dict))
-        return ""
-
-    system = body.get("system")
-    if system:
-        parts.append(blocks(system))
-    for m in body.get("messages") or []:
-        if not isinstance(m, dict):
-            continue
-        text = blocks(m.get("content"))
-        parts.append(text)
-        if m.get("role") == "user":
-            last_user = text
-    return parts, last_user
+    """(every text in order: tools, system, messages; the last user message's text). A message's
+    blocks read as one text (tests/fakes/anthropic_request.py): a tool_result's content and a
+    document's text are part of it, so a needle inside them is found."""
+    parts = request_parts(body)
+    users = [text for role, text in parts if role == "user"]
+    return [text for _, text in parts], users[-1] if users else ""
 
 
 def _words(text: str) -> set[str]:
@@ -172,15 +160,26 @@ class SimulatedModel:
     """Responder ``(request_json) -> str`` answering needle questions with probability ``curve``."""
 
     def __init__(
-        self, curve: Curve, *, seed: int = 0, wrap: bool = False, exact_size: bool = True, keep: int = 10000
+        self,
+        curve: Curve,
+        *,
+        seed: int = 0,
+        wrap: bool = False,
+        exact_size: bool = True,
+        keep: int = 10000,
+        tool_call_rate: float = 0.0,
     ) -> None:
         self.curve = curve
+        # share of requests WITH tools answered by calling the first tool instead of with text
+        # (drawn per request text, deterministic): what an agent model does when it wants more data
+        self.tool_call_rate = tool_call_rate
         self.seed = seed
         self.wrap = wrap  # answer in a sentence ("The answer is X.") instead of the bare value
         # False: size = characters / 4 (no encoding; for tests making thousands of large calls whose
         # curve does not depend on size precisely)
         self.exact_size = exact_size
         self.observations: list[Observation] = []
+        self.tool_calls = 0  # requests answered with a tool call
         self._keep = keep
         self._lock = threading.Lock()
         self._sizes: OrderedDict[str, int] = OrderedDict()
@@ -274,5 +273,22 @@ class SimulatedModel:
                 del self.observations[: len(self.observations) - self._keep]
         return obs
 
-    def __call__(self, body: dict) -> str:
+    def tool_call(self, body: dict) -> list[dict] | None:
+        """A ``tool_use`` answer for BODY (calling its first tool), or None: for a share
+        ``tool_call_rate`` of the requests that carry tools."""
+        tools = body.get("tools") or []
+        if not tools or self.tool_call_rate <= 0:
+            return None
+        parts, _ = _texts(body)
+        digest = hashlib.sha256("\n".join(parts).encode("utf-8", "surrogatepass")).hexdigest()
+        if self._uniform(digest, "tool_call") >= self.tool_call_rate:
+            return None
+        return [{"type": "tool_use", "name": tools[0].get("name", "tool"), "input": {"query": "more"}}]
+
+    def __call__(self, body: dict) -> str | list[dict]:
+        call = self.tool_call(body)
+        if call is not None:
+            with self._lock:
+                self.tool_calls += 1
+            return call
         return self.observe(body).answer

@@ -124,19 +124,21 @@ def test_cache_skips_encoding_repeated_prompts(example_cases, monkeypatch):
 
     monkeypatch.setattr(TiktokenCounter, "count_many", spy)
     first = count_prompts(example_cases + example_cases, settings)  # duplicates within one batch
-    assert encoded == [len(example_cases)]
+    # the distinct prompts, then their section variants (tokens/sections.py) in one more batch
+    variants = encoded[1]
+    assert encoded == [len(example_cases), variants] and variants >= len(example_cases)
     again = count_prompts(example_cases, settings)  # all cached now: no encoding at all
-    assert encoded == [len(example_cases)]
+    assert encoded == [len(example_cases), variants]
     assert [c.raw_tokens for c in again] == [c.raw_tokens for c in first[: len(example_cases)]]
 
     changed = RenderedPrompt(system="x", messages=(Message("user", "a new text"),))
     count_prompts([changed, *example_cases], settings)
-    assert encoded == [len(example_cases), 1]  # only the new prompt was encoded
+    assert encoded[2:] == [1, 1]  # only the new prompt (and its variant without the system) was encoded
 
     tokens.set_cache_enabled(False)
     count_prompts(example_cases, settings)
-    assert encoded[-1] == len(example_cases)
-    assert counter.cache_id == "tiktoken:o200k_base"
+    assert encoded[-2] == len(example_cases)
+    assert counter.cache_id == "tiktoken:o200k_base:gpt-4o"  # tool overheads depend on the model
 
 
 def test_cache_is_keyed_by_counter(example_cases):
@@ -267,7 +269,10 @@ def test_anthropic_counter_counts_the_whole_request_through_the_sdk(fake, exampl
     monkeypatch.setenv("ANTHROPIC_API_KEY", fake.api_key)
     counts = count_prompts(example_cases, _claude())
     sent = [r for r in fake.requests if r["path"] == "/v1/messages/count_tokens"]
-    assert len(sent) == len(example_cases)  # one call per distinct request
+    # one call per distinct request, and one per section variant (here: without the system)
+    assert len(sent) == 2 * len(example_cases)
+    sent = [r for r in sent if "system" in r["json"]]
+    assert len(sent) == len(example_cases)
     by_system_and_last = {(r["json"]["system"], r["json"]["messages"][-1]["content"]): r for r in sent}
     for case, c in zip(example_cases, counts, strict=True):
         req = by_system_and_last[(case.system, case.messages[-1].content)]
@@ -278,6 +283,10 @@ def test_anthropic_counter_counts_the_whole_request_through_the_sdk(fake, exampl
         # what the fake computed for exactly this request, independently of our code
         assert c.raw_tokens == c.tokens == fake.count_tokens("\n".join(case.texts()))
         assert c.exact is True and c.counter == "anthropic" and c.safety_factor == 1.0
+        # the system section: what count_tokens says the system adds; the rest is the messages
+        without_system = fake.count_tokens("\n".join(m.text for m in case.messages))
+        assert c.sections is not None and c.sections["system"] == c.tokens - without_system
+        assert sum(c.sections.values()) == c.tokens and c.sections["tools"] == 0
 
     before = fake.calls["count_tokens"]
     count_prompts(example_cases, _claude())  # cached: no further calls
@@ -362,7 +371,7 @@ def test_needle_budget_with_the_anthropic_tokenizer(fake, tmp_path, monkeypatch)
     assert len(cases) == 8 and all(
         c["count"]["counter"] == "anthropic" and c["count"]["exact"] for c in cases
     )
-    assert fake.calls["count_tokens"] == 8
+    assert fake.calls["count_tokens"] == 16  # each case, and each case without its system (sections)
     assert {r["json"]["model"] for r in fake.requests} == {"claude-haiku-5-5"}
 
 

@@ -93,6 +93,7 @@ def _style_summary(
         effective_context=None if absent else reading.effective_context,
         diagnosis=diagnosis,
         distractor_answers=near,
+        tool_call_answers=sum(c.tool_call_answers for c in cells),
         distractor_rate=_rate(near, trials),
         hallucination_rate=_rate(trials - hits, trials) if absent else None,
     )

@@ -1,0 +1,124 @@
+"""A request's tokens by section: system, tools, messages, context, params.
+
+Every counter counts the whole request, exactly as it is sent. The sections come from counting
+variants of that request, each without one section (:func:`variants`):
+
+* ``tools``: without the tools and the tool_choice (with them goes the tool-use system prompt the
+  API adds, which is billed because of the tools);
+* ``system``: without the system text (and system-role turns), less the context when the context
+  slot is in the system text;
+* ``params``: without the request parameters (``thinking``, ``output_config``, ...);
+* ``context``: with the context slot's text replaced by one character (the API refuses empty
+  text), so the count is within a token of the slot's own cost;
+* ``messages``: the rest, so the sections add up to the total.
+
+A section is the difference the section makes to the count: exact for the Anthropic counter (each
+variant goes to count_tokens) up to that one character of ``context``; for tiktoken, where the
+formula is additive, it is the section's own tokens plus its framing.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import replace
+
+from needle_action.assemble.prompt import SYSTEM_PART, ContextSlot, Message, RenderedPrompt
+
+SECTIONS = ("system", "tools", "messages", "context", "params")
+PLACEHOLDER = "."  # stands for an emptied context slot: the APIs refuse empty text
+
+
+def variants(prompt: RenderedPrompt) -> dict[str, RenderedPrompt]:
+    """PROMPT without each of its non-empty sections (see the module docstring)."""
+    out: dict[str, RenderedPrompt] = {}
+    if prompt.tools or prompt.tool_choice is not None:
+        out["tools"] = replace(prompt, tools=(), tool_choice=None)
+    if prompt.system or any(m.role == "system" for m in prompt.messages):
+        out["system"] = _without_system(prompt)  # a slot in the system goes too: see by_difference
+    if prompt.params:
+        out["params"] = replace(prompt, params={})
+    emptied = without_context(prompt)
+    if emptied is not None:
+        out["context"] = emptied
+    return out
+
+
+def _without_system(prompt: RenderedPrompt) -> RenderedPrompt:
+    kept = tuple(m for m in prompt.messages if m.role != "system")
+    slot = prompt.context_slot
+    if slot is not None and slot.message == SYSTEM_PART:
+        slot = None
+    elif slot is not None and kept != prompt.messages:  # message indices shift past removed turns
+        removed = sum(1 for m in prompt.messages[: slot.message] if m.role == "system")
+        slot = ContextSlot(slot.message - removed, slot.block)
+    return replace(prompt, system=None, system_blocks=(), messages=kept, context_slot=slot)
+
+
+def without_context(prompt: RenderedPrompt) -> RenderedPrompt | None:
+    """PROMPT with its context slot's text replaced by :data:`PLACEHOLDER`; None without a slot
+    (or with an empty one)."""
+    slot = prompt.context_slot
+    if slot is None or not prompt.context_text():
+        return None
+    if slot.message == SYSTEM_PART:
+        if slot.block is None:
+            text = prompt.system or ""
+            start, end = prompt.context_span or (0, len(text))
+            return replace(prompt, system=text[:start] + PLACEHOLDER + text[end:], system_blocks=())
+        blocks = _emptied(prompt.system_blocks, slot.block, prompt.context_blocks)
+        return replace(prompt, system=None, system_blocks=blocks)
+    m = prompt.messages[slot.message]
+    if slot.block is None or isinstance(m.content, str):
+        text = m.text
+        start, end = prompt.context_span or (0, len(text))
+        content: str | tuple[dict, ...] = text[:start] + PLACEHOLDER + text[end:]
+    else:
+        content = _emptied(m.content, slot.block, prompt.context_blocks)
+    messages = list(prompt.messages)
+    messages[slot.message] = Message(m.role, content)
+    return replace(prompt, messages=tuple(messages))
+
+
+def _emptied(blocks: tuple[dict, ...], first: int, count: int) -> tuple[dict, ...]:
+    """BLOCKS with the COUNT slot blocks from FIRST reduced to one placeholder: the first keeps its
+    kind (a tool_result must still answer its tool_use), the others go."""
+    head = dict(blocks[first])
+    kind = head.get("type")
+    if kind == "tool_result":
+        head["content"] = PLACEHOLDER
+    elif kind == "document":
+        source = {**(head.get("source") or {}), "type": "text", "data": PLACEHOLDER}
+        source.setdefault("media_type", "text/plain")
+        source.pop("content", None)
+        head["source"] = source
+    else:
+        head = {"type": "text", "text": PLACEHOLDER}
+    return (*blocks[:first], head, *blocks[first + count :])
+
+
+def by_difference(
+    prompt: RenderedPrompt, total: int, count: Callable[[list[RenderedPrompt]], list[int]]
+) -> dict[str, int]:
+    """PROMPT's TOTAL split into sections, COUNT giving the counts of the variants."""
+    found = variants(prompt)
+    counted = dict(zip(found, count(list(found.values())), strict=True))
+    out = {name: 0 for name in SECTIONS}
+    for name, n in counted.items():
+        out[name] = max(0, total - n)
+    slot = prompt.context_slot
+    if slot is not None and slot.message == SYSTEM_PART:  # the system variant lost the context too
+        out["system"] = max(0, out["system"] - out["context"])
+    out["messages"] = total - sum(v for k, v in out.items() if k != "messages")
+    if out["messages"] < 0:  # sections that interact (a tokenizer merge across a boundary)
+        out["context"] = max(0, out["context"] + out["messages"])
+        out["messages"] = total - sum(v for k, v in out.items() if k != "messages")
+    return out
+
+
+def scaled(sections: dict[str, int], raw: int, tokens: int) -> dict[str, int]:
+    """SECTIONS of a RAW count scaled to TOKENS (the safety factor), still adding up to TOKENS."""
+    if raw == tokens or raw <= 0:
+        return dict(sections)
+    out = {k: round(v * tokens / raw) for k, v in sections.items()}
+    out["messages"] += tokens - sum(out.values())
+    return out
