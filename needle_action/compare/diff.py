@@ -110,7 +110,7 @@ def _compared(tokens: Iterable[TokenDelta]) -> list[TokenDelta]:
 def token_change(prompts: Sequence[PromptComparison]) -> str | None:
     """``+412 tokens, 380 of them in tools``: the net change over the cases both sides measured, and
     the section that moved most in the same direction (when the counter split them)."""
-    cases = [t for p in prompts for t in _compared(p.tokens)]
+    cases = [t for p in prompts for t in _compared(p.tokens) if t.delta]
     total = sum(t.delta or 0 for t in cases)
     if not cases or total == 0:
         return None

@@ -201,6 +201,16 @@ def _diffs(c: Comparison, level: str) -> Trusted:
     return Trusted(f"*{n:,} assembled request(s) changed: the diffs are in {diff_md.WHERE_FULL}.*\n")
 
 
+def _section_delta(n: int | None) -> Trusted:
+    return Trusted("–" if n is None else ("±0" if n == 0 else f"{n:+,}"))
+
+
+def _midline(value: object) -> Trusted:
+    """Sanitised text printed inside a line (a headline's tail): a leading sign needs no escape there."""
+    text = sanitize.inline(value, 200)
+    return Trusted(text[1:] if text[:2] in ("\\+", "\\-") else text)
+
+
 def section_rows(c: Comparison) -> list[tuple[PromptComparison, TokenDelta, list[Trusted]]]:
     """(prompt, case, signed delta per section) for the changed cases whose sections were counted."""
     rows = []
@@ -208,7 +218,7 @@ def section_rows(c: Comparison) -> list[tuple[PromptComparison, TokenDelta, list
         for t in p.tokens:
             deltas = t.section_deltas()
             if deltas and t.delta:
-                rows.append((p, t, [_signed(deltas[n]) if n in deltas else Trusted("–") for n in SECTIONS]))
+                rows.append((p, t, [_section_delta(deltas.get(n)) for n in SECTIONS]))
     return rows
 
 
@@ -274,6 +284,7 @@ def _environment() -> jinja2.Environment:
         MARKER=Trusted(MARKER),
         STATUS_LABEL=STATUS_LABEL,
         diffs=_diffs,
+        midline=_midline,
         section_rows=section_rows,
         section_names=[Trusted(section_label(n)) for n in SECTIONS],
         misses=_misses,

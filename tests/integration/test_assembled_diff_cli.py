@@ -44,8 +44,8 @@ def test_an_added_system_sentence_is_a_plus_line_under_system(repo, tmp_path):
     assert f"+{FIRST} {SENTENCE}" in lines and f"-{FIRST}" in lines
     header = next(x for x in lines if x.startswith("@@"))
     assert header.endswith(" system") and lines[lines.index(header) + 1] == " --- system ---"
-    headline = body.splitlines()[1]
-    assert re.search(r"· \+\d+ tokens", headline), headline
+    headline = MarkdownIt("commonmark").render(next(x for x in body.splitlines() if x.startswith("## ")))
+    assert re.search(r"· \+\d+ tokens, \d+ of them in system</h2>", headline), headline
     assert (
         "<details><summary>Assembled request of `rag_answer` · `fixtures/rag_answer/typical.yaml` · system"
         in body

@@ -122,7 +122,8 @@ def test_comment_shows_the_diff_the_breakdown_and_the_headline():
     assert (
         "<details><summary>Assembled request of `support` · `fx/a.yaml` · system, tools · +7 −1 lines" in text
     )
-    assert "| `support` | `fx/a.yaml` | +8 | +380 | ±0 | +24 | ±0 |" in text.replace("+0 ", "±0 ")
+    assert "| `support` | `fx/a.yaml` | +8 | +380 | ±0 | +24 | ±0 |" in text
+    assert "## ✅ Prompts within budget, no recall regression · +412 tokens, 380 of them in tools\n" in text
 
 
 def test_summary_terminal_and_html_show_the_same_diff():
@@ -223,3 +224,22 @@ def test_sampled_misses_of_a_regressed_group_with_a_base_hit_beside_them():
     assert "answered ``` `@\u200dorg` <b>x</b>``` " not in text  # the backticks pick a longer fence
     assert "answered `` `@\u200dorg` <b>x</b> ``" in text
     assert "<b>" not in " ".join(_html_tags(text))
+
+
+def test_the_terminal_colours_the_diff_only_on_a_tty():
+    import click
+    from click.testing import CliRunner
+
+    from needle_action.report.terminal import print_diffs
+
+    c = _pair(head_view=HEAD_VIEW + "--- user ---\n\x1b[31mforged\x1b[0m\n")
+
+    @click.command()
+    def show():
+        print_diffs(c)
+
+    coloured = CliRunner().invoke(show, color=True).output
+    assert f"\x1b[32m+{SYSTEM} {SENTENCE}\x1b[0m" in coloured and f"\x1b[31m-{SYSTEM}\x1b[0m" in coloured
+    assert "\x1b[32m+[31mforged[0m\x1b[0m" in coloured  # the template's own escapes are dropped
+    plain = CliRunner().invoke(show, color=False).output
+    assert "\x1b" not in plain and f"+{SYSTEM} {SENTENCE}" in plain
