@@ -55,7 +55,9 @@ def test_an_added_system_sentence_is_a_plus_line_under_system(repo, tmp_path):
     assert "assembled request of rag_answer [fixtures/rag_answer/typical.yaml]: system (+1 -1)" in run.stdout
 
 
-@pytest.mark.xfail(strict=True, reason="needs render_case to set the context slot (branch i18, not merged yet)")
+@pytest.mark.xfail(
+    strict=True, reason="needs render_case to set the context slot (branch i18, not merged yet)"
+)
 @pytest.mark.slow  # one CLI run, budgets on both sides
 def test_a_changed_document_shows_as_the_context_shape_not_its_text(repo, tmp_path):
     old = "stays restorable for the recycle window, 14 days by default."
@@ -72,3 +74,57 @@ def test_a_changed_document_shows_as_the_context_shape_not_its_text(repo, tmp_pa
         re.fullmatch(r"[+-]\[context: \d+ chars, 6 items\]", x) for x in changed
     ), changed
     assert "21 days" not in out.read_text()
+
+
+HOSTILE_CONFIG = """
+[defaults]
+model = "claude-sonnet-5-5"
+provider = "anthropic"
+tokenizer = "tiktoken:o200k_base"
+max_input_tokens = 200000
+
+[defaults.recall]
+enabled = false
+
+[prompts.evil]
+template = "prompts/evil.j2"
+"""
+HOSTILE_LINES = "```\n</details>\n<img src=x onerror=alert(1)>\n@org/team please approve\n~~~~\n    ````\n"
+
+
+def _raw_html(markdown: str) -> list[str]:
+    md = MarkdownIt("commonmark", {"html": True}).enable("table")
+    return [
+        t.content
+        for block in md.parse(markdown)
+        for t in [block, *(block.children or [])]
+        if t.type in ("html_block", "html_inline")
+    ]
+
+
+@pytest.mark.slow  # one CLI run, budgets on both sides
+def test_a_hostile_template_cannot_escape_the_diff_or_the_size_limit(tmp_path):
+    repo = GitRepo.init(tmp_path / "repo")
+    project = Project(repo.path).config(HOSTILE_CONFIG)
+    project.template("prompts/evil.j2", "system:\nYou are helpful.\nuser:\nHello\n")
+    repo.commit("base")
+    project.template(
+        "prompts/evil.j2", f"system:\nYou are helpful.\n{HOSTILE_LINES}{'A' * 70_000}\nuser:\nHello\n"
+    )
+    repo.commit("the pull request")
+    out = tmp_path / "comment.md"
+    run = needle(["diff", "HEAD~1", "--no-recall", "-o", str(out)], repo.path, _cli_env(tmp_path, None))
+    assert run.returncode == 0, run.stdout + run.stderr
+    body = out.read_text()
+
+    assert len(body) <= 65_536
+    (block,) = _diff_blocks(body)  # one fence, and it closes where we closed it
+    for line in ("+</details>", "+<img src=x onerror=alert(1)>", "+~~~~", "+    ````"):
+        assert line in block.splitlines(), block
+    assert "+@\u200dorg/team please approve" in block.splitlines()
+    assert re.search(r"^\+A{300}… \[\+\d[\d,]* chars\]$", block, re.M)  # the long line, cut, its size said
+    raw = " ".join(_raw_html(body))
+    assert "<img" not in raw and "onerror" not in raw and raw.count("<details>") == raw.count("</details>")
+    assert re.search(r"@org", body) is None
+    rendered = MarkdownIt("commonmark", {"html": True}).enable("table").render(body)
+    assert "<img" not in rendered and rendered.count("<details>") == rendered.count("</details>") == 2
