@@ -39,7 +39,7 @@ def _fail(path: str, message: str) -> Any:
 
 
 def tool_format(tool: Any, path: str = "tools[0]") -> str:
-    """"anthropic", "anthropic_server", "openai" (chat), "openai_flat" (Responses/legacy), or an error."""
+    """ "anthropic", "anthropic_server", "openai" (chat), "openai_flat" (Responses/legacy), or an error."""
     if not isinstance(tool, dict):
         return _fail(path, "a tool must be a mapping")
     if isinstance(tool.get("function"), dict) and tool.get("type", "function") == "function":
@@ -78,7 +78,9 @@ def to_anthropic_tool(tool: Any, path: str = "tools[0]") -> dict:
     if kind == "anthropic_server":
         return copy.deepcopy(tool)
     if kind == "anthropic":
-        return _anthropic_tool(tool.get("name"), tool.get("description"), tool.get("input_schema"), tool, path)
+        return _anthropic_tool(
+            tool.get("name"), tool.get("description"), tool.get("input_schema"), tool, path
+        )
     spec = tool["function"] if kind == "openai" else tool
     where = f"{path}.function" if kind == "openai" else path
     return _anthropic_tool(spec.get("name"), spec.get("description"), spec.get("parameters"), spec, where)

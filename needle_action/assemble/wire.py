@@ -97,7 +97,9 @@ def anthropic_body(p: RenderedPrompt, model: str, max_tokens: int) -> dict:
     system = _anthropic_system(p)
     if system is not None:
         body["system"] = system
-    body["messages"] = [{"role": m.role, "content": m.wire_content()} for m in p.messages if m.role != "system"]
+    body["messages"] = [
+        {"role": m.role, "content": m.wire_content()} for m in p.messages if m.role != "system"
+    ]
     if p.tools:
         body["tools"] = copy.deepcopy(list(p.tools))
     if p.tool_choice is not None:
@@ -367,7 +369,11 @@ def _tool_result(m: dict, path: str) -> dict:
     call_id = m.get("tool_call_id")
     if not isinstance(call_id, str) or not call_id:
         raise RequestShapeError(f"{path}.tool_call_id", "a tool message needs the `tool_call_id` it answers")
-    return {"type": "tool_result", "tool_use_id": call_id, "content": _openai_text(m.get("content"), f"{path}.content")}
+    return {
+        "type": "tool_result",
+        "tool_use_id": call_id,
+        "content": _openai_text(m.get("content"), f"{path}.content"),
+    }
 
 
 def _assistant_blocks(m: dict, path: str) -> str | tuple[dict, ...]:
@@ -391,7 +397,9 @@ def _tool_use(call: Any, path: str) -> dict:
     try:
         args = json.loads(fn.get("arguments") or "{}")
     except (TypeError, ValueError):
-        raise RequestShapeError(f"{path}.function.arguments", "arguments must be a JSON object string") from None
+        raise RequestShapeError(
+            f"{path}.function.arguments", "arguments must be a JSON object string"
+        ) from None
     if not isinstance(args, dict):
         raise RequestShapeError(f"{path}.function.arguments", "arguments must be a JSON object string")
     return {"type": "tool_use", "id": call["id"], "name": fn["name"], "input": args}
@@ -408,7 +416,9 @@ def _user_content(content: Any, path: str) -> str | tuple[dict, ...]:
         elif kind == "image_url" and isinstance(part.get("image_url"), dict):
             blocks.append(_image_block(str(part["image_url"].get("url", ""))))
         else:
-            raise RequestShapeError(f"{path}[{j}].type", f"unknown content part type {kind!r}", "use text or image_url")
+            raise RequestShapeError(
+                f"{path}[{j}].type", f"unknown content part type {kind!r}", "use text or image_url"
+            )
     return tuple(blocks)
 
 

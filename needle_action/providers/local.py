@@ -125,7 +125,7 @@ class LocalProvider:
 
     def messages(self, prompt: RenderedPrompt) -> list[dict]:
         out = [{"role": "system", "content": prompt.system}] if prompt.system else []
-        out += [{"role": m.role, "content": m.content} for m in prompt.messages]
+        out += [{"role": m.role, "content": m.text} for m in prompt.messages]
         if not any(m["role"] == "user" for m in out):
             raise ConfigError(
                 "the prompt has no user message to send",

@@ -92,7 +92,7 @@ class LocalCounter:
     def request_text(self, prompt: RenderedPrompt) -> tuple[str, bool]:
         """The text the local provider feeds the model, and whether it already holds the BOS."""
         messages = ([{"role": "system", "content": prompt.system}] if prompt.system else []) + [
-            {"role": m.role, "content": m.content} for m in prompt.messages
+            {"role": m.role, "content": m.text} for m in prompt.messages
         ]
         if self._chat is not None:  # the gguf's chat template writes its own <bos> and turn markers
             return self._chat(messages=messages).prompt, True

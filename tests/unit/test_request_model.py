@@ -61,7 +61,10 @@ def test_plain_prompt_keeps_the_old_api_and_hash_shape():
 
 
 def test_system_from_blocks_and_cache_control_reach_the_body():
-    blocks = ({"type": "text", "text": "A"}, {"type": "text", "text": "B", "cache_control": {"type": "ephemeral"}})
+    blocks = (
+        {"type": "text", "text": "A"},
+        {"type": "text", "text": "B", "cache_control": {"type": "ephemeral"}},
+    )
     p = RenderedPrompt(system=None, messages=(Message("user", "q"),), system_blocks=blocks)
     assert p.system == "A\n\nB"
     body = p.to_anthropic_body("claude-x", 100)
@@ -87,7 +90,9 @@ def test_content_hash_covers_tools_choice_and_params():
     hashes = {
         base.content_hash(),
         RenderedPrompt(system=base.system, messages=base.messages, tools=base.tools).content_hash(),
-        RenderedPrompt(system=base.system, messages=base.messages, tools=(), params=base.params).content_hash(),
+        RenderedPrompt(
+            system=base.system, messages=base.messages, tools=(), params=base.params
+        ).content_hash(),
         RenderedPrompt(
             system=base.system, messages=base.messages, tools=base.tools, tool_choice={"type": "any"}
         ).content_hash(),
@@ -138,7 +143,9 @@ def test_structured_output_is_translated_both_ways():
     rf = p.to_openai_body("m", 1)["response_format"]
     assert rf["type"] == "json_schema" and rf["json_schema"]["schema"] == schema
     back = RenderedPrompt(system=None, messages=p.messages, params={"response_format": rf})
-    assert back.to_anthropic_body("m", 1)["output_config"] == {"format": {"type": "json_schema", "schema": schema}}
+    assert back.to_anthropic_body("m", 1)["output_config"] == {
+        "format": {"type": "json_schema", "schema": schema}
+    }
 
 
 def test_unknown_params_pass_through_to_both():
@@ -152,7 +159,11 @@ def test_unknown_params_pass_through_to_both():
     [
         ({"messages": [{"role": "user", "content": [{"type": "video"}]}]}, "messages[0].content[0].type"),
         (
-            {"messages": [{"role": "user", "content": [{"type": "tool_result", "tool_use_id": "x", "content": "r"}]}]},
+            {
+                "messages": [
+                    {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "x", "content": "r"}]}
+                ]
+            },
             "messages[0].content[0].tool_use_id",
         ),
         ({"messages": [{"role": "user", "content": "q"}], "tools": [{"description": "no name"}]}, "tools[0]"),
@@ -216,8 +227,8 @@ def test_view_collapses_the_context_slot():
 
 def test_view_labels_tools_tool_turns_and_params():
     v = agent_prompt().view()
-    assert "--- tools ---\n{\n  \"description\": \"Weather for a city\"" in v
-    assert "--- assistant ---\nLet me look.\n--- tool_use get_weather ---\n{\n  \"city\": \"Paris\"\n}" in v
+    assert '--- tools ---\n{\n  "description": "Weather for a city"' in v
+    assert '--- assistant ---\nLet me look.\n--- tool_use get_weather ---\n{\n  "city": "Paris"\n}' in v
     assert "--- tool_result ---\n12 C, rain\n--- user ---\nSummarise." in v
     assert v.rstrip().endswith('"type": "enabled"\n  },\n  "tool_choice": {\n    "type": "auto"\n  }\n}')
 
@@ -236,7 +247,9 @@ def test_block_slot_context_and_collapse():
     assert p.context_slot == ContextSlot(0, 0)
     assert p.context_text() == "one\n\ntwo"
     assert p.sections()["messages"] == ["Q?"]
-    assert p.view(collapse_context=True) == "--- document ---\n[context: 8 chars, 2 items]\n--- user ---\nQ?\n"
+    assert (
+        p.view(collapse_context=True) == "--- document ---\n[context: 8 chars, 2 items]\n--- user ---\nQ?\n"
+    )
 
 
 def test_validate_rejects_a_result_without_its_call():

@@ -72,3 +72,12 @@ def test_normalise():
 
 def test_oversized_answers_are_bounded():
     assert not score("x" * 100_000 + "QZT-4821-KLM", NEEDLE, _s("contains"))
+
+
+def test_a_tool_call_is_a_miss_of_its_own_kind():
+    from needle_action.recall.scoring import judge as judge_answer
+
+    plain = judge_answer(NEEDLE.answer, NEEDLE, RecallSettings())
+    called = judge_answer(NEEDLE.answer, NEEDLE, RecallSettings(), tool_call="search")
+    assert plain.hit and not plain.tool_call
+    assert not called.hit and called.tool_call and not called.distractor

@@ -1,0 +1,129 @@
+"""The fake Anthropic API with tools: count_tokens counts them, orphan tool_results are refused,
+and the simulated model reads a needle inside a tool_result (real SDK, real HTTP)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+
+import anthropic
+import pytest
+
+from needle_action.assemble import Message, RenderedPrompt
+from needle_action.config import PromptSettings, ProviderSettings
+from needle_action.providers.anthropic import AnthropicProvider
+from needle_action.tokens import count_prompts
+from tests.fakes.anthropic_request import TOOLS_OVERHEAD
+from tests.fakes.anthropic_server import FakeAnthropic
+from tests.fakes.simulated_model import SimulatedModel, flat
+
+MODEL = "claude-sonnet-5-5"
+
+
+def tools(n: int) -> tuple[dict, ...]:
+    return tuple(
+        {
+            "name": f"lookup_{i}",
+            "description": f"Look up record kind {i} by its id and return the stored fields.",
+            "input_schema": {
+                "type": "object",
+                "properties": {"id": {"type": "string", "description": "the record id"}},
+                "required": ["id"],
+            },
+        }
+        for i in range(n)
+    )
+
+
+def agent_prompt(context: str, n_tools: int = 12) -> RenderedPrompt:
+    return RenderedPrompt(
+        system="You answer from the records the tools return.",
+        messages=(
+            Message("user", "Find the vault code."),
+            Message(
+                "assistant",
+                ({"type": "tool_use", "id": "toolu_1", "name": "lookup_0", "input": {"id": "v"}},),
+            ),
+            Message(
+                "user",
+                (
+                    {"type": "tool_result", "tool_use_id": "toolu_1", "content": context},
+                    {"type": "text", "text": "What is the vault code? Answer with the code only."},
+                ),
+            ),
+        ),
+        tools=tools(n_tools),
+    )
+
+
+def client(fake: FakeAnthropic) -> anthropic.Anthropic:
+    return anthropic.Anthropic(base_url=fake.base_url, api_key=fake.api_key, max_retries=0, timeout=5.0)
+
+
+def test_twelve_tool_schemas_count_exactly_what_count_tokens_returns(monkeypatch):
+    prompt = agent_prompt("Record: the vault code is QZT-4821-KLM.")
+    with FakeAnthropic() as fake:
+        monkeypatch.setenv("ANTHROPIC_BASE_URL", fake.base_url)
+        monkeypatch.setenv("ANTHROPIC_API_KEY", fake.api_key)
+        (count,) = count_prompts([prompt], PromptSettings(tokenizer="anthropic", model=MODEL))
+        body = next(r["json"] for r in fake.requests if "tools" in r["json"])
+        assert len(body["tools"]) == 12 and body["messages"][2]["content"][0]["type"] == "tool_result"
+        # what count_tokens answers for exactly that body, by the fake's documented rule
+        answer = client(fake).messages.count_tokens(**body).input_tokens
+        texts = [json.dumps(t, sort_keys=True, separators=(",", ":")) for t in body["tools"]]
+        texts += [body["system"], "Find the vault code.", 'lookup_0({"id":"v"})']
+        texts += [
+            "Record: the vault code is QZT-4821-KLM.\n\nWhat is the vault code? Answer with the code only."
+        ]
+        assert count.tokens == answer == fake.count_tokens("\n".join(texts)) + TOOLS_OVERHEAD
+        # the tools section is what the tools add, exactly: the count without them, subtracted
+        bare = {k: v for k, v in body.items() if k != "tools"}
+        assert count.sections["tools"] == answer - client(fake).messages.count_tokens(**bare).input_tokens
+        assert count.sections["tools"] > 12 * 20 and sum(count.sections.values()) == count.tokens
+
+
+@pytest.mark.parametrize("endpoint", ["create", "count_tokens"])
+def test_a_tool_result_without_its_tool_use_is_refused(endpoint):
+    orphan = [
+        {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "toolu_9", "content": "x"}]},
+    ]
+    with FakeAnthropic() as fake:
+        call = getattr(client(fake).messages, endpoint)
+        kwargs = {"max_tokens": 10} if endpoint == "create" else {}
+        with pytest.raises(anthropic.BadRequestError) as err:
+            call(model=MODEL, messages=orphan, **kwargs)
+        assert "tool_use_id" in err.value.message and "toolu_9" in err.value.message
+        with pytest.raises(anthropic.BadRequestError, match="does not match any of the expected tags"):
+            call(model=MODEL, messages=[{"role": "user", "content": [{"type": "video"}]}], **kwargs)
+
+
+def test_the_simulated_model_finds_the_needle_inside_a_tool_result(monkeypatch):
+    model = SimulatedModel(flat(1.0))
+    context = (
+        "Filler about the weather. " * 40 + "The vault code is QZT-4821-KLM. " + "More filler text. " * 40
+    )
+    with FakeAnthropic(model) as fake:
+        monkeypatch.setenv("ANTHROPIC_BASE_URL", fake.base_url)
+        monkeypatch.setenv("ANTHROPIC_API_KEY", fake.api_key)
+        provider = AnthropicProvider(MODEL, ProviderSettings())
+        reply = asyncio.run(_complete(provider, agent_prompt(context)))
+    assert reply.text == "QZT-4821-KLM" and reply.tool_call is None
+    (obs,) = model.observations
+    assert obs.value == "QZT-4821-KLM" and 0.4 < obs.depths[0] < 0.9  # the tools come first
+
+
+def test_a_tool_call_reply_comes_back_as_one(monkeypatch):
+    model = SimulatedModel(flat(1.0), tool_call_rate=1.0)
+    with FakeAnthropic(model) as fake:
+        monkeypatch.setenv("ANTHROPIC_BASE_URL", fake.base_url)
+        monkeypatch.setenv("ANTHROPIC_API_KEY", fake.api_key)
+        provider = AnthropicProvider(MODEL, ProviderSettings())
+        reply = asyncio.run(_complete(provider, agent_prompt("The vault code is QZT-4821-KLM.")))
+    assert reply.tool_call == "lookup_0" and reply.text == "" and model.tool_calls == 1
+
+
+async def _complete(provider, prompt):
+    try:
+        return await provider.complete(prompt, max_output_tokens=32)
+    finally:
+        await provider.aclose()
