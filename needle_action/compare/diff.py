@@ -16,6 +16,8 @@ from needle_action.compare.models import CaseDiff, DiffHunk, PromptComparison, T
 from needle_action.results import BudgetCase
 
 CONTEXT_LINES = 3
+# one case's hunks kept in the comparison (comparison.json travels as an artifact with a size cap)
+MAX_DIFF_CHARS = 250_000
 # a section heading of the view: "--- system ---", "--- tool_use search ---", "--- params ---"
 _HEADING = re.compile(r"^--- (.{1,80}) ---$")
 SECTION_LABEL = {"params": "parameters"}
@@ -54,13 +56,27 @@ def _hunk(group: list[tuple[str, int, int, int, int]], base: list[str], head: li
     )
 
 
+def _within(hunks: Sequence[DiffHunk], limit: int) -> int:
+    """How many hunks, from the first, fit in LIMIT characters."""
+    size = 0
+    for i, h in enumerate(hunks):
+        size += sum(len(x) + 1 for x in h.lines)
+        if size > limit:
+            return i
+    return len(hunks)
+
+
 def diff_lines(fixture: str | None, base_text: str, head_text: str, *, partial: bool = False) -> CaseDiff:
     """The unified diff of two views, hunk by hunk, each named by the section it changes."""
     base, head = base_text.split("\n"), head_text.split("\n")
     where = {"base": _headings(base), "head": _headings(head)}
-    matcher = difflib.SequenceMatcher(a=base, b=head, autojunk=False)
+    # autojunk (lines in over 1% of a long view are not anchors) keeps a view of 100,000 blank lines
+    # from making the match quadratic
+    matcher = difflib.SequenceMatcher(a=base, b=head)
     groups = list(matcher.get_grouped_opcodes(CONTEXT_LINES))
     hunks = [_hunk(g, base, head, where) for g in groups]
+    kept = _within(hunks, MAX_DIFF_CHARS)
+    note = f"{len(hunks) - kept} more hunk(s) not kept: the diff is too large" if kept < len(hunks) else None
     touched = [  # every section a changed line is in, in view order
         name
         for g in groups
@@ -75,8 +91,9 @@ def diff_lines(fixture: str | None, base_text: str, head_text: str, *, partial: 
         sections=list(dict.fromkeys(touched)),
         added=added,
         removed=removed,
-        hunks=hunks,
-        partial=partial,
+        hunks=hunks[:kept],
+        partial=partial or note is not None,
+        note=note,
     )
 
 

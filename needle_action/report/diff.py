@@ -34,8 +34,8 @@ def _trailing(ws: str) -> str:
 
 
 def shown(line: str, *, limit: int = LINE_LIMIT) -> str:
-    """One diff line made inert and its model-visible whitespace visible: trailing spaces as ``·``,
-    tabs as ``→`` at the end, a carriage return as ``␍``, an empty changed line as ``⏎``."""
+    """One diff line made inert and its model-visible whitespace visible on changed lines: trailing
+    spaces as ``·``, tabs as ``→``, a carriage return as ``␍``, an empty line as ``⏎``."""
     mark, body = line[:1], line[1:]
     body = body.replace("\r", "␍")
     body = (
@@ -106,7 +106,9 @@ def case_markdown(p: PromptComparison, d: CaseDiff, budget: int) -> str:
             f"\n*{t.left_lines:,} changed line(s) in {t.left_hunks:,} hunk(s) left out here; "
             f"the full diff is in {WHERE_FULL}.*\n"
         )
-    if d.partial:
+    if d.note:
+        text += f"\n*{sanitize.inline(d.note, 300)}.*\n"
+    elif d.partial:
         text += "\n*A side's assembled view was cut to fit the results file: very long lines show their size and hash.*\n"
     return text + "\n</details>\n"
 

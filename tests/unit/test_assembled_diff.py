@@ -243,3 +243,13 @@ def test_the_terminal_colours_the_diff_only_on_a_tty():
     assert "\x1b[32m+[31mforged[0m\x1b[0m" in coloured  # the template's own escapes are dropped
     plain = CliRunner().invoke(show, color=False).output
     assert "\x1b" not in plain and f"+{SYSTEM} {SENTENCE}" in plain
+
+
+def test_a_pathological_view_diffs_quickly_and_keeps_a_bounded_diff():
+    import time
+
+    started = time.perf_counter()
+    d = diff_lines(None, "--- user ---\n" + "a\nb\n" * 50_000, "--- user ---\n" + "b\na\n" * 50_000)
+    assert time.perf_counter() - started < 5
+    assert sum(len(x) for h in d.hunks for x in h.lines) <= 250_000
+    assert d.partial and "not kept: the diff is too large" in (d.note or "")
