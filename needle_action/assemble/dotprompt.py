@@ -28,9 +28,11 @@ from pathlib import Path
 from typing import Any
 
 from dotpromptz import FrontmatterError, ParsedPrompt, parse_document
+from dotpromptz.picoschema import picoschema_to_json_schema
 from dotpromptz_handlebars import Node, StrictModeError
 
 from needle_action.assemble import handlebars as hbs
+from needle_action.assemble.declared import Declared
 from needle_action.assemble.handlebars import MARK, RenderLimit, Tag
 from needle_action.assemble.limits import SIZE_HINT
 from needle_action.assemble.prompt import Message, RenderedPrompt
@@ -285,7 +287,13 @@ def _runtime_error(exc: BaseException, compiled: Compiled, file: str) -> Templat
 
 
 def render_raw(
-    root: Path, path: Path, variables: dict, *, file: str, allow_hidden: Sequence[str] = ()
+    root: Path,
+    path: Path,
+    variables: dict,
+    *,
+    file: str,
+    allow_hidden: Sequence[str] = (),
+    strict: bool = False,
 ) -> str:
     """The raw render of the ``.prompt`` at PATH (markers included): defaults overlaid by VARIABLES.
 
@@ -294,7 +302,7 @@ def render_raw(
     compiled = load(root, path, file, allow_hidden)
     context = hbs.prepare({**compiled.doc.defaults, **variables})
     try:
-        return hbs.render(compiled.program, context, compiled.partials)
+        return hbs.render(compiled.program, context, compiled.partials, strict=strict)
     except (RenderLimit, StrictModeError, ValueError, TypeError, RecursionError, MemoryError) as exc:
         raise _runtime_error(exc, compiled, file) from None
 
@@ -415,6 +423,71 @@ def to_rendered(
         fixture=fixture,
         meta={"front_matter": front} if front else {},
     )
+
+
+# --------------------------------------------------------------------------- declarations
+
+# Dotprompt's generation config keys, as the Messages API names them (maxOutputTokens is needle's)
+_CONFIG_PARAMS = {
+    "temperature": "temperature",
+    "topP": "top_p",
+    "topK": "top_k",
+    "stopSequences": "stop_sequences",
+}
+
+
+def _run_sync(coro: Any) -> Any:
+    """The result of a coroutine that never waits (dotpromptz's Picoschema parser without a resolver)."""
+    try:
+        coro.send(None)
+    except StopIteration as stop:
+        return stop.value
+    coro.close()
+    raise ValueError("the schema names another schema, which needle cannot resolve")
+
+
+def declared_by(source_text: str, path: Path, *, file: str) -> Declared:
+    """What the front matter declares: ``tools`` (names, defined by ``toolDefs`` or by the prompt's
+    ``tools`` file in needle.toml), ``output.schema`` (Picoschema or JSON Schema) as structured
+    output, and ``config``'s sampling keys as request parameters."""
+    front = parse(source_text, file).front
+    defs = {d.get("name"): d for d in front.get("toolDefs") or [] if isinstance(d, dict)}
+    tools: list[dict] = []
+    unresolved: list[str] = []
+    for name in front.get("tools") or []:
+        d = defs.get(name)
+        if d is None:
+            unresolved.append(str(name))
+            continue
+        tool = {
+            "name": str(name),
+            "input_schema": d.get("inputSchema") or {"type": "object", "properties": {}},
+        }
+        if d.get("description"):
+            tool["description"] = str(d["description"])
+        tools.append(tool)
+    params = {
+        ours: front["config"][theirs]
+        for theirs, ours in _CONFIG_PARAMS.items()
+        if isinstance(front.get("config"), dict) and theirs in front["config"]
+    }
+    output = front.get("output")
+    if isinstance(output, dict) and output.get("schema") is not None:
+        params["output_config"] = {
+            "format": {"type": "json_schema", "schema": _json_schema(output["schema"], file)}
+        }
+    return Declared(tools=tuple(tools), params=params, unresolved=tuple(unresolved))
+
+
+def _json_schema(schema: Any, file: str) -> Any:
+    try:
+        return _run_sync(picoschema_to_json_schema(schema))
+    except Exception as exc:  # noqa: BLE001 - a hostile front matter must not surface as a traceback
+        raise TemplateError(
+            f"Dotprompt output.schema cannot be read: {exc}",
+            file=file,
+            hint="write it in Picoschema (name: string, items(array): ...) or as a JSON Schema",
+        ) from None
 
 
 # --------------------------------------------------------------------------- for `needle init`

@@ -255,12 +255,14 @@ HELPERS: dict[str, Callable[[list[Any], HelperOptions], Any]] = {
 }
 
 
-def render(program: list[Node], context: dict, partials: dict[str, list[Node]]) -> str:
+def render(
+    program: list[Node], context: dict, partials: dict[str, list[Node]], *, strict: bool = True
+) -> str:
     """The raw output of PROGRAM with CONTEXT (already :func:`prepare`\\ d), within a fresh budget.
 
-    Printing a missing variable raises ``StrictModeError`` (a missing value in ``{{#if}}`` or
-    ``{{#each}}`` is simply empty); limits raise :class:`RenderLimit`; anything else the engine
-    raises is a ``ValueError``.
+    With STRICT, printing a missing variable raises ``StrictModeError``; without it (Dotprompt's
+    own setting) it prints nothing. A missing value in ``{{#if}}`` or ``{{#each}}`` is empty either
+    way. Limits raise :class:`RenderLimit`; anything else the engine raises is a ``ValueError``.
     """
     token = _budget.set(Budget())
     try:
@@ -271,7 +273,7 @@ def render(program: list[Node], context: dict, partials: dict[str, list[Node]]) 
             helpers=HELPERS,  # type: ignore[arg-type]
             partials=partials,  # type: ignore[arg-type]  # compiled programs are accepted too
             escape_html=False,  # Dotprompt renders with NO_ESCAPE: prompts are not HTML
-            strict=True,
+            strict=strict,
             max_depth=MAX_DEPTH,
         )
     finally:

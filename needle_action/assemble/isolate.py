@@ -238,23 +238,26 @@ def available() -> bool:
     return os.name == "posix"
 
 
-def render(root: Path, allow_hidden: Sequence[str], name: str, variables: dict, *, file: str) -> str:
+def render(
+    root: Path, allow_hidden: Sequence[str], name: str, variables: dict, *, file: str, lenient: bool = False
+) -> str:
     """The raw output of template NAME under ROOT with VARIABLES, rendered in a worker process.
 
-    Raises the TemplateError (or ConfigError) the render raised, with its file and line, or a
-    TemplateError naming FILE when the worker ran out of time or died.
+    LENIENT renders an undefined name as empty (the Prompty and Dotprompt runtimes' semantics)
+    instead of raising. Raises the TemplateError (or ConfigError) the render raised, with its file
+    and line, or a TemplateError naming FILE when the worker ran out of time or died.
     """
     # render imports isolate: importing it here avoids a cycle at import time
     from needle_action.assemble.render import render_raw
 
     if not available():
-        return render_raw(root, allow_hidden, name, variables, file=file)
+        return render_raw(root, allow_hidden, name, variables, file=file, lenient=lenient)
     try:
         payload = pickle.dumps(
-            (str(root), list(allow_hidden), name, variables, file, os.getcwd()), protocol=5
+            (str(root), list(allow_hidden), name, variables, file, os.getcwd(), lenient), protocol=5
         )
     except Exception:  # noqa: BLE001 - data we cannot send: render here, size checks still apply
-        return render_raw(root, allow_hidden, name, variables, file=file)
+        return render_raw(root, allow_hidden, name, variables, file=file, lenient=lenient)
     worker = _pool.acquire()
     try:
         answer = worker.call(payload, RENDER_SECONDS + GRACE_SECONDS)
@@ -310,12 +313,12 @@ def _answer(request: tuple) -> tuple:
     # render imports isolate: importing it here avoids a cycle at import time
     from needle_action.assemble.render import render_raw
 
-    root, allow, name, variables, file, cwd = request
+    root, allow, name, variables, file, cwd, lenient = request
     if os.getcwd() != cwd:
         os.chdir(cwd)  # display paths in messages are relative to the parent's working directory
     signal.setitimer(signal.ITIMER_REAL, RENDER_SECONDS)
     try:
-        return ("ok", render_raw(Path(root), allow, name, variables, file=file))
+        return ("ok", render_raw(Path(root), allow, name, variables, file=file, lenient=lenient))
     except NeedleError as exc:
         loc = exc.location
         # after a timeout or a memory error the worker is replaced: its heap may be in a sorry state

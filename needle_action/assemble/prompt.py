@@ -150,7 +150,10 @@ class RenderedPrompt:
             start, end = self.context_span or (0, len(text))
             return [text[start:end]]
         blocks = self.system_blocks if slot.message == SYSTEM_PART else self.messages[slot.message].blocks
-        return [block_text(b) for b in blocks[slot.block : slot.block + self.context_blocks]]
+        texts = [block_text(b) for b in blocks[slot.block : slot.block + self.context_blocks]]
+        if self.context_span is not None and len(texts) == 1:  # part of one block (a tool_result)
+            texts = [texts[0][self.context_span[0] : self.context_span[1]]]
+        return texts
 
     def sections(self) -> dict[str, list[str]]:
         """Texts by section, for per-section counting: system, tools (canonical JSON each), messages
@@ -245,10 +248,16 @@ def _message_texts(m: Message) -> list[str]:
 
 def _cut_context(p: RenderedPrompt, slot: ContextSlot) -> list[str]:
     """The texts of the part holding the slot, the slot itself left out."""
-    if slot.block is None:
-        text = p.system or "" if slot.message == SYSTEM_PART else p.messages[slot.message].text
+    if slot.block is None or (p.context_span is not None and p.context_blocks == 1):
+        if slot.block is None:
+            text = p.system or "" if slot.message == SYSTEM_PART else p.messages[slot.message].text
+            others: list[str] = []
+        else:
+            parts = p.system_blocks if slot.message == SYSTEM_PART else p.messages[slot.message].blocks
+            text = block_text(parts[slot.block])
+            others = _message_texts(Message("user", parts[: slot.block] + parts[slot.block + 1 :]))
         start, end = p.context_span or (0, len(text))
-        return [t for t in (text[:start], text[end:]) if t]
+        return [t for t in (text[:start], text[end:]) if t] + others
     if slot.message == SYSTEM_PART:
         blocks = p.system_blocks
         keep = blocks[: slot.block] + blocks[slot.block + p.context_blocks :]

@@ -19,11 +19,13 @@ from jinja2 import meta as jinja_meta
 from jinja2.exceptions import SecurityError, TemplateNotFound, TemplateSyntaxError, UndefinedError
 
 from needle_action.assemble import isolate
+from needle_action.assemble.declared import Declared, from_prompty
 from needle_action.assemble.fixtures import load_fixture
 from needle_action.assemble.limits import SIZE_HINT, RenderLimit
 from needle_action.assemble.prompt import RenderedPrompt
 from needle_action.assemble.prompty import prompty_defaults, split_prompty
-from needle_action.assemble.roles import split_messages, to_prompt
+from needle_action.assemble.request import complete
+from needle_action.assemble.roles import split_sections, to_prompt
 from needle_action.assemble.sandbox import (
     MAX_TEMPLATE_BYTES,
     AccessDenied,
@@ -48,37 +50,62 @@ def render_case(
 
     Files are read here (confined to the root, out of hidden folders unless ``[files] allow_hidden``
     lists them); the template itself runs in the render worker, bounded in time and memory
-    (:mod:`~needle_action.assemble.isolate`)."""
+    (:mod:`~needle_action.assemble.isolate`). The result carries the declared tools, tool choice
+    and request parameters, and its context slot placed as ``context_as`` says
+    (:mod:`~needle_action.assemble.request`)."""
     root = config.root
     allow = tuple(config.files.allow_hidden)
     template_path = config.template_path(prompt)
     template_file = display_path(template_path)
     name = relative(root, template_path)
     variables, fixture_rel = _case_variables(root, fixture_path_or_None, variables, allow)
+    kind = template_path.suffix.lower()
 
     front: dict = {}
+    declared = Declared()
     try:
         source_text = _read_template(template_path, template_file)
-        if template_path.suffix.lower() == ".prompty":
+        if kind == ".prompty":
             front = split_prompty(source_text, template_file).front
             defaults = prompty_defaults(front, template_path, root, template_file, allow_hidden=allow)
             variables = {**defaults, **variables}
+            declared = from_prompty(
+                front, source_text, template_path, root, template_file, allow_hidden=allow
+            )
     except NeedleError:
         raise
     except OSError as exc:
         raise TemplateError(f"cannot read the template: {exc.strerror or exc}", file=template_file) from None
-    raw = isolate.render(root, allow, name, variables, file=template_file)
-    if template_path.suffix.lower() == ".prompt":  # Google Dotprompt: Handlebars, its own roles
-        from needle_action.assemble.dotprompt import to_rendered
+    lenient = lenient_undefined(prompt, kind)
+    raw = isolate.render(root, allow, name, variables, file=template_file, lenient=lenient)
+    if kind == ".prompt":  # Google Dotprompt: Handlebars, its own roles
+        from needle_action.assemble.dotprompt import declared_by, to_rendered
 
-        return to_rendered(raw, source_text, variables, path=template_path, source=name, fixture=fixture_rel)
+        rendered = to_rendered(
+            raw, source_text, variables, path=template_path, source=name, fixture=fixture_rel
+        )
+        declared = declared_by(source_text, template_path, file=template_file)
+    else:
+        sections = split_sections(raw, prompty=kind == ".prompty")
+        system, messages = to_prompt(sections, source_text, template_file)
+        meta = {"front_matter": {k: v for k, v in front.items() if k in _FRONT_MATTER_META}} if front else {}
+        rendered = RenderedPrompt(
+            system=system, messages=messages, source=name, fixture=fixture_rel, meta=meta
+        )
+    return complete(config, prompt, rendered, declared, variables)
 
-    system, messages = to_prompt(split_messages(raw), source_text, template_file)
-    meta = {"front_matter": {k: v for k, v in front.items() if k in _FRONT_MATTER_META}} if front else {}
-    return RenderedPrompt(system=system, messages=messages, source=name, fixture=fixture_rel, meta=meta)
+
+def lenient_undefined(prompt: PromptConfig, kind: str) -> bool:
+    """Whether an undefined name renders as empty: ``undefined`` if set, else the format's own
+    runtime (Prompty and Dotprompt: lenient; plain Jinja: strict)."""
+    if prompt.undefined is not None:
+        return prompt.undefined == "lenient"
+    return kind in (".prompty", ".prompt")
 
 
-def render_raw(root: Path, allow_hidden: Sequence[str], name: str, variables: dict, *, file: str) -> str:
+def render_raw(
+    root: Path, allow_hidden: Sequence[str], name: str, variables: dict, *, file: str, lenient: bool = False
+) -> str:
     """The raw output (sentinels included) of template NAME under ROOT, in this process.
 
     Everything a template raises becomes a TemplateError at the template line that raised it. The
@@ -88,8 +115,10 @@ def render_raw(root: Path, allow_hidden: Sequence[str], name: str, variables: di
     if name.lower().endswith(".prompt"):  # Dotprompt: the Handlebars engine, metered (dotprompt.py)
         from needle_action.assemble.dotprompt import render_raw as render_dotprompt
 
-        return render_dotprompt(root, root / name, variables, file=file, allow_hidden=allow_hidden)
-    env = environment_for(root, allow_hidden)
+        return render_dotprompt(
+            root, root / name, variables, file=file, allow_hidden=allow_hidden, strict=not lenient
+        )
+    env = environment_for(root, allow_hidden, lenient=lenient)
     try:
         return env.get_template(name).render(scrub(variables))
     except NeedleError:
@@ -212,4 +241,4 @@ def referenced_templates(env: jinja2.Environment, source: str) -> list[str]:
     return [t for t in jinja_meta.find_referenced_templates(env.parse(source)) if t]
 
 
-__all__ = ["render_case", "render_raw", "undeclared_variables", "referenced_templates"]
+__all__ = ["render_case", "render_raw", "lenient_undefined", "undeclared_variables", "referenced_templates"]

@@ -3,22 +3,49 @@
 A line holding only ``system:``, ``user:`` or ``assistant:`` starts a new message, but only when
 it is template text: a marker that comes from data (inside the sentinels :mod:`sandbox` puts
 around every interpolated value) is content, so a retrieved document or a user message cannot
-forge a ``system:`` line. See docs/templates.md for the convention.
+forge a ``system:`` line. ``tool_use: NAME`` (the section is the call's JSON input) and
+``tool_result:`` / ``tool_result: NAME`` (the section is the result's text) emit tool turns, with
+the same protection. In ``.prompty`` files Prompty's own forms count too: ``# user:`` and
+``user[name="x"]:``, and text before the first marker is the system message, as Prompty's parser
+reads it. See docs/templates.md for the convention.
 """
 
 from __future__ import annotations
 
+import json
 import re
 from bisect import bisect_left
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
 
 from needle_action.assemble.prompt import Message
 from needle_action.assemble.sandbox import CLOSE, OPEN, strip_sentinels
 from needle_action.errors import TemplateError
 
 _PAD = f"[ \\t\\r{OPEN}{CLOSE}]*"
-_MARKER_RE = re.compile(rf"^{_PAD}(system|user|assistant){_PAD}:{_PAD}$", re.IGNORECASE | re.MULTILINE)
-_SOURCE_MARKER_RE = re.compile(r"^\s*(system|user|assistant)\s*:\s*$", re.IGNORECASE)
+_NAME = "[A-Za-z0-9_-]{1,64}"  # a tool name, as both APIs accept them
+_ROLE_RE = re.compile(rf"^{_PAD}(system|user|assistant){_PAD}:{_PAD}$", re.IGNORECASE)
+_TOOL_USE_RE = re.compile(rf"^{_PAD}(tool_use){_PAD}:{_PAD}({_NAME}){_PAD}$")
+_TOOL_RESULT_RE = re.compile(rf"^{_PAD}(tool_result){_PAD}:{_PAD}({_NAME})?{_PAD}$")
+# Prompty's parser: an optional '#' before the role, optional [key="value"] arguments after it
+_PROMPTY_RE = re.compile(
+    rf"^{_PAD}#?{_PAD}(system|user|assistant)(?:\[[^\]\n]*\])?{_PAD}:{_PAD}$", re.IGNORECASE
+)
+_SOURCE_MARKER_RE = re.compile(
+    r"^\s*#?\s*(?:(system|user|assistant)(?:\[[^\]\n]*\])?\s*:\s*$|(tool_use|tool_result)\s*:)", re.IGNORECASE
+)
+TOOL_ROLES = ("tool_use", "tool_result")
+
+
+@dataclass(frozen=True)
+class Section:
+    """One marked section of a render: its ROLE, the marker's argument (a tool name), its text."""
+
+    role: str
+    content: str
+    index: int  # the marker's position among the honoured markers (0: before the first)
+    arg: str | None = None
+
 
 Pair = tuple[int, int, bool]  # (open, close, spans_a_newline) of one sentinel-marked value
 
@@ -81,50 +108,63 @@ def _honoured(text: str, start: int, end: int, pairs: list[Pair], opens: list[in
     return has_template_text
 
 
-def _marker_lines(raw: str) -> Iterator[tuple[int, int, str]]:
-    """(start, end, role) of every line shaped like a role marker (cheap filter, then the regex)."""
+def _marker(line: str, prompty: bool) -> tuple[str, str | None] | None:
+    """(role, tool name or None) if LINE is shaped like a marker."""
+    m = _ROLE_RE.match(line) or (_PROMPTY_RE.match(line) if prompty else None)
+    if m:
+        return m.group(1).lower(), None
+    m = _TOOL_USE_RE.match(line) or _TOOL_RESULT_RE.match(line)
+    return (m.group(1), m.group(2)) if m else None
+
+
+def _marker_lines(raw: str, prompty: bool) -> Iterator[tuple[int, int, str, str | None]]:
+    """(start, end, role, arg) of every line shaped like a marker (cheap filter, then the regexes)."""
     start = 0
     for line in raw.split("\n"):
         end = start + len(line)
-        if ":" in line:
-            m = _MARKER_RE.match(line)
-            if m:
-                yield start, end, m.group(1).lower()
+        if ":" in line and (found := _marker(line, prompty)):
+            yield start, end, found[0], found[1]
         start = end + 1
 
 
-def _chunks(raw: str) -> list[tuple[str, int, int]]:
-    """(role, start, end) raw offsets of each message, cut at the honoured marker lines."""
+def _chunks(raw: str, prompty: bool) -> list[tuple[str, str | None, int, int]]:
+    """(role, arg, start, end) raw offsets of each section, cut at the honoured marker lines."""
     pairs = _pairs(raw) if OPEN in raw else []
     opens = [p[0] for p in pairs]
     reach: list[int] = []
     for _, c, _ in pairs:
         reach.append(max(c, reach[-1]) if reach else c)
-    chunks: list[tuple[str, int, int]] = []
-    role, cursor = "user", 0
-    for start, end, marker_role in _marker_lines(raw):
+    chunks: list[tuple[str, str | None, int, int]] = []
+    role, arg, cursor = ("system" if prompty else "user"), None, 0  # Prompty's parser starts in system
+    for start, end, marker_role, marker_arg in _marker_lines(raw, prompty):
         if not _honoured(raw, start, end, pairs, opens, reach):
             continue
-        chunks.append((role, cursor, start))
-        role = marker_role
+        chunks.append((role, arg, cursor, start))
+        role, arg = marker_role, marker_arg
         cursor = end + 1
-    chunks.append((role, cursor, len(raw)))
+    chunks.append((role, arg, cursor, len(raw)))
     return chunks
 
 
-def split_messages(raw: str) -> list[tuple[str, str, int]]:
-    """Raw render (with sentinels) -> [(role, content, marker_index)] honouring the marker convention."""
-    chunks = _chunks(raw)
+def split_sections(raw: str, *, prompty: bool = False) -> list[Section]:
+    """Raw render (with sentinels) -> its sections, honouring the marker convention. Sections left
+    empty are dropped, except tool sections (a call without input, an empty result)."""
+    chunks = _chunks(raw, prompty)
     # Remove the sentinels once, then map raw offsets to clean ones (cheaper than per chunk).
     marks = sorted(_positions(raw, OPEN) + _positions(raw, CLOSE))
     clean = "".join(raw[a + 1 : b] for a, b in zip([-1, *marks], [*marks, len(raw)], strict=True))
     out = []
-    for index, (r, a, b) in enumerate(chunks):
+    for index, (r, arg, a, b) in enumerate(chunks):
         a, b = a - bisect_left(marks, a), b - bisect_left(marks, b)
         content = trim_blank_lines(clean[a:b]) if a < b else ""
-        if content:
-            out.append((r, content, index))
+        if content or r in TOOL_ROLES:
+            out.append(Section(r, content, index, arg))
     return out
+
+
+def split_messages(raw: str) -> list[tuple[str, str, int]]:
+    """Raw render (with sentinels) -> [(role, content, marker_index)] honouring the marker convention."""
+    return [(s.role, s.content, s.index) for s in split_sections(raw)]
 
 
 def trim_blank_lines(text: str) -> str:
@@ -142,7 +182,7 @@ def _marker_source_line(source: str, role: str, nth: int) -> int | None:
     hits = [
         i
         for i, line in enumerate(source.splitlines(), start=1)
-        if (m := _SOURCE_MARKER_RE.match(line)) and m.group(1).lower() == role
+        if (m := _SOURCE_MARKER_RE.match(line)) and (m.group(1) or m.group(2)).lower() == role
     ]
     if not hits:
         return None
@@ -150,26 +190,106 @@ def _marker_source_line(source: str, role: str, nth: int) -> int | None:
 
 
 def to_prompt(
-    parts: list[tuple[str, str, int]], source_text: str, file: str
+    parts: Sequence[Section | tuple[str, str, int]], source_text: str, file: str
 ) -> tuple[str | None, tuple[Message, ...]]:
-    """(system text, messages) from :func:`split_messages`' parts; at most one system, and first."""
-    system: str | None = None
-    messages: list[Message] = []
-    seen_system = 0
-    for position, (role, content, _) in enumerate(parts):
-        if role == "system":
-            seen_system += 1
-            _check_system_place(seen_system, position, source_text, file)
-            system = content
-        else:
-            messages.append(Message(role=role, content=content))  # type: ignore[arg-type]
-    if system is None and not messages:
+    """(system text, messages) from :func:`split_sections`' sections; at most one system, and
+    first; tool sections become ``tool_use`` / ``tool_result`` blocks (see :class:`_Turns`)."""
+    turns = _Turns(source_text, file)
+    for position, part in enumerate(parts):
+        if not isinstance(part, Section):
+            part = Section(part[0], part[1], part[2])
+        turns.add(position, part)
+    if turns.system is None and not turns.messages:
         raise TemplateError(
             "the template renders an empty prompt",
             file=file,
             hint="check the fixture's variables and the template's {% if %} branches",
         )
-    return system, tuple(messages)
+    return turns.system, tuple(turns.messages)
+
+
+class _Turns:
+    """Messages built section by section.
+
+    ``tool_use: NAME`` adds a call (its section is the JSON input; empty: ``{}``) to the assistant
+    turn just before, or starts one; ``tool_result[: NAME]`` answers the first unanswered call (of
+    that name) of that assistant turn, in a user turn of results; a ``user:`` section right after
+    results joins that turn as text after them (the API's agent shape)."""
+
+    def __init__(self, source_text: str, file: str) -> None:
+        self.source_text, self.file = source_text, file
+        self.system: str | None = None
+        self.messages: list[Message] = []
+        self.pending: list[dict] = []  # calls of the last assistant turn not answered yet
+        self.seen: dict[str, int] = {}
+        self.calls = 0
+
+    def line(self, role: str) -> int | None:
+        return _marker_source_line(self.source_text, role, self.seen.get(role, 1))
+
+    def add(self, position: int, part: Section) -> None:
+        self.seen[part.role] = self.seen.get(part.role, 0) + 1
+        if part.role == "system":
+            _check_system_place(self.seen["system"], position, self.source_text, self.file)
+            self.system = part.content
+        elif part.role == "tool_use":
+            self._tool_use(part)
+        elif part.role == "tool_result":
+            self._tool_result(part)
+        elif part.role == "user" and self._results_open():
+            last = self.messages[-1]
+            self.messages[-1] = Message("user", (*last.blocks, {"type": "text", "text": part.content}))
+        else:
+            self.messages.append(Message(role=part.role, content=part.content))  # type: ignore[arg-type]
+            self.pending = []
+
+    def _results_open(self) -> bool:
+        last = self.messages[-1] if self.messages else None
+        return (
+            last is not None
+            and last.role == "user"
+            and not isinstance(last.content, str)
+            and all(b.get("type") == "tool_result" for b in last.content)
+        )
+
+    def _tool_use(self, part: Section) -> None:
+        try:
+            data = json.loads(part.content) if part.content.strip() else {}
+        except ValueError as exc:
+            data = exc
+        if not isinstance(data, dict):
+            raise TemplateError(
+                f"the input of tool_use {part.arg!r} is not a JSON object",
+                file=self.file,
+                line=self.line("tool_use"),
+                hint='write the call\'s input as JSON on the lines after the marker: {"query": "..."}',
+            )
+        self.calls += 1
+        call = {"type": "tool_use", "id": f"toolu_needle_{self.calls:02d}", "name": part.arg, "input": data}
+        last = self.messages[-1] if self.messages else None
+        if last is not None and last.role == "assistant":
+            self.messages[-1] = Message("assistant", (*last.blocks, call))
+        else:
+            self.messages.append(Message("assistant", (call,)))
+            self.pending = []
+        self.pending.append(call)
+
+    def _tool_result(self, part: Section) -> None:
+        call = next((c for c in self.pending if part.arg in (None, c["name"])), None)
+        if call is None:
+            named = f" for {part.arg!r}" if part.arg else ""
+            raise TemplateError(
+                f"tool_result{named} without its tool_use: no unanswered call in the assistant turn just before",
+                file=self.file,
+                line=self.line("tool_result"),
+                hint="put a `tool_use: NAME` section (the call) in the assistant turn right before the result",
+            )
+        self.pending.remove(call)
+        result = {"type": "tool_result", "tool_use_id": call["id"], "content": part.content}
+        if self._results_open():
+            self.messages[-1] = Message("user", (*self.messages[-1].blocks, result))
+        else:
+            self.messages.append(Message("user", (result,)))
 
 
 def _check_system_place(seen_system: int, position: int, source_text: str, file: str) -> None:
@@ -189,4 +309,4 @@ def _check_system_place(seen_system: int, position: int, source_text: str, file:
         )
 
 
-__all__ = ["split_messages", "to_prompt"]
+__all__ = ["Section", "split_sections", "split_messages", "to_prompt", "trim_blank_lines"]

@@ -211,10 +211,12 @@ class PromptEnvironment(ImmutableSandboxedEnvironment):
     code_generator_class = _CodeGenerator
     loader: RootLoader
 
-    def __init__(self, root: Path, allow_hidden: Sequence[str] = ()) -> None:
+    def __init__(self, root: Path, allow_hidden: Sequence[str] = (), *, lenient: bool = False) -> None:
         super().__init__(
             loader=RootLoader(root, allow_hidden),
-            undefined=jinja2.StrictUndefined,
+            # lenient: jinja2.Undefined, what the Prompty runtime and plain jinja2 use (an undefined
+            # name prints as empty and is false); strict: an undefined name is an error at its line
+            undefined=jinja2.Undefined if lenient else jinja2.StrictUndefined,
             autoescape=False,
             finalize=finalize,
             auto_reload=True,
@@ -285,18 +287,20 @@ class PromptEnvironment(ImmutableSandboxedEnvironment):
         return functools.update_wrapper(wrapper, value)
 
 
-_envs: dict[tuple[Path, tuple[str, ...]], PromptEnvironment] = {}
+_envs: dict[tuple[Path, tuple[str, ...], bool], PromptEnvironment] = {}
 _envs_lock = threading.Lock()
 
 
-def environment_for(root: Path, allow_hidden: Sequence[str] = ()) -> PromptEnvironment:
-    """One environment per config root (and hidden-path allow-list); Jinja caches compiled templates
-    per (name, mtime) inside it."""
-    key = (root.absolute().resolve(), tuple(allow_hidden))
+def environment_for(
+    root: Path, allow_hidden: Sequence[str] = (), *, lenient: bool = False
+) -> PromptEnvironment:
+    """One environment per config root, hidden-path allow-list and undefined mode; Jinja caches
+    compiled templates per (name, mtime) inside it."""
+    key = (root.absolute().resolve(), tuple(allow_hidden), lenient)
     with _envs_lock:
         env = _envs.get(key)
         if env is None:
-            env = _envs[key] = PromptEnvironment(root, allow_hidden)
+            env = _envs[key] = PromptEnvironment(root, allow_hidden, lenient=lenient)
         return env
 
 

@@ -86,7 +86,11 @@ def _message_view(p: RenderedPrompt, index: int, m: Message, collapse: bool) -> 
             out.append(f"--- {m.role} ---\n" + "\n".join(run))
             run = []
         if collapse and _in_slot(p, index, j):
-            if not collapsed:
+            if p.context_span is not None and p.context_blocks == 1:  # the slot is part of this block
+                start, end = p.context_span
+                text = block_text(b)
+                out.append(f"--- {kind} ---\n{text[:start]}{_summary(p)}{text[end:]}")
+            elif not collapsed:
                 out.append(f"--- {kind} ---\n{_summary(p)}")
                 collapsed = True
             continue

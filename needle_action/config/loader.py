@@ -23,13 +23,14 @@ from __future__ import annotations
 
 import os
 import re
+import sys
 from pathlib import Path
 
 from pydantic import BaseModel, ValidationError
 
 from needle_action.config.model import PROVIDERS, Config, FileAccess, PromptConfig, PromptSettings
 from needle_action.config.path_checks import FIXTURE_SUFFIXES, PathChecks
-from needle_action.config.pydantic_errors import describe, did_you_mean
+from needle_action.config.pydantic_errors import describe, did_you_mean, origin_key
 from needle_action.config.toml_lines import nearest_line, scan_lines
 from needle_action.dataformats import DataError, parse_toml
 from needle_action.errors import ConfigError
@@ -79,6 +80,7 @@ class _Loader:
         self.allow_override = allow_hidden
         self.allow_hidden: list[str] = list(allow_hidden or [])
         self.files = FileAccess()
+        self.warnings: list[str] = []
 
     def error(
         self, message: str, *, key: str | None = None, line: int | None = None, hint: str | None = None
@@ -221,6 +223,7 @@ class _Loader:
                 raise self._invalid(exc, PromptConfig, raw, defaults_raw, f"prompts.{name}") from None
             if self.check_paths:
                 self._path_checks().check_prompt(prompts[name], raw, defaults_raw)
+            self._warn_unknown_params(prompts[name], raw, defaults_raw)
         return Config(
             path=self.path,
             root=self.root,
@@ -228,7 +231,25 @@ class _Loader:
             prompts=prompts,
             files=self.files,
             lines=self.lines,
+            warnings=self.warnings,
         )
+
+    def _warn_unknown_params(self, prompt: PromptConfig, raw: dict, defaults_raw: dict) -> None:
+        """Request parameters neither API lists are sent as written (never dropped), with a warning."""
+        from needle_action.assemble.wire import known_param  # plain data work, no Jinja
+
+        for key in prompt.request_params:
+            if known_param(key):
+                continue
+            dotted = origin_key(("request_params", key), raw, defaults_raw, f"prompts.{prompt.name}")
+            where = ConfigError("", file=self.file, line=nearest_line(self.lines, dotted)).location
+            text = (
+                f"{where}: request parameter {key!r} is neither an Anthropic nor an OpenAI one; "
+                "it is sent as written"
+            )
+            if text not in self.warnings:
+                self.warnings.append(text)
+                print(f"warning: {text}", file=sys.stderr, flush=True)
 
     def _path_checks(self) -> PathChecks:
         return PathChecks(

@@ -25,7 +25,7 @@ from __future__ import annotations
 import difflib
 import re
 from pathlib import Path
-from typing import Annotated, Literal, get_args
+from typing import Annotated, Any, Literal, get_args
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
 
@@ -274,6 +274,24 @@ class ProviderSettings(Strict):
         return v
 
 
+ContextAs = Literal["text", "tool_result", "document"]
+UndefinedMode = Literal["strict", "lenient"]
+TOOL_CHOICE_TYPES = ("auto", "any", "tool", "none")
+# keys of a request that needle itself sets, and parameters that make the provider reach other
+# services (a pull request's file must not point recall trials at servers of its choosing)
+REQUEST_CORE = (
+    "model",
+    "max_tokens",
+    "max_completion_tokens",
+    "messages",
+    "system",
+    "tools",
+    "tool_choice",
+    "stream",
+)
+REQUEST_REFUSED = ("mcp_servers", "container")
+
+
 class PromptSettings(Strict):
     """Keys allowed both in [defaults] and in each [prompts.NAME] table."""
 
@@ -287,6 +305,15 @@ class PromptSettings(Strict):
     max_growth: Growth | None = None
     context_var: str | None = None
     question_var: str | None = None
+    # the request beyond the messages (docs/config.md "The request"): assemble/request.py applies them
+    tools: str | None = Field(default=None, description="JSON tool list (Anthropic or OpenAI format)")
+    tool_choice: dict[str, Any] | None = None
+    request_params: dict[str, Any] = Field(default_factory=dict)
+    context_as: ContextAs = "text"
+    context_tool: str | None = None
+    undefined: UndefinedMode | None = Field(
+        default=None, description='"strict" or "lenient"; default: the template format\'s own runtime'
+    )
     recall: RecallSettings = Field(default_factory=RecallSettings)
     providers: dict[str, ProviderSettings] = Field(default_factory=dict)
 
@@ -301,6 +328,40 @@ class PromptSettings(Strict):
     @classmethod
     def _growth(cls, v):
         return parse_growth(v)
+
+    @field_validator("tool_choice")
+    @classmethod
+    def _tool_choice(cls, v: dict | None):
+        if v is None:
+            return v
+        kind = v.get("type")
+        if kind not in TOOL_CHOICE_TYPES:
+            raise ValueError(
+                "tool_choice needs type = "
+                + ", ".join(f'"{t}"' for t in TOOL_CHOICE_TYPES)
+                + ' (Anthropic\'s form: { type = "tool", name = "search" })'
+            )
+        if kind == "tool" and not (isinstance(v.get("name"), str) and v["name"]):
+            raise ValueError(
+                'tool_choice of type "tool" needs the tool\'s name: { type = "tool", name = "..." }'
+            )
+        return v
+
+    @field_validator("request_params")
+    @classmethod
+    def _request_params(cls, v: dict):
+        for key in v:
+            if key in REQUEST_CORE:
+                raise ValueError(
+                    f"request_params may not set {key!r}: needle sets it "
+                    + ("(model, max tokens and messages come from the prompt and its settings)")
+                )
+            if key in REQUEST_REFUSED:
+                raise ValueError(
+                    f"request_params may not set {key!r}: it makes the provider call other services "
+                    "on needle's behalf"
+                )
+        return v
 
     @field_validator("tokenizer")
     @classmethod
@@ -353,6 +414,8 @@ class Config(Strict):
     files: FileAccess = Field(default_factory=FileAccess)
     # line of each [prompts.NAME] header and of each key, for file:line errors and annotations
     lines: dict[str, int] = Field(default_factory=dict, exclude=True)
+    # "file:line: message" of each warning the loader printed (unknown request parameters)
+    warnings: list[str] = Field(default_factory=list, exclude=True)
 
     def line_of(self, dotted: str) -> int | None:
         return self.lines.get(dotted)

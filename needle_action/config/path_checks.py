@@ -69,6 +69,8 @@ class PathChecks:
         base = f"prompts.{prompt.name}"
         self._check_template(prompt.template, f"{base}.template")
         self._check_fixtures(prompt.fixtures, origin_key(("fixtures",), raw, {}, base))
+        if prompt.tools is not None:
+            self._check_tools(prompt.tools, origin_key(("tools",), raw, defaults_raw, base))
         recall = prompt.recall
         if recall.fixture is not None:
             key = origin_key(("recall", "fixture"), raw, defaults_raw, base)
@@ -110,6 +112,17 @@ class PathChecks:
                         hint="each fixture is one case; list it once",
                     )
                 seen[real] = pattern
+
+    def _check_tools(self, tools: str, key: str) -> None:
+        """The tools file exists inside the root and holds a valid tool list (errors at its line)."""
+        full, why = self._inside(tools)
+        if full is None:
+            raise self.error(f"tools path {tools!r} {why}", key=key, hint=_hint(why))
+        if not full.is_file():
+            raise self.error(f"tools file not found: {tools}", key=key, hint=self._missing_hint(tools))
+        from needle_action.assemble.tools import load_tools  # no Jinja: tools.py is plain JSON work
+
+        load_tools(full, file=display_path(full))
 
     def _check_recall_fixture(self, fixture: str, key: str) -> None:
         full, why = self._inside(fixture)

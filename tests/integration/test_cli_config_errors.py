@@ -260,7 +260,9 @@ CASES = [
         "prompty-body-undefined",
         "prompts/s.prompty:7",
         _t('[prompts.rag]\ntemplate = "prompts/s.prompty"\n'),
-        files={"prompts/s.prompty": "---\nname: s\nsample:\n  q: x\n---\nuser:\n{{ q }} {{ missing }}\n"},
+        files={
+            "prompts/s.prompty": "---\nname: s\nsample:\n  q: x\n---\nuser:\n{{ q }} {{ missing.attr }}\n"
+        },
     ),
     # ---- fixtures
     Case(

@@ -206,12 +206,12 @@ def test_prompty_sample_file_reference(tmp_path):
     r = render(
         tmp_path, "---\nname: x\nsample: ${file:s.json}\n---\nHi {{ customer }}", name="prompts/s.prompty"
     )
-    assert roles(r) == [("user", "Hi Bo")]
+    assert r.system == "Hi Bo" and roles(r) == []  # Prompty's parser: text before any marker is system
 
 
 def test_prompty_body_errors_use_file_lines(tmp_path):
     with pytest.raises(TemplateError) as info:
-        render(tmp_path, PROMPTY.replace("{{ question }}", "{{ missing_var }}"), name="prompts/s.prompty")
+        render(tmp_path, PROMPTY.replace("{{ question }}", "{{ missing_var.x }}"), name="prompts/s.prompty")
     assert info.value.location.line == 16 and info.value.location.file.endswith("prompts/s.prompty")
     with pytest.raises(TemplateError) as info:
         render(tmp_path, PROMPTY.replace("You help", "{% if %}"), name="prompts/s.prompty")

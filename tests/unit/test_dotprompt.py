@@ -39,9 +39,17 @@ def write(root: Path, rel: str, text: str) -> Path:
     return builders.write(root, rel, text, dedent=True)
 
 
-def render(root: Path, text: str, fixture: dict | None = None, *, name="prompts/t.prompt", variables=None):
+def render(
+    root: Path,
+    text: str,
+    fixture: dict | None = None,
+    *,
+    name="prompts/t.prompt",
+    variables=None,
+    undefined=None,
+):
     write(root, name, text)
-    prompt = PromptConfig(name="t", template=name)
+    prompt = PromptConfig(name="t", template=name, undefined=undefined)
     config = Config(path=root / "needle.toml", root=root, prompts={"t": prompt})
     fx = None
     if fixture is not None:
@@ -216,8 +224,11 @@ def test_syntax_errors_point_at_their_line(tmp_path, text, line, words):
     assert words in e.message and e.hint
 
 
-def test_undefined_variable_is_an_error_at_its_line(tmp_path):
-    e = error(tmp_path, '---\nmodel: m\n---\n\n{{role "user"}}\nHello\n{{questoin}}\n', {"question": "q"})
+def test_undefined_variable_prints_nothing_as_in_dotprompt_unless_strict(tmp_path):
+    text = '---\nmodel: m\n---\n\n{{role "user"}}\nHello\n{{questoin}}\n'
+    assert roles(render(tmp_path, text, {"question": "q"})) == [("user", "Hello")]
+    assert official(text, {"question": "q"}) == [("user", "Hello")]  # Dotprompt's own runtime agrees
+    e = error(tmp_path, text, {"question": "q"}, undefined="strict")
     assert e.message == "undefined variable: questoin" and e.location.line == 7
     assert "input.default" in e.hint
     # a missing value in a condition or a loop is simply empty, as in Handlebars

@@ -1,0 +1,200 @@
+"""What a prompt declares beyond its messages: tools, tool choice, request parameters.
+
+Three places may declare them, merged in this order (a later one wins):
+
+1. the template's own front matter: ``.prompty`` ``model.parameters`` (``tools`` may be
+   ``${file:tools.json}``, relative to the file and confined to the config root; ``${env:...}`` is
+   never resolved, it is an error), Dotprompt ``tools``/``toolDefs``/``output`` (read in
+   :mod:`~needle_action.assemble.dotprompt`);
+2. ``[prompts.NAME]`` of ``needle.toml``: ``tools = "path.json"`` (replaces the front matter's
+   list), ``tool_choice``, ``request_params`` (merged key by key over the front matter's).
+
+Tools files are read once per (path, modification time, size): recall renders a prompt hundreds
+of times.
+"""
+
+from __future__ import annotations
+
+import re
+import threading
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from needle_action.assemble.blocks import RequestShapeError
+from needle_action.assemble.fixtures import load_fixture
+from needle_action.assemble.tools import load_tools, to_anthropic_tools
+from needle_action.assemble.wire import anthropic_tool_choice
+from needle_action.errors import ConfigError, TemplateError
+from needle_action.paths import confine, display_path
+
+_FILE_REF = re.compile(r"^\s*\$\{file:(.+)\}\s*$")
+_ENV_REF = re.compile(r"\$\{env:([^}]*)\}")
+# keys of model.parameters that are the request itself: needle sets them (max tokens from the
+# prompt's settings), or reads them apart (tools, tool_choice)
+_PROMPTY_CORE = ("max_tokens", "max_completion_tokens", "stream", "model", "messages")
+_tools_cache: dict[tuple[str, int, int], tuple[dict, ...]] = {}
+_tools_lock = threading.Lock()
+
+
+@dataclass(frozen=True)
+class Declared:
+    """Tools (Anthropic dicts), tool choice (Anthropic form) and request parameters."""
+
+    tools: tuple[dict, ...] = ()
+    tool_choice: dict | None = None
+    params: dict = field(default_factory=dict)
+    unresolved: tuple[str, ...] = ()  # tools named without a definition (Dotprompt's ``tools``)
+
+    def over(self, base: Declared) -> Declared:
+        """SELF's declarations over BASE's: tools replace (a tools list settles the names BASE
+        left undefined), params merge key by key."""
+        return Declared(
+            tools=self.tools or base.tools,
+            tool_choice=self.tool_choice if self.tool_choice is not None else base.tool_choice,
+            params={**base.params, **self.params},
+            unresolved=() if self.tools else base.unresolved,
+        )
+
+
+def cached_tools(path: Path, *, file: str | None = None) -> tuple[dict, ...]:
+    """:func:`load_tools` of PATH, read again only when the file changes."""
+    stat = path.stat()
+    key = (str(path.resolve()), stat.st_mtime_ns, stat.st_size)
+    with _tools_lock:
+        hit = _tools_cache.get(key)
+    if hit is None:
+        hit = load_tools(path, file=file)
+        with _tools_lock:
+            _tools_cache[key] = hit
+    return hit
+
+
+def from_config(
+    root: Path, tools: str | None, tool_choice: dict | None, params: dict, *, allow_hidden: Sequence[str] = ()
+) -> Declared:
+    """The declarations of a ``[prompts.NAME]`` table (paths were checked when it was loaded)."""
+    loaded: tuple[dict, ...] = ()
+    if tools:
+        full = confine(root, root / tools, what="tools file", allow_hidden=allow_hidden)
+        loaded = cached_tools(full, file=display_path(full))
+    return Declared(tools=loaded, tool_choice=dict(tool_choice) if tool_choice else None, params=dict(params))
+
+
+def from_prompty(
+    front: dict, source_text: str, path: Path, root: Path, file: str, *, allow_hidden: Sequence[str] = ()
+) -> Declared:
+    """The declarations of a ``.prompty`` front matter's ``model.parameters``."""
+    model = front.get("model")
+    parameters = model.get("parameters") if isinstance(model, dict) else None
+    if parameters is None:
+        return Declared()
+    line = _key_line(source_text, "parameters")
+    if not isinstance(parameters, dict):
+        raise TemplateError("model.parameters must be a mapping", file=file, line=line)
+    _refuse_env(parameters, source_text, file)
+    tools: tuple[dict, ...] = ()
+    choice: dict | None = None
+    params: dict = {}
+    for key, value in parameters.items():
+        if key == "tools":
+            tools = _prompty_tools(value, source_text, path, root, file, allow_hidden)
+        elif key == "tool_choice":
+            choice = _prompty_choice(value, file, _key_line(source_text, "tool_choice"))
+        elif key not in _PROMPTY_CORE:
+            params[str(key)] = _resolve_file(
+                value, path, root, file, allow_hidden, _key_line(source_text, key)
+            )
+    return Declared(tools=tools, tool_choice=choice, params=params)
+
+
+def _prompty_tools(
+    value: Any, source_text: str, path: Path, root: Path, file: str, allow_hidden: Sequence[str]
+) -> tuple[dict, ...]:
+    line = _key_line(source_text, "tools")
+    if isinstance(value, str):
+        m = _FILE_REF.match(value)
+        if not m:
+            raise TemplateError(
+                "model.parameters.tools must be a list of tools or ${file:tools.json}",
+                file=file,
+                line=line,
+                hint="write tools: ${file:my_tools.json}, a path relative to this .prompty file",
+            )
+        target = confine(
+            root,
+            path.parent / m.group(1).strip(),
+            what="the tools file",
+            file=file,
+            allow_hidden=allow_hidden,
+        )
+        if not target.is_file():
+            raise TemplateError(f"tools file not found: {m.group(1).strip()}", file=file, line=line)
+        return cached_tools(target, file=display_path(target))
+    try:
+        return to_anthropic_tools(value)
+    except RequestShapeError as exc:
+        raise TemplateError(
+            f"model.parameters.tools: not a valid tool list: {exc}", file=file, line=line, hint=exc.hint
+        ) from None
+
+
+def _prompty_choice(value: Any, file: str, line: int | None) -> dict | None:
+    if isinstance(value, dict) and value.get("type") in ("auto", "any", "tool", "none"):
+        return dict(value)  # already Anthropic's form
+    try:
+        return anthropic_tool_choice(value)  # OpenAI's form, as Prompty files write it
+    except RequestShapeError as exc:
+        raise TemplateError(f"model.parameters.tool_choice: {exc.message}", file=file, line=line) from None
+
+
+def _resolve_file(
+    value: Any, path: Path, root: Path, file: str, allow_hidden: Sequence[str], line: int | None
+) -> Any:
+    """A ``${file:x.json}`` parameter value as the file's data (JSON or YAML, confined); else VALUE."""
+    if not isinstance(value, str) or not (m := _FILE_REF.match(value)):
+        return value
+    target = confine(
+        root,
+        path.parent / m.group(1).strip(),
+        what="the parameter file",
+        file=file,
+        allow_hidden=allow_hidden,
+    )
+    if not target.is_file():
+        raise TemplateError(f"parameter file not found: {m.group(1).strip()}", file=file, line=line)
+    return load_fixture(target)
+
+
+def _refuse_env(value: Any, source_text: str, file: str) -> None:
+    """``${env:NAME}`` anywhere in the parameters: an error (a pull request must not read secrets)."""
+    if isinstance(value, str):
+        m = _ENV_REF.search(value)
+        if m:
+            raise ConfigError(
+                f"model.parameters refers to the environment variable {m.group(1)!r}: needle never "
+                "resolves ${env:...} (a pull request's file must not read the runner's secrets)",
+                file=file,
+                line=_text_line(source_text, m.group(0)),
+                hint="write the value itself in the front matter, or leave the key out",
+            )
+    elif isinstance(value, dict):
+        for v in value.values():
+            _refuse_env(v, source_text, file)
+    elif isinstance(value, list):
+        for v in value:
+            _refuse_env(v, source_text, file)
+
+
+def _key_line(text: str, key: str) -> int | None:
+    m = re.search(rf"^\s*{re.escape(str(key))}\s*:", text, re.MULTILINE)
+    return text.count("\n", 0, m.start()) + 1 if m else None
+
+
+def _text_line(text: str, needle: str) -> int | None:
+    at = text.find(needle)
+    return text.count("\n", 0, at) + 1 if at >= 0 else None
+
+
+__all__ = ["Declared", "cached_tools", "from_config", "from_prompty"]

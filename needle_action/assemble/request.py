@@ -1,0 +1,88 @@
+"""A rendered prompt made into the whole request: declarations attached, checked, context placed.
+
+Every render goes through :func:`complete` (budgets, ``needle render``, recall's re-renders with
+the context variable replaced), so tools, parameters and the context's placement are the same
+wherever a prompt is measured.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from needle_action.assemble.blocks import RequestShapeError
+from needle_action.assemble.context import locate, place
+from needle_action.assemble.declared import Declared, from_config
+from needle_action.assemble.prompt import RenderedPrompt
+from needle_action.config.model import Config, PromptConfig
+from needle_action.errors import ConfigError, TemplateError
+
+
+def complete(
+    config: Config, prompt: PromptConfig, rendered: RenderedPrompt, front: Declared, variables: dict
+) -> RenderedPrompt:
+    """RENDERED with the prompt's tools, tool choice and request parameters (the config's over the
+    template's front matter's), checked, and its context slot located and placed."""
+    own = from_config(
+        config.root,
+        prompt.tools,
+        prompt.tool_choice,
+        prompt.request_params,
+        allow_hidden=config.files.allow_hidden,
+    )
+    declared = own.over(front)
+    if declared.unresolved:
+        raise TemplateError(
+            f"the template names tools without their definitions: {', '.join(declared.unresolved)}",
+            file=str(config.template_path(prompt)),
+            hint=f'give their schemas in a tools file: tools = "tools.json" in [prompts.{prompt.name}], '
+            "or toolDefs in the front matter",
+        )
+    _check_choice(config, prompt, declared)
+    out = replace(rendered, tools=declared.tools, tool_choice=declared.tool_choice, params=declared.params)
+    try:
+        out.validate()
+    except RequestShapeError as exc:
+        raise TemplateError(
+            f"the rendered request is not one the API accepts: {exc}",
+            file=str(config.template_path(prompt)),
+            hint=exc.hint,
+        ) from None
+    var = prompt.context_var
+    if var and var in variables:
+        out = locate(out, variables[var])
+        question = variables.get(prompt.question_var) if prompt.question_var else None
+        out = place(
+            out,
+            variables[var],
+            prompt.context_as,
+            tool=prompt.context_tool,
+            question=question,
+            where=(str(config.path), setting_line(config, prompt, "context_as")),
+        )
+    return out
+
+
+def setting_line(config: Config, prompt: PromptConfig, key: str) -> int | None:
+    """The line of KEY in the prompt's table, else in [defaults], else the table's header."""
+    return (
+        config.line_of(f"prompts.{prompt.name}.{key}")
+        or config.line_of(f"defaults.{key}")
+        or config.line_of(f"prompts.{prompt.name}")
+    )
+
+
+def _check_choice(config: Config, prompt: PromptConfig, declared: Declared) -> None:
+    choice = declared.tool_choice
+    if not choice or choice.get("type") != "tool":
+        return
+    names = [t.get("name") for t in declared.tools]
+    if choice.get("name") not in names:
+        raise ConfigError(
+            f"tool_choice names the tool {choice.get('name')!r}, which the prompt does not declare",
+            file=str(config.path),
+            line=setting_line(config, prompt, "tool_choice"),
+            hint=f"declared tools: {', '.join(map(str, names)) or 'none'}",
+        )
+
+
+__all__ = ["complete", "setting_line"]
