@@ -149,12 +149,25 @@ def _to_rendered(system: Any, messages: Iterable[Any], extra: Mapping[str, Any] 
 
     body: dict[str, Any] = {k: _plain(v) for k, v in (extra or {}).items() if k not in _NOT_INPUT}
     body["messages"] = _plain(list(messages))
+    if _has_openai_parts(body["messages"]):
+        body["max_completion_tokens"] = 1  # marks the body as OpenAI's for from_body (not counted)
     if system is not None and system != "":
         body["system"] = _plain(system)
     try:
         return RenderedPrompt.from_body(body, source="<runtime>")
     except RequestShapeError as exc:
         raise ValueError(f"PreflightGuard cannot read this request: {exc}") from None
+
+
+def _has_openai_parts(messages: list) -> bool:
+    """Whether a message carries OpenAI-only content parts (``image_url``), which the request
+    reader's detection by roles and fields alone does not see."""
+    return any(
+        isinstance(part, Mapping) and part.get("type") == "image_url"
+        for m in messages
+        if isinstance(m, Mapping) and isinstance(m.get("content"), list)
+        for part in m["content"]
+    )
 
 
 class PreflightGuard:

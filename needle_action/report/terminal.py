@@ -100,6 +100,7 @@ def print_budget(results: Results) -> None:
     for cells, status in table:
         click.echo(line(cells, status))
 
+    _print_sections(results)
     problems = [
         (p.name, case.fixture, reason) for p in results.prompts for case in p.cases for reason in case.reasons
     ]
@@ -117,6 +118,29 @@ def print_budget(results: Results) -> None:
 
     click.echo("")
     click.echo(_budget_summary(results))
+
+
+SECTION_ORDER = ("system", "tools", "messages", "context", "params")
+
+
+def _print_sections(results: Results) -> None:
+    """Where the tokens are, for the cases that carry tools or parameters or that changed against
+    the base: ``rag [typical.yaml]: system 120 · tools 1,450 · messages 300 · context 2,000``."""
+    shown = [
+        (p.name, c)
+        for p in results.prompts
+        for c in p.cases
+        if c.sections and (c.sections.get("tools") or c.sections.get("params") or c.growth_tokens)
+    ]
+    if not shown:
+        return
+    click.echo("")
+    click.echo("  tokens by section:")
+    for name, case in shown:
+        sections = case.sections or {}
+        parts = " · ".join(f"{k} {sections.get(k, 0):,}" for k in SECTION_ORDER)
+        where = f"{name} [{_fixture_name(case.fixture)}]" if case.fixture else name
+        click.echo(f"  {where}: {parts}")
 
 
 def _budget_summary(results: Results) -> str:

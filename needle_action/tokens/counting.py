@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import math
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 
 from needle_action.assemble.prompt import RenderedPrompt
@@ -133,8 +133,13 @@ def _sections(
     out = []
     for p, f, raw in zip(prompts, found, raws, strict=True):
         mine = [next(counted) for _ in f]
-        out.append(sections.by_difference(p, raw, lambda _variants, mine=mine: mine))
+        out.append(sections.by_difference(p, raw, _given(mine)))
     return out
+
+
+def _given(counts: list[int]) -> Callable[[list[RenderedPrompt]], list[int]]:
+    """A count function answering COUNTS (counted already, in the variants' order)."""
+    return lambda _variants: counts
 
 
 def count_prompts(prompts: Sequence[RenderedPrompt], prompt_settings: PromptSettings) -> list[TokenCount]:

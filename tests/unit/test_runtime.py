@@ -165,3 +165,67 @@ def test_guard_rejects_nonsense_limits(kwargs):
 def test_estimate_is_a_plain_value():
     est = PreflightGuard("gpt-4o").check(messages=[{"role": "user", "content": "hi"}])
     assert isinstance(est, Estimate) and est.tokens > 0
+
+
+def _png_base64(width: int, height: int, padding: int = 750_000) -> str:
+    import base64
+    import struct
+
+    head = b"\x89PNG\r\n\x1a\n" + struct.pack(">I", 13) + b"IHDR" + struct.pack(">II", width, height)
+    return base64.b64encode(head + b"\0" * padding).decode()
+
+
+def test_openai_tool_calls_and_tool_messages_are_kept_and_counted():
+    from needle_action.tokens import load_encoding
+
+    enc = load_encoding("o200k_base")
+    call = {
+        "id": "call_7",
+        "type": "function",
+        "function": {"name": "lookup", "arguments": '{"sku": "A-17"}'},
+    }
+    base = [{"role": "user", "content": "Where is A-17?"}]
+    turns = base + [
+        {"role": "assistant", "content": None, "tool_calls": [call]},
+        {"role": "tool", "tool_call_id": "call_7", "content": "Aisle 4, shelf 2."},
+    ]
+    guard = PreflightGuard("gpt-4o")
+    grown = guard.estimate(messages=turns).tokens - guard.estimate(messages=base).tokens
+    n = lambda t: len(enc.encode_ordinary(t))  # noqa: E731
+    # the tool call (framing, name, arguments) and the tool message (framing, role, content, id):
+    # nothing dropped, the tool message not turned into a user turn
+    assert grown == (3 + n("assistant") + 3 + n("lookup") + n('{"sku": "A-17"}')) + (
+        3 + n("tool") + n("Aisle 4, shelf 2.") + n("call_7")
+    )
+
+
+def test_tools_passed_to_create_are_counted():
+    tools = [
+        {
+            "name": "lookup",
+            "description": "Find a product by SKU",
+            "input_schema": {
+                "type": "object",
+                "properties": {"sku": {"type": "string", "description": "SKU"}},
+            },
+        }
+    ]
+    guard = PreflightGuard("gpt-4o")
+    bare = guard.estimate(messages=MESSAGES).tokens
+    assert guard.estimate(messages=MESSAGES, tools=tools).tokens > bare + 10
+    seen = []
+    create = guard.wrap(lambda **kw: seen.append(kw) or "ok")
+    assert create(model="gpt-4o", max_tokens=10, messages=MESSAGES, tools=tools) == "ok" and seen
+
+
+def test_a_base64_image_costs_its_pixels_not_its_length():
+    data = _png_base64(1024, 1024)  # 1M base64 characters: ~250k tokens if read as text
+    image = {"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": data}}
+    messages = [{"role": "user", "content": [image, {"type": "text", "text": "Describe it."}]}]
+    text_only = [{"role": "user", "content": "Describe it."}]
+    claude = PreflightGuard("claude-sonnet-5-5", safety_factor=1.0)
+    assert claude.estimate(messages=messages).tokens - claude.estimate(messages=text_only).tokens == 1399
+    gpt = PreflightGuard("gpt-4o")
+    url = {"type": "image_url", "image_url": {"url": f"data:image/png;base64,{data}"}}
+    openai_msgs = [{"role": "user", "content": [url, {"type": "text", "text": "Describe it."}]}]
+    assert gpt.estimate(messages=openai_msgs).tokens - gpt.estimate(messages=text_only).tokens == 765

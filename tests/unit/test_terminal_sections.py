@@ -1,0 +1,25 @@
+"""The budget table says where the tokens are for cases with tools or parameters, or that changed."""
+
+from __future__ import annotations
+
+from needle_action.report.terminal import print_budget
+from tests.unit._results_builder import case, prompt, results
+
+
+def test_sections_are_shown_for_cases_with_tools_and_hidden_otherwise(capsys):
+    agent = case(3000, fixture="fx/agent.yaml")
+    agent.sections = {"system": 100, "tools": 1450, "messages": 250, "context": 1200, "params": 0}
+    plain = case(800, fixture="fx/plain.yaml")
+    plain.sections = {"system": 100, "tools": 0, "messages": 200, "context": 500, "params": 0}
+    print_budget(results(prompt("agent", cases=[agent]), prompt("plain", cases=[plain])))
+    out = capsys.readouterr().out
+    assert "agent [agent.yaml]: system 100 · tools 1,450 · messages 250 · context 1,200 · params 0" in out
+    assert "plain [plain.yaml]:" not in out
+
+
+def test_a_changed_case_shows_its_sections(capsys):
+    grown = case(900, fixture="fx/plain.yaml")
+    grown.sections = {"system": 100, "tools": 0, "messages": 300, "context": 500, "params": 0}
+    grown.growth_tokens = 100
+    print_budget(results(prompt("plain", cases=[grown])))
+    assert "plain [plain.yaml]: system 100 · tools 0 · messages 300" in capsys.readouterr().out
