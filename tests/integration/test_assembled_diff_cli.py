@@ -4,6 +4,7 @@ grew named in the headline; a change to a retrieved document alone is one line o
 
 from __future__ import annotations
 
+import json
 import re
 
 import pytest
@@ -30,9 +31,21 @@ def repo(tmp_path) -> GitRepo:
     return repo
 
 
-@pytest.mark.slow  # two CLI runs, budgets on both sides
-def test_an_added_system_sentence_is_a_plus_line_under_system(repo, tmp_path):
-    Project(repo.path).edit("prompts/rag_answer.j2", FIRST, f"{FIRST} {SENTENCE}")
+TOOL = {
+    "name": "lookup_retention",
+    "description": "Look up the recycle window of a bucket.",
+    "input_schema": {"type": "object", "properties": {"bucket": {"type": "string"}}, "required": ["bucket"]},
+}
+
+
+@pytest.mark.slow  # one CLI run, budgets on both sides
+def test_a_system_sentence_and_a_tool_are_a_system_and_a_tools_change(repo, tmp_path):
+    """The acceptance of issue 22: the head adds one sentence to the system text and one tool."""
+    project = Project(repo.path).edit("prompts/rag_answer.j2", FIRST, f"{FIRST} {SENTENCE}")
+    project.file("tools.json", json.dumps([TOOL]))
+    project.edit(
+        "needle.toml", 'context_var = "documents"', 'tools = "tools.json"\ncontext_var = "documents"', count=1
+    )
     repo.commit("the pull request")
     out = tmp_path / "comment.md"
     run = needle(["diff", "HEAD~1", "--no-recall", "-o", str(out)], repo.path, _cli_env(tmp_path, None))
@@ -44,20 +57,23 @@ def test_an_added_system_sentence_is_a_plus_line_under_system(repo, tmp_path):
     assert f"+{FIRST} {SENTENCE}" in lines and f"-{FIRST}" in lines
     header = next(x for x in lines if x.startswith("@@"))
     assert header.endswith(" system") and lines[lines.index(header) + 1] == " --- system ---"
-    headline = MarkdownIt("commonmark").render(next(x for x in body.splitlines() if x.startswith("## ")))
-    assert re.search(r"· \+\d+ tokens, \d+ of them in system</h2>", headline), headline
+    # the tool: its own section, added whole, as canonical JSON
+    assert "+--- tools ---" in lines and '+  "name": "lookup_retention"' in lines
     assert (
-        "<details><summary>Assembled request of `rag_answer` · `fixtures/rag_answer/typical.yaml` · system"
-        in body
+        "<details><summary>Assembled request of `rag_answer` · `fixtures/rag_answer/typical.yaml` · "
+        "system, tools · " in body
     )
+    # the headline names the section that grew most: the tool's schema outweighs one sentence
+    headline = MarkdownIt("commonmark").render(next(x for x in body.splitlines() if x.startswith("## ")))
+    assert re.search(r"· \+\d+ tokens, \d+ of them in tools</h2>", headline), headline
+    assert re.search(r"\| `rag_answer` \| `fixtures/rag_answer/typical.yaml` \| \+\d+ \| \+\d+ \|", body)
     # the terminal shows the same diff (no colour: not a TTY)
     assert f"+{FIRST} {SENTENCE}" in run.stdout and "\x1b[" not in run.stdout
-    assert "assembled request of rag_answer [fixtures/rag_answer/typical.yaml]: system (+1 -1)" in run.stdout
+    assert (
+        "assembled request of rag_answer [fixtures/rag_answer/typical.yaml]: system, tools (+" in run.stdout
+    )
 
 
-@pytest.mark.xfail(
-    strict=True, reason="needs render_case to set the context slot (branch i18, not merged yet)"
-)
 @pytest.mark.slow  # one CLI run, budgets on both sides
 def test_a_changed_document_shows_as_the_context_shape_not_its_text(repo, tmp_path):
     old = "stays restorable for the recycle window, 14 days by default."
