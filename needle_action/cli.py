@@ -207,18 +207,38 @@ def init(force: bool, root: Path, config_path: Path) -> None:
 @main.command()
 @click.argument("name")
 @click.option("--fixture", "-f", help="Fixture path (default: every fixture of the prompt).")
-@click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
+@click.option(
+    "--format",
+    "fmt",
+    type=click.Choice(["text", "json", "openai"]),
+    default="text",
+    show_default=True,
+    help="text: a labelled view; json: the exact Anthropic Messages body; openai: the chat completions body.",
+)
 @config_option
 @handle_errors
 def render(name: str, fixture: str | None, fmt: str, config_path: Path) -> None:
-    """Print exactly what prompt NAME would send, rendered with its fixtures."""
+    """Print exactly what prompt NAME would send, rendered with its fixtures.
+
+    With one case (one fixture, or --fixture) the json/openai formats print the request body
+    itself; with several, a JSON list of {"fixture": ..., "body": ...}."""
     config = _load(config_path)
-    for case in render_prompt_cases(config, name, fixture=fixture):
-        if fmt == "json":
-            click.echo(json.dumps({"fixture": case.fixture, **case.to_json()}, indent=2, ensure_ascii=False))
-        else:
+    prompt = config.prompts.get(name)
+    cases = list(render_prompt_cases(config, name, fixture=fixture))
+    if fmt == "text":
+        for case in cases:
             click.echo(f"=== {name} [{case.fixture or 'no fixture'}]")
             click.echo(case.as_text(), nl=False)
+        return
+    assert prompt is not None  # render_prompt_cases checked the name
+    body = "to_anthropic_body" if fmt == "json" else "to_openai_body"
+    bodies = [getattr(c, body)(prompt.model, prompt.reserve_output_tokens) for c in cases]
+    out: object = (
+        bodies[0]
+        if len(cases) == 1
+        else [{"fixture": c.fixture, "body": b} for c, b in zip(cases, bodies, strict=True)]
+    )
+    click.echo(json.dumps(out, indent=2, ensure_ascii=False))
 
 
 def _offline(config: Config) -> None:

@@ -24,10 +24,11 @@ class RequestShapeError(ValueError):
 
     ``field_path`` names the field (``messages[1].content[0].type``); ``hint`` says what to do."""
 
-    def __init__(self, field_path: str, message: str, hint: str | None = None) -> None:
+    def __init__(self, field_path: str, message: str, hint: str | None = None, value: Any = None) -> None:
         self.field_path = field_path
         self.message = message
         self.hint = hint
+        self.value = value  # the offending value, when there is one (to find it in a data file)
         super().__init__(f"{field_path}: {message}" if field_path else message)
 
 
@@ -40,12 +41,13 @@ def check_block(block: Any, path: str) -> dict:
     """BLOCK if it is a well-formed content block, else RequestShapeError at PATH."""
     _need(isinstance(block, dict), path, "a content block must be a mapping with a `type`")
     kind = block.get("type")
-    _need(
-        kind in BLOCK_TYPES,
-        f"{path}.type",
-        f"unknown content block type {kind!r}",
-        f"use one of: {', '.join(BLOCK_TYPES)}",
-    )
+    if kind not in BLOCK_TYPES:
+        raise RequestShapeError(
+            f"{path}.type",
+            f"unknown content block type {kind!r}",
+            f"use one of: {', '.join(BLOCK_TYPES)}",
+            kind,
+        )
     if kind == "text":
         _need(isinstance(block.get("text"), str), f"{path}.text", "a text block needs a string `text`")
     elif kind == "tool_use":

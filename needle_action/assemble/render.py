@@ -19,6 +19,7 @@ from jinja2 import meta as jinja_meta
 from jinja2.exceptions import SecurityError, TemplateNotFound, TemplateSyntaxError, UndefinedError
 
 from needle_action.assemble import isolate
+from needle_action.assemble.blocks import RequestShapeError
 from needle_action.assemble.declared import Declared, from_prompty
 from needle_action.assemble.fixtures import load_fixture
 from needle_action.assemble.limits import SIZE_HINT, RenderLimit
@@ -34,7 +35,7 @@ from needle_action.assemble.sandbox import (
     scrub,
 )
 from needle_action.config.model import Config, PromptConfig
-from needle_action.errors import NeedleError, TemplateError
+from needle_action.errors import ConfigError, NeedleError, TemplateError
 from needle_action.paths import confine, display_path, read_text, relative
 
 _FRONT_MATTER_META = ("name", "description", "model")
@@ -87,12 +88,37 @@ def render_case(
         declared = declared_by(source_text, template_path, file=template_file)
     else:
         sections = split_sections(raw, prompty=kind == ".prompty")
-        system, messages = to_prompt(sections, source_text, template_file)
+        try:
+            system, messages = to_prompt(sections, source_text, template_file)
+        except RequestShapeError as exc:  # content blocks the fixture holds
+            raise _block_error(exc, root, fixture_rel, template_file) from None
         meta = {"front_matter": {k: v for k, v in front.items() if k in _FRONT_MATTER_META}} if front else {}
         rendered = RenderedPrompt(
             system=system, messages=messages, source=name, fixture=fixture_rel, meta=meta
         )
     return complete(config, prompt, rendered, declared, variables)
+
+
+def _block_error(
+    exc: RequestShapeError, root: Path, fixture_rel: str | None, template_file: str
+) -> NeedleError:
+    """A bad content block printed from the data, at the fixture line holding the bad value."""
+    file, line = template_file, None
+    if fixture_rel is not None:
+        file = display_path(root / fixture_rel)
+        if exc.value is not None:
+            try:
+                text = (root / fixture_rel).read_text(encoding="utf-8")
+            except (OSError, UnicodeDecodeError):
+                text = ""
+            at = text.find(str(exc.value))
+            line = text.count("\n", 0, at) + 1 if at >= 0 else None
+    return ConfigError(
+        f"a content block in the data is not valid: {exc.message}",
+        file=file,
+        line=line,
+        hint=exc.hint or "content blocks are mappings like {type: text, text: ...}",
+    )
 
 
 def lenient_undefined(prompt: PromptConfig, kind: str) -> bool:

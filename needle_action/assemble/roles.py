@@ -18,8 +18,9 @@ from bisect import bisect_left
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
+from needle_action.assemble.blocks import check_block, text_block
 from needle_action.assemble.prompt import Message
-from needle_action.assemble.sandbox import CLOSE, OPEN, strip_sentinels
+from needle_action.assemble.sandbox import BLOCKS_CLOSE, BLOCKS_OPEN, CLOSE, OPEN, strip_sentinels
 from needle_action.errors import TemplateError
 
 _PAD = f"[ \\t\\r{OPEN}{CLOSE}]*"
@@ -35,6 +36,7 @@ _SOURCE_MARKER_RE = re.compile(
     r"^\s*#?\s*(?:(system|user|assistant)(?:\[[^\]\n]*\])?\s*:\s*$|(tool_use|tool_result)\s*:)", re.IGNORECASE
 )
 TOOL_ROLES = ("tool_use", "tool_result")
+_BLOCKS_RE = re.compile(f"{BLOCKS_OPEN}(.*?){BLOCKS_CLOSE}", re.DOTALL)
 
 
 @dataclass(frozen=True)
@@ -177,6 +179,25 @@ def trim_blank_lines(text: str) -> str:
     return "\n".join(lines)
 
 
+def content_of(text: str) -> str | tuple[dict, ...]:
+    """A section's content: its text, or blocks where it printed a list of content blocks (the
+    text around them becomes text blocks). Blocks are checked: RequestShapeError names the bad one."""
+    if BLOCKS_OPEN not in text:
+        return text
+    blocks: list[dict] = []
+    pos = 0
+    for m in [*_BLOCKS_RE.finditer(text), None]:
+        piece = trim_blank_lines(text[pos : m.start() if m else len(text)])
+        if piece.strip():
+            blocks.append(text_block(piece))
+        if m is None:
+            break
+        for b in json.loads(m.group(1)):
+            blocks.append(check_block(b, f"content[{len(blocks)}]"))
+        pos = m.end()
+    return tuple(blocks)
+
+
 def _marker_source_line(source: str, role: str, nth: int) -> int | None:
     """Best guess at the template line of the NTH marker line for ROLE (1-based), else the last one."""
     hits = [
@@ -238,9 +259,11 @@ class _Turns:
             self._tool_result(part)
         elif part.role == "user" and self._results_open():
             last = self.messages[-1]
-            self.messages[-1] = Message("user", (*last.blocks, {"type": "text", "text": part.content}))
+            self.messages[-1] = Message(
+                "user", (*last.blocks, *Message("user", content_of(part.content)).blocks)
+            )
         else:
-            self.messages.append(Message(role=part.role, content=part.content))  # type: ignore[arg-type]
+            self.messages.append(Message(role=part.role, content=content_of(part.content)))  # type: ignore[arg-type]
             self.pending = []
 
     def _results_open(self) -> bool:

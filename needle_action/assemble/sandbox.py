@@ -15,6 +15,7 @@
 from __future__ import annotations
 
 import functools
+import json
 import posixpath
 import re
 import threading
@@ -32,6 +33,7 @@ from jinja2.sandbox import ImmutableSandboxedEnvironment, SandboxedEscapeFormatt
 from markupsafe import Markup
 
 from needle_action.assemble import limits
+from needle_action.assemble.blocks import BLOCK_TYPES
 from needle_action.assemble.prompty import split_prompty
 from needle_action.errors import TemplateError
 from needle_action.paths import (
@@ -48,6 +50,10 @@ from needle_action.paths import (
 # in the raw render and are removed before anything leaves the assemble package.
 OPEN = "\U000f8e00"
 CLOSE = "\U000f8e01"
+# around the JSON of a list of content blocks printed with {{ }} (a fixture's messages), which the
+# marker splitter turns back into blocks; removed from all data like the sentinels
+BLOCKS_OPEN = "\U000f8e02"
+BLOCKS_CLOSE = "\U000f8e03"
 
 _SENTINEL_RE = re.compile(f"[{OPEN}{CLOSE}]")
 
@@ -70,8 +76,15 @@ _DENIED = {
 
 def strip_sentinels(text: str) -> str:
     """TEXT without any sentinel characters."""
-    # two str.replace calls are ~50x faster than str.translate for astral code points
-    return text.replace(OPEN, "").replace(CLOSE, "")
+    # str.replace calls are ~50x faster than str.translate for astral code points
+    text = text.replace(OPEN, "").replace(CLOSE, "")
+    if BLOCKS_OPEN in text or BLOCKS_CLOSE in text:
+        text = text.replace(BLOCKS_OPEN, "").replace(BLOCKS_CLOSE, "")
+    return text
+
+
+def _has_sentinel(text: str) -> bool:
+    return OPEN in text or CLOSE in text or BLOCKS_OPEN in text or BLOCKS_CLOSE in text
 
 
 def scrub(value: Any, _memo: dict[int, Any] | None = None) -> Any:
@@ -81,7 +94,7 @@ def scrub(value: Any, _memo: dict[int, Any] | None = None) -> Any:
     would make an alias bomb exponential here even when no template ever reads the variable.
     """
     if isinstance(value, str):
-        return strip_sentinels(value) if (OPEN in value or CLOSE in value) else value
+        return strip_sentinels(value) if _has_sentinel(value) else value
     if not isinstance(value, dict | list | tuple):
         return value
     memo = {} if _memo is None else _memo
@@ -109,6 +122,10 @@ def finalize(value: Any) -> str:
     """Wrap every ``{{ ... }}`` result in sentinels so the marker splitter can tell data from template."""
     if isinstance(value, _Rendered):
         return value
+    if is_block_list(value):  # a turn's content blocks (a fixture's messages): kept as blocks
+        payload = json.dumps(list(value), ensure_ascii=False, default=str)
+        limits.check_output_piece(payload)
+        return f"{OPEN}{BLOCKS_OPEN}{payload}{BLOCKS_CLOSE}{CLOSE}"
     text = str(value)  # StrictUndefined raises here, which is what we want
     limits.check_output_piece(text)
     if OPEN in text or CLOSE in text:
@@ -116,6 +133,17 @@ def finalize(value: Any) -> str:
             return text  # a {% set %} block or similar: template text with marked interpolations inside
         text = strip_sentinels(text)
     return f"{OPEN}{text}{CLOSE}"
+
+
+def is_block_list(value: Any) -> bool:
+    """Whether VALUE is a list of content blocks: mappings with a string ``type``, one at least of
+    a known block type (an unknown one among them is then reported, not printed as text)."""
+    return (
+        isinstance(value, list | tuple)
+        and bool(value)
+        and all(isinstance(b, dict) and isinstance(b.get("type"), str) for b in value)
+        and any(b["type"] in BLOCK_TYPES for b in value)
+    )
 
 
 def _balanced(text: str) -> bool:
@@ -307,6 +335,9 @@ def environment_for(
 __all__ = [
     "OPEN",
     "CLOSE",
+    "BLOCKS_OPEN",
+    "BLOCKS_CLOSE",
+    "is_block_list",
     "strip_sentinels",
     "scrub",
     "finalize",

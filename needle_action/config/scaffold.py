@@ -17,6 +17,7 @@ from needle_action.assemble.fixtures import load_fixture
 from needle_action.assemble.prompty import split_prompty
 from needle_action.assemble.render import referenced_templates, render_case, undeclared_variables
 from needle_action.assemble.sandbox import environment_for
+from needle_action.assemble.tools import load_tools
 from needle_action.config.loader import FIXTURE_SUFFIXES
 from needle_action.config.model import Config, PromptConfig, PromptSettings, RecallSettings
 from needle_action.errors import ConfigError, NeedleError
@@ -85,6 +86,8 @@ class FoundTemplate:
     has_sample: bool = False  # a .prompty sample / a .prompt input.default renders without a fixture
     rough_chars: int | None = None
     gold_fixture: str | None = None  # the first fixture that names its answer (`expected`)
+    tools: str | None = None  # a *tools*.json next to it: its tool schemas, not a fixture
+    tools_declared: str | None = None  # the tools file its own front matter names (.prompty)
 
 
 def _walk(root: Path, suffixes: tuple[str, ...]) -> list[Path]:
@@ -98,18 +101,32 @@ def _walk(root: Path, suffixes: tuple[str, ...]) -> list[Path]:
     return out
 
 
+# Words that mark a variable as holding media or references rather than text a model reads
+# (`image_sources` beside `text_sources`): such names lose to text-like ones.
+MEDIA_WORDS = ("image", "img", "picture", "photo", "figure", "screenshot", "audio", "video", "url", "path")
+TEXT_WORDS = ("text", "content", "doc", "passage", "chunk", "body")
+
+
+def _text_rank(name: str) -> int:
+    low = name.lower()
+    if any(w in low for w in MEDIA_WORDS):
+        return 2
+    return 0 if any(w in low for w in TEXT_WORDS) else 1
+
+
 def guess_var(
     variables: set[str] | list[str], names: tuple[str, ...], exclude: str | None = None
 ) -> str | None:
-    """Exact known names first (in priority order), then names containing one of them."""
+    """Exact known names first (in priority order), then names containing one of them, text-like
+    names before plain ones and media names (images, urls) last."""
     pool = [v for v in sorted(variables) if v != exclude]
     for n in names:
         if n in pool:
             return n
     for n in names:
-        for v in pool:
-            if n in v.lower():
-                return v
+        hits = sorted((v for v in pool if n in v.lower()), key=_text_rank)
+        if hits:
+            return hits[0]
     return None
 
 
@@ -198,9 +215,51 @@ def _partials(templates: list[Path], config_dir: Path) -> set[Path]:
     return out
 
 
+def _is_tool_list(path: Path) -> bool:
+    try:
+        load_tools(path)
+    except NeedleError:
+        return False
+    return True
+
+
+def _declared_tools(found: FoundTemplate, config_dir: Path) -> None:
+    """The tools file a ``.prompty`` names in ``model.parameters.tools: ${file:...}``."""
+    if found.path.suffix.lower() != ".prompty":
+        return
+    try:
+        front = split_prompty(found.path.read_text(encoding="utf-8"), found.rel).front
+    except (NeedleError, OSError, UnicodeDecodeError):
+        return
+    model = front.get("model")
+    params = model.get("parameters") if isinstance(model, dict) else None
+    ref = params.get("tools") if isinstance(params, dict) else None
+    m = re.fullmatch(r"\s*\$\{file:(.+)\}\s*", ref) if isinstance(ref, str) else None
+    if m:
+        target = (found.path.parent / m.group(1).strip()).absolute()
+        if is_inside(config_dir, target):
+            found.tools_declared = target.relative_to(config_dir).as_posix()
+
+
+def _split_tools(found: FoundTemplate, config_dir: Path) -> None:
+    """Tool lists among the fixture candidates are the prompt's tools: the one its front matter
+    names (declared there already), else a ``*tools*.json`` holding a valid tool list."""
+    _declared_tools(found, config_dir)
+    keep: list[str] = []
+    for rel in found.fixtures:
+        if rel == found.tools_declared:
+            continue
+        if found.tools is None and "tools" in Path(rel).name.lower() and rel.lower().endswith(".json"):
+            if _is_tool_list(config_dir / rel):
+                found.tools = rel
+                continue
+        keep.append(rel)
+    found.fixtures = keep
+
+
 def _estimate(found: FoundTemplate, config_dir: Path) -> None:
     """Rough rendered size with the first fixture, for a budget suggestion (chars, not tokens)."""
-    prompt = PromptConfig(name=found.name, template=found.rel, fixtures=found.fixtures[:1])
+    prompt = PromptConfig(name=found.name, template=found.rel, fixtures=found.fixtures[:1], tools=found.tools)
     config = Config(path=config_dir / "needle.toml", root=config_dir, prompts={found.name: prompt})
     fixture = config_dir / found.fixtures[0] if found.fixtures else None
     try:
@@ -266,6 +325,12 @@ def render_starter(found: list[FoundTemplate], partials: list[str]) -> str:
             out.append(f"# NOTE: {f.problem}".replace("\n", " "))
         if f.variables:
             out.append(f"# variables the template reads: {', '.join(f.variables)}")
+        if f.tools:
+            out.append(
+                f"tools = {_s(f.tools)}   # the tool schemas sent with the prompt (counted, and sent in recall)"
+            )
+        elif f.tools_declared:
+            out.append(f"# tools: {f.tools_declared}, from the template's model.parameters.tools")
         if f.fixtures:
             out.append(
                 "fixtures = [" + ", ".join(_s(x) for x in f.fixtures) + "]   # each fixture is one case"
@@ -372,6 +437,7 @@ def write_starter(root: str | os.PathLike, config_path: str | os.PathLike, force
             continue
         f = FoundTemplate(path=t, rel=rel, name=_prompt_name(t, taken))
         f.fixtures = _fixture_candidates(t.absolute(), config_dir, [p.absolute() for p in fixture_files])
+        _split_tools(f, config_dir)
         f.gold_fixture = _gold_fixture(f.fixtures, config_dir)
         _inspect(f, config_dir)
         _estimate(f, config_dir)

@@ -113,7 +113,7 @@ def count_request(body: dict, count: Callable[[str], int]) -> int:
 
 def cache_blocks(body: dict) -> Iterator[tuple[str, str, bool]]:
     """(role, text, has cache_control) of every cacheable block: tools, system blocks, message
-    blocks, in prompt order."""
+    blocks (a tool_result's own text blocks, then the tool_result), in prompt order."""
     for t in body.get("tools") or []:
         if isinstance(t, dict):
             yield "tools", tool_text(t), isinstance(t.get("cache_control"), dict)
@@ -126,8 +126,18 @@ def cache_blocks(body: dict) -> Iterator[tuple[str, str, bool]]:
             yield role, content, False
         elif isinstance(content, list):
             for b in content:
-                if isinstance(b, dict):
-                    yield role, block_text(b), isinstance(b.get("cache_control"), dict)
+                if not isinstance(b, dict):
+                    continue
+                inner = b.get("content") if b.get("type") == "tool_result" else None
+                if isinstance(inner, list):  # a tool_result split for caching: its blocks are breakpoints
+                    for x in inner:
+                        if isinstance(x, dict):
+                            yield role, block_text(x), isinstance(x.get("cache_control"), dict)
+                yield (
+                    role,
+                    "" if isinstance(inner, list) else block_text(b),
+                    isinstance(b.get("cache_control"), dict),
+                )
 
 
 def validate_blocks(body: dict) -> None:

@@ -127,3 +127,63 @@ async def _complete(provider, prompt):
         return await provider.complete(prompt, max_output_tokens=32)
     finally:
         await provider.aclose()
+
+
+def test_a_breakpoint_inside_a_tool_result_is_written_then_read(monkeypatch):
+    from needle_action.providers.base import Breakpoint
+
+    shared = "Filler about the depot and its ramps. " * 30
+    with FakeAnthropic(cache_min_tokens=50) as fake:
+        monkeypatch.setenv("ANTHROPIC_BASE_URL", fake.base_url)
+        monkeypatch.setenv("ANTHROPIC_API_KEY", fake.api_key)
+        provider = AnthropicProvider(MODEL, ProviderSettings())
+
+        async def both():
+            out = []
+            for code in ("QZT-4821-KLM", "BRX-1234-PLQ"):
+                prompt = agent_prompt(shared + f"The vault code is {code}.")
+                mark = (Breakpoint(2, len(shared), cache=True),)
+                out.append(await provider.complete(prompt, max_output_tokens=16, breakpoints=mark))
+            await provider.aclose()
+            return out
+
+        first, second = asyncio.run(both())
+        body = fake.requests[-1]["json"]
+    assert first.cache_write_tokens > 0 and first.cache_read_tokens == 0
+    assert second.cache_read_tokens == first.cache_write_tokens
+    result = body["messages"][2]["content"][0]
+    assert result["content"][0] == {"type": "text", "text": shared, "cache_control": {"type": "ephemeral"}}
+
+
+def test_a_config_with_twelve_tools_budgets_what_count_tokens_returns(tmp_path, monkeypatch):
+    from click.testing import CliRunner
+
+    from needle_action.cli import main
+    from tests.builders import Project
+
+    project = Project(tmp_path).template(
+        "prompts/agent.j2", "system:\nUse the tools.\nuser:\n{{ question }}\n"
+    )
+    project.fixture("fixtures/a.yaml", 'question: "Where is record 7?"\n')
+    project.file("tools.json", json.dumps(list(tools(12))))
+    config = project.config(
+        f"""
+        [prompts.agent]
+        template = "prompts/agent.j2"
+        fixtures = ["fixtures/a.yaml"]
+        model = "{MODEL}"
+        tokenizer = "anthropic"
+        tools = "tools.json"
+        """
+    ).config_path
+    with FakeAnthropic() as fake:
+        monkeypatch.setenv("ANTHROPIC_BASE_URL", fake.base_url)
+        monkeypatch.setenv("ANTHROPIC_API_KEY", fake.api_key)
+        out = tmp_path / "r.json"
+        result = CliRunner().invoke(main, ["budget", "--config", str(config), "--json", str(out)])
+        assert result.exit_code == 0, result.output
+        (case,) = json.loads(out.read_text())["prompts"][0]["cases"]
+        full = next(r["json"] for r in fake.requests if len(r["json"].get("tools", [])) == 12)
+        answer = client(fake).messages.count_tokens(**full).input_tokens
+    assert case["count"]["tokens"] == answer and case["count"]["exact"] is True
+    assert case["sections"]["tools"] > 12 * 20 and sum(case["sections"].values()) == answer

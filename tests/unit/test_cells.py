@@ -67,3 +67,15 @@ def test_a_lost_trial_is_asked_again_once_then_skipped():
     assert (
         cell.settled and r.trials == 4 and r.hits == 4 and r.status == "pass"
     )  # 4/5 still reaches the quota
+
+
+def test_tool_call_answers_are_misses_counted_apart():
+    cell = CellRun(size=800, depth=0.5, planned=4)
+    for i, (hit, tool) in enumerate([(True, None), (False, "search"), (False, None), (False, "search")]):
+        cell.take(i)
+        cell.receive(
+            RecallAnswer(trial=i, needle="X", answer="", hit=hit, tool_call=tool), 0.8, early_stop=False
+        )
+    result = cell.to_result(0.8)
+    assert (result.hits, result.trials, result.tool_call_answers) == (1, 4, 2)
+    assert [a.tool_call for a in result.answers] == [None, "search", None, "search"]

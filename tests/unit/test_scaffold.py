@@ -11,7 +11,7 @@ from click.testing import CliRunner
 from needle_action.assemble import render_case
 from needle_action.cli import main
 from needle_action.config import load_config
-from needle_action.config.scaffold import guess_var, write_starter
+from needle_action.config.scaffold import CONTEXT_NAMES, guess_var, write_starter
 from needle_action.errors import ConfigError
 from tests.builders import write
 
@@ -116,3 +116,22 @@ def test_guess_var_prefers_known_names():
     assert guess_var({"docs", "documents", "q"}, ("documents", "docs")) == "documents"
     assert guess_var({"user_question_text"}, ("question",)) == "user_question_text"
     assert guess_var({"foo"}, ("question",)) is None
+
+
+def test_guess_var_prefers_text_sources_over_image_sources():
+    names = {"image_sources", "text_sources", "user_query", "past_messages", "override_prompt"}
+    assert guess_var(names, CONTEXT_NAMES) == "text_sources"
+    assert guess_var({"image_urls", "chunks_text"}, ("chunks", "urls")) == "chunks_text"
+    assert guess_var({"image_docs", "docs_list"}, ("docs",)) == "docs_list"  # media names last
+
+
+def test_a_tools_json_beside_a_template_is_its_tools_not_a_fixture(tmp_path):
+    write(tmp_path, "prompts/agent.j2", "user:\n{{ documents }}\n{{ question }}\n")
+    write(tmp_path, "prompts/agent.yaml", "documents: [a]\nquestion: q\n")
+    write(tmp_path, "prompts/agent_tools.json", '[{"name": "search", "input_schema": {"type": "object"}}]')
+    write(tmp_path, "prompts/agent_tools_notes.json", '{"not": "tools"}')
+    config = load_config(write_starter(tmp_path, tmp_path / "needle.toml"))
+    prompt = config.prompts["agent"]
+    assert prompt.tools == "prompts/agent_tools.json"
+    assert prompt.fixtures == ["prompts/agent.yaml", "prompts/agent_tools_notes.json"]
+    assert render_case(config, prompt, config.fixture_paths(prompt)[0]).tools[0]["name"] == "search"

@@ -1,0 +1,102 @@
+"""Recall in the agent shape (``context_as = "tool_result"``) against the fake Anthropic API: the
+trials send the prompt's tools and hide the needle inside a tool_result at the planned depth, and
+a U-shaped model is diagnosed lost-in-the-middle through that shape."""
+
+from __future__ import annotations
+
+import json
+import os
+
+import pytest
+
+from needle_action.recall.needles import VALUE_RE
+from tests.fakes.anthropic_server import FakeAnthropic
+from tests.fakes.simulated_model import SimulatedModel, flat, u_shape
+from tests.integration.recall_helpers import run, write_project
+
+TOOLS = [
+    {
+        "name": "search_notes",
+        "description": "Search the depot's notes and return the matching passages.",
+        "input_schema": {
+            "type": "object",
+            "properties": {"query": {"type": "string", "description": "what to look for"}},
+            "required": ["query"],
+        },
+    }
+]
+SEEDS = int(os.environ.get("NEEDLE_TOOL_RESULT_SEEDS", "20"))
+
+
+def agent_project(tmp_path, **kw):
+    config = write_project(tmp_path, **kw)
+    (tmp_path / "tools.json").write_text(json.dumps(TOOLS))
+    text = config.read_text().replace(
+        'context_var = "notes"', 'context_var = "notes"\ntools = "tools.json"\ncontext_as = "tool_result"'
+    )
+    config.write_text(text)
+    return config
+
+
+@pytest.fixture
+def fake(monkeypatch):
+    with FakeAnthropic() as server:
+        monkeypatch.setenv("ANTHROPIC_BASE_URL", server.base_url)
+        monkeypatch.setenv("ANTHROPIC_API_KEY", server.api_key)
+        yield server
+
+
+def _tool_result(body: dict) -> str:
+    """The text of the request's tool_result block (its content split for caching reads joined)."""
+    for m in body["messages"]:
+        for b in m["content"] if isinstance(m["content"], list) else []:
+            if b.get("type") == "tool_result":
+                c = b["content"]
+                return c if isinstance(c, str) else "".join(x["text"] for x in c)
+    raise AssertionError("no tool_result block in the request")
+
+
+def test_every_trial_sends_the_tools_and_the_needle_in_a_tool_result(tmp_path, fake):
+    fake.responder = SimulatedModel(flat(1.0), seed=3)
+    depths = (0.0, 0.5, 1.0)
+    config = agent_project(
+        tmp_path, sizes=(1000, 2000), depths=depths, trials=3, recall_extra="early_stop = false"
+    )
+    results = run(config)
+    sent = [r["json"] for r in fake.requests if r["path"] == "/v1/messages"]
+    recall = results.prompt("qa").recall
+    assert sent and recall.calls == len(sent) == 2 * 3 * 3
+    seen_depths = []
+    for body in sent:
+        assert [t["name"] for t in body["tools"]] == ["search_notes"]
+        assert body["tools"][0]["input_schema"] == TOOLS[0]["input_schema"]
+        uses = [b for m in body["messages"] if isinstance(m["content"], list) for b in m["content"]]
+        assert any(b["type"] == "tool_use" and b["name"] == "search_notes" for b in uses)
+        result = _tool_result(body)
+        value = VALUE_RE.search(result)
+        assert value is not None, "the needle is inside the tool_result"
+        seen_depths.append(value.start() / len(result))
+    # each planned depth has its trials, the needle where it was planned (to the filler's grain:
+    # the needle goes between passages)
+    for d in depths:
+        assert sum(abs(x - d) < 0.15 for x in seen_depths) == 2 * 3, " ".join(
+            f"{x:.3f}" for x in sorted(seen_depths)
+        )
+    assert recall.diagnosis.kind == "all-pass"
+    # the needle's offset counts everything before it, the tool schemas included
+    shallow = min(c.token_offset for c in recall.cells if c.depth == 0.0)
+    assert shallow > len(json.dumps(TOOLS)) // 8
+
+
+@pytest.mark.slow  # SEEDS engine runs
+def test_a_u_shaped_model_is_diagnosed_lost_in_the_middle_through_tool_results(tmp_path, fake):
+    fake.responder = SimulatedModel(u_shape(edge=0.97, middle=0.1, margin=0.1), seed=10_000)
+    config = agent_project(
+        tmp_path, sizes=(800, 1600), depths=(0.0, 0.25, 0.5, 1.0), seeds=list(range(SEEDS))
+    )
+    results = run(config, only=[f"qa{s}" for s in range(SEEDS)])
+    kinds = [results.prompt(f"qa{s}").recall.diagnosis.kind for s in range(SEEDS)]
+    rate = kinds.count("lost-in-the-middle") / SEEDS
+    print(f"\nU-shape via tool_result -> lost-in-the-middle in {rate:.0%} of {SEEDS} seeds: {kinds}")
+    assert rate >= 0.9
+    assert all(_tool_result(r["json"]) for r in fake.requests if r["path"] == "/v1/messages")
