@@ -27,7 +27,8 @@ from needle_action.assemble.prompt import SYSTEM_PART, ContextSlot, Message, Ren
 from needle_action.errors import ConfigError
 
 CONTEXT_TOOL_ID = "toolu_needle_context"
-MAX_ITEMS = 5000  # items looked for: far more than any real context, bounded all the same
+MAX_ITEMS = 5000  # items made into documents: far more than any real context, bounded all the same
+PROBES = 16  # items looked for at each end of the context
 _BODY_KEYS = ("text", "content", "body", "page_content", "chunk", "message", "snippet")
 _TITLE_KEYS = ("title", "name", "heading", "subject", "source", "filename", "file", "url", "id")
 
@@ -74,17 +75,25 @@ def _anchors(text: str) -> tuple[str, str] | None:
 
 
 def _span_in(text: str, anchors: list[tuple[str, str]]) -> tuple[int, int, int] | None:
-    """(start, end, items found) of the anchored items in TEXT, in order."""
-    pos, start, end, found = 0, -1, -1, 0
-    for first, last in anchors:
-        s = text.find(first, pos)
-        if s < 0:
-            continue
-        e = text.find(last, s)
-        e = s + len(first) if e < 0 else e + len(last)
-        start = s if start < 0 else start
-        end, pos, found = e, e, found + 1
-    return (start, end, found) if found else None
+    """(start, end, score) of the items in TEXT: from the first of the first items found to the end
+    of the last of the last items found. Only :data:`PROBES` items are looked for at each end, so
+    a context of thousands of items (recall's filler) costs a few scans of the text, not one each."""
+    start, end, found = -1, -1, 0
+    for first, _ in anchors[:PROBES]:
+        s = text.find(first)
+        if s >= 0:
+            start, found = s, found + 1
+            break
+    if start < 0:
+        return None
+    for _, last in reversed(anchors[-PROBES:]):
+        e = text.rfind(last)
+        if e >= start:
+            end, found = e + len(last), found + 1
+            break
+    if end < 0:
+        end = start + len(anchors[0][0])
+    return start, end, found
 
 
 def _parts(p: RenderedPrompt) -> Iterator[tuple[int, int | None, str]]:

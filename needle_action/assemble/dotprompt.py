@@ -19,6 +19,7 @@ first, then from the config root, and confined to the root like Jinja includes.
 
 from __future__ import annotations
 
+import json
 import re
 import threading
 from collections import OrderedDict
@@ -315,6 +316,7 @@ class _Source:
     role: str
     text: str = ""
     history: bool = False
+    blocks: tuple[dict, ...] | None = None  # a history turn with tool requests/responses or media
 
 
 def _role_line(tags: list[Tag], role: str) -> int | None:
@@ -333,17 +335,51 @@ def _history_messages(value: Any, file: str) -> list[_Source]:
     if not isinstance(value, list):
         raise ConfigError("`messages` (the history {{history}} inserts) must be a list", file=file, hint=hint)
     out = []
+    calls: dict[str, str] = {}  # tool name -> id of its last request, for responses without a ref
     for i, m in enumerate(value):
         role = m.get("role") if isinstance(m, dict) else None
         content = m.get("content") if isinstance(m, dict) else None
+        blocks = _part_blocks(content, calls) if isinstance(content, list) else None
         if isinstance(content, list):  # Dotprompt's parts: [{text: ...}]
             content = "".join(str(p.get("text", "")) for p in content if isinstance(p, dict))
-        if role not in ("user", "model", "assistant") or not isinstance(content, str):
+        if role not in ("user", "model", "assistant", "tool") or not isinstance(content, str):
             raise ConfigError(
-                f"messages[{i}] needs a role (user or model) and a text content", file=file, hint=hint
+                f"messages[{i}] needs a role (user, model or tool) and a content", file=file, hint=hint
             )
-        out.append(_Source("model" if role == "assistant" else role, content, history=True))
+        kind = {"assistant": "model", "tool": "user"}.get(str(role), str(role))  # a tool turn is a user turn
+        out.append(_Source(kind, content, history=True, blocks=blocks))
     return out
+
+
+def _part_blocks(parts: list, calls: dict[str, str]) -> tuple[dict, ...] | None:
+    """Dotprompt parts as content blocks, when there is more than text: ``toolRequest`` ->
+    ``tool_use``, ``toolResponse`` -> ``tool_result``, ``media`` -> an image (None: text only)."""
+    if not any(
+        isinstance(p, dict) and ("toolRequest" in p or "toolResponse" in p or "media" in p) for p in parts
+    ):
+        return None
+    out: list[dict] = []
+    for p in parts:
+        if not isinstance(p, dict):
+            continue
+        if isinstance(p.get("toolRequest"), dict):
+            req = p["toolRequest"]
+            ref = str(req.get("ref") or f"toolu_needle_h{len(calls) + 1:02d}")
+            calls[str(req.get("name"))] = ref
+            out.append(
+                {"type": "tool_use", "id": ref, "name": str(req.get("name")), "input": req.get("input") or {}}
+            )
+        elif isinstance(p.get("toolResponse"), dict):
+            res = p["toolResponse"]
+            ref = str(res.get("ref") or calls.get(str(res.get("name")), ""))
+            output = res.get("output")
+            text = output if isinstance(output, str) else json.dumps(output, ensure_ascii=False, default=str)
+            out.append({"type": "tool_result", "tool_use_id": ref, "content": text})
+        elif isinstance(p.get("media"), dict) and p["media"].get("url"):
+            out.append({"type": "image", "source": {"type": "url", "url": str(p["media"]["url"])}})
+        elif isinstance(p.get("text"), str) and p["text"]:
+            out.append({"type": "text", "text": p["text"]})
+    return tuple(out)
 
 
 def _sources(raw: str, history: list[_Source], tags: list[Tag], file: str) -> list[_Source]:
@@ -386,7 +422,8 @@ def _to_prompt(sources: list[_Source], tags: list[Tag], file: str) -> tuple[str 
     for i, s in enumerate(sources):
         text = s.text if s.history else trim_blank_lines(s.text)
         if s.role != "system":
-            messages.append(Message(role=ROLES[s.role], content=text))  # type: ignore[arg-type]
+            content = s.blocks if s.blocks is not None else text
+            messages.append(Message(role=ROLES[s.role], content=content))  # type: ignore[arg-type]
             continue
         if system is not None or i != 0:
             raise TemplateError(

@@ -7,12 +7,14 @@ config root like every other file.
 
 from __future__ import annotations
 
+import base64
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 from needle_action.assemble.fixtures import load_fixture
+from needle_action.assemble.prompt import Message
 from needle_action.dataformats import DataError, parse_yaml
 from needle_action.errors import TemplateError
 from needle_action.paths import confine
@@ -104,4 +106,72 @@ def _input_defaults(inputs: object) -> dict:
     return out
 
 
-__all__ = ["Prompty", "split_prompty", "prompty_defaults"]
+# --------------------------------------------------------------------------- images
+
+# Prompty's parser turns markdown images in a message into image parts (parse_content in its
+# parsers.py): ![alt](url), with http(s) and data: URLs passed through and local .png/.jpg/.jpeg
+# files read (here: relative to the .prompty file, confined to the root) and sent as base64.
+_IMAGE = re.compile(r"!\[[^\]]*\]\((?P<src>[^\s\")]*)[^)]*\)")
+_IMAGE_TYPES = {".png": "image/png", ".jpg": "image/jpeg", ".jpeg": "image/jpeg"}
+MAX_IMAGE_BYTES = 20_000_000
+
+
+def with_images(
+    messages: tuple[Message, ...],
+    prompty_path: Path,
+    root: Path,
+    file: str,
+    *,
+    allow_hidden: Sequence[str] = (),
+) -> tuple[Message, ...]:
+    """MESSAGES with the markdown images of user turns as image blocks, as Prompty sends them."""
+    return tuple(
+        Message("user", _image_blocks(m.content, prompty_path, root, file, allow_hidden))
+        if m.role == "user" and isinstance(m.content, str) and "![" in m.content
+        else m
+        for m in messages
+    )
+
+
+def _image_blocks(
+    text: str, prompty_path: Path, root: Path, file: str, allow_hidden: Sequence[str]
+) -> str | tuple[dict, ...]:
+    blocks: list[dict] = []
+    pos = 0
+    for m in _IMAGE.finditer(text):
+        if text[pos : m.start()].strip():
+            blocks.append({"type": "text", "text": text[pos : m.start()].strip()})
+        blocks.append(_image(m.group("src"), prompty_path, root, file, allow_hidden))
+        pos = m.end()
+    if not blocks:
+        return text
+    if text[pos:].strip():
+        blocks.append({"type": "text", "text": text[pos:].strip()})
+    return tuple(blocks)
+
+
+def _image(src: str, prompty_path: Path, root: Path, file: str, allow_hidden: Sequence[str]) -> dict:
+    if src.startswith("http"):
+        return {"type": "image", "source": {"type": "url", "url": src}}
+    if src.startswith("data:") and ";base64," in src:
+        head, encoded = src[5:].split(";base64,", 1)
+        return {"type": "image", "source": {"type": "base64", "media_type": head, "data": encoded}}
+    path = confine(root, prompty_path.parent / src, what="image", file=file, allow_hidden=allow_hidden)
+    media = _IMAGE_TYPES.get(path.suffix.lower())
+    if media is None or not path.is_file():
+        raise TemplateError(
+            f"image {src!r}: " + ("not found" if media else "only .png, .jpg and .jpeg images are supported"),
+            file=file,
+            hint="Prompty reads ![alt](file) images next to the .prompty file, or takes http(s) and data: URLs",
+        )
+    with open(path, "rb") as f:
+        data = f.read(MAX_IMAGE_BYTES + 1)
+    if len(data) > MAX_IMAGE_BYTES:
+        raise TemplateError(f"image {src!r} is larger than {MAX_IMAGE_BYTES:,} bytes", file=file)
+    return {
+        "type": "image",
+        "source": {"type": "base64", "media_type": media, "data": base64.b64encode(data).decode()},
+    }
+
+
+__all__ = ["Prompty", "split_prompty", "prompty_defaults", "with_images"]

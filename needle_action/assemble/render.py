@@ -24,7 +24,7 @@ from needle_action.assemble.declared import Declared, from_prompty
 from needle_action.assemble.fixtures import load_fixture
 from needle_action.assemble.limits import SIZE_HINT, RenderLimit
 from needle_action.assemble.prompt import RenderedPrompt
-from needle_action.assemble.prompty import prompty_defaults, split_prompty
+from needle_action.assemble.prompty import prompty_defaults, split_prompty, with_images
 from needle_action.assemble.request import complete
 from needle_action.assemble.roles import split_sections, to_prompt
 from needle_action.assemble.sandbox import (
@@ -92,6 +92,8 @@ def render_case(
             system, messages = to_prompt(sections, source_text, template_file)
         except RequestShapeError as exc:  # content blocks the fixture holds
             raise _block_error(exc, root, fixture_rel, template_file) from None
+        if kind == ".prompty":
+            messages = with_images(messages, template_path, root, template_file, allow_hidden=allow)
         meta = {"front_matter": {k: v for k, v in front.items() if k in _FRONT_MATTER_META}} if front else {}
         rendered = RenderedPrompt(
             system=system, messages=messages, source=name, fixture=fixture_rel, meta=meta

@@ -12,15 +12,15 @@ reads it. See docs/templates.md for the convention.
 
 from __future__ import annotations
 
-import json
 import re
 from bisect import bisect_left
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
-from needle_action.assemble.blocks import check_block, text_block
+from needle_action.assemble.blocks import RequestShapeError, check_block, text_block
 from needle_action.assemble.prompt import Message
 from needle_action.assemble.sandbox import BLOCKS_CLOSE, BLOCKS_OPEN, CLOSE, OPEN, strip_sentinels
+from needle_action.dataformats import DataError, parse_json
 from needle_action.errors import TemplateError
 
 _PAD = f"[ \\t\\r{OPEN}{CLOSE}]*"
@@ -192,7 +192,13 @@ def content_of(text: str) -> str | tuple[dict, ...]:
             blocks.append(text_block(piece))
         if m is None:
             break
-        for b in json.loads(m.group(1)):
+        try:
+            printed = parse_json(m.group(1))
+        except DataError as exc:
+            raise RequestShapeError(
+                f"content[{len(blocks)}]", f"content blocks that cannot be read: {exc}"
+            ) from None
+        for b in printed:
             blocks.append(check_block(b, f"content[{len(blocks)}]"))
         pos = m.end()
     return tuple(blocks)
@@ -277,8 +283,8 @@ class _Turns:
 
     def _tool_use(self, part: Section) -> None:
         try:
-            data = json.loads(part.content) if part.content.strip() else {}
-        except ValueError as exc:
+            data = parse_json(part.content) if part.content.strip() else {}
+        except DataError as exc:
             data = exc
         if not isinstance(data, dict):
             raise TemplateError(

@@ -27,6 +27,7 @@ from needle_action.assemble.blocks import (
     text_block,
 )
 from needle_action.assemble.tools import to_anthropic_tools, to_openai_tools
+from needle_action.dataformats import DataError, parse_json
 
 if TYPE_CHECKING:
     from needle_action.assemble.prompt import Message, RenderedPrompt
@@ -395,8 +396,8 @@ def _tool_use(call: Any, path: str) -> dict:
     if not isinstance(fn, dict) or not isinstance(fn.get("name"), str) or not isinstance(call.get("id"), str):
         raise RequestShapeError(path, "a tool call needs an `id` and a `function` with a `name`")
     try:
-        args = json.loads(fn.get("arguments") or "{}")
-    except (TypeError, ValueError):
+        args = parse_json(fn.get("arguments") or "{}")
+    except (TypeError, DataError):
         raise RequestShapeError(
             f"{path}.function.arguments", "arguments must be a JSON object string"
         ) from None

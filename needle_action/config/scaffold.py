@@ -320,47 +320,50 @@ def render_starter(found: list[FoundTemplate], partials: list[str]) -> str:
         out += ["", "# Partials (included by other templates, so not prompts of their own):"]
         out += [f"#   {p}" for p in partials]
     for f in found:
-        out += ["", f"[prompts.{f.name}]", f"template = {_s(f.rel)}"]
-        if f.problem:
-            out.append(f"# NOTE: {f.problem}".replace("\n", " "))
-        if f.variables:
-            out.append(f"# variables the template reads: {', '.join(f.variables)}")
-        if f.tools:
-            out.append(
-                f"tools = {_s(f.tools)}   # the tool schemas sent with the prompt (counted, and sent in recall)"
-            )
-        elif f.tools_declared:
-            out.append(f"# tools: {f.tools_declared}, from the template's model.parameters.tools")
-        if f.fixtures:
-            out.append(
-                "fixtures = [" + ", ".join(_s(x) for x in f.fixtures) + "]   # each fixture is one case"
-            )
-        else:
-            out.append(
-                '# fixtures = ["fixtures/'
-                + f.name
-                + '.yaml"]   # YAML/JSON/TOML files with the variables above'
-            )
-        out.append(
-            f"context_var = {_s(f.context_var)}   # the haystack slot recall fills"
-            if f.context_var
-            else '# context_var = "documents"   # the variable holding retrieved text / history'
-        )
-        out.append(
-            f"question_var = {_s(f.question_var)}   # the slot recall puts its question in"
-            if f.question_var
-            else '# question_var = "question"   # the variable holding the user\'s question'
-        )
-        budget = _suggest_budget(f.rough_chars, d.reserve_output_tokens)
-        if budget:
-            out.append(
-                f"# max_input_tokens = {budget}   # suggestion: ~1.5x this prompt's current size plus the reserve"
-            )
-        else:
-            out.append("# max_input_tokens = 8000")
-        out.append('# max_growth = "10%"')
-        out += _recall_table(f)
+        out += _prompt_lines(f, d)
     return "\n".join(out) + "\n"
+
+
+def _prompt_lines(f: FoundTemplate, d: PromptSettings) -> list[str]:
+    """The [prompts.NAME] table of one template found (and its recall table)."""
+    out: list[str] = []
+    out += ["", f"[prompts.{f.name}]", f"template = {_s(f.rel)}"]
+    if f.problem:
+        out.append(f"# NOTE: {f.problem}".replace("\n", " "))
+    if f.variables:
+        out.append(f"# variables the template reads: {', '.join(f.variables)}")
+    if f.tools:
+        out.append(
+            f"tools = {_s(f.tools)}   # the tool schemas sent with the prompt (counted, and sent in recall)"
+        )
+    elif f.tools_declared:
+        out.append(f"# tools: {f.tools_declared}, from the template's model.parameters.tools")
+    if f.fixtures:
+        out.append("fixtures = [" + ", ".join(_s(x) for x in f.fixtures) + "]   # each fixture is one case")
+    else:
+        out.append(
+            '# fixtures = ["fixtures/' + f.name + '.yaml"]   # YAML/JSON/TOML files with the variables above'
+        )
+    out.append(
+        f"context_var = {_s(f.context_var)}   # the haystack slot recall fills"
+        if f.context_var
+        else '# context_var = "documents"   # the variable holding retrieved text / history'
+    )
+    out.append(
+        f"question_var = {_s(f.question_var)}   # the slot recall puts its question in"
+        if f.question_var
+        else '# question_var = "question"   # the variable holding the user\'s question'
+    )
+    budget = _suggest_budget(f.rough_chars, d.reserve_output_tokens)
+    if budget:
+        out.append(
+            f"# max_input_tokens = {budget}   # suggestion: ~1.5x this prompt's current size plus the reserve"
+        )
+    else:
+        out.append("# max_input_tokens = 8000")
+    out.append('# max_growth = "10%"')
+    out += _recall_table(f)
+    return out
 
 
 def _recall_table(f: FoundTemplate) -> list[str]:
@@ -387,6 +390,17 @@ def _gold_fixture(fixtures: list[str], config_dir: Path) -> str | None:
         except NeedleError:  # a broken fixture is reported when the file is used, not here
             continue
     return None
+
+
+def _found(template: Path, rel: str, name: str, config_dir: Path, fixture_files: list[Path]) -> FoundTemplate:
+    """One template inspected: its fixtures and tools, variables, gold fixture, rough size."""
+    f = FoundTemplate(path=template, rel=rel, name=name)
+    f.fixtures = _fixture_candidates(template.absolute(), config_dir, [p.absolute() for p in fixture_files])
+    _split_tools(f, config_dir)
+    f.gold_fixture = _gold_fixture(f.fixtures, config_dir)
+    _inspect(f, config_dir)
+    _estimate(f, config_dir)
+    return f
 
 
 def write_starter(root: str | os.PathLike, config_path: str | os.PathLike, force: bool = False) -> Path:
@@ -435,13 +449,7 @@ def write_starter(root: str | os.PathLike, config_path: str | os.PathLike, force
         if t.resolve() in partial_set:
             partials.append(rel)
             continue
-        f = FoundTemplate(path=t, rel=rel, name=_prompt_name(t, taken))
-        f.fixtures = _fixture_candidates(t.absolute(), config_dir, [p.absolute() for p in fixture_files])
-        _split_tools(f, config_dir)
-        f.gold_fixture = _gold_fixture(f.fixtures, config_dir)
-        _inspect(f, config_dir)
-        _estimate(f, config_dir)
-        found.append(f)
+        found.append(_found(t, rel, _prompt_name(t, taken), config_dir, fixture_files))
     if not found:
         raise ConfigError(
             "every template found is included by another one; no standalone prompt to configure",

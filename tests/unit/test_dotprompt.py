@@ -423,3 +423,28 @@ def test_init_finds_prompt_files_and_skips_partials(tmp_path):
     assert "agency, notes, question, traveler" in block  # schema + tags, not the items' fields
     assert load_config(config).prompts["trip_planner"].template.endswith(".prompt")
     assert project.path("prompts/trip_planner.prompt").is_file()
+
+
+def test_history_tool_requests_and_responses_become_tool_turns(tmp_path):
+    history = [
+        {"role": "user", "content": "Weather in Oslo?"},
+        {
+            "role": "model",
+            "content": [{"toolRequest": {"name": "weather", "ref": "c1", "input": {"city": "Oslo"}}}],
+        },
+        {
+            "role": "tool",
+            "content": [{"toolResponse": {"name": "weather", "ref": "c1", "output": {"temp": 3}}}],
+        },
+    ]
+    r = render(
+        tmp_path,
+        '{{role "system"}}\nBe brief.\n{{history}}\n{{role "user"}}\n{{q}}\n',
+        {"q": "So?", "messages": history},
+    )
+    assert [m.role for m in r.messages] == ["user", "assistant", "user", "user"]
+    assert r.messages[1].content == (
+        {"type": "tool_use", "id": "c1", "name": "weather", "input": {"city": "Oslo"}},
+    )
+    assert r.messages[2].content == ({"type": "tool_result", "tool_use_id": "c1", "content": '{"temp": 3}'},)
+    assert r.validate() is r

@@ -260,3 +260,19 @@ def test_validate_rejects_a_result_without_its_call():
     with pytest.raises(RequestShapeError, match="no tool_use"):
         p.validate()
     assert agent_prompt().validate() is not None
+
+
+def test_locate_spans_first_to_last_item_and_stays_cheap_on_big_contexts():
+    from needle_action.assemble.context import locate
+
+    items = [{"title": f"t{i}", "text": f"Fact number {i} is here."} for i in range(3000)]
+    body = "Docs:\n" + "\n".join(f"<{d['title']}>{d['text']}</{d['title']}>" for d in items) + "\nQ?"
+    p = locate(RenderedPrompt(system="S", messages=(Message("user", body),)), items)
+    assert p.context_slot == ContextSlot(0, None)
+    start, end = p.context_span
+    assert body[start:end].startswith("Fact number 0 ") and body[start:end].endswith(
+        "Fact number 2999 is here."
+    )
+    assert p.meta["context_items"] == 3000
+    titles_only = RenderedPrompt(system=None, messages=(Message("user", "t1 t2"),))
+    assert locate(titles_only, items).context_slot is None
