@@ -48,6 +48,17 @@ class TokenDelta(CompareModel):
     budget_source: str | None = Field(
         default=None, description='max_input_tokens = "auto": where it came from'
     )
+    base_sections: dict[str, int] | None = Field(
+        default=None, description="base tokens per section (system, tools, messages, context, params)"
+    )
+    head_sections: dict[str, int] | None = Field(default=None, description="head tokens per section")
+
+    def section_deltas(self) -> dict[str, int]:
+        """Head - base tokens per section, for the sections either side counted (empty without both)."""
+        if self.base_sections is None or self.head_sections is None:
+            return {}
+        names = list(dict.fromkeys([*self.head_sections, *self.base_sections]))
+        return {n: self.head_sections.get(n, 0) - self.base_sections.get(n, 0) for n in names}
 
 
 class CellDelta(CompareModel):
@@ -111,6 +122,25 @@ class AnswerSample(CompareModel):
     depth: float
     expected: str
     answer: str
+
+
+class MissSample(CompareModel):
+    """One wrong answer of the head in a failing group (raw text; the renderer caps and sanitises it),
+    with one right answer of the base at the same cell when the base has one."""
+
+    size: int
+    depth: float
+    expected: str
+    answer: str
+    base_hit: str | None = Field(default=None, description="a base answer that hit at the same cell")
+
+
+class GroupMisses(CompareModel):
+    """Up to three sampled misses of a group that regressed or is below the threshold."""
+
+    style: str = ""
+    label: str = Field(description='the group, e.g. "middle depths (25%-75%)", or "below the threshold"')
+    misses: list[MissSample] = Field(default_factory=list)
 
 
 class StyleLine(CompareModel):
@@ -182,6 +212,9 @@ class RecallComparison(CompareModel):
         default=True, description="false when base used another model, scoring or look-alikes"
     )
     samples: list[AnswerSample] = Field(default_factory=list)
+    misses: list[GroupMisses] = Field(
+        default_factory=list, description="sampled head misses of each group that regressed or is below"
+    )
     notes: list[str] = Field(
         default_factory=list, description="what the reader must know about this comparison"
     )
@@ -198,6 +231,31 @@ class RecallComparison(CompareModel):
         )
 
 
+class DiffHunk(CompareModel):
+    """One hunk of a unified diff of the assembled view; ``lines`` start with ' ', '-' or '+'."""
+
+    section: str = Field(
+        description="the view section the hunk's first change is in: system, tools, user ..."
+    )
+    base_start: int
+    base_lines: int
+    head_start: int
+    head_lines: int
+    lines: list[str] = Field(default_factory=list)
+
+
+class CaseDiff(CompareModel):
+    """The assembled request of one prompt x fixture, base vs head (context slot collapsed)."""
+
+    fixture: str | None
+    sections: list[str] = Field(default_factory=list, description="sections with a change, in view order")
+    added: int = 0
+    removed: int = 0
+    hunks: list[DiffHunk] = Field(default_factory=list)
+    partial: bool = Field(default=False, description="a side's stored view was cut to fit (see results)")
+    note: str | None = Field(default=None, description="why there is no line diff, when there is none")
+
+
 class PromptComparison(CompareModel):
     name: str
     status: PromptStatus
@@ -209,6 +267,7 @@ class PromptComparison(CompareModel):
     tokens: list[TokenDelta] = Field(default_factory=list)
     recall: RecallComparison | None = None
     error: str | None = None
+    diffs: list[CaseDiff] = Field(default_factory=list, description="assembled requests that changed")
 
 
 class Failure(CompareModel):
@@ -265,6 +324,9 @@ class PromptTrend(CompareModel):
 class Comparison(CompareModel):
     verdict: Verdict
     headline: str
+    token_change: str | None = Field(
+        default=None, description='tokens changed and where: "+412 tokens, 380 of them in tools"'
+    )
     has_base: bool
     base_commit: str | None = None
     head_commit: str | None = None

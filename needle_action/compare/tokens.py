@@ -24,6 +24,17 @@ def _tier(t: TokenDelta) -> Tier:
     return "green"
 
 
+def _sections(case: BudgetCase) -> dict[str, int] | None:
+    """Tokens per section of the request (``BudgetCase.sections``), when the measuring side split them."""
+    sections: object = getattr(case, "sections", None)  # written by needle versions that count them
+    dump = getattr(sections, "model_dump", None)
+    if callable(dump):
+        sections = dump()
+    if not isinstance(sections, dict):
+        return None
+    return {str(k): int(v) for k, v in sections.items() if isinstance(v, int | float)}
+
+
 def token_delta(head: BudgetCase | None, base: BudgetCase | None) -> TokenDelta:
     if head is None:
         assert base is not None
@@ -33,6 +44,7 @@ def token_delta(head: BudgetCase | None, base: BudgetCase | None) -> TokenDelta:
             head_tokens=None,
             counter=base.count.counter,
             exact=base.count.exact,
+            base_sections=_sections(base),
         )
     j = judge(
         head.count.tokens,
@@ -57,6 +69,8 @@ def token_delta(head: BudgetCase | None, base: BudgetCase | None) -> TokenDelta:
         budget_ok=not j.over_budget,
         growth_ok=not j.over_growth,
         budget_source=head.budget_source,
+        base_sections=_sections(base) if base else None,
+        head_sections=_sections(head),
     )
     t.reasons = [r for r in (budget_reason(t), growth_reason(t)) if r]
     t.tier = _tier(t)

@@ -22,6 +22,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from needle_action.compare.diff import case_diff, token_change
+from needle_action.compare.misses import group_misses
 from needle_action.compare.models import (
     Comparison,
     Failure,
@@ -89,10 +91,15 @@ def _compare_prompt(
         bc = base_cases.get(hc.fixture)
         seen.add(hc.fixture)
         pc.tokens.append(token_delta(hc, bc))
+        changed = case_diff(hc, bc)
+        if changed is not None:
+            pc.diffs.append(changed)
     for fx, bc in base_cases.items():
         if fx not in seen:
             pc.tokens.append(token_delta(None, bc))
     pc.recall = compare_recall(head, base)
+    if pc.recall is not None and head.recall is not None:
+        pc.recall.misses = group_misses(pc.recall, head.recall, base.recall if base else None)
     return pc
 
 
@@ -260,6 +267,7 @@ def compare(base: Results | None, head: Results, *, provider_outage: bool | None
             "The model provider was unavailable: recall could not be measured for some prompts."
         )
     comp.verdict, comp.headline = _headline(comp)
+    comp.token_change = token_change(prompts) if base is not None else None
     return comp
 
 

@@ -22,9 +22,11 @@ from markupsafe import Markup
 
 from needle_action import __version__
 from needle_action.compare import Comparison, PromptComparison, RecallComparison
+from needle_action.compare.diff import section_label
 from needle_action.recall.stats import wilson_interval
 from needle_action.report import charts, sanitize
-from needle_action.report.render import DIAGNOSIS_LABEL, STATUS_LABEL, VERDICT_LABEL
+from needle_action.report.diff import side_by_side
+from needle_action.report.render import DIAGNOSIS_LABEL, SECTIONS, STATUS_LABEL, VERDICT_LABEL, section_rows
 
 TEMPLATES = Path(__file__).parent / "templates"
 CELL_W, CELL_H = 72, 40
@@ -157,6 +159,8 @@ def _environment() -> jinja2.Environment:
         diagnosis=lambda k: DIAGNOSIS_LABEL.get(k, k),
         verdict=lambda v: str(VERDICT_LABEL.get(v, v)).strip("*"),
         short=lambda sha: (sha or "")[:7] or "–",
+        section=section_label,
+        clip=lambda v: v if len(v) <= 200 else v[:199] + "…",
     )
     env.globals.update(
         heatmaps=heatmaps,
@@ -167,6 +171,9 @@ def _environment() -> jinja2.Environment:
         LEFT=LEFT,
         TOP=TOP,
         version=__version__,
+        side_by_side=side_by_side,
+        section_rows=section_rows,
+        section_names=[section_label(n) for n in SECTIONS],
     )
     return env
 

@@ -13,9 +13,11 @@ from pathlib import Path
 
 import jinja2
 
-from needle_action.compare import CellDelta, Comparison, RecallComparison, TokenDelta
+from needle_action.compare import CellDelta, Comparison, PromptComparison, RecallComparison, TokenDelta
+from needle_action.compare.diff import section_label
 from needle_action.recall import reorder
 from needle_action.report import charts, sanitize
+from needle_action.report import diff as diff_md
 from needle_action.results import has_look_alikes
 
 MARKER = "<!-- needle-action:comment -->"
@@ -179,6 +181,67 @@ def _style_caption(rc: RecallComparison, style: str) -> Trusted:
     return Trusted(" · ".join(parts))
 
 
+# characters of assembled-request diffs per detail level (the comment's other parts come first)
+DIFF_CHARS = {"full": 24_000, "no-answers": 16_000, "no-cells": 10_000, "changed-only": 6_000, "minimal": 0}
+SECTIONS = ("system", "tools", "messages", "context", "params")
+
+
+def _diffs(c: Comparison, level: str) -> Trusted:
+    """The assembled-request diffs within the level's share of the comment ("summary": all of it)."""
+    if level == "summary":
+        return Trusted(
+            diff_md.diffs_markdown(c, total=diff_md.SUMMARY_CHARS, per_case=diff_md.SUMMARY_CASE_CHARS)
+        )
+    total = DIFF_CHARS.get(level, 0)
+    if total:
+        return Trusted(diff_md.diffs_markdown(c, total=total, per_case=min(diff_md.CASE_CHARS, total)))
+    n = sum(len(p.diffs) for p in c.prompts)
+    if not n:
+        return Trusted("")
+    return Trusted(f"*{n:,} assembled request(s) changed: the diffs are in {diff_md.WHERE_FULL}.*\n")
+
+
+def _section_delta(n: int | None) -> Trusted:
+    return Trusted("–" if n is None else ("±0" if n == 0 else f"{n:+,}"))
+
+
+def _midline(value: object) -> Trusted:
+    """Sanitised text printed inside a line (a headline's tail): a leading sign needs no escape there."""
+    text = sanitize.inline(value, 200)
+    return Trusted(text[1:] if text[:2] in ("\\+", "\\-") else text)
+
+
+def section_rows(c: Comparison) -> list[tuple[PromptComparison, TokenDelta, list[Trusted]]]:
+    """(prompt, case, signed delta per section) for the changed cases whose sections were counted."""
+    rows = []
+    for p in c.prompts:
+        for t in p.tokens:
+            deltas = t.section_deltas()
+            if deltas and t.delta:
+                rows.append((p, t, [_section_delta(deltas.get(n)) for n in SECTIONS]))
+    return rows
+
+
+def _misses(rc: RecallComparison) -> Trusted:
+    """Each failing group's sampled misses: depth, expected answer, the reply, a base hit beside."""
+    lines = []
+    for g in rc.misses:
+        style = f"{sanitize.code(g.style, 40)}, " if g.style else ""
+        lines.append(f"**How it missed** ({style}{sanitize.inline(g.label, 80)}):\n")
+        for m in g.misses:
+            base = (
+                f" · base at this cell answered {sanitize.code_span(m.base_hit)}"
+                if m.base_hit is not None
+                else ""
+            )
+            lines.append(
+                f"- depth {m.depth:g} of {m.size:,} tokens: expected {sanitize.code_span(m.expected)}, "
+                f"answered {sanitize.code_span(m.answer)}{base}"
+            )
+        lines.append("")
+    return Trusted("\n".join(lines))
+
+
 def _money(x: float | None) -> Trusted:
     return Trusted("$0" if not x else f"${x:,.4f}")
 
@@ -220,6 +283,11 @@ def _environment() -> jinja2.Environment:
         style_caption=_style_caption,
         MARKER=Trusted(MARKER),
         STATUS_LABEL=STATUS_LABEL,
+        diffs=_diffs,
+        midline=_midline,
+        section_rows=section_rows,
+        section_names=[Trusted(section_label(n)) for n in SECTIONS],
+        misses=_misses,
     )
     # the Mermaid chart of a changed prompt's recall by depth (report/charts.py: names made safe there)
     env.globals["depth_chart"] = lambda p: Trusted(charts.comment_chart(p))

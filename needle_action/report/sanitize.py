@@ -87,6 +87,28 @@ def code(value: object, limit: int = 120) -> str:
     return f"`{text}`"
 
 
+def code_span(value: object, limit: int = 200) -> str:
+    """VALUE as one inline code span whatever it holds (a model's answer): controls removed, line
+    breaks shown as ``⏎``, cut to LIMIT characters, a backtick fence longer than any run inside,
+    ``@`` and ``#`` broken with a zero-width joiner. Inside a code span Markdown and HTML are not
+    interpreted; not for table cells (a ``|`` there still splits the cell): use it in list items.
+    """
+    if value is None:
+        return ""
+    text = _NEWLINES.sub(" ⏎ ", _strip_controls(str(value))).replace("\t", " ")
+    if limit and len(text) > limit:
+        text = text[: max(0, limit - 1)] + ELLIPSIS
+    if not text.strip():
+        return "(empty)" if not text else "(blank)"
+    text = _MENTION.sub(lambda m: m.group(1) + ZWJ, text)
+    text = _REFERENCE.sub(lambda m: m.group(1) + ZWJ, text)
+    text = _URL_SCHEME.sub(lambda m: m.group(1) + ZWJ + m.group(2), text)
+    run = max((len(m) for m in re.findall(r"`+", text)), default=0)
+    fence = "`" * (run + 1)
+    pad = " " if text.startswith("`") or text.endswith("`") else ""
+    return f"{fence}{pad}{text}{pad}{fence}"
+
+
 def is_safe(text: str) -> bool:
     """A quick check used by tests: no raw HTML, no live mention, no line break, no bare pipe."""
     if "<" in text or ">" in text or "\n" in text or "\r" in text:

@@ -8,6 +8,8 @@ from pathlib import PurePosixPath
 
 import click
 
+from needle_action.compare.diff import section_label
+from needle_action.report.diff import terminal_lines as diff_lines
 from needle_action.results import BudgetCase, Results, TokenUsage, has_look_alikes
 
 # ---------------------------------------------------------------------------------- budget table
@@ -425,6 +427,7 @@ def recall_progress(total: int, *, label: str = "recall", stream=None) -> _Recal
 def print_comparison(comparison, notes: list[str]) -> None:
     """The PR comment's verdict in the terminal (``needle check --base-ref``): token deltas per
     prompt x fixture, recall per prompt, the reasons for each failure and the notes."""
+    print_diffs(comparison)
     click.echo(f"\nbase {(comparison.base_commit or '-')[:7]} -> head {(comparison.head_commit or '-')[:7]}")
     for p in comparison.prompts:
         for t in p.tokens:
@@ -442,13 +445,41 @@ def print_comparison(comparison, notes: list[str]) -> None:
             )
             if t.budget_source:
                 click.echo(f"      {t.budget_source}")
+            sections = t.section_deltas()
+            if sections and t.delta:
+                click.echo("      " + ", ".join(f"{section_label(n)} {d:+,}" for n, d in sections.items()))
         if p.recall is not None:
             click.echo(f"  {_plain(p.name, 40)} recall: {p.recall.status}")
+            _print_misses(p.recall)
     for f in comparison.failures:
         click.echo(click.style(f"  fail: {_plain(f.message, 300)}", fg="red"))
     for note in comparison.notes + notes:
         click.echo(f"  note: {_plain(note, 300)}")
-    click.echo(f"\nverdict: {comparison.verdict}: {_plain(comparison.headline, 200)}")
+    change = f" ({comparison.token_change})" if comparison.token_change else ""
+    click.echo(f"\nverdict: {comparison.verdict}: {_plain(comparison.headline, 200)}{change}")
+
+
+def print_diffs(comparison) -> None:
+    """The assembled requests that changed, as unified diffs labelled by section (coloured on a TTY:
+    click drops the colours when the output is not a terminal)."""
+    lines = list(diff_lines(comparison))
+    if not lines:
+        return
+    click.echo("")
+    for text, colour in lines:
+        click.echo(click.style(text, bold=True) if colour == "bold" else click.style(text, fg=colour))
+
+
+def _print_misses(rc) -> None:
+    for g in rc.misses:
+        style = f"{_plain(g.style, 30)}, " if g.style else ""
+        click.echo(f"      how it missed ({style}{_plain(g.label, 60)}):")
+        for m in g.misses:
+            base = f"; base hit {_plain(m.base_hit, 200)!r}" if m.base_hit is not None else ""
+            click.echo(
+                f"        depth {m.depth:g} of {m.size:,}: expected {_plain(m.expected, 200)!r}, "
+                f"answered {_plain(m.answer, 200)!r}{base}"
+            )
 
 
 # ---------------------------------------------------------------------------------- history

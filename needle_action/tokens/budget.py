@@ -20,7 +20,7 @@ from pathlib import PurePosixPath
 
 from needle_action.assemble.prompt import RenderedPrompt
 from needle_action.config.model import Growth, PromptSettings
-from needle_action.results import BudgetCase, PromptResult, Results, TokenCount
+from needle_action.results import AssembledView, BudgetCase, PromptResult, Results, TokenCount
 
 
 @dataclass(frozen=True)
@@ -209,6 +209,7 @@ def evaluate_case(
         status="fail" if reasons else "pass",
         reasons=reasons,
         budget_source=AUTO if auto else None,
+        assembled=AssembledView.of(rendered),
         sections=count.sections,
     )
     if auto:

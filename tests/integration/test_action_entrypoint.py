@@ -144,6 +144,14 @@ def test_moving_key_content_into_the_middle_loses_recall_and_is_flagged(tmp_path
         assert "## ❌ Positional recall regressed" in body and "🟩→🟥 ‼️" in body
         # the changed prompt's recall by depth, base (bars) against head (line), as a Mermaid chart
         assert "```mermaid\nxychart-beta\n" in body and "(bars: base · line: head)" in body
+        # issue 22: how it missed: three of the head's replies in the regressed group, with their
+        # depth and expected answer, and the diff of the request that moved the documents
+        (group,) = [g for g in rc["misses"] if g["label"] == "depth 100%"]
+        assert len(group["misses"]) == 3 and all(m["depth"] == 1.0 for m in group["misses"])
+        shown = re.findall(r"^- depth 1 of 1,500 tokens: expected `([^`]+)`, answered `([^`]*)`", body, re.M)
+        assert len(shown) >= 3 and all(expected != reply for expected, reply in shown), body
+        assert "**How it missed** (`codeword`, depth 100%):" in body
+        assert "```diff\n@@ " in body and "+Before you answer, follow the house style." in body
         # the report folder holds the HTML report (both sides' heatmaps) and the JUnit file
         html = (r.report / "report.html").read_text()
         assert html.count('data-side="head"') >= len(rc["sizes"]) * len(rc["depths"])

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from needle_action.results import (
+    AssembledView,
     BudgetCase,
     PromptResult,
     RecallAnswer,
@@ -23,9 +24,21 @@ def case(
     reserve: int = 500,
     growth: str | None = "10%",
     h: str | None = None,
+    view: str | None = None,
+    sections: dict[str, int] | None = None,
 ) -> BudgetCase:
+    """A budget case; VIEW stores an assembled view (its hash becomes the content hash), SECTIONS
+    the per-section token counts (stubbed on a subclass when the results model has no such field)."""
     headroom = None if max_input is None else max_input - tokens - reserve
-    return BudgetCase(
+    assembled = None
+    if view is not None:
+        assembled = AssembledView.of(_Viewed(view))
+        h = h or assembled.sha256
+    kind = BudgetCase if sections is None or "sections" in BudgetCase.model_fields else _SectionedCase
+    extra = {"sections": sections} if sections is not None else {}
+    return kind(
+        assembled=assembled,
+        **extra,
         fixture=fixture,
         content_hash=h or f"hash-{fixture}-{tokens}",
         count=TokenCount(tokens=tokens, raw_tokens=tokens, counter="tiktoken:o200k_base", exact=True),
@@ -35,6 +48,20 @@ def case(
         max_growth=growth,
         status="fail" if headroom is not None and headroom < 0 else "pass",
     )
+
+
+class _Viewed:
+    """Stands in for a RenderedPrompt: its view is given."""
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+
+    def view(self, collapse_context: bool = False) -> str:
+        return self.text
+
+
+class _SectionedCase(BudgetCase):
+    sections: dict[str, int] | None = None
 
 
 def cell(

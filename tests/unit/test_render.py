@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import re
 
+from markdown_it import MarkdownIt
+
 from needle_action.compare import compare
 from needle_action.report.render import MARKER, render_comment, render_summary, square
 from needle_action.report.sanitize import is_safe
@@ -44,12 +46,22 @@ def test_comment_structure():
 def test_every_hostile_value_is_sanitised():
     c = _lost_middle(name="x|y@octocat", fixture="f`x</details>.yaml")
     text = render_comment(c) + render_summary(c)
-    # our own markup is the only HTML: details/summary/sub tags and the marker
-    tags = set(re.findall(r"</?([a-zA-Z!-]+)", text))
+    # our own markup is the only HTML: details/summary/sub tags and the marker. Outside code spans
+    # (the misses show the model's reply in one, where Markdown shows `<img` as text) not even as text
+    md = MarkdownIt("commonmark", {"html": True}).enable("table")
+    html = [
+        t.content
+        for block in md.parse(text)
+        for t in [block, *(block.children or [])]
+        if t.type in ("html_block", "html_inline")
+    ]
+    assert set(re.findall(r"</?([a-zA-Z!-]+)", " ".join(html))) <= {"details", "summary", "sub", "!--"}
+    outside_code = re.sub(r"(`+)[^`].*?\1", "", text)
+    tags = set(re.findall(r"</?([a-zA-Z!-]+)", outside_code))
     assert tags <= {"details", "summary", "sub", "!--"}, tags
-    assert "<img" not in text and "@octocat" not in text and "](https://evil" not in text
+    assert "<img" not in md.render(text) and "@octocat" not in text and "](https://evil" not in text
     for line in text.splitlines():
-        if "K3X9" in line:  # the wrong-answer row
+        if "K3X9" in line and line.startswith("|"):  # the wrong-answer row
             answer_cell = line.split(" | ")[-1]
             assert is_safe(answer_cell.rstrip(" |")), line
             assert line.count("|") - line.count("\\|") == 6  # table shape intact (style column included)
