@@ -22,7 +22,7 @@ from markupsafe import Markup
 
 from needle_action import __version__
 from needle_action.compare import Comparison, PromptComparison, RecallComparison
-from needle_action.recall.stats import wilson_interval
+from needle_action.recall import wilson_interval
 from needle_action.report import charts, sanitize
 from needle_action.report.render import DIAGNOSIS_LABEL, STATUS_LABEL, VERDICT_LABEL
 
