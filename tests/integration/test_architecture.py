@@ -28,7 +28,9 @@ def lint_imports(root: Path) -> subprocess.CompletedProcess:
     so this checkout's copy is analysed, not an installed one)."""
     exe = shutil.which("lint-imports") or shutil.which("lint-imports", path=str(Path(sys.executable).parent))
     if not exe:
-        pytest.fail("lint-imports is not installed: pip install -e '.[dev]' (import-linter is in the dev extra)")
+        pytest.fail(
+            "lint-imports is not installed: pip install -e '.[dev]' (import-linter is in the dev extra)"
+        )
     path = os.pathsep.join([str(root), os.environ.get("PYTHONPATH", "")])
     env = {**os.environ, "COLUMNS": "200", "PYTHONPATH": path}  # wide: no violation wraps
     return subprocess.run(
@@ -68,7 +70,11 @@ def add_line(path: Path, line: str) -> None:
     ("module", "line", "expected"),
     [
         # upward: config is the bottom of the pipeline, report its top
-        ("config/loader.py", "import needle_action.report", "needle_action.config.loader -> needle_action.report"),
+        (
+            "config/loader.py",
+            "import needle_action.report",
+            "needle_action.config.loader -> needle_action.report",
+        ),
         # upward, and hidden in a function: lazy imports count too
         (
             "tokens/counting.py",
@@ -78,7 +84,11 @@ def add_line(path: Path, line: str) -> None:
         # the faces are independent of each other
         ("action/main.py", "import needle_action.cli", "needle_action.action.main -> needle_action.cli"),
         # runtime is a leaf: nothing in the checker imports it
-        ("recall/engine.py", "import needle_action.runtime", "needle_action.recall.engine -> needle_action.runtime"),
+        (
+            "recall/engine.py",
+            "import needle_action.runtime",
+            "needle_action.recall.engine -> needle_action.runtime",
+        ),
         # report uses recall's public names, not its modules
         (
             "report/charts.py",
