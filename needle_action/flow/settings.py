@@ -16,10 +16,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from needle_action.errors import ConfigError
+from needle_action.names import PROVIDER_NAMES
 from needle_action.paths import relative
 from needle_action.pipeline import Measure
 from needle_action.policy import Policy
-from needle_action.providers.specs import PROVIDER_NAMES
 from needle_action.recall.plan import RecallOverrides
 
 TRUE = {"true", "yes", "on", "1"}
