@@ -207,6 +207,21 @@ def test_no_import_cycles_among_the_modules():
     assert import_cycles(graph) == []
 
 
+def test_ruff_refuses_relative_imports_with_our_settings(tmp_path):
+    # a relative import hides which layer it reaches; TID252 (pyproject) bans them all
+    bad = tmp_path / "bad.py"
+    bad.write_text("from . import sibling\n\nprint(sibling)\n")
+    exe = shutil.which("ruff") or shutil.which("ruff", path=str(Path(sys.executable).parent))
+    assert exe, "ruff is not installed: pip install -e '.[dev]'"
+    proc = subprocess.run(
+        [exe, "check", "--no-cache", "--config", str(REPO / "pyproject.toml"), str(bad)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert proc.returncode == 1 and "TID252" in proc.stdout, report(proc)
+
+
 if __name__ == "__main__":  # the script-level check
     graph = import_graph(REPO)
     cycles = import_cycles(graph)
