@@ -18,8 +18,6 @@ from pathlib import Path
 import click
 
 from needle_action import __version__
-from needle_action.action.comment import with_head
-from needle_action.action.sides import compare_sides, local_settings, measure_pull_request
 from needle_action.capture import capture as capture_requests
 from needle_action.capture import measuring_captured
 from needle_action.compare import compare
@@ -28,6 +26,8 @@ from needle_action.config.loader import load_config
 from needle_action.config.model import Config
 from needle_action.config.scaffold import write_starter
 from needle_action.errors import EXIT_CONFIG, ConfigError, NeedleError
+from needle_action.flow.comment_body import with_head
+from needle_action.flow.sides import compare_sides, local_settings, measure_pull_request
 from needle_action.paths import UnsafePath, write_user_file
 from needle_action.pipeline import (
     Measure,
@@ -489,7 +489,7 @@ def _refuse_with_base_ref(*, only, baseline, overrides: RecallOverrides, cache) 
 
 
 def _compare_with_ref(config_path, ref, overrides, recall, comment_out, json_out, junit) -> None:
-    """Measure the working tree and REF with the action's code (needle_action/action/sides.py), print the
+    """Measure the working tree and REF with the action's code (needle_action/flow/sides.py), print the
     comparison, write the comment the action would post; exit by the action's default policy."""
     settings = local_settings(config_path, ref, Measure(recall=recall, overrides=overrides))
     sides = measure_pull_request(settings)

@@ -20,13 +20,10 @@ Only comments that are ours are ever edited or deleted.
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 
 from needle_action.action.github import Comment, GitHubClient, GitHubError, GitHubNotFound
-
-_SHA = re.compile(r"^[0-9a-f]{7,64}$")
-_HEAD_LINE = re.compile(r"<!-- needle-action:head ([0-9a-f]{7,64}) -->")
+from needle_action.flow.comment_body import head_in, with_head
 
 
 @dataclass(frozen=True)
@@ -38,19 +35,9 @@ class Posted:
     note: str | None = None
 
 
-def with_head(body: str, head_sha: str | None) -> str:
-    """BODY with the hidden head line after its first line (the marker); unchanged for a bad sha or
-    when BODY has a head line already."""
-    if not head_sha or not _SHA.match(head_sha) or _HEAD_LINE.search(body[:500]):
-        return body
-    first, _, rest = body.partition("\n")
-    return f"{first}\n<!-- needle-action:head {head_sha} -->\n{rest}"
-
-
 def head_of(comment: Comment) -> str | None:
     """The head commit a comment of ours was written for (None for comments before this rule)."""
-    m = _HEAD_LINE.search(comment.body[:500])
-    return m.group(1) if m else None
+    return head_in(comment.body)
 
 
 def _norm(login: str) -> str:

@@ -7,7 +7,6 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from needle_action.action import workflow
 from needle_action.action.comment import publish_sticky, with_head
 from needle_action.action.github import (
     GitHubClient,
@@ -15,11 +14,11 @@ from needle_action.action.github import (
     GitHubForbidden,
     GitHubUnprocessable,
 )
-from needle_action.action.settings import Settings
-from needle_action.action.trust import write_report
 from needle_action.compare import Comparison
 from needle_action.errors import EXIT_CHECKS_FAILED, EXIT_OK, NeedleError
-from needle_action.paths import relative
+from needle_action.flow import workflow
+from needle_action.flow.settings import Settings, workspace_relative
+from needle_action.flow.trust import write_report
 from needle_action.policy import comparison_exit_code, comparison_failed
 from needle_action.report.html import render_html
 from needle_action.report.junit import junit_xml
@@ -31,13 +30,6 @@ SUMMARY_LIMIT = 1_000_000
 
 def log(message: str) -> None:
     print(message, flush=True)
-
-
-def workspace_relative(settings: Settings | None, file: str | None) -> str | None:
-    """FILE relative to the workspace (annotations and outputs need repository paths)."""
-    if not file or settings is None:
-        return file
-    return relative(settings.workspace, Path(file), resolved=True, default=file)
 
 
 def client_for(settings: Settings) -> GitHubClient:

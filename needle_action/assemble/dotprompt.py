@@ -298,7 +298,7 @@ def render_raw(
 ) -> str:
     """The raw render of the ``.prompt`` at PATH (markers included): defaults overlaid by VARIABLES.
 
-    Runs in the render worker (``render.render_raw`` sends ``.prompt`` names here), so time and
+    Runs in the render worker (``template.render_raw`` sends ``.prompt`` names here), so time and
     memory are bounded there too; the answer is plain text for :func:`to_rendered`."""
     compiled = load(root, path, file, allow_hidden)
     context = hbs.prepare({**compiled.doc.defaults, **variables})

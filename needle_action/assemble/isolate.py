@@ -45,13 +45,13 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from needle_action.assemble.limits import SIZE_HINT, RenderLimit
+from needle_action.assemble.limits import MEMORY_BYTES, SIZE_HINT, RenderLimit
+from needle_action.assemble.template import render_raw
 from needle_action.errors import ConfigError, NeedleError, TemplateError
 
 RENDER_SECONDS = 5.0
 GRACE_SECONDS = 3.0
 STARTUP_SECONDS = 30.0
-MEMORY_BYTES = 768 * 1024 * 1024
 POOL_SIZE = 2
 _HEADER = struct.Struct("!Q")
 _ERRORS: dict[str, type[NeedleError]] = {
@@ -247,9 +247,6 @@ def render(
     instead of raising. Raises the TemplateError (or ConfigError) the render raised, with its file
     and line, or a TemplateError naming FILE when the worker ran out of time or died.
     """
-    # render imports isolate: importing it here avoids a cycle at import time
-    from needle_action.assemble.render import render_raw
-
     if not available():
         return render_raw(root, allow_hidden, name, variables, file=file, lenient=lenient)
     try:
@@ -310,9 +307,6 @@ def _limit_memory() -> None:
 
 
 def _answer(request: tuple) -> tuple:
-    # render imports isolate: importing it here avoids a cycle at import time
-    from needle_action.assemble.render import render_raw
-
     root, allow, name, variables, file, cwd, lenient = request
     if os.getcwd() != cwd:
         os.chdir(cwd)  # display paths in messages are relative to the parent's working directory
@@ -343,8 +337,6 @@ def _serve() -> None:
     """Read pickled requests from stdin, write pickled answers to the real stdout, until EOF."""
     out = os.fdopen(os.dup(1), "wb")
     os.dup2(2, 1)  # a stray print must not corrupt the answers
-    import needle_action.assemble.render  # noqa: F401 - Jinja and the sandbox, before the first request
-
     _limit_memory()
     signal.signal(signal.SIGALRM, _on_alarm)
     inp = sys.stdin.buffer

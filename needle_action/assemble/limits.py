@@ -29,6 +29,8 @@ MAX_INT_BITS = 65_536  # ~19,700 decimal digits; Python refuses to print more th
 MAX_JSON_INDENT = 64
 MAX_WORDWRAP_CHARS = 2_000_000  # textwrap is pure Python: ~1 s per MB
 MAX_PIECES = 100_000  # |batch and |slice counts, like the sandbox's range()
+# the render worker's address space (RLIMIT_AS, assemble/isolate.py); a MemoryError names it
+MEMORY_BYTES = 768 * 1024 * 1024
 
 _PRINTF = re.compile(r"%(?:\([^)]*\))?[#0\- +]*(\*|\d+)?(?:\.(\*|\d+))?[hlL]?([diouxXeEfFgGcrsa%])")
 _SPEC_NUMBER = re.compile(r"\d+")

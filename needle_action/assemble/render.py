@@ -4,36 +4,28 @@ Templates and fixtures come from pull requests, so they are treated as hostile: 
 sandbox of :mod:`~needle_action.assemble.sandbox` (confined to the config root, data marked with
 sentinels), role markers are honoured only when they are template text
 (:mod:`~needle_action.assemble.roles`), and whatever a template raises becomes a ``TemplateError``
-at the template line that raised it, never a traceback.
+at the template line that raised it (:mod:`~needle_action.assemble.template`), never a traceback.
 """
 
 from __future__ import annotations
 
 import os
-import traceback
 from collections.abc import Sequence
 from pathlib import Path
 
 import jinja2
 from jinja2 import meta as jinja_meta
-from jinja2.exceptions import SecurityError, TemplateNotFound, TemplateSyntaxError, UndefinedError
 
 from needle_action.assemble import isolate
 from needle_action.assemble.blocks import RequestShapeError
 from needle_action.assemble.declared import Declared, from_prompty
 from needle_action.assemble.fixtures import load_fixture
-from needle_action.assemble.limits import SIZE_HINT, RenderLimit
 from needle_action.assemble.prompt import RenderedPrompt
 from needle_action.assemble.prompty import prompty_defaults, split_prompty, with_images
 from needle_action.assemble.request import complete
 from needle_action.assemble.roles import split_sections, to_prompt
-from needle_action.assemble.sandbox import (
-    MAX_TEMPLATE_BYTES,
-    AccessDenied,
-    RootLoader,
-    environment_for,
-    scrub,
-)
+from needle_action.assemble.sandbox import MAX_TEMPLATE_BYTES
+from needle_action.assemble.template import render_raw
 from needle_action.config.model import Config, PromptConfig
 from needle_action.errors import ConfigError, NeedleError, TemplateError
 from needle_action.paths import confine, display_path, read_text, relative
@@ -147,30 +139,6 @@ def lenient_undefined(prompt: PromptConfig, kind: str) -> bool:
     return kind in (".prompty", ".prompt")
 
 
-def render_raw(
-    root: Path, allow_hidden: Sequence[str], name: str, variables: dict, *, file: str, lenient: bool = False
-) -> str:
-    """The raw output (sentinels included) of template NAME under ROOT, in this process.
-
-    Everything a template raises becomes a TemplateError at the template line that raised it. The
-    size checks of the sandbox apply; time and memory are bounded only in the render worker, which
-    is what calls this (:func:`needle_action.assemble.isolate.render`).
-    """
-    if name.lower().endswith(".prompt"):  # Dotprompt: the Handlebars engine, metered (dotprompt.py)
-        from needle_action.assemble.dotprompt import render_raw as render_dotprompt
-
-        return render_dotprompt(
-            root, root / name, variables, file=file, allow_hidden=allow_hidden, strict=not lenient
-        )
-    env = environment_for(root, allow_hidden, lenient=lenient)
-    try:
-        return env.get_template(name).render(scrub(variables))
-    except NeedleError:
-        raise
-    except Exception as exc:  # noqa: BLE001 - user templates can raise anything; never a traceback
-        raise _as_template_error(exc, env.loader, file) from None
-
-
 def _case_variables(
     root: Path, fixture_path: str | os.PathLike | None, variables: dict | None, allow_hidden: Sequence[str]
 ) -> tuple[dict, str | None]:
@@ -191,85 +159,6 @@ def _read_template(path: Path, file: str) -> str:
         )
     except FileNotFoundError:
         raise TemplateError("template file not found", file=file) from None
-
-
-# --------------------------------------------------------------------------- error mapping
-
-
-def _template_frame(exc: BaseException, loader: RootLoader) -> tuple[str | None, int | None]:
-    """The innermost template frame of EXC's traceback (Jinja rewrites them to template lines)."""
-    found: tuple[str | None, int | None] = (None, None)
-    for frame in traceback.extract_tb(exc.__traceback__):
-        if frame.filename in loader.filenames:
-            found = (loader.filenames[frame.filename], frame.lineno)
-    return found
-
-
-def _as_template_error(exc: BaseException, loader: RootLoader, default_file: str) -> NeedleError:
-    """Whatever rendering raised, as a TemplateError at the template file and line that raised it."""
-    if isinstance(exc, NeedleError):
-        return exc
-    frame_file, line = _template_frame(exc, loader)
-    file = frame_file or default_file
-    if isinstance(exc, TemplateSyntaxError):
-        file = loader.filenames.get(
-            exc.filename or "", display_path(exc.filename) if exc.filename else default_file
-        )
-        return TemplateError(
-            f"template syntax error: {exc.message}",
-            file=file,
-            line=exc.lineno,
-            hint="check the {% ... %} and {{ ... }} tags on this line",
-        )
-    if isinstance(exc, AccessDenied):
-        return TemplateError(
-            str(exc),
-            file=file,
-            line=line,
-            hint="include templates by their path relative to the threshold file's folder",
-        )
-    if isinstance(exc, SecurityError):
-        text = str(exc)
-        if not text.startswith("the template"):
-            text = f"the template tried to reach something the sandbox forbids: {text}"
-        return TemplateError(
-            text,
-            file=file,
-            line=line,
-            hint="templates may only use their variables and plain filters; attributes "
-            "starting with '_' and Python internals are off limits",
-        )
-    if isinstance(exc, UndefinedError):
-        return TemplateError(
-            f"undefined variable: {exc.message}",
-            file=file,
-            line=line,
-            hint="add it to the fixture, or guard it with {% if name is defined %}",
-        )
-    if isinstance(exc, TemplateNotFound):
-        return TemplateError(
-            f"included template not found: {exc.name}",
-            file=file,
-            line=line,
-            hint="include paths are relative to the including template's folder or the config root",
-        )
-    if isinstance(exc, RecursionError):
-        return TemplateError("the template includes or calls itself without end", file=file, line=line)
-    if isinstance(exc, RenderLimit):  # sizes (and, in the worker, time): the message says which
-        return TemplateError(
-            str(exc),
-            file=file,
-            line=line,
-            hint=SIZE_HINT,
-        )
-    if isinstance(exc, MemoryError):
-        return TemplateError(
-            f"rendering needed more than the {isolate.MEMORY_BYTES // 2**20} MB of memory a render may use",
-            file=file,
-            line=line,
-            hint=SIZE_HINT,
-        )
-    return TemplateError(f"rendering failed: {type(exc).__name__}: {exc}", file=file, line=line)
 
 
 # --------------------------------------------------------------------------- static inspection

@@ -37,10 +37,20 @@ from needle_action.compare.models import (
     RecallSide,
     StyleLine,
 )
-from needle_action.recall.groups import CellKey, Group, cell_key, family, planning_group, pooled
-from needle_action.recall.history import base_counts, testable_counts
-from needle_action.recall.power import GroupDesign, detectable_drop
-from needle_action.recall.stats import holm_rejections, stratified_drop_pvalue
+from needle_action.recall import (
+    CellKey,
+    Group,
+    GroupDesign,
+    base_counts,
+    cell_key,
+    detectable_drop,
+    family,
+    holm_rejections,
+    planning_group,
+    pooled,
+    stratified_drop_pvalue,
+    testable_counts,
+)
 from needle_action.results import PromptResult, RecallCell, RecallResult
 
 Counts = Mapping[CellKey, tuple[int, int]]  # cell -> (hits, trials)

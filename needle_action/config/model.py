@@ -29,8 +29,8 @@ from typing import Annotated, Any, Literal, get_args
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
 
+from needle_action.names import PROVIDER_NAMES, ProviderName
 from needle_action.paths import is_visible
-from needle_action.providers.specs import PROVIDER_NAMES, ProviderName
 
 DEFAULT_DEPTHS = [0.0, 0.25, 0.5, 0.75, 1.0]
 # concurrency = "auto" starts here: about a top standard tier's requests cap at 1 s a call

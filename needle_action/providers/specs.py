@@ -2,18 +2,16 @@
 
 Everything that needs to know which providers exist reads it from here: the config type
 (``PromptSettings.provider``), the CLI's ``--provider`` choice, the action's ``provider`` input and
-its missing-key check, and :func:`needle_action.providers.registry.make_provider`. Stdlib only, so
-the config model can import it without pulling in an SDK.
+its missing-key check, and :func:`needle_action.providers.registry.make_provider`. Stdlib only.
+The names themselves are :mod:`needle_action.names`, below config, which reads them there.
 """
 
 from __future__ import annotations
 
-import typing
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Literal
 
-ProviderName = Literal["anthropic", "openai", "local"]
+from needle_action.names import PROVIDER_NAMES, ProviderName
 
 
 @dataclass(frozen=True)
@@ -51,8 +49,7 @@ SPECS: dict[str, ProviderSpec] = {
     ),
     "local": ProviderSpec("local", "needle_action.providers.local:LocalProvider"),
 }
-PROVIDER_NAMES: tuple[str, ...] = tuple(SPECS)
-assert PROVIDER_NAMES == typing.get_args(ProviderName), "SPECS and ProviderName must list the same providers"
+assert tuple(SPECS) == PROVIDER_NAMES, "SPECS and names.ProviderName must list the same providers"
 
 
 def spec(name: str) -> ProviderSpec:

@@ -15,7 +15,7 @@ import jinja2
 
 from needle_action.compare import CellDelta, Comparison, PromptComparison, RecallComparison, TokenDelta
 from needle_action.compare.diff import section_label
-from needle_action.recall import reorder
+from needle_action.recall import describe_reorder
 from needle_action.report import charts, sanitize
 from needle_action.report import diff as diff_md
 from needle_action.results import has_look_alikes
@@ -293,7 +293,7 @@ def _environment() -> jinja2.Environment:
     env.globals["depth_chart"] = lambda p: Trusted(charts.comment_chart(p))
     env.globals["trend_chart"] = lambda t: Trusted(charts.comment_trend(t))
     # numbers and our own words; style names (from the file) go through the code-span sanitiser
-    env.globals["reorder_line"] = lambda rows: Trusted(reorder.describe(rows, lambda s: sanitize.code(s, 40)))
+    env.globals["reorder_line"] = lambda rows: Trusted(describe_reorder(rows, lambda s: sanitize.code(s, 40)))
     return env
 
 

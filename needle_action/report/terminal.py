@@ -288,7 +288,7 @@ def _print_recall_prompt(p) -> None:
     if kind != "all-pass":
         click.echo(f"  fix: {r.diagnosis.fix}")
     if r.reorder_ab:
-        from needle_action.recall.reorder import describe  # the CLI only: keeps report imports light
+        from needle_action.recall import describe_reorder as describe  # the CLI only: light imports
 
         click.echo(f"  reorder measured: {describe(r.reorder_ab)}")
     misses = [(c, a) for c in r.cells if c.status != "pass" for a in c.answers if not a.hit][:3]

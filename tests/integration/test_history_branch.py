@@ -17,8 +17,8 @@ from pathlib import Path
 
 import pytest
 
-from needle_action.action import databranch
-from needle_action.action.settings import Settings
+from needle_action.flow import databranch
+from needle_action.flow.settings import Settings
 from tests.builders import GitRepo, git
 from tests.fakes.anthropic_server import FakeAnthropic
 from tests.fakes.github_server import FakeGitHub

@@ -14,7 +14,7 @@ import pytest
 
 from needle_action.action.comment import head_of, identity, publish_sticky
 from needle_action.action.github import Comment, GitHubClient
-from needle_action.action.workflow import read_outputs
+from needle_action.flow.workflow import read_outputs
 from tests.builders import git
 from tests.fakes.github_server import FakeGitHub
 from tests.integration.action_runner import MARKER, PR, REPO, ROOT, make_project, runner_env

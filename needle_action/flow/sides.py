@@ -18,8 +18,11 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from needle_action.action import databranch, trust, workflow
-from needle_action.action.baseline import (
+from needle_action.compare import Comparison, compare
+from needle_action.config.model import Config
+from needle_action.errors import ConfigError, NeedleError
+from needle_action.flow import databranch, trust, workflow
+from needle_action.flow.baseline import (
     BaselineUnavailable,
     base_side,
     ensure_commit,
@@ -28,11 +31,7 @@ from needle_action.action.baseline import (
     git,
     resolve_commit,
 )
-from needle_action.action.publish import workspace_relative
-from needle_action.action.settings import Settings
-from needle_action.compare import Comparison, compare
-from needle_action.config.model import Config
-from needle_action.errors import ConfigError, NeedleError
+from needle_action.flow.settings import Settings, workspace_relative
 from needle_action.pipeline import Measure, measure, measure_sides
 from needle_action.recall.cache import ResultCache
 from needle_action.results import Results, SkipKind

@@ -16,9 +16,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from needle_action.errors import ConfigError
+from needle_action.names import PROVIDER_NAMES
+from needle_action.paths import relative
 from needle_action.pipeline import Measure
 from needle_action.policy import Policy
-from needle_action.providers.specs import PROVIDER_NAMES
 from needle_action.recall.plan import RecallOverrides
 
 TRUE = {"true", "yes", "on", "1"}
@@ -231,3 +232,10 @@ def load_settings(env: dict[str, str] | None = None) -> Settings:
         runner_temp=Path(temp) if temp else None,
         in_actions=(env.get("GITHUB_ACTIONS") or "").lower() == "true",
     )
+
+
+def workspace_relative(settings: Settings | None, file: str | None) -> str | None:
+    """FILE relative to the workspace (annotations and outputs need repository paths)."""
+    if not file or settings is None:
+        return file
+    return relative(settings.workspace, Path(file), resolved=True, default=file)

@@ -35,11 +35,11 @@ import tempfile
 from pathlib import Path
 
 from needle_action import __version__
-from needle_action.action import workflow
-from needle_action.action.baseline import BaselineUnavailable, ensure_safe_directory
-from needle_action.action.settings import Settings
 from needle_action.compare import history
 from needle_action.errors import ConfigError
+from needle_action.flow import workflow
+from needle_action.flow.baseline import BaselineUnavailable, ensure_safe_directory
+from needle_action.flow.settings import Settings
 from needle_action.paths import relative_path
 from needle_action.results import Results
 

@@ -1,0 +1,231 @@
+"""The architecture holds itself: the layer contracts in ``.importlinter`` really run (``lint-imports``
+from the [dev] extra; a missing tool is a failure, not a skip), pass on the repository, and fail on a
+copy of the package into which a forbidden import was written, so a green result means "checked and
+clean", never "nothing ran". And no two modules import each other, even through a chain.
+
+``python3 tests/integration/test_architecture.py`` prints the import cycles among ``needle_action``'s
+modules (exit 1 when there is one).
+"""
+
+from __future__ import annotations
+
+import ast
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+CONTRACTS = REPO / ".importlinter"
+PACKAGE = "needle_action"
+
+
+def lint_imports(root: Path) -> subprocess.CompletedProcess:
+    """``lint-imports`` with our contracts over the ``needle_action`` found in ROOT (first on the path,
+    so this checkout's copy is analysed, not an installed one)."""
+    exe = shutil.which("lint-imports") or shutil.which("lint-imports", path=str(Path(sys.executable).parent))
+    if not exe:
+        pytest.fail(
+            "lint-imports is not installed: pip install -e '.[dev]' (import-linter is in the dev extra)"
+        )
+    path = os.pathsep.join([str(root), os.environ.get("PYTHONPATH", "")])
+    env = {**os.environ, "COLUMNS": "200", "PYTHONPATH": path}  # wide: no violation wraps
+    return subprocess.run(
+        [exe, "--no-cache", "--no-logo", str(CONTRACTS)],
+        cwd=root,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=env,
+    )
+
+
+def report(proc: subprocess.CompletedProcess) -> str:
+    return f"exit {proc.returncode}\n{proc.stdout}\n{proc.stderr}"
+
+
+def test_the_contracts_hold_on_the_repository():
+    proc = lint_imports(REPO)
+    assert proc.returncode == 0, report(proc)
+    assert "0 broken" in proc.stdout, report(proc)
+
+
+@pytest.fixture
+def package_copy(tmp_path: Path) -> Path:
+    """A copy of the package (sources only) in a fresh root, to break on purpose."""
+    shutil.copytree(
+        REPO / "needle_action", tmp_path / "needle_action", ignore=shutil.ignore_patterns("__pycache__")
+    )
+    return tmp_path
+
+
+def add_line(path: Path, line: str) -> None:
+    path.write_text(path.read_text() + f"\n{line}\n")
+
+
+@pytest.mark.parametrize(
+    ("module", "line", "expected"),
+    [
+        # upward: config is the bottom of the pipeline, report its top
+        (
+            "config/loader.py",
+            "import needle_action.report",
+            "needle_action.config.loader -> needle_action.report",
+        ),
+        # upward, and hidden in a function: lazy imports count too
+        (
+            "tokens/counting.py",
+            "def _f():\n    from needle_action.recall import engine",
+            "needle_action.tokens.counting -> needle_action.recall.engine",
+        ),
+        # the faces are independent of each other
+        ("action/main.py", "import needle_action.cli", "needle_action.action.main -> needle_action.cli"),
+        # runtime is a leaf: nothing in the checker imports it
+        (
+            "recall/engine.py",
+            "import needle_action.runtime",
+            "needle_action.recall.engine -> needle_action.runtime",
+        ),
+        # report uses recall's public names, not its modules
+        (
+            "report/charts.py",
+            "from needle_action.recall.stats import wilson_interval",
+            "needle_action.report.charts -> needle_action.recall.stats",
+        ),
+        # no cycles, even inside one package
+        (
+            "assemble/sandbox.py",
+            "def _f():\n    from needle_action.assemble import render",
+            "No cycles are allowed in needle_action.assemble.",
+        ),
+    ],
+)
+def test_the_contracts_fail_on_a_forbidden_import(package_copy, module, line, expected):
+    add_line(package_copy / "needle_action" / module, line)
+    proc = lint_imports(package_copy)
+    assert proc.returncode == 1, report(proc)
+    assert expected in proc.stdout, report(proc)
+
+
+def test_a_new_top_level_module_must_pick_a_layer(package_copy):
+    (package_copy / "needle_action" / "newthing.py").write_text('"""Not in any layer yet."""\n')
+    proc = lint_imports(package_copy)
+    assert proc.returncode == 1, report(proc)
+    assert "needle_action.newthing" in proc.stdout, report(proc)
+
+
+# --------------------------------------------------------------------------- import cycles
+# Every import statement counts, at module level or inside a function: a lazy import that closes a
+# circle hides it from Python at start-up, not from the reader (the render worker and the request
+# builder imported each other that way). Only ``if TYPE_CHECKING:`` blocks, never executed, are left out.
+
+
+def _module_name(root: Path, path: Path) -> str:
+    parts = list(path.relative_to(root).with_suffix("").parts)
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def _imports(tree: ast.Module) -> list[ast.Import | ast.ImportFrom]:
+    skipped: set[int] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
+            skipped |= {id(child) for stmt in node.body for child in ast.walk(stmt)}
+    return [n for n in ast.walk(tree) if isinstance(n, ast.Import | ast.ImportFrom) and id(n) not in skipped]
+
+
+def _targets(node: ast.Import | ast.ImportFrom, module: str, is_package: bool, modules: set[str]) -> set[str]:
+    """The modules NODE imports: ``from a import b`` is module ``a.b`` when there is one, else ``a``."""
+    if isinstance(node, ast.Import):
+        return {alias.name for alias in node.names}
+    base = node.module or ""
+    if node.level:  # relative: from the package holding MODULE
+        package = module.split(".") if is_package else module.split(".")[:-1]
+        base = ".".join(package[: len(package) - node.level + 1] + ([base] if base else []))
+    return {f"{base}.{a.name}" if f"{base}.{a.name}" in modules else base for a in node.names}
+
+
+def import_graph(root: Path, package: str = PACKAGE) -> dict[str, set[str]]:
+    """module -> the package's modules it imports, from the sources under ROOT/PACKAGE."""
+    files = {_module_name(root, p): p for p in sorted((root / package).rglob("*.py"))}
+    graph: dict[str, set[str]] = {}
+    for module, path in files.items():
+        edges = graph.setdefault(module, set())
+        for node in _imports(ast.parse(path.read_text(encoding="utf-8"))):
+            for target in _targets(node, module, path.name == "__init__.py", set(files)):
+                if target in files and target != module:
+                    edges.add(target)
+    return graph
+
+
+def import_cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The strongly connected components with more than one module (Tarjan), each sorted."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    found: list[list[str]] = []
+
+    def visit(v: str) -> None:
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        for w in sorted(graph.get(v, ())):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            component = stack[stack.index(v) :]
+            del stack[stack.index(v) :]
+            if len(component) > 1:
+                found.append(sorted(component))
+
+    for v in sorted(graph):
+        if v not in index:
+            visit(v)
+    return found
+
+
+def test_the_cycle_check_finds_a_cycle_hidden_in_a_function(tmp_path):
+    pkg = tmp_path / "pkg"
+    pkg.mkdir()
+    (pkg / "__init__.py").write_text("")
+    (pkg / "a.py").write_text("from pkg import b\n")
+    (pkg / "b.py").write_text("def f():\n    from . import c\n")
+    (pkg / "c.py").write_text("import pkg.a\n")
+    (pkg / "d.py").write_text("from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from pkg import a\n")
+    graph = import_graph(tmp_path, "pkg")
+    assert graph["pkg.b"] == {"pkg.c"} and graph["pkg.d"] == set()
+    assert import_cycles(graph) == [["pkg.a", "pkg.b", "pkg.c"]]
+
+
+def test_no_import_cycles_among_the_modules():
+    graph = import_graph(REPO)
+    assert len(graph) > 50 and sum(map(len, graph.values())) > 200, "the graph is suspiciously small"
+    assert import_cycles(graph) == []
+
+
+def test_ruff_refuses_relative_imports_with_our_settings(tmp_path):
+    # a relative import hides which layer it reaches; TID252 (pyproject) bans them all
+    bad = tmp_path / "bad.py"
+    bad.write_text("from . import sibling\n\nprint(sibling)\n")
+    exe = shutil.which("ruff") or shutil.which("ruff", path=str(Path(sys.executable).parent))
+    assert exe, "ruff is not installed: pip install -e '.[dev]'"
+    proc = subprocess.run(
+        [exe, "check", "--no-cache", "--config", str(REPO / "pyproject.toml"), str(bad)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert proc.returncode == 1 and "TID252" in proc.stdout, report(proc)
+
+
+if __name__ == "__main__":  # the script-level check
+    graph = import_graph(REPO)
+    cycles = import_cycles(graph)
+    print(f"{len(graph)} modules, {sum(map(len, graph.values()))} imports, {len(cycles)} import cycles")
+    for cycle in cycles:
+        print("  cycle:", " <-> ".join(cycle))
+    sys.exit(1 if cycles else 0)
