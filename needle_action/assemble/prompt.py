@@ -220,7 +220,7 @@ class RenderedPrompt:
         a bad shape raises :class:`RequestShapeError` naming the field."""
         from needle_action.assemble.wire import from_body
 
-        return from_body(body, source=source)
+        return from_body(body, (Message, cls), source=source)
 
     def validate(self) -> RenderedPrompt:
         """Self, if every block is well formed and every tool_result follows its tool_use."""

@@ -32,6 +32,8 @@ from needle_action.dataformats import DataError, parse_json
 if TYPE_CHECKING:
     from needle_action.assemble.prompt import Message, RenderedPrompt
 
+    Kinds = tuple[type[Message], type[RenderedPrompt]]
+
 ANTHROPIC_PARAMS = frozenset(
     {
         "thinking",
@@ -258,20 +260,23 @@ def is_openai_body(body: dict) -> bool:
     return any(isinstance(t, dict) and "function" in t for t in body.get("tools") or ())
 
 
-def from_body(body: Any, *, source: str = "") -> RenderedPrompt:
-    """A RenderedPrompt from an Anthropic or OpenAI body; RequestShapeError on a bad shape."""
+def from_body(body: Any, kinds: Kinds, *, source: str = "") -> RenderedPrompt:
+    """A RenderedPrompt from an Anthropic or OpenAI body; RequestShapeError on a bad shape.
+
+    KINDS is (Message, RenderedPrompt), handed in by ``RenderedPrompt.from_body``: prompt.py
+    imports this module, so this module must not import prompt.py back (no import cycle)."""
     if not isinstance(body, dict):
         raise RequestShapeError("", "a request body must be a JSON object")
     if not isinstance(body.get("messages"), list):
         raise RequestShapeError("messages", "a request body needs a `messages` list")
     reader = _from_openai if is_openai_body(body) else _from_anthropic
-    prompt = reader(body, source)
+    prompt = reader(body, source, kinds)
     check_tool_pairs(prompt.messages)
     return prompt
 
 
-def _from_anthropic(body: dict, source: str) -> RenderedPrompt:
-    from needle_action.assemble.prompt import Message, RenderedPrompt
+def _from_anthropic(body: dict, source: str, kinds: Kinds) -> RenderedPrompt:
+    make_message, make_prompt = kinds
 
     system = body.get("system")
     system_blocks: tuple[dict, ...] = ()
@@ -286,8 +291,8 @@ def _from_anthropic(body: dict, source: str) -> RenderedPrompt:
         role, content = _role_and_content(m, f"messages[{i}]", ("user", "assistant"))
         if isinstance(content, list):
             content = tuple(check_block(b, f"messages[{i}].content[{j}]") for j, b in enumerate(content))
-        messages.append(Message(role, copy.deepcopy(content)))  # type: ignore[arg-type]
-    return RenderedPrompt(
+        messages.append(make_message(role, copy.deepcopy(content)))  # type: ignore[arg-type]
+    return make_prompt(
         system=None,
         messages=tuple(messages),
         source=source,
@@ -315,8 +320,8 @@ def _choice(choice: Any) -> dict | None:
     raise RequestShapeError("tool_choice", "tool_choice must be a mapping such as {type = 'auto'}")
 
 
-def _from_openai(body: dict, source: str) -> RenderedPrompt:
-    from needle_action.assemble.prompt import Message, RenderedPrompt
+def _from_openai(body: dict, source: str, kinds: Kinds) -> RenderedPrompt:
+    make_message, make_prompt = kinds
 
     system: list[str] = []
     messages: list[Message] = []
@@ -327,21 +332,21 @@ def _from_openai(body: dict, source: str) -> RenderedPrompt:
         if role in ("system", "developer"):
             text = _openai_text(content, f"{path}.content")
             if messages:
-                messages.append(Message("system", text))
+                messages.append(make_message("system", text))
             else:
                 system.append(text)
         elif role == "tool":
             result = _tool_result(m, path)
             last = messages[-1] if messages else None
             if last is not None and last.role == "user" and _all_results(last):
-                messages[-1] = Message("user", (*last.blocks, result))
+                messages[-1] = make_message("user", (*last.blocks, result))
             else:
-                messages.append(Message("user", (result,)))
+                messages.append(make_message("user", (result,)))
         elif role == "assistant":
-            messages.append(Message("assistant", _assistant_blocks(m, path)))
+            messages.append(make_message("assistant", _assistant_blocks(m, path)))
         else:
-            messages.append(Message("user", _user_content(content, f"{path}.content")))
-    return RenderedPrompt(
+            messages.append(make_message("user", _user_content(content, f"{path}.content")))
+    return make_prompt(
         system="\n\n".join(system) if system else None,
         messages=tuple(messages),
         source=source,

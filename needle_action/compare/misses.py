@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from needle_action.compare.models import GroupMisses, MissSample, RecallComparison
-from needle_action.recall.groups import CellKey, cell_key, family
+from needle_action.recall import CellKey, cell_key, family
 from needle_action.results import RecallCell, RecallResult
 
 MISSES_PER_GROUP = 3
