@@ -64,6 +64,8 @@ _WORKER_ENV = (
     "LD_LIBRARY_PATH",
     "LLAMA_CPP_LIB_PATH",  # llama-cpp-python's own switch to another libllama
     "OMP_NUM_THREADS",
+    "OMP_WAIT_POLICY",
+    "GOMP_SPINCOUNT",
 )
 
 
@@ -95,6 +97,10 @@ class _Process:
         package_root = str(Path(__file__).resolve().parents[2])
         env = {k: os.environ[k] for k in _WORKER_ENV if k in os.environ}
         env["PYTHONPATH"] = os.pathsep.join([package_root, *sys.path])  # the same needle_action as ours
+        if "OMP_WAIT_POLICY" not in env and "GOMP_SPINCOUNT" not in env:
+            # llama.cpp's OpenMP threads spin at every barrier by default: on a busy machine the
+            # spinning thread takes the core its partner needs (measured 5x slower, docs/decisions.md)
+            env["OMP_WAIT_POLICY"] = "PASSIVE"
         self.log = tempfile.TemporaryFile()
         self.proc = subprocess.Popen(
             worker_command(),
