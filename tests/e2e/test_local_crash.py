@@ -224,5 +224,7 @@ def test_the_action_posts_its_comment_when_the_model_crashes(tmp_path):
         ours = [c for c in gh.issue_comments(REPO, PR) if c["body"].startswith(MARKER)]
         assert len(ours) == 1, stdout + stderr[-3000:]
         body = ours[0]["body"]
-        assert "rag_answer" in body and CRASH in body  # budgets decided, recall unavailable and why
+        # budgets decided, recall unavailable and why (Markdown-escaped, as every reason is)
+        assert "| 🟢 | `rag_answer` |" in body
+        assert "recall skipped: provider unavailable: the embedded model crashed \\(SIGSEGV\\)" in body
         assert code == 0, stdout + stderr[-3000:]  # an outage fails the check only when asked to
