@@ -385,6 +385,7 @@ def check(
 
 
 @main.command()
+@handle_errors
 def doctor() -> None:
     """Check this machine: Python, tokenizers, the embedded model (a tiny completion in a worker),
     provider keys (never printed), git and the cache folder. Run it first when something fails."""
