@@ -25,6 +25,8 @@ from needle_action.compare.history import from_data_branch, from_folder, trends
 from needle_action.config.loader import load_config
 from needle_action.config.model import Config
 from needle_action.config.scaffold import write_starter
+from needle_action.doctor import exit_code as doctor_exit_code
+from needle_action.doctor import format_line, run_checks
 from needle_action.errors import EXIT_CONFIG, ConfigError, NeedleError
 from needle_action.flow.comment_body import with_head
 from needle_action.flow.sides import compare_sides, local_settings, measure_pull_request
@@ -190,6 +192,7 @@ def main() -> None:
       needle diff main -o c.md    the PR preview: compare with a ref as the action does
       needle history --data-branch needle-action-data   the trend on main, model drift
       needle merge a.json b.json  join the slices of `needle recall --shard i/n` runs
+      needle doctor               check this machine first when something fails
     """
     freeze_at_exit()
 
@@ -405,6 +408,13 @@ def check(
         )
     config = _load(config_path)
     base = _baseline(baseline)
+
+    def budgets_decided(results: Results) -> None:  # shown and saved before recall can fail
+        print_budget(results)
+        sys.stdout.flush()
+        if json_out is not None and not no_recall:
+            _write_output(json_out, results.dump)
+
     with contextlib.ExitStack() as stack:
         if requests_dir is not None:
             config = stack.enter_context(measuring_captured(config, requests_dir, overrides))
@@ -416,10 +426,11 @@ def check(
             recall=not no_recall,
             progress=progress,
             cache=cache,
+            after_budget=budgets_decided,
         )
-    print_budget(results)
     if not no_recall:
         print_recall(results)
+        sys.stdout.flush()
     stages = ("budget",) if no_recall else ("budget", "recall")
     _finish(results, json_out, stages=stages, junit=junit, baseline=base)
 
@@ -451,6 +462,19 @@ def capture(config_path, only, out_dir, seed, trials) -> None:
     for name, n in counts.items():
         click.echo(f"{name}: {n} request(s)")
     click.echo(f"wrote {out_dir}")
+
+
+@main.command()
+@handle_errors
+def doctor() -> None:
+    """Check this machine: Python, tokenizers, the embedded model (a tiny completion in a worker),
+    provider keys (never printed), git and the cache folder. Run it first when something fails."""
+    checks = []
+    for check in run_checks():
+        click.echo(format_line(check))
+        sys.stdout.flush()
+        checks.append(check)
+    sys.exit(doctor_exit_code(checks))
 
 
 @main.command()

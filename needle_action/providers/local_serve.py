@@ -1,0 +1,81 @@
+"""The model worker process: ``python -m needle_action.providers.local_serve``.
+
+Reads pickled requests from stdin and writes pickled answers to its real stdout (fd 1 is pointed at
+stderr, so llama.cpp's prints cannot corrupt them), one at a time, until its input closes (the
+parent exited or stopped it). Requests: ``("ping", None)``, ``("info", None)`` (llama-cpp-python's
+version and ``llama_print_system_info()``), ``("complete", request)`` (:func:`.local_infer.complete`).
+Answers: ``("ok", dict)`` or ``("error", class name, message, hint)``.
+
+Only the standard library and :mod:`needle_action.errors` are imported up front: the worker starts
+in ~0.1 s, and llama.cpp loads on the first request that needs it. The parent side, restarts and
+crash reports: :mod:`needle_action.providers.local_worker`.
+"""
+
+from __future__ import annotations
+
+import os
+import pickle
+import signal
+import struct
+import sys
+
+from needle_action.errors import NeedleError, ProviderUnavailable
+
+_HEADER = struct.Struct("!Q")  # the length prefix, as in assemble/isolate.py (the parent reads it there)
+
+
+def build_info() -> dict:
+    """llama-cpp-python's version and the CPU features compiled into its llama.cpp."""
+    try:
+        import llama_cpp
+    except ImportError:
+        raise ProviderUnavailable(
+            "llama-cpp-python is not installed", hint='pip install -e ".[local]" (see the README)'
+        ) from None
+    raw = llama_cpp.llama_print_system_info()
+    text = raw.decode("utf-8", "replace") if isinstance(raw, bytes) else str(raw)
+    return {"version": getattr(llama_cpp, "__version__", ""), "system_info": text.strip()}
+
+
+def answer(request: tuple) -> tuple:
+    """The answer tuple to one request; errors become data, never an exception."""
+    kind, payload = request
+    try:
+        if kind == "ping":  # "are you up?": no llama.cpp involved
+            return ("ok", {"pid": os.getpid()})
+        if kind == "info":
+            return ("ok", build_info())
+        if kind == "complete":
+            from needle_action.providers import local_infer  # llama.cpp: loaded on first use
+
+            return ("ok", local_infer.complete(payload))
+        return ("error", "ProviderUnavailable", f"unknown request {kind!r}", None)
+    except NeedleError as exc:
+        return ("error", type(exc).__name__, exc.message, exc.hint)
+    except Exception as exc:  # noqa: BLE001 - a Python error in the worker: the caller's outage
+        return (
+            "error",
+            "ProviderUnavailable",
+            f"the embedded model failed: {type(exc).__name__}: {exc}",
+            None,
+        )
+
+
+def serve() -> None:
+    """Answer requests from stdin until it closes."""
+    out = os.fdopen(os.dup(1), "wb")
+    os.dup2(2, 1)  # llama.cpp's prints must not corrupt the answers
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's to handle
+    inp = sys.stdin.buffer
+    while True:
+        header = inp.read(_HEADER.size)
+        if len(header) < _HEADER.size:
+            return
+        request = pickle.loads(inp.read(_HEADER.unpack(header)[0]))  # from our parent: trusted
+        reply = pickle.dumps(answer(request), protocol=5)
+        out.write(_HEADER.pack(len(reply)) + reply)
+        out.flush()
+
+
+if __name__ == "__main__":  # pragma: no cover - the worker process
+    serve()

@@ -1,0 +1,288 @@
+"""The embedded model runs in a worker process that needle owns, so a native crash cannot take a run
+down.
+
+llama.cpp is C++ compiled for the machine it was installed on; a miscompiled CPU path (the AMX /
+AVX-512 kernels of a ``GGML_NATIVE`` build on some Xeons, docs/decisions.md) or an out-of-memory
+kill ends the process that runs it. Here that process is a worker, not the run:
+
+* one worker per model file and process, started on first use and **reused** across calls and
+  providers (the weights load once; the live KV state stays for :mod:`.kv_reuse`'s prefix reuse);
+* requests and answers are plain data through pipes (pickled built-ins only, as in
+  :mod:`needle_action.assemble.isolate`), one at a time under a lock;
+* when the worker dies, its exit is **named** (``SIGSEGV``, ``SIGILL``, ``SIGABRT``, ``SIGKILL``: the
+  out-of-memory killer's signal), a warning goes to stderr, and a fresh worker answers the same
+  request; after :data:`MAX_RESTARTS` restarts in a row the call raises ``ProviderUnavailable``
+  naming the signal, with a hint (a portable reinstall for a crash, smaller windows for a kill).
+  The recall engine treats that as an outage: budgets and finished prompts are kept and reported;
+  the CLI exits 3, the action posts its comment;
+* the worker gets no environment beyond what Python and llama.cpp need (no keys), ignores Ctrl-C
+  (the parent decides), and exits when the parent's end of its pipe closes;
+* its stderr (llama.cpp's log lines) goes to a temporary file, so the terminal stays clean.
+
+This module is the parent's side; the worker runs :mod:`needle_action.providers.local_serve`.
+"""
+
+from __future__ import annotations
+
+import atexit
+import contextlib
+import io
+import os
+import pickle
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+from needle_action.assemble.isolate import (  # the same pipe protocol as the render workers
+    _HEADER,
+    _PlainData,
+    _read_exactly,
+    _widen_pipe,
+    _WorkerGone,
+)
+from needle_action.errors import ProviderUnavailable
+from needle_action.providers.local_build import crash_hint, installed_version
+from needle_action.providers.retry import RequestRejected
+
+MAX_RESTARTS = 2  # fresh workers tried for one request after a crash; then the model is unavailable
+# start, load and one answer: only a hung worker takes this long (a 32K-token prompt on a busy
+# 2-core machine takes ~20 min)
+ANSWER_SECONDS = 3600.0
+MODULE = "needle_action.providers.local_serve"  # the worker's entry point; how tests and `ps` find it
+# what the worker needs from the parent's environment: nothing secret
+_WORKER_ENV = (
+    "PATH",
+    "LANG",
+    "LC_ALL",
+    "LC_CTYPE",
+    "TMPDIR",
+    "PYTHONDONTWRITEBYTECODE",
+    "SYSTEMROOT",
+    "LD_LIBRARY_PATH",
+    "LLAMA_CPP_LIB_PATH",  # llama-cpp-python's own switch to another libllama
+    "OMP_NUM_THREADS",
+    "OMP_WAIT_POLICY",
+    "GOMP_SPINCOUNT",
+)
+
+
+def describe_exit(returncode: int) -> str:
+    """``SIGSEGV`` for a process killed by signal 11, else ``exit status N``."""
+    if returncode < 0:
+        try:
+            return signal.Signals(-returncode).name
+        except ValueError:
+            return f"signal {-returncode}"
+    return f"exit status {returncode}"
+
+
+def worker_command() -> list[str]:
+    """How the worker process starts (a function: the tests swap in workers that crash)."""
+    return [sys.executable, "-m", MODULE]
+
+
+class _Crashed(Exception):
+    def __init__(self, returncode: int) -> None:
+        super().__init__(describe_exit(returncode))
+        self.returncode = returncode
+
+
+class _Process:
+    """One worker process, its pipes and its log."""
+
+    def __init__(self) -> None:
+        package_root = str(Path(__file__).resolve().parents[2])
+        env = {k: os.environ[k] for k in _WORKER_ENV if k in os.environ}
+        env["PYTHONPATH"] = os.pathsep.join([package_root, *sys.path])  # the same needle_action as ours
+        if "OMP_WAIT_POLICY" not in env and "GOMP_SPINCOUNT" not in env:
+            # llama.cpp's OpenMP threads spin at every barrier by default: on a busy machine the
+            # spinning thread takes the core its partner needs (measured 5x slower, docs/decisions.md)
+            env["OMP_WAIT_POLICY"] = "PASSIVE"
+        self.log = tempfile.TemporaryFile()
+        self.proc = subprocess.Popen(
+            worker_command(),
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=self.log,
+            env=env,
+            close_fds=True,
+        )
+        _widen_pipe(self.proc.stdin)
+        _widen_pipe(self.proc.stdout)
+
+    def call(self, request: tuple, timeout: float) -> Any:
+        assert self.proc.stdin is not None and self.proc.stdout is not None
+        payload = pickle.dumps(request, protocol=5)
+        try:
+            self.proc.stdin.write(_HEADER.pack(len(payload)) + payload)
+            self.proc.stdin.flush()
+        except OSError:
+            raise _WorkerGone("exited") from None
+        deadline = time.monotonic() + timeout
+        fd = self.proc.stdout.fileno()
+        header = _read_exactly(fd, _HEADER.size, deadline)
+        return _PlainData(io.BytesIO(_read_exactly(fd, _HEADER.unpack(header)[0], deadline))).load()
+
+    def reap(self) -> int:
+        """Wait for the exited worker and return its exit code (negative: the signal)."""
+        try:
+            code = self.proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            code = self.proc.wait()
+        self._close_streams()
+        return code
+
+    def stop(self) -> None:
+        """Ask the worker to exit (end of its input), kill it if it does not."""
+        if self.proc.stdin is not None:
+            with contextlib.suppress(OSError):
+                self.proc.stdin.close()
+        try:
+            self.proc.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+        self._close_streams()
+
+    def _close_streams(self) -> None:
+        for stream in (self.proc.stdin, self.proc.stdout, self.log):
+            if stream is not None:
+                with contextlib.suppress(OSError):
+                    stream.close()
+
+
+class ModelWorker:
+    """The worker of one model file: ``request(kind, payload)`` answers in it, restarting it after a
+    crash (up to :data:`MAX_RESTARTS` times in a row), else raises ``ProviderUnavailable``."""
+
+    def __init__(self, model_path: str) -> None:
+        self.model_path = model_path
+        self.failure: ProviderUnavailable | None = None  # set when the worker cannot be used any more
+        self.crashes: list[str] = []  # every crash seen, named ("SIGSEGV"), for reports and tests
+        self.probed = False  # the self-test (local_build.ensure_probed) passed in this process
+        self._proc: _Process | None = None
+        self._info: dict | None = None
+        self._lock = threading.Lock()
+
+    @property
+    def pid(self) -> int | None:
+        """The live worker's process id (None before the first request)."""
+        return self._proc.proc.pid if self._proc is not None else None
+
+    def info(self) -> dict:
+        """``version`` and ``system_info`` (``llama_print_system_info``) of the build the worker runs."""
+        if self._info is None:
+            self._info = self.request("info")
+        return self._info
+
+    def request(self, kind: str, payload: dict | None = None, *, timeout: float = ANSWER_SECONDS) -> dict:
+        """The worker's answer to one request; raises what the worker raised (``RequestRejected``,
+        ``ProviderUnavailable``), or ``ProviderUnavailable`` when it crashed past its restarts."""
+        with self._lock:
+            if self.failure is not None:
+                raise self.failure
+            crashed: list[str] = []
+            while True:
+                try:
+                    reply = self._call((kind, payload), timeout)
+                except _Crashed as crash:
+                    crashed.append(str(crash))
+                    self.crashes.append(str(crash))
+                    if len(crashed) > MAX_RESTARTS:
+                        self.failure = _crash_error(crash.returncode, len(crashed) - 1)
+                        # the outage keeps the message only: the hint (what to reinstall) goes here
+                        _warn(f"{self.failure.message}: giving up on it\n  hint: {self.failure.hint}")
+                        raise self.failure from None
+                    _warn(
+                        f"the embedded model crashed ({crash}); restarting it "
+                        f"({len(crashed)} of {MAX_RESTARTS})"
+                    )
+                    continue
+                return _unpack(reply)
+
+    def _call(self, request: tuple, timeout: float) -> Any:
+        if self._proc is None:
+            try:
+                self._proc = _Process()
+            except OSError as exc:
+                raise ProviderUnavailable(
+                    f"cannot start the embedded model's worker: {exc.strerror or exc}",
+                    hint="check that this Python can start subprocesses (ulimit -u, memory)",
+                ) from None
+        proc = self._proc
+        try:
+            return proc.call(request, timeout)
+        except _WorkerGone as gone:
+            self._proc = None
+            if str(gone) == "timeout":
+                proc.proc.kill()
+                proc.reap()
+                self.failure = ProviderUnavailable(
+                    f"the embedded model did not answer within {timeout:g} s and was stopped",
+                    hint="a smaller window (providers.local.n_ctx, recall sizes) answers faster",
+                )
+                raise self.failure from None
+            raise _Crashed(proc.reap()) from None
+
+    def reset(self) -> None:
+        """Forget a failure: the next request (of a later run) starts a fresh worker."""
+        with self._lock:
+            self.failure = None
+
+    def close(self) -> None:
+        """Stop the worker process."""
+        with self._lock:
+            if self._proc is not None:
+                self._proc.stop()
+                self._proc = None
+
+
+def _crash_error(returncode: int, restarts: int) -> ProviderUnavailable:
+    what = describe_exit(returncode)
+    again = f"; it crashed again after {restarts} restart(s)" if restarts else ""
+    return ProviderUnavailable(
+        f"the embedded model crashed ({what}){again}", hint=crash_hint(what, installed_version())
+    )
+
+
+def _unpack(reply: tuple) -> dict:
+    if reply[0] == "ok":
+        return reply[1]
+    _, cls, message, hint = reply
+    if cls == "TooLong":  # the prompt beyond the largest window: refused for good, the run goes on
+        raise RequestRejected(message, status=None, hint=hint)
+    raise ProviderUnavailable(message, hint=hint)
+
+
+def _warn(message: str) -> None:
+    """A line on stderr now (the run goes on): the user sees the crash named even when a restart saves it."""
+    print(f"warning: {message}", file=sys.stderr, flush=True)
+
+
+_workers: dict[str, ModelWorker] = {}
+_workers_lock = threading.Lock()
+
+
+def worker_for(model_path: str | Path) -> ModelWorker:
+    """The one worker of MODEL_PATH in this process (created on first use, started on first request)."""
+    key = str(Path(model_path).resolve())
+    with _workers_lock:
+        if key not in _workers:
+            _workers[key] = ModelWorker(key)
+        return _workers[key]
+
+
+@atexit.register
+def close_all() -> None:
+    """Stop every worker (at exit; tests call it too)."""
+    with _workers_lock:
+        workers = list(_workers.values())
+        _workers.clear()
+    for worker in workers:
+        worker.close()

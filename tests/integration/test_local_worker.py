@@ -1,0 +1,90 @@
+"""The model worker's crash handling with real processes and real signals, without the model: the
+worker command is swapped for tiny Python programs that die the way llama.cpp can (a segfault, an
+out-of-memory kill) or that die once and then serve. The real model's worker, killed mid-run, is
+tested in tests/e2e/test_local_crash.py."""
+
+from __future__ import annotations
+
+import sys
+
+import pytest
+
+from needle_action.errors import ProviderUnavailable
+from needle_action.providers import local_worker
+from needle_action.providers.local_worker import MAX_RESTARTS, MODULE, ModelWorker
+
+
+def _dies_of(signame: str) -> list[str]:
+    return [sys.executable, "-c", f"import os, signal; os.kill(os.getpid(), signal.{signame})"]
+
+
+@pytest.fixture
+def worker(tmp_path):
+    w = ModelWorker(str(tmp_path / "model.gguf"))
+    yield w
+    w.close()
+
+
+def test_a_worker_that_keeps_segfaulting_is_restarted_twice_then_named_in_the_error(
+    worker, monkeypatch, capfd
+):
+    monkeypatch.setattr(local_worker, "worker_command", lambda: _dies_of("SIGSEGV"))
+    with pytest.raises(ProviderUnavailable) as caught:
+        worker.request("ping")
+    err = caught.value
+    assert (
+        err.message
+        == f"the embedded model crashed (SIGSEGV); it crashed again after {MAX_RESTARTS} restart(s)"
+    )
+    assert "--force-reinstall" in err.hint and "--no-cache-dir" in err.hint and "needle doctor" in err.hint
+    assert worker.crashes == ["SIGSEGV"] * (MAX_RESTARTS + 1)
+    warnings = [line for line in capfd.readouterr().err.splitlines() if line.startswith("warning:")]
+    assert warnings == [
+        *(
+            f"warning: the embedded model crashed (SIGSEGV); restarting it ({n} of {MAX_RESTARTS})"
+            for n in range(1, MAX_RESTARTS + 1)
+        ),
+        f"warning: {err.message}: giving up on it",
+    ]
+    # given up: later requests of this run fail at once, without starting more workers
+    with pytest.raises(ProviderUnavailable):
+        worker.request("ping")
+    assert len(worker.crashes) == MAX_RESTARTS + 1
+    worker.reset()  # a later run tries again
+    with pytest.raises(ProviderUnavailable):
+        worker.request("ping")
+    assert len(worker.crashes) == 2 * (MAX_RESTARTS + 1)
+
+
+def test_an_out_of_memory_kill_says_so(worker, monkeypatch):
+    monkeypatch.setattr(local_worker, "worker_command", lambda: _dies_of("SIGKILL"))
+    with pytest.raises(ProviderUnavailable) as caught:
+        worker.request("ping")
+    assert caught.value.message.startswith("the embedded model crashed (SIGKILL)")
+    assert "out-of-memory" in caught.value.hint and "n_ctx" in caught.value.hint
+
+
+def test_a_worker_that_crashes_once_is_replaced_and_the_request_answered(worker, monkeypatch, tmp_path):
+    marker = tmp_path / "crashed-once"
+    program = (
+        "import os, runpy, signal, sys\n"
+        f"if not os.path.exists({str(marker)!r}):\n"
+        f"    open({str(marker)!r}, 'w').close()\n"
+        "    os.kill(os.getpid(), signal.SIGSEGV)\n"
+        f"runpy.run_module({MODULE!r}, run_name='__main__')\n"
+    )
+    monkeypatch.setattr(local_worker, "worker_command", lambda: [sys.executable, "-c", program])
+    answer = worker.request("ping")
+    assert answer["pid"] == worker.pid and worker.crashes == ["SIGSEGV"]
+    assert worker.request("ping")["pid"] == answer["pid"]  # the same worker serves on: no reload
+
+
+def test_the_real_worker_is_reused_and_exits_when_its_input_closes(worker):
+    first = worker.request("ping")["pid"]
+    assert worker.request("ping")["pid"] == first
+    with pytest.raises(ProviderUnavailable, match="unknown request"):
+        worker.request("nonsense")
+    assert worker.request("ping")["pid"] == first  # an error answer is not a crash
+    proc = worker._proc.proc  # noqa: SLF001
+    worker.close()  # the end of its input: it exits by itself
+    assert proc.returncode == 0 and worker.pid is None
