@@ -22,6 +22,11 @@ order (:mod:`needle_action.recall.cells`), so the verdict is the non-speculative
 that settles cancels its speculative calls still in flight. Runs with a call or cost cap do not
 speculate (a cap must stop where the sequential rule would).
 
+Looks. A compared head run (a baseline is known) asks its trials look by look
+(:mod:`needle_action.recall.gate`): nothing beyond the current look's trials per cell is asked,
+needed or speculative, until every gated plan has counted that look and the group-sequential
+comparison has decided it (stop, pass or fail, or go on to the next look).
+
 A trial is ready when its prompt is built and, with a prompt-caching provider, when no prefix it
 would write is being written (:mod:`needle_action.recall.prefix`). ``BUILDERS`` threads build every
 plan's trials ahead, from one queue for the whole run, trial index first: every prompt's first
