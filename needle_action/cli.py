@@ -281,7 +281,7 @@ def recall(config_path, only, baseline, json_out, junit, overrides, progress, ca
     """Probe positional recall: needles at several depths and context sizes.
 
     Cells stop early once their verdict is settled (``early_stop``), except with --baseline: a run
-    that will be compared runs every planned trial."""
+    that will be compared asks its trials look by look and stops when the comparison decides."""
     config = _load(config_path)
     base = _baseline(baseline)
     results = run_recall(

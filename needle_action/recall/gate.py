@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from needle_action.recall.cells import CellRun
 from needle_action.recall.groups import cell_key
@@ -27,10 +28,13 @@ from needle_action.recall.sequential import (
 )
 from needle_action.results import RecallResult
 
+if TYPE_CHECKING:  # the scheduler imports this module
+    from needle_action.recall.scheduler import PromptPlan
+
 
 @dataclass
 class _Member:
-    plan: object  # PromptPlan (not imported: the scheduler imports this module)
+    plan: PromptPlan
     base: RecallResult
     styles: list[str]
     decided: bool = False
@@ -50,14 +54,14 @@ class LookGate:
         self.members: list[_Member] = []
         self.look = 0  # 0-based index of the look being asked for
 
-    def add(self, plan, base: RecallResult, styles: list[str]) -> None:
+    def add(self, plan: PromptPlan, base: RecallResult, styles: list[str]) -> None:
         """Gate PLAN (a compared head run) against BASE (a complete result) on STYLES."""
         self.members.append(_Member(plan, base, styles))
 
     def _active(self) -> list[_Member]:
         return [m for m in self.members if not m.decided and not m.plan.finished()]
 
-    def limit(self, plan) -> int | None:
+    def limit(self, plan: PromptPlan) -> int | None:
         """Trials per cell PLAN may ask now (None: not gated)."""
         for m in self.members:
             if m.plan is plan and not m.decided:

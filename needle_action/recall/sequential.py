@@ -86,7 +86,7 @@ class PromptData:
     """One compared prompt: per needle style, (base answers, head answers) per cell."""
 
     name: str
-    grids: dict[str, tuple[Answers, Answers]]
+    grids: Mapping[str, tuple[Answers, Answers]]
     sizes: Sequence[int]
     depths: Sequence[float]
     planned: int  # head trials planned per cell
