@@ -189,17 +189,29 @@ class Measure:
     batch: bool = False  # through the provider's batch API (pushes to the default branch)
 
 
-def measure(config: Config, how: Measure, *, env: Mapping[str, str], cache: CacheArg = None) -> Results:
+def measure(
+    config: Config,
+    how: Measure,
+    *,
+    env: Mapping[str, str],
+    cache: CacheArg = None,
+    baseline: Results | None = None,
+) -> Results:
     """Budgets for every prompt, recall for those that can run it: one side of a pull request.
 
     Unlike ``needle check``, a prompt whose provider key is missing from ENV is skipped with a note
     (pull requests from forks get no secrets) instead of counting as a provider outage.
     """
-    return measure_sides([config], how, env=env, cache=cache)[0]
+    return measure_sides([config], how, env=env, cache=cache, baseline=baseline)[0]
 
 
 def measure_sides(
-    configs: list[Config], how: Measure, *, env: Mapping[str, str], cache: CacheArg = None
+    configs: list[Config],
+    how: Measure,
+    *,
+    env: Mapping[str, str],
+    cache: CacheArg = None,
+    baseline: Results | None = None,
 ) -> list[Results]:
     """:func:`measure` for several configs at once (the action's head and base): budgets for each,
     then the recall of all of them through one scheduler, so both sides' calls share one queue and
@@ -216,8 +228,9 @@ def measure_sides(
         runnable = _runnable(config, results, how, env)
         if runnable:
             prompts = select_prompts(config, runnable)
-            check_costs(prompts, None, overrides)
-            jobs.append(RecallJob(config, prompts, results, overrides=overrides))
+            check_costs(prompts, baseline, overrides)
+            # BASELINE (a stored base, e.g. from the data branch) lets the head stop at a look
+            jobs.append(RecallJob(config, prompts, results, baseline=baseline, overrides=overrides))
     if jobs:
         run_recall_jobs(jobs, cache=cache, batch=how.batch)
     elapsed = time.perf_counter() - started

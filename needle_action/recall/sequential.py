@@ -218,11 +218,18 @@ def _look(data: PromptData, look: int) -> tuple[int, tuple[int, ...]]:
 
 
 def evaluate_look(
-    prompts: Sequence[PromptData], look: int, alpha: float, *, last: Mapping[str, bool] | None = None
+    prompts: Sequence[PromptData],
+    look: int,
+    alpha: float,
+    *,
+    last: Mapping[str, bool] | None = None,
+    family: int = 0,
 ) -> dict[str, Decision]:
     """Decisions at LOOK (0-based) for PROMPTS still running: Holm at this look's level over every
     group of every prompt (the pull request's family), then each prompt's pass rule. LAST: prompts
-    whose data end here (their run stopped or this is their final look) are decided now."""
+    whose data end here (their run stopped or this is their final look) are decided now. FAMILY:
+    groups in the whole family, prompts already decided included (they count as p = 1: a family
+    that shrank as prompts pass would be chosen by the data and let noise through)."""
     tests: list[tuple[int, tuple]] = []  # (prompt index, test row)
     levels: list[float] = []
     for i, data in enumerate(prompts):
@@ -231,13 +238,13 @@ def evaluate_look(
         tests += [(i, t) for t in _tests(data, None if final else looks[k], final)]
         levels.append(data.design.levels(data.planned, alpha)[k])
     level = min(levels, default=alpha)  # one level for the whole family at this look
-    as_tested = [1.0 if t[5] is None else t[5] for _, t in tests]
-    rejected = holm_rejections(as_tested, level) if level > 0 else [False] * len(tests)
-    rank = {j: r for r, j in enumerate(sorted(range(len(tests)), key=lambda j: as_tested[j]))}
-    fam = sum(family_size(d) for d in prompts)
+    fam = max(family, sum(family_size(d) for d in prompts))
+    as_tested = [1.0 if t[5] is None else t[5] for _, t in tests] + [1.0] * (fam - len(tests))
+    rejected = holm_rejections(as_tested, level) if level > 0 else [False] * fam
+    rank = {j: r for r, j in enumerate(sorted(range(fam), key=lambda j: as_tested[j]))}
     groups: list[list[GroupResult]] = [[] for _ in prompts]
     for j, (i, (style, g, b, h, drop, p)) in enumerate(tests):
-        bound = level / (len(tests) - rank[j]) if p is not None and level > 0 else None
+        bound = level / (fam - rank[j]) if p is not None and level > 0 else None
         upper, detect = _pass_bounds(prompts[i], g, style, h, alpha, fam)
         groups[i].append(
             GroupResult(style, g, b, h, drop, p, bound, rejected[j] and p is not None, upper, detect)
@@ -285,6 +292,7 @@ def replay(
     """Every prompt's decision, look by look, as the scheduler reached it. ENDS: head trials per cell
     each prompt's data run to (a prompt whose data end at a look is decided there)."""
     running = list(prompts)
+    family = sum(family_size(d) for d in prompts)
     out: dict[str, Decision] = {}
     look = 0
     while running:
@@ -293,7 +301,7 @@ def replay(
             looks = d.design.looks(d.planned)
             end = (ends or {}).get(d.name, d.planned)
             last[d.name] = look >= len(looks) - 1 or looks[min(look, len(looks) - 1)] >= end
-        decisions = evaluate_look(running, look, alpha, last=last)
+        decisions = evaluate_look(running, look, alpha, last=last, family=family)
         for d in list(running):
             dec = decisions[d.name]
             if dec.stopped or last[d.name]:
