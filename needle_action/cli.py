@@ -40,6 +40,7 @@ from needle_action.pipeline import (
     run_budget,
     run_check,
     run_recall,
+    select_prompts,
 )
 from needle_action.policy import comparison_exit_code, results_exit_code
 from needle_action.providers.specs import PROVIDER_NAMES
@@ -312,7 +313,7 @@ def recall(config_path, only, baseline, json_out, junit, overrides, progress, ca
     """Probe positional recall: needles at several depths and context sizes.
 
     Cells stop early once their verdict is settled (``early_stop``), except with --baseline: a run
-    that will be compared runs every planned trial."""
+    that will be compared asks its trials look by look and stops when the comparison decides."""
     config = _load(config_path)
     base = _baseline(baseline)
     results = run_recall(
@@ -327,6 +328,26 @@ def recall(config_path, only, baseline, json_out, junit, overrides, progress, ca
     )
     print_recall(results)
     _finish(results, json_out, stages=("recall",), junit=junit, baseline=base)
+
+
+@main.command()
+@config_option
+@only_option
+@baseline_option
+@click.option(
+    "--json", "json_out", type=click.Path(dir_okay=False, path_type=Path), help="Write the plan here."
+)
+@handle_errors
+def plan(config_path: Path, only: tuple[str, ...], baseline: Path | None, json_out: Path | None) -> None:
+    """Calls, tokens and dollars a compared recall run will spend, before any call (offline)."""
+    from needle_action.runplan import as_json, format_plans, plan_prompt
+
+    config = _load(config_path)
+    base = _baseline(baseline)
+    plans = [plan_prompt(p, base) for p in select_prompts(config, list(only) or None) if p.recall.enabled]
+    click.echo(format_plans(plans))
+    if json_out is not None:
+        _write_text(json_out, json.dumps(as_json(plans), indent=2) + "\n", "plan")
 
 
 @main.command()

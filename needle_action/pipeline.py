@@ -20,10 +20,11 @@ from needle_action.config.model import Config, PromptConfig
 from needle_action.errors import ConfigError
 from needle_action.providers.specs import missing_key
 from needle_action.recall.engine import CacheArg, RecallJob, run_recall_for_prompts, run_recall_jobs
-from needle_action.recall.plan import RecallOverrides
+from needle_action.recall.plan import RecallOverrides, effective_prompt
 from needle_action.recall.scheduler import ProgressFactory
 from needle_action.recall.shard import Shard
 from needle_action.results import PromptResult, Results, SkipKind
+from needle_action.runplan import check_cost, plan_prompt
 from needle_action.tokens import count_prompts
 from needle_action.tokens.budget import evaluate_case
 
@@ -105,6 +106,15 @@ def run_budget(config: Config, *, baseline: Results | None = None, only: list[st
     return results
 
 
+def check_costs(prompts: list[PromptConfig], baseline: Results | None, overrides: RecallOverrides) -> None:
+    """Refuse, before any call, a compared run whose plan costs more than a prompt's
+    ``recall.max_cost_usd`` (``needle plan`` shows the same figures)."""
+    for raw in prompts:
+        prompt = effective_prompt(raw, overrides)
+        if prompt.recall.enabled and prompt.recall.max_cost_usd is not None:
+            check_cost(prompt, plan_prompt(prompt, baseline))
+
+
 def run_recall(
     config: Config,
     *,
@@ -123,6 +133,8 @@ def run_recall(
     started = time.perf_counter()
     results = results or Results(config=str(config.path))
     prompts = select_prompts(config, only)
+    if overrides.full_trials:
+        check_costs(prompts, baseline, overrides)
     run_recall_for_prompts(
         config,
         prompts,
@@ -181,17 +193,29 @@ class Measure:
     batch: bool = False  # through the provider's batch API (pushes to the default branch)
 
 
-def measure(config: Config, how: Measure, *, env: Mapping[str, str], cache: CacheArg = None) -> Results:
+def measure(
+    config: Config,
+    how: Measure,
+    *,
+    env: Mapping[str, str],
+    cache: CacheArg = None,
+    baseline: Results | None = None,
+) -> Results:
     """Budgets for every prompt, recall for those that can run it: one side of a pull request.
 
     Unlike ``needle check``, a prompt whose provider key is missing from ENV is skipped with a note
     (pull requests from forks get no secrets) instead of counting as a provider outage.
     """
-    return measure_sides([config], how, env=env, cache=cache)[0]
+    return measure_sides([config], how, env=env, cache=cache, baseline=baseline)[0]
 
 
 def measure_sides(
-    configs: list[Config], how: Measure, *, env: Mapping[str, str], cache: CacheArg = None
+    configs: list[Config],
+    how: Measure,
+    *,
+    env: Mapping[str, str],
+    cache: CacheArg = None,
+    baseline: Results | None = None,
 ) -> list[Results]:
     """:func:`measure` for several configs at once (the action's head and base): budgets for each,
     then the recall of all of them through one scheduler, so both sides' calls share one queue and
@@ -208,7 +232,9 @@ def measure_sides(
         runnable = _runnable(config, results, how, env)
         if runnable:
             prompts = select_prompts(config, runnable)
-            jobs.append(RecallJob(config, prompts, results, overrides=overrides))
+            check_costs(prompts, baseline, overrides)
+            # BASELINE (a stored base, e.g. from the data branch) lets the head stop at a look
+            jobs.append(RecallJob(config, prompts, results, baseline=baseline, overrides=overrides))
     if jobs:
         run_recall_jobs(jobs, cache=cache, batch=how.batch)
     elapsed = time.perf_counter() - started

@@ -348,6 +348,13 @@ class RecallResult(Model):
         default=True, description="false when cells could stop early (not comparable with a base)"
     )
     power: RecallPower | None = None
+    look: int | None = Field(
+        default=None,
+        description="the look of the group-sequential comparison that stopped this run early "
+        "(1-based; None: the full plan ran). A stopped run is a complete verdict, never pooled",
+    )
+    stop_on_drop: bool = Field(default=False, description="the comparison may block at an early look")
+    stop_on_no_change: bool = Field(default=False, description="the comparison may pass at an early look")
     history: RecallHistory | None = None
     cost_known: bool = Field(default=True, description="false when the price table does not know the model")
     reused_from: Literal["cache", "baseline"] | None = Field(

@@ -218,6 +218,15 @@ class RecallComparison(CompareModel):
     notes: list[str] = Field(
         default_factory=list, description="what the reader must know about this comparison"
     )
+    test: Literal["paired", "unpaired"] | None = Field(
+        default=None, description="paired: same seed and trials on both sides (exact stratified McNemar)"
+    )
+    looks: list[int] = Field(default_factory=list, description="head trials per cell at each look")
+    look: int | None = Field(default=None, description="the look (1-based) that decided the verdict")
+    stopped_early: bool = Field(default=False, description="decided before the last look")
+    family_prompts: int = Field(default=0, description="prompts in the pull request's Holm family")
+    family_groups: int = Field(default=0, description="groups in the pull request's Holm family")
+    planned_calls: int = Field(default=0, description="the head's full plan: cells x planned trials")
 
     def cell(self, size: int, depth: float, style: str | None = None) -> CellDelta | None:
         """The cell at SIZE x DEPTH of STYLE (any style when None)."""
@@ -336,6 +345,10 @@ class Comparison(CompareModel):
     )
     recall_inconclusive: bool = False
     recall_underpowered: bool = Field(default=False, description="a cap or outage stopped planned trials")
+    recall_family_prompts: int = Field(
+        default=0, description="prompts whose recall groups share one Holm family (the whole pull request)"
+    )
+    recall_alpha: float | None = Field(default=None, description="the family's false-block rate")
     provider_outage: bool = False
     errors: bool = False
     prompts: list[PromptComparison] = Field(default_factory=list)

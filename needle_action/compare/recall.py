@@ -11,7 +11,14 @@ The decision rule (docs/recall.md, "Comparing base and head"):
   which changes nothing is blocked is at most ``alpha``, however many groups there are;
 * only cells with their **full** planned counts on both sides are tested: early stopping makes the
   number of trials depend on the answers, which breaks the test (curtailed cells are "untested");
-* the base sample adds the trials of earlier runs with the same fingerprint (``history``).
+* history (trials of earlier runs with the same fingerprint, other seeds) is shown and plans the
+  trials, but is kept **out of the test**: a run's trials share its seed's needles and filler, so
+  a run is a cluster, and pooling clusters as if they were independent trials blocked up to 17% of
+  unchanged pull requests in simulation (docs/decisions.md, "History plans, the test does not pool");
+* the comparison is **group-sequential** (:mod:`needle_action.recall.sequential`): looks at
+  fractions of the planned trials with alpha spent across them, a non-binding pass rule, paired
+  by trial index when both sides asked the same needles (same seed, same trials), and Holm over
+  every group of every prompt the pull request tests (``compare.verdict`` builds the family).
 
 A prompt with the same fingerprint on both sides is not tested (the pull request did not change
 what recall measures). A head with no comparable base is judged against the threshold alone, on
@@ -39,15 +46,21 @@ from needle_action.compare.models import (
 )
 from needle_action.recall import (
     CellKey,
+    Decision,
+    Design,
     Group,
     GroupDesign,
-    base_counts,
+    GroupResult,
+    PromptData,
+    answers_line_up,
     cell_key,
     detectable_drop,
     family,
     holm_rejections,
     planning_group,
     pooled,
+    replay,
+    result_answers,
     stratified_drop_pvalue,
     testable_counts,
 )
@@ -261,20 +274,95 @@ def _detectable(
     return detectable_drop(design, base_n=base_n, head_n=head_n, base_rate=base_hits / base_n), group.label
 
 
-def _test_against_base(rc: RecallComparison, hr: RecallResult, base: Mapping[str, Counts]) -> None:
-    """Test the groups of every style both sides ran (BASE: each style's base counts)."""
-    grids = {s: (base[s], testable_counts(hr, s)) for s in hr.style_names() if s in base}
-    tests = test_styled_groups(grids, rc.sizes, rc.depths, alpha=rc.alpha or hr.alpha, floor=rc.floor or 0.0)
-    rc.groups = [_group_delta(t) for t in tests]
-    flagged = {(t.style, *k) for t in tests if t.regressed for k in t.group.cells}
+def _result_delta(t: GroupResult) -> GroupDelta:
+    return _group_delta(
+        GroupTest(t.group, t.base, t.head, t.drop, t.p_value, t.level, t.regressed, style=t.style)
+    )
+
+
+def _test_against_base(
+    rc: RecallComparison, hr: RecallResult, br: RecallResult, decision: Decision, design: Design
+) -> None:
+    """Fill RC's groups from the sequential DECISION (recall/sequential.py) of this prompt."""
+    rc.groups = [_result_delta(t) for t in decision.groups]
+    rc.test = "paired" if decision.paired else "unpaired"
+    rc.looks = list(design.looks(_planned(hr)))
+    rc.look, rc.stopped_early = decision.look, decision.look < len(rc.looks)
+    rc.planned_calls = rc.looks[-1] * len(hr.cells)
+    flagged = {(t.style, *k) for t in decision.groups if t.regressed for k in t.group.cells}
     for d in rc.cells:
         if (d.style, *cell_key(d.size, d.depth)) in flagged and d.drop is not None and d.drop > 0:
             d.verdict = "regressed"
-    first = next(iter(grids), None)
-    if first is not None:
-        rc.detectable_drop, rc.detectable_in = _detectable(
-            *grids[first], rc.sizes, rc.depths, hr.alpha, len(grids)
+    if rc.stopped_early:
+        why = "a drop was clear" if decision.status == "fail" else "no group could hide the planned drop"
+        rc.notes.append(
+            f"Stopped at look {decision.look} of {len(rc.looks)} ({decision.trials} of {rc.looks[-1]} trials "
+            f"per cell): {why}. Rates and drops are from the stopped run: a run stopped on a drop tends "
+            "to overstate it, one stopped passing to understate it; read them as estimates, the verdict "
+            "is exact."
         )
+    styles = [s for s in hr.style_names() if s in {t.style for t in decision.groups}]
+    if styles:
+        base = testable_counts(br, styles[0])
+        rc.detectable_drop, rc.detectable_in = _detectable(
+            base, testable_counts(hr, styles[0]), rc.sizes, rc.depths, hr.alpha, len(styles)
+        )
+
+
+def _planned(r: RecallResult) -> int:
+    if r.power is not None:
+        return r.power.trials
+    return max((c.planned_trials or c.trials for c in r.cells), default=0)
+
+
+def design_of(r: RecallResult) -> Design:
+    """The stop rules the head ran with (older results files: the fixed design)."""
+    return Design(block=r.stop_on_drop, pass_early=r.stop_on_no_change)
+
+
+def tested_styles(head: PromptResult, base: PromptResult | None) -> set[str]:
+    """The needle styles of HEAD's recall tested against BASE's (empty: no test)."""
+    hr, br = head.recall, base.recall if base is not None else None
+    if hr is None or br is None or not _comparable(hr, br) or same_fingerprint(hr, br):
+        return set()
+    both = set(hr.style_names()) & set(br.style_names())
+    if "gold" in both and _gold_target(br) != _gold_target(hr):
+        both.discard("gold")
+    return both
+
+
+def prompt_data(head: PromptResult, base: PromptResult | None) -> PromptData | None:
+    """HEAD's recall as the sequential comparison sees it (None: not tested against BASE). The base
+    side is the base run's own trials: its pooled history stays out of the test."""
+    styles = tested_styles(head, base)
+    if not styles or head.recall is None or base is None or base.recall is None:
+        return None
+    hr, br = head.recall, base.recall
+    grids = {s: (result_answers(br, s), result_answers(hr, s)) for s in hr.style_names() if s in styles}
+    keys = {cell_key(c.size, c.depth) for c in hr.cells} | {cell_key(c.size, c.depth) for c in br.cells}
+    planned, base_planned = _planned(hr), _planned(br)
+    paired = (
+        hr.seed == br.seed and head.name == base.name and planned == base_planned and answers_line_up(hr, br)
+    )
+    data = PromptData(
+        name=head.name,
+        grids=grids,
+        sizes=sorted({k[0] for k in keys}),
+        depths=sorted({k[1] for k in keys}),
+        planned=planned,
+        floor=drop_floor(hr.min_drop),
+        paired=paired,
+        base_planned=base_planned,
+        design=design_of(hr),
+    )
+    return data
+
+
+def head_end(r: RecallResult) -> int:
+    """Trials per cell the head's data run to (less than planned when a look stopped it)."""
+    return max(
+        (a.trial + 1 for c in r.cells for a in c.answers), default=max((c.trials for c in r.cells), default=0)
+    )
 
 
 def _judge_alone(rc: RecallComparison, hr: RecallResult, styles: set[str]) -> None:
@@ -301,8 +389,12 @@ def _status(rc: RecallComparison, hr: RecallResult, br: RecallResult | None, tes
     return "pass"
 
 
-def compare_recall(head: PromptResult, base: PromptResult | None) -> RecallComparison | None:
-    """The recall comparison of one prompt (None when neither side has recall to show)."""
+def compare_recall(
+    head: PromptResult, base: PromptResult | None, decision: Decision | None = None
+) -> RecallComparison | None:
+    """The recall comparison of one prompt (None when neither side has recall to show). DECISION:
+    this prompt's sequential decision in the pull request's family (``compare.verdict``); computed
+    for this prompt alone when not given."""
     hr = head.recall
     br = base.recall if base is not None else None
     if hr is None:
@@ -340,7 +432,8 @@ def compare_recall(head: PromptResult, base: PromptResult | None) -> RecallCompa
             f"This pull request changes what the gold fixture counts as right ({_gold_target(br)} → "
             f"{_gold_target(hr)}): gold is judged against the threshold alone, not compared with the base."
         )
-    pooled_base = {s: base_counts(br, s) for s in both} if br is not None else {}
+    # the base's own trials: its history (other seeds, other clusters) plans runs, it is not tested
+    pooled_base = {s: testable_counts(br, s) for s in both} if br is not None else {}
     for key in keys:
         base_cell = base_cells.get(key) if br is not None else None
         rc.cells.append(
@@ -348,8 +441,12 @@ def compare_recall(head: PromptResult, base: PromptResult | None) -> RecallCompa
                 key, head_cells.get(key), base_cell, pooled_base.get(key[0], {}), compared=key[0] in both
             )
         )
-    if tested:
-        _test_against_base(rc, hr, pooled_base)
+    if tested and decision is None:
+        data = prompt_data(head, base)  # type: ignore[arg-type]
+        if data is not None:
+            decision = replay([data], hr.alpha, ends={data.name: head_end(hr)})[data.name]
+    if tested and br is not None and decision is not None:
+        _test_against_base(rc, hr, br, decision, design_of(hr))
         _judge_alone(rc, hr, set(hr.style_names()) - both)
     elif hr.status == "fail":
         _judge_alone(rc, hr, set(hr.style_names()))

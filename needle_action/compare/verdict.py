@@ -33,8 +33,9 @@ from needle_action.compare.models import (
     SideTotals,
     Verdict,
 )
-from needle_action.compare.recall import compare_recall
+from needle_action.compare.recall import compare_recall, head_end, prompt_data
 from needle_action.compare.tokens import budget_reason, growth_reason, token_delta
+from needle_action.recall import Decision, family_size, replay
 from needle_action.results import ABSENT_STYLE, PromptResult, Results, SkipKind
 
 
@@ -65,7 +66,11 @@ def _match_renames(base: Results, head: Results) -> dict[str, str]:
 
 
 def _compare_prompt(
-    head: PromptResult, base: PromptResult | None, renamed_from: str | None
+    head: PromptResult,
+    base: PromptResult | None,
+    renamed_from: str | None,
+    decision: Decision | None = None,
+    family: tuple[int, int] = (0, 0),
 ) -> PromptComparison:
     if base is None:
         status: PromptStatus = "new"
@@ -97,10 +102,31 @@ def _compare_prompt(
     for fx, bc in base_cases.items():
         if fx not in seen:
             pc.tokens.append(token_delta(None, bc))
-    pc.recall = compare_recall(head, base)
+    pc.recall = compare_recall(head, base, decision)
     if pc.recall is not None and head.recall is not None:
         pc.recall.misses = group_misses(pc.recall, head.recall, base.recall if base else None)
+    if pc.recall is not None and decision is not None:
+        pc.recall.family_prompts = family[0]
+        pc.recall.family_groups = family[1]
     return pc
+
+
+def recall_decisions(
+    pairs: list[tuple[PromptResult, PromptResult | None]],
+) -> tuple[dict[str, Decision], tuple[int, int], float]:
+    """The group-sequential decision of every prompt the pull request tests, with Holm over all of
+    their groups at once: ({head name: decision}, (prompts, groups) in the family, family alpha)."""
+    datas, ends, alphas = [], {}, []
+    for head, base in pairs:
+        data = prompt_data(head, base)
+        if data is None or head.recall is None:
+            continue
+        datas.append(data)
+        ends[data.name] = head_end(head.recall)
+        alphas.append(head.recall.alpha)
+    alpha = min(alphas, default=0.01)
+    family = (len(datas), sum(family_size(d) for d in datas))
+    return replay(datas, alpha, ends=ends), family, alpha
 
 
 def _failures_of(pc: PromptComparison) -> list[Failure]:
@@ -215,10 +241,12 @@ def compare(base: Results | None, head: Results, *, provider_outage: bool | None
     """Compare HEAD with BASE (None: no baseline, every prompt is new)."""
     renames = _match_renames(base, head) if base is not None else {}
     prompts: list[PromptComparison] = []
-    for hp in head.prompts:
-        base_name = renames.get(hp.name, hp.name)
-        bp = base.prompt(base_name) if base is not None else None
-        prompts.append(_compare_prompt(hp, bp, renames.get(hp.name)))
+    pairs = [
+        (hp, base.prompt(renames.get(hp.name, hp.name)) if base is not None else None) for hp in head.prompts
+    ]
+    decisions, family, alpha = recall_decisions(pairs)
+    for hp, bp in pairs:
+        prompts.append(_compare_prompt(hp, bp, renames.get(hp.name), decisions.get(hp.name), family))
     if base is not None:
         head_names = {p.name for p in head.prompts}
         for bp in base.prompts:
@@ -257,6 +285,8 @@ def compare(base: Results | None, head: Results, *, provider_outage: bool | None
         failures=failures,
         head_totals=_totals(head),
         base_totals=_totals(base) if base else None,
+        recall_family_prompts=family[0],
+        recall_alpha=alpha if family[0] else None,
     )
     if base is None:
         comp.notes.append(

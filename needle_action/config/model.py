@@ -144,6 +144,10 @@ class RecallSettings(Strict):
     alpha: float = Field(default=0.01, gt=0.0, lt=1.0)
     # the drop a run is planned to catch with 95% power; drops below min_drop / 2 never fail
     min_drop: float = Field(default=0.2, gt=0.0, le=1.0, description="drop a run must catch")
+    # base vs head, group-sequential (recall/sequential.py): block at a look on a clear drop, pass at
+    # a look when no group can hide the drop the plan detects; both off = the fixed design
+    stop_on_drop: bool = True
+    stop_on_no_change: bool = True
 
     @field_validator("sizes")
     @classmethod

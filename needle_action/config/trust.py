@@ -62,6 +62,10 @@ RECALL_POLICY_KEYS = (
     "similarity",
     "abstain_phrases",
     "abstain_regex",
+    # the sequential design's stop rules: a PR that turned stop_on_drop off would keep a regression
+    # from stopping its run early, and one that changed stop_on_no_change would pick its own pass rule
+    "stop_on_drop",
+    "stop_on_no_change",
 )
 
 Kind = Literal["policy", "endpoint", "files"]

@@ -186,7 +186,8 @@ def measure_both(
         _no_base(settings, str(exc), notes)
         base_results = None
     if head is None:
-        head = measure(head_config, measure_how(settings, head_config), env=os.environ, cache=cache)
+        how = measure_how(settings, head_config)
+        head = measure(head_config, how, env=os.environ, cache=cache, baseline=base_results)
     base_calls = (
         f", base {base_results.totals.calls} ({base_results.totals.cached_calls} cached)"
         if base_results is not None

@@ -20,6 +20,16 @@ if TYPE_CHECKING:
     from needle_action.recall.history import base_counts, testable_counts
     from needle_action.recall.power import GroupDesign, detectable_drop
     from needle_action.recall.reorder import describe as describe_reorder
+    from needle_action.recall.sequential import (
+        Decision,
+        Design,
+        GroupResult,
+        PromptData,
+        answers_line_up,
+        family_size,
+        replay,
+        result_answers,
+    )
     from needle_action.recall.stats import holm_rejections, stratified_drop_pvalue, wilson_interval
 
 # public name -> (module, its name there)
@@ -37,6 +47,14 @@ _LAZY = {
     "GroupDesign": ("needle_action.recall.power", "GroupDesign"),
     "detectable_drop": ("needle_action.recall.power", "detectable_drop"),
     "describe_reorder": ("needle_action.recall.reorder", "describe"),
+    "Decision": ("needle_action.recall.sequential", "Decision"),
+    "Design": ("needle_action.recall.sequential", "Design"),
+    "GroupResult": ("needle_action.recall.sequential", "GroupResult"),
+    "PromptData": ("needle_action.recall.sequential", "PromptData"),
+    "answers_line_up": ("needle_action.recall.sequential", "answers_line_up"),
+    "family_size": ("needle_action.recall.sequential", "family_size"),
+    "replay": ("needle_action.recall.sequential", "replay"),
+    "result_answers": ("needle_action.recall.sequential", "result_answers"),
     "holm_rejections": ("needle_action.recall.stats", "holm_rejections"),
     "stratified_drop_pvalue": ("needle_action.recall.stats", "stratified_drop_pvalue"),
     "wilson_interval": ("needle_action.recall.stats", "wilson_interval"),
@@ -54,19 +72,27 @@ def __getattr__(name: str) -> Any:
 
 
 __all__ = [
-    "CellKey",
-    "Estimate",
-    "Group",
-    "GroupDesign",
+    "answers_line_up",
     "base_counts",
     "cell_key",
+    "CellKey",
+    "Decision",
     "describe_reorder",
+    "Design",
     "detectable_drop",
+    "Estimate",
     "family",
+    "family_size",
+    "Group",
+    "GroupDesign",
+    "GroupResult",
     "holm_rejections",
     "planning_group",
     "pooled",
+    "PromptData",
     "read_grid",
+    "replay",
+    "result_answers",
     "stratified_drop_pvalue",
     "testable_counts",
     "wilson_interval",

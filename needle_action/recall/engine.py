@@ -124,6 +124,9 @@ def summarize(
         saved_calls=sum(c.saved for c in plan.cells),
         lost_trials=outcome.lost_trials,
         full_trials=not rs.early_stop,
+        stop_on_drop=rs.stop_on_drop and not rs.early_stop,
+        stop_on_no_change=rs.stop_on_no_change and not rs.early_stop,
+        look=plan.look,
         cost_usd=round(outcome.cost_usd, 6),
         cost_known=price(plan.prompt, 1000, 100) is not None,
         partial=partial,
@@ -272,7 +275,7 @@ class RecallJob:
         t.cost_usd = round(t.cost_usd + result.cost_usd, 6)
         t.usage.add(result.usage)
         t.partial = t.partial or result.partial
-        if cache is not None and not result.partial and result.shard is None:
+        if cache is not None and not result.partial and result.shard is None and result.look is None:
             cache.put(result)
 
 
@@ -460,9 +463,7 @@ async def _run_all(run: _Run, work, window: tuple[int, int], shard: Shard | None
             if arm is not None:
                 arms[id(plan)] = arm
             if runner is not None:
-                scheduler.add(plan)
-                if arm is not None:
-                    scheduler.add(arm)
+                _schedule(scheduler, job, plan, arm, shard)
         if runner is not None:
             scheduler.close()
             await runner
@@ -477,6 +478,48 @@ async def _run_all(run: _Run, work, window: tuple[int, int], shard: Shard | None
         _finish(run, job, plan, pr, shard, arms.get(id(plan)))
     for job, pr, digest in run.followers:
         _follow(job, pr, run.leaders[digest])
+
+
+def _schedule(
+    scheduler: Scheduler, job: RecallJob, plan: PromptPlan, arm: PromptPlan | None, shard: Shard | None
+) -> None:
+    """Hand PLAN (and its reorder arm) to the scheduler; a compared run asks look by look."""
+    base = compared_base(job, plan) if shard is None else None  # a shard sees some cells only
+    if base is not None:
+        scheduler.gate.add(plan, base, [s for s in plan.prompt.recall.styles if s in base.style_names()])
+    scheduler.add(plan)
+    if arm is not None:
+        scheduler.add(arm)
+
+
+def compared_base(job: RecallJob, plan: PromptPlan) -> RecallResult | None:
+    """The baseline's complete result PLAN will be compared with, when the comparison may stop at a
+    look (recall/sequential.py): same model, scoring and look-alikes, a needle style in common, not
+    the same fingerprint, and at least one stop rule on in a run that asks every planned trial."""
+    rs = plan.prompt.recall
+    if rs.early_stop or not (rs.stop_on_drop or rs.stop_on_no_change) or job.baseline is None:
+        return None
+    base_pr = job.baseline.prompt(plan.name)
+    br = base_pr.recall if base_pr is not None else None
+    if br is None or br.partial or not br.full_trials:
+        return None
+    distractors = max(rs.distractor_count(s) for s in rs.styles)
+    similarity = rs.similarity if distractors or "absent" in rs.styles else None
+    if (br.model, br.scoring, br.distractors, br.similarity) != (
+        plan.prompt.model,
+        rs.scoring,
+        distractors,
+        similarity,
+    ):
+        return None
+    if not set(rs.styles) & set(br.style_names()):
+        return None
+    same = (
+        br.pool_key == plan.pool_key
+        if br.pool_key and plan.pool_key
+        else br.settings_hash == plan.settings_hash
+    )
+    return None if same else br
 
 
 def _follow(job: RecallJob, pr: PromptResult, leader: PromptResult) -> None:

@@ -27,8 +27,14 @@ MAX_POOLED_RUNS = 20  # bounds the results file; twenty runs already dwarf one r
 
 
 def poolable(result: RecallResult) -> bool:
-    """A run whose counts may join a pool: complete, every cell in full."""
-    return not result.partial and result.full_trials and not any(c.stopped_early for c in result.cells)
+    """A run whose counts may join a pool: complete, every cell in full (a run a sequential look
+    stopped is a complete verdict but not a full sample)."""
+    return (
+        not result.partial
+        and result.full_trials
+        and result.look is None
+        and not any(c.stopped_early for c in result.cells)
+    )
 
 
 def pool_history(result: RecallResult, earlier: Iterable[RecallResult]) -> RecallHistory | None:

@@ -26,7 +26,14 @@ from needle_action.results import SCHEMA_VERSION, SkipKind
 
 # Recall settings that change how a run is bounded or billed, not what a complete result contains:
 # left out of the settings hash so raising a cap or the concurrency still finds the cached result.
-HASH_EXCLUDED = {"concurrency", "max_calls", "max_cost_usd", "prompt_cache"}
+HASH_EXCLUDED = {
+    "concurrency",
+    "max_calls",
+    "max_cost_usd",
+    "prompt_cache",
+    "stop_on_drop",  # how a compared run stops (recall/sequential.py): a stopped run is never cached
+    "stop_on_no_change",
+}
 # how trials are built: 2 = one filler stream for every trial and depth, the filler amount fixed per
 # cell (issue 12); results (and pools) built the older way are not reused
 HAYSTACK_LAYOUT = 2

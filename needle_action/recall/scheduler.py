@@ -22,6 +22,11 @@ order (:mod:`needle_action.recall.cells`), so the verdict is the non-speculative
 that settles cancels its speculative calls still in flight. Runs with a call or cost cap do not
 speculate (a cap must stop where the sequential rule would).
 
+Looks. A compared head run (a baseline is known) asks its trials look by look
+(:mod:`needle_action.recall.gate`): nothing beyond the current look's trials per cell is asked,
+needed or speculative, until every gated plan has counted that look and the group-sequential
+comparison has decided it (stop, pass or fail, or go on to the next look).
+
 A trial is ready when its prompt is built and, with a prompt-caching provider, when no prefix it
 would write is being written (:mod:`needle_action.recall.prefix`). ``BUILDERS`` threads build every
 plan's trials ahead, from one queue for the whole run, trial index first: every prompt's first
@@ -58,6 +63,7 @@ from needle_action.providers.base import Breakpoint, Completion
 from needle_action.providers.pricing import Usage, estimate_cost, price_of
 from needle_action.providers.retry import RequestRejected, RetriesExhausted
 from needle_action.recall.cells import CellRun
+from needle_action.recall.gate import LookGate
 from needle_action.recall.haystack import HaystackBuilder, Trial, needle_anchor
 from needle_action.recall.needles import make_needle
 from needle_action.recall.plan import trial_rng
@@ -122,6 +128,7 @@ class PromptPlan:
     batch: bool = False
     power: RecallPower | None = None  # how the cells' trials were planned (trials = "auto")
     pool_key: str | None = None  # what decides the answers: runs that share it pool (recall/history.py)
+    look: int | None = None  # the sequential look that stopped this plan (recall/gate.py)
 
     @property
     def speculate(self) -> bool:
@@ -189,6 +196,7 @@ class Scheduler:
         self._build_wake = asyncio.Event()
         self._builders: list[asyncio.Task[None]] = []
         self._executor: ThreadPoolExecutor | None = None
+        self.gate = LookGate()  # compared head runs ask look by look (recall/gate.py)
 
     # ---- feeding ------------------------------------------------------------------------------
     def add(self, plan: PromptPlan) -> None:
@@ -333,6 +341,11 @@ class Scheduler:
             return None
         rs = plan.prompt.recall
         horizon = cell.horizon(rs.threshold, rs.early_stop)
+        look = self.gate.limit(plan)
+        if look is not None:
+            if index >= look:
+                return None  # beyond the current look: asked only if the look does not stop the run
+            horizon = min(horizon, look)
         needed = index < horizon
         if not needed and (
             not plan.speculate or (not tail and sum(i >= horizon for i in cell.in_flight) >= SPECULATE_AHEAD)
@@ -402,6 +415,7 @@ class Scheduler:
 
     def _issue(self) -> None:
         """Start calls until the limit is reached or no trial is ready."""
+        self._check_gate()
         while len(self._pending) < self.limit:
             picked = self._pick()
             if picked is None:
@@ -514,6 +528,11 @@ class Scheduler:
         counted = cell.receive(answer, rs.threshold, rs.early_stop)
         plan.outcome.speculative_calls += cell.discarded - before
         self._counted(plan, cell, counted)
+
+    def _check_gate(self) -> None:
+        """Evaluate looks as long as every gated plan has reached the current one (all plans added)."""
+        while self._closed and self.gate.ready():
+            self.gate.evaluate()
 
     def _counted(self, plan: PromptPlan, cell: CellRun, counted: int) -> None:
         plan.outcome.calls += counted

@@ -271,3 +271,23 @@ def family_z(family_size: int, confidence: float = 0.95) -> float:
 
     per_interval = (1.0 - confidence) / max(1, family_size)
     return NormalDist().inv_cdf(1.0 - per_interval / 2.0)
+
+
+@functools.lru_cache(maxsize=16384)
+def paired_drop_pvalue(worse: int, better: int) -> float:
+    """One-sided exact stratified McNemar test of "head recall is lower than base" on paired trials
+    (the same needle and filler asked of both sides): WORSE pairs the base got right and the head
+    wrong, BETTER the reverse, summed over the strata (cells).
+
+    Under the null each discordant pair is worse or better with probability 1/2 whatever its
+    stratum's rates (conditioning on the discordant pairs removes the cell and seed effects), so
+    the stratified statistic's exact null is Binomial(worse + better, 1/2): p = P(X >= worse).
+    """
+    if worse < 0 or better < 0:
+        raise ValueError(f"pair counts must be >= 0 ({worse}, {better})")
+    n = worse + better
+    if n == 0 or worse == 0:
+        return 1.0
+    log_half = n * math.log(0.5)
+    tail = sum(math.exp(_log_comb(n, k) + log_half) for k in range(worse, n + 1))
+    return min(1.0, tail)

@@ -88,10 +88,10 @@ def fake():
 
 @pytest.mark.parametrize(
     ("name", "base_curve", "head_curve", "replayed"),
-    [("noise", flat95, flat95, NULLS[0]), ("middle -30 pt", flat95, middle_minus_30, DROPS[2])],
+    [("noise", flat95, flat95, NULLS[0]), ("middle -30 pt", flat95, middle_minus_30, DROPS[0])],
 )
 def test_the_cli_agrees_with_the_replay(tmp_path, fake, name, base_curve, head_curve, replayed):
-    expected = replay(replayed, 400, seed=7)
+    expected = replay(replayed, 400, seed=7, check=0)
     blocked = 0
     for pr in range(PRS):
         code, comparison, head = _pr(tmp_path / str(pr), fake, base_curve, head_curve, pr)

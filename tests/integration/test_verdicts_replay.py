@@ -1,12 +1,11 @@
-"""The goals of issue 8, asserted on a seeded replay of the real decision functions
-(``bench/verdicts.py``: plan -> summarize -> pool -> compare -> exit code) on draws from known
-curves, at the default settings on sizes [2000, 8000, 16000] x 5 depths.
+"""The goals of issues 8 and 21, asserted on a seeded replay of the real decision functions
+(``bench/verdicts.py``: plan -> the group-sequential decision, and on a sample of every row the whole
+path summarize -> pool -> compare -> exit code) on draws from known curves with a seed (cluster)
+effect, at the default settings on sizes [2000, 8000, 16000] x 5 depths.
 
-Seeded, so it never flakes; each goal is checked with a sample large enough that a decision rule
-missing it by a real margin fails here, and false-block rates are also held to "not significantly
-above 1%" (a one-sided binomial test), since the design guarantees at most alpha = 1% and a point
-estimate of a rate that small wobbles. ``python3 bench/verdicts.py`` prints the same table at a
-larger scale into docs/benchmarks.md.
+Seeded, so it never flakes; samples are small (the machine is shared): false-block rates are held to
+"not significantly above 1%" (a one-sided binomial test), since the design guarantees at most
+alpha = 1%. ``python3 bench/verdicts.py`` prints the full table into docs/benchmarks.md.
 """
 
 from __future__ import annotations
@@ -15,58 +14,38 @@ import math
 
 import pytest
 
-from bench.verdicts import DROPS, HISTORY, NULLS, Scenario, Tally, default_plan, replay
-from needle_action.config.model import RecallSettings
+from bench.verdicts import DROPS, FOUR, NULLS, replay
+from needle_action.recall.sequential import FIXED
 
-PRS = 500
+PRS = 150
 FAMILY_ALPHA = 0.01
+
+pytestmark = pytest.mark.slow
 
 
 def _upper_tail(k: int, n: int, p: float) -> float:
     return sum(math.comb(n, i) * p**i * (1 - p) ** (n - i) for i in range(k, n + 1))
 
 
-@pytest.fixture(scope="module")
-def nulls() -> list[tuple[Scenario, Tally]]:
-    return [(sc, replay(sc, PRS, seed=100 + i)) for i, sc in enumerate(NULLS)]
-
-
-def test_noise_alone_blocks_at_most_one_pr_in_a_hundred(nulls):
-    for sc, t in nulls:
-        # not significantly above the family alpha (the design's guarantee)
+@pytest.mark.parametrize("seed_sd", [0.0, 0.6])
+def test_noise_blocks_at_most_one_pr_in_a_hundred_even_with_seed_effects(seed_sd):
+    for i, sc in enumerate([NULLS[0], NULLS[3], FOUR]):
+        t = replay(sc, PRS if sc.prompts == 1 else 60, seed=100 + i, seed_sd=seed_sd, check=10)
         assert _upper_tail(t.blocked, t.prs, FAMILY_ALPHA) > 0.001, (sc.name, t.blocked)
-    blocked, prs = sum(t.blocked for _, t in nulls), sum(t.prs for _, t in nulls)
-    assert blocked / prs <= FAMILY_ALPHA, (blocked, prs)
+        assert t.disagreements == 0  # the results -> compare -> exit code path takes the same decision
+        assert t.head_calls <= 0.65 * t.fixed_calls, (sc.name, t.head_calls, t.fixed_calls)
+        if seed_sd and sc.prompts > 1:
+            assert t.pooled_blocked > t.blocked  # the old pooled test does not survive seed effects
 
 
-def test_noise_never_gets_an_inconclusive_or_underpowered_headline(nulls):
-    assert [(sc.name, t.underpowered) for sc, t in nulls if t.underpowered] == []
+def test_middle_drops_are_caught_early():
+    t = replay(DROPS[0], 100, seed=200, seed_sd=0.3, check=10)  # flat .95, middle -30 pt
+    assert t.blocked / t.prs >= 0.95 and t.head_calls <= 0.5 * t.fixed_calls
+    assert t.disagreements == 0
 
 
-def test_each_shape_is_diagnosed(nulls):
-    for sc, t in nulls:
-        right = t.kinds[sc.diagnosis] / t.prs
-        floor = 0.90 if sc.diagnosis == "flaky" else 0.95
-        assert right >= floor, (sc.name, t.kinds)
-        if sc.effective_context is not None:
-            assert t.effective_right / t.prs >= 0.95, (sc.name, t.effective_right)
-
-
-def test_middle_drops_are_caught():
-    for i, sc in enumerate(DROPS):
-        t = replay(sc, 300, seed=200 + i)
-        floor = 0.95 if "30 pt" in sc.name else 0.80
-        assert t.blocked / t.prs >= floor, (sc.name, t.blocked)
-        assert t.underpowered == 0
-
-
-def test_calls_per_side():
-    plan = default_plan(RecallSettings(sizes=[2000, 8000, 16000]))
-    assert 15 * plan.trials <= 320
-    for sc in HISTORY:
-        t = replay(sc, 60, seed=300)
-        assert t.base_calls == 0 and t.head_calls == 15 * plan.trials * t.prs
-        if sc.must_block:
-            assert t.blocked / t.prs >= 0.9
-        else:
-            assert t.blocked <= 2
+def test_both_stop_rules_off_is_the_fixed_design_verdict_for_verdict():
+    for i, sc in enumerate([NULLS[3], DROPS[5]]):
+        t = replay(sc, 80, seed=300 + i, seed_sd=0.3, design=FIXED, check=10)
+        assert t.blocked == t.fixed_blocked and t.head_calls == t.fixed_calls
+        assert t.disagreements == 0

@@ -1,0 +1,313 @@
+"""The group-sequential comparison: look at planned fractions of the head's trials, block early on a
+clear drop, pass early on a clear absence of one (docs/recall.md, "Looks").
+
+Pure functions of the answers, so the scheduler (which decides when to stop asking) and the compare
+stage (which re-derives the verdict from the results files) reach the same verdict by construction.
+
+The design
+----------
+* **Looks** after ``ceil(f * planned)`` trials per cell for f in ``FRACTIONS`` (5/10/15/20 of 20).
+  At look k the head's first ``n_k`` trials of every cell are tested against everything the base
+  ran with the exact stratified test (strata = cells). At the last look (every planned trial) the
+  test is the fixed design's: paired by trial index (exact stratified McNemar) when both sides
+  asked the same needles (same seed, same trials, answers kept), else the stratified test.
+* **Alpha spending** (block rule): look k tests at ``SPEND[k] * alpha`` (0.04, 0.08, 0.03, 0.85 of the
+  family alpha: .0004, .0008, .0003, .0085 at alpha .01), Holm over every group of every prompt and
+  style the pull request tests. The looks are joined by Bonferroni (the spends add up to alpha), so
+  the family-wise false-block rate is at most alpha whatever the correlation between looks and
+  whatever the pass rule does. Chosen by simulation (bench/verdicts.py, docs/decisions.md).
+* **Pass rule** (non-binding futility): a prompt stops at a look, passing, when no group was blocked
+  and every group's one-sided 99% upper bound on its drop (Newcombe, from Wilson intervals, against
+  everything the base ran) is below the drop the full plan would detect in that group (95% power;
+  where not even a fall to zero is detectable, below that fall: the group's base rate). It can
+  only remove rejections, so it never raises the false-block rate; it costs a little power,
+  measured in the benchmark.
+* Both rules off (``stop_on_drop = false``, ``stop_on_no_change = false``): one look at the full
+  plan, at alpha: the fixed design, verdict for verdict.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+
+from needle_action.recall.groups import CellKey, Group, cell_key, family, pooled
+from needle_action.recall.power import GroupDesign, detectable_drop
+from needle_action.recall.stats import (
+    holm_rejections,
+    paired_drop_pvalue,
+    stratified_drop_pvalue,
+    wilson_interval,
+)
+from needle_action.results import RecallResult
+
+FRACTIONS = (0.25, 0.5, 0.75, 1.0)
+SPEND = (0.04, 0.08, 0.03, 0.85)  # share of alpha spent at each look (adds up to 1)
+PASS_Z = 2.3263478740408408  # one-sided 99% normal quantile: the pass rule's upper bound
+
+Answers = Mapping[CellKey, Sequence[tuple[int, bool]]]  # cell -> (trial index, hit) in trial order
+
+
+@dataclass(frozen=True)
+class Design:
+    """Which stop rules are on. Both off: the fixed design (one look, all of alpha)."""
+
+    block: bool = True
+    pass_early: bool = True
+
+    @property
+    def sequential(self) -> bool:
+        return self.block or self.pass_early
+
+    def looks(self, planned: int) -> tuple[int, ...]:
+        """Trials per cell at each look (the last is PLANNED)."""
+        if not self.sequential or planned <= 1:
+            return (planned,)
+        return tuple(sorted({max(1, math.ceil(f * planned - 1e-9)) for f in FRACTIONS}))
+
+    def levels(self, planned: int, alpha: float) -> tuple[float, ...]:
+        """Alpha spent at each look of :meth:`looks` (looks that coincide pool their spends)."""
+        looks = self.looks(planned)
+        if not self.block:
+            return tuple(0.0 for _ in looks[:-1]) + (alpha,)
+        spent = dict.fromkeys(looks, 0.0)
+        for f, share in zip(FRACTIONS, SPEND, strict=True):
+            spent[max(1, math.ceil(f * planned - 1e-9))] += share * alpha
+        return tuple(spent[n] for n in looks)
+
+
+FIXED = Design(block=False, pass_early=False)
+
+
+@dataclass
+class PromptData:
+    """One compared prompt: per needle style, (base answers, head answers) per cell."""
+
+    name: str
+    grids: Mapping[str, tuple[Answers, Answers]]
+    sizes: Sequence[int]
+    depths: Sequence[float]
+    planned: int  # head trials planned per cell
+    floor: float  # smallest pooled drop ever tested
+    paired: bool = False  # same seed and trial plan on both sides: pairs by trial index
+    base_planned: int = 0  # base trials per cell (the pass rule's full plan)
+    design: Design = Design()
+
+
+@dataclass(frozen=True)
+class GroupResult:
+    style: str
+    group: Group
+    base: tuple[int, int]
+    head: tuple[int, int]
+    drop: float | None
+    p_value: float | None
+    level: float | None  # Holm's bound for this p-value at this look
+    regressed: bool
+    upper: float | None = None  # 99% upper bound on the drop (pass rule)
+    detectable: float | None = None
+
+
+@dataclass
+class Decision:
+    """A prompt's state after a look: stopped (fail or pass) or going on."""
+
+    look: int  # 1-based index of the look
+    trials: int  # head trials per cell at that look
+    stopped: bool
+    status: str  # "fail", "pass" or "continue"
+    paired: bool
+    groups: list[GroupResult] = field(default_factory=list)
+
+
+def result_answers(r: RecallResult, style: str) -> dict[CellKey, list[tuple[int, bool]]]:
+    """R's testable cells of STYLE (run without threshold early stopping) as (trial, hit) in trial
+    order; a cell stored without its answers reads as its counts in index order."""
+    out: dict[CellKey, list[tuple[int, bool]]] = {}
+    for c in r.cells:
+        if c.style != style or c.trials <= 0 or c.stopped_early:
+            continue
+        if len(c.answers) == c.trials:
+            ordered = sorted(c.answers, key=lambda a: a.trial)
+            out[cell_key(c.size, c.depth)] = [(a.trial, a.hit) for a in ordered]
+        else:
+            out[cell_key(c.size, c.depth)] = [(i, i < c.hits) for i in range(c.trials)]
+    return out
+
+
+def answers_line_up(*results: RecallResult) -> bool:
+    """Does every cell of RESULTS keep its answers (trial by trial)? Pairing needs them."""
+    return all(len(c.answers) == c.trials for r in results for c in r.cells)
+
+
+def _truncate(answers: Answers, n: int | None) -> dict[CellKey, tuple[int, int]]:
+    out = {}
+    for key, outcomes in answers.items():
+        kept = [hit for index, hit in outcomes if n is None or index < n]
+        if kept:
+            out[key] = (sum(kept), len(kept))
+    return out
+
+
+def _pairs(base: Answers, head: Answers, key: CellKey, n: int | None) -> tuple[int, int]:
+    """(base hit and head miss, base miss and head hit) over the trial indices both sides answered."""
+    b = dict(base.get(key, ()))
+    worse = better = 0
+    for index, hit in head.get(key, ()):
+        if (n is None or index < n) and index in b:
+            worse += b[index] and not hit
+            better += hit and not b[index]
+    return worse, better
+
+
+def _mean_drop(base: Mapping, head: Mapping, cells: Sequence[CellKey]) -> float | None:
+    drops = [base[k][0] / base[k][1] - head[k][0] / head[k][1] for k in cells if k in base and k in head]
+    return sum(drops) / len(drops) if drops else None
+
+
+def drop_upper(base: tuple[int, int], head: tuple[int, int], z: float = PASS_Z) -> float | None:
+    """One-sided upper bound on base rate - head rate (Newcombe's hybrid score interval)."""
+    if not base[1] or not head[1]:
+        return None
+    pb, ph = base[0] / base[1], head[0] / head[1]
+    _, high_b = wilson_interval(*base, z=z)
+    low_h, _ = wilson_interval(*head, z=z)
+    return pb - ph + math.sqrt((high_b - pb) ** 2 + (ph - low_h) ** 2)
+
+
+def family_size(data: PromptData) -> int:
+    return len(data.grids) * len(family(data.sizes, data.depths))
+
+
+@functools.lru_cache(maxsize=4096)
+def _detectable(cells: int, fam: int, alpha: float, base_n: int, head_n: int, rate: float) -> float | None:
+    design = GroupDesign(cells=cells, family_size=fam, alpha=alpha)
+    return detectable_drop(design, base_n=base_n, head_n=head_n, base_rate=rate)
+
+
+def _tests(data: PromptData, n: int | None, final: bool) -> list[tuple]:
+    """(style, group, base pooled, head pooled, drop, p-value or None) for every group of DATA on
+    the head's first N trials per cell (None: all). Before the final look: the exact stratified test
+    against everything the base ran (more base trials, more power early); at the final look the
+    paired test when the trials line up (``data.paired``), else the same stratified test."""
+    out = []
+    paired = data.paired and final
+    for style, (base_answers, head_answers) in data.grids.items():
+        head = _truncate(head_answers, n)
+        base = _truncate(base_answers, None)
+        for g in family(data.sizes, data.depths):
+            drop = _mean_drop(base, head, g.cells)
+            p = None
+            if drop is not None and drop >= data.floor and drop > 0:
+                if paired:
+                    pairs = [_pairs(base_answers, head_answers, k, n) for k in g.cells]
+                    p = paired_drop_pvalue(sum(w for w, _ in pairs), sum(b for _, b in pairs))
+                else:
+                    strata = [(*base[k], *head[k]) for k in g.cells if k in base and k in head]
+                    p = stratified_drop_pvalue(strata)
+            out.append((style, g, pooled(base, g.cells), pooled(head, g.cells), drop, p))
+    return out
+
+
+def _look(data: PromptData, look: int) -> tuple[int, tuple[int, ...]]:
+    """(index of LOOK in DATA's own looks, clamped to its last; those looks)."""
+    looks = data.design.looks(data.planned)
+    return min(look, len(looks) - 1), looks
+
+
+def evaluate_look(
+    prompts: Sequence[PromptData],
+    look: int,
+    alpha: float,
+    *,
+    last: Mapping[str, bool] | None = None,
+    family: int = 0,
+) -> dict[str, Decision]:
+    """Decisions at LOOK (0-based) for PROMPTS still running: Holm at this look's level over every
+    group of every prompt (the pull request's family), then each prompt's pass rule. LAST: prompts
+    whose data end here (their run stopped or this is their final look) are decided now. FAMILY:
+    groups in the whole family, prompts already decided included (they count as p = 1: a family
+    that shrank as prompts pass would be chosen by the data and let noise through)."""
+    tests: list[tuple[int, tuple]] = []  # (prompt index, test row)
+    levels: list[float] = []
+    for i, data in enumerate(prompts):
+        k, looks = _look(data, look)
+        final = k == len(looks) - 1
+        tests += [(i, t) for t in _tests(data, None if final else looks[k], final)]
+        levels.append(data.design.levels(data.planned, alpha)[k])
+    level = min(levels, default=alpha)  # one level for the whole family at this look
+    fam = max(family, sum(family_size(d) for d in prompts))
+    as_tested = [1.0 if t[5] is None else t[5] for _, t in tests] + [1.0] * (fam - len(tests))
+    rejected = holm_rejections(as_tested, level) if level > 0 else [False] * fam
+    rank = {j: r for r, j in enumerate(sorted(range(fam), key=lambda j: as_tested[j]))}
+    groups: list[list[GroupResult]] = [[] for _ in prompts]
+    for j, (i, (style, g, b, h, drop, p)) in enumerate(tests):
+        bound = level / (fam - rank[j]) if p is not None and level > 0 else None
+        upper, detect = _pass_bounds(prompts[i], g, style, h, alpha, fam)
+        groups[i].append(
+            GroupResult(style, g, b, h, drop, p, bound, rejected[j] and p is not None, upper, detect)
+        )
+    return {
+        data.name: _decide(data, look, groups[i], bool(last and last.get(data.name)))
+        for i, data in enumerate(prompts)
+    }
+
+
+def _decide(data: PromptData, look: int, groups: list[GroupResult], ends: bool) -> Decision:
+    """DATA's decision at LOOK from its GROUPS: fail on a rejection, pass on the pass rule or at its
+    last look (ENDS: its data end here), else go on."""
+    k, looks = _look(data, look)
+    final = k == len(looks) - 1 or ends
+    passes = data.design.pass_early and all(
+        g.upper is not None and g.detectable is not None and g.upper < g.detectable for g in groups
+    )
+    if any(g.regressed for g in groups):
+        status = "fail"
+    else:
+        status = "pass" if passes or final else "continue"
+    paired = data.paired and k == len(looks) - 1
+    return Decision(k + 1, looks[k], status != "continue", status, paired, groups)
+
+
+def _pass_bounds(
+    data: PromptData, g: Group, style: str, head: tuple[int, int], alpha: float, fam: int
+) -> tuple[float | None, float | None]:
+    """(99% upper bound on G's drop, the drop the full plan detects in G): the pass rule's terms."""
+    full_base = pooled(_truncate(data.grids[style][0], None), g.cells)
+    upper = drop_upper(full_base, head)  # against everything the base ran: the tightest bound
+    if not full_base[1]:
+        return upper, None
+    head_n = len(g.cells) * data.planned
+    rate = round(full_base[0] / full_base[1], 2)
+    detectable = _detectable(len(g.cells), fam, alpha, full_base[1], head_n, rate)
+    # a group where the full plan cannot even detect a fall to zero: the bar is that fall itself
+    return upper, detectable if detectable is not None else rate
+
+
+def replay(
+    prompts: Sequence[PromptData], alpha: float, *, ends: Mapping[str, int] | None = None
+) -> dict[str, Decision]:
+    """Every prompt's decision, look by look, as the scheduler reached it. ENDS: head trials per cell
+    each prompt's data run to (a prompt whose data end at a look is decided there)."""
+    running = list(prompts)
+    family = sum(family_size(d) for d in prompts)
+    out: dict[str, Decision] = {}
+    look = 0
+    while running:
+        last = {}
+        for d in running:
+            looks = d.design.looks(d.planned)
+            end = (ends or {}).get(d.name, d.planned)
+            last[d.name] = look >= len(looks) - 1 or looks[min(look, len(looks) - 1)] >= end
+        decisions = evaluate_look(running, look, alpha, last=last, family=family)
+        for d in list(running):
+            dec = decisions[d.name]
+            if dec.stopped or last[d.name]:
+                if not dec.stopped:
+                    dec.status, dec.stopped = "pass", True
+                out[d.name] = dec
+                running.remove(d)
+        look += 1
+    return out

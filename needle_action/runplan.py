@@ -1,0 +1,268 @@
+"""`needle plan`: what a compared recall run will cost, before any call (docs/recall.md, "Plan").
+
+Per prompt, from the settings alone (no provider, no tokenizer call, no network):
+
+* **planned calls**: the full plan (cells x trials per cell, as ``trials = "auto"`` plans them);
+* **expected calls** of the group-sequential comparison when nothing changed and when the middle
+  loses ``min_drop``: the real decision (:func:`needle_action.recall.sequential.replay`) on a
+  fixed, seeded sample of simulated runs at the planned base rate;
+* **input tokens** (every trial's prompt is filled to its cell's size) and **dollars** at list
+  price (``data/prices.toml``): uncached, with the prompt cache (a cell's trials share the text
+  before the needle: read at the cache price after one write per size), and through the batch API;
+* the **detectable drop** of every group the comparison tests (95% power, Holm at alpha);
+* what the **cache** and the **baseline's history** save: a prompt measured at the same settings
+  before costs nothing; history plans the trials (it never enters the test).
+
+``check_cost`` holds a run to ``recall.max_cost_usd`` before it starts.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, field
+
+import numpy as np
+
+from needle_action.config.model import PromptConfig
+from needle_action.errors import ConfigError
+from needle_action.providers.pricing import estimate_cost, price_of
+from needle_action.recall.groups import cell_key, family, planning_group, pooled
+from needle_action.recall.history import base_counts, testable_counts
+from needle_action.recall.plan import auto_sizes, context_window
+from needle_action.recall.power import GroupDesign, detectable_drop, plan_run
+from needle_action.recall.sequential import Design, PromptData, replay
+from needle_action.results import Results
+
+SIMULATED_RUNS = 40  # runs behind each expected-calls figure (seeded: the same every time)
+
+
+@dataclass
+class Usd:
+    uncached: float | None
+    cached: float | None
+    batch: float | None
+
+
+@dataclass
+class PromptPlanSummary:
+    """One prompt's plan (``--json`` writes these)."""
+
+    name: str
+    model: str
+    sizes: list[int]
+    depths: list[float]
+    styles: list[str]
+    trials_per_cell: int
+    planned_calls: int
+    expected_calls_no_change: int
+    expected_calls_at_min_drop: int
+    input_tokens: int
+    usd: Usd
+    detectable_drop: dict[str, float | None] = field(default_factory=dict)
+    base_rate: float = 0.0
+    base_rate_source: str = "assumed"
+    history_runs: int = 0
+
+
+def _sizes(prompt: PromptConfig) -> list[int]:
+    if prompt.recall.sizes == "auto":
+        return auto_sizes(context_window(prompt), prompt.reserve_output_tokens)
+    return list(prompt.recall.sizes)
+
+
+def _costs(prompt: PromptConfig, sizes: Sequence[int], depths: Sequence[float], calls_per_cell: float) -> Usd:
+    """List-price USD of CALLS_PER_CELL trials in every cell: uncached, prompt-cached, batch."""
+    out = prompt.recall.max_output_tokens
+    cells = [(s, d) for s in sizes for d in depths] * len(prompt.recall.styles)
+    uncached = sum(estimate_cost(prompt.model, s, out, provider=prompt.provider) or 0.0 for s, _ in cells)
+    p = price_of(prompt.model, prompt.provider)
+    if p is None:
+        return Usd(None, None, None)
+    cached = 0.0
+    for s, d in cells:
+        prefix = int(s * d) if s * d >= p.cache_min_tokens else 0  # the text before the needle
+        per = estimate_cost(prompt.model, s - prefix, out, provider=prompt.provider, cache_read_tokens=prefix)
+        cached += per or 0.0
+    writes = sum(  # one write of each size's longest prefix (its deepest cell)
+        (
+            estimate_cost(
+                prompt.model, 0, 0, provider=prompt.provider, cache_write_tokens=int(s * max(depths))
+            )
+            or 0.0
+        )
+        for s in sizes
+    )
+    batch = sum(
+        estimate_cost(prompt.model, s, out, provider=prompt.provider, batch=True) or 0.0 for s, _ in cells
+    )
+    return Usd(
+        round(uncached * calls_per_cell, 4),
+        round(cached * calls_per_cell + writes, 4),
+        round(batch * calls_per_cell, 4),
+    )
+
+
+@functools.lru_cache(maxsize=256)
+def expected_trials(
+    sizes: tuple[int, ...],
+    depths: tuple[float, ...],
+    trials: int,
+    rate: float,
+    drop: float,
+    alpha: float,
+    min_drop: float,
+    block: bool,
+    pass_early: bool,
+    base_trials: int = 0,
+) -> float:
+    """Mean head trials per cell the sequential comparison asks when the middle loses DROP from a
+    flat RATE (the real decision on SIMULATED_RUNS seeded runs, paired as a same-seed run is)."""
+    design = Design(block=block, pass_early=pass_early)
+    if not design.sequential:
+        return float(trials)
+    rng = np.random.default_rng(21)
+    base_trials = base_trials or trials
+    middle = set(planning_group(sizes, depths).cells)
+    keys = [cell_key(s, d) for s in sizes for d in depths]
+    head_p = np.array([max(0.0, rate - drop) if k in middle else rate for k in keys])[:, None]
+    total = 0
+    for _ in range(SIMULATED_RUNS):
+        base = rng.random((len(keys), base_trials)) < rate
+        head = rng.random((len(keys), trials)) < head_p
+        data = PromptData(
+            name="p",
+            grids={"": (_answers(keys, base), _answers(keys, head))},
+            sizes=sizes,
+            depths=depths,
+            planned=trials,
+            floor=min_drop / 2,
+            paired=base_trials == trials,
+            base_planned=base_trials,
+            design=design,
+        )
+        total += replay([data], alpha)["p"].trials
+    return total / SIMULATED_RUNS
+
+
+def _answers(keys, outcomes) -> dict:
+    return {k: list(enumerate(row.tolist())) for k, row in zip(keys, outcomes, strict=True)}
+
+
+def plan_prompt(prompt: PromptConfig, baseline: Results | None = None) -> PromptPlanSummary:
+    """PROMPT's plan; BASELINE (a base results file) gives the base rate and its history."""
+    rs = prompt.recall
+    sizes, depths = _sizes(prompt), list(rs.depths)
+    base_pr = baseline.prompt(prompt.name) if baseline is not None else None
+    br = base_pr.recall if base_pr is not None else None
+    counts = own = None
+    history_runs = base_trials = 0
+    if br is not None and br.model == prompt.model:
+        counts = base_counts(br, style=rs.styles[0])  # history plans the trials, it is never tested
+        history_runs = br.history.runs if br.history else 0
+        own = testable_counts(br, rs.styles[0])
+        base_trials = round(sum(n for _, n in own.values()) / len(own)) if own else 0
+    power = plan_run(
+        sizes=sizes,
+        depths=depths,
+        trials=rs.trials,
+        threshold=rs.threshold,
+        alpha=rs.alpha,
+        min_drop=rs.min_drop,
+        base=counts,
+        styles=len(rs.styles),
+    )
+    cells = len(sizes) * len(depths) * len(rs.styles)
+    args = (tuple(sizes), tuple(depths), power.trials, round(power.base_rate, 2))
+    rules = (rs.alpha, rs.min_drop, rs.stop_on_drop, rs.stop_on_no_change)
+    no_change = expected_trials(*args, 0.0, *rules, base_trials)
+    at_drop = expected_trials(*args, rs.min_drop, *rules, base_trials)
+    fam = len(rs.styles) * len(family(sizes, depths))
+    detect = {}
+    for g in family(sizes, depths):
+        n = len(g.cells) * power.trials
+        base_n = pooled(own or {}, g.cells)[1] or n  # the test's base: the base run's own trials
+        design = GroupDesign(cells=len(g.cells), family_size=fam, alpha=rs.alpha)
+        detect[g.label] = detectable_drop(design, base_n=base_n, head_n=n, base_rate=power.base_rate)
+    return PromptPlanSummary(
+        name=prompt.name,
+        model=prompt.model,
+        sizes=sizes,
+        depths=depths,
+        styles=list(rs.styles),
+        trials_per_cell=power.trials,
+        planned_calls=cells * power.trials,
+        expected_calls_no_change=round(cells * no_change),
+        expected_calls_at_min_drop=round(cells * at_drop),
+        input_tokens=sum(sizes) * len(depths) * len(rs.styles) * power.trials,
+        usd=_costs(prompt, sizes, depths, power.trials),
+        detectable_drop=detect,
+        base_rate=power.base_rate,
+        base_rate_source=power.base_rate_source,
+        history_runs=history_runs,
+    )
+
+
+def as_json(plans: Sequence[PromptPlanSummary]) -> dict:
+    """The ``--json`` document: per prompt, the fields above."""
+    return {"prompts": [asdict(p) for p in plans]}
+
+
+def one_line(plans: Sequence[PromptPlanSummary], calls: int | None = None, usd: float | None = None) -> str:
+    """The comment's line: "this run: 128 calls, ~$2.10; full plan 300 calls"."""
+    full = sum(p.planned_calls for p in plans)
+    if calls is None:
+        calls = sum(p.expected_calls_no_change for p in plans)
+    cost = f", ~${usd:.2f}" if usd is not None else ""
+    return f"this run: {calls} calls{cost}; full plan {full} calls"
+
+
+def check_cost(prompt: PromptConfig, plan: PromptPlanSummary) -> None:
+    """Refuse, before any call, a run whose full plan would cost more than ``recall.max_cost_usd``;
+    the error names the cheapest settings that fit."""
+    cap = prompt.recall.max_cost_usd
+    cost = plan.usd.cached if prompt.recall.prompt_cache else plan.usd.uncached
+    if cap is None or cost is None or cost <= cap:
+        return
+    per_trial = cost / max(1, plan.trials_per_cell)
+    fits = math.floor(cap / per_trial) if per_trial else 0
+    options = []
+    if fits >= 1:
+        options.append(f"recall.trials = {fits} (from {plan.trials_per_cell})")
+    if plan.usd.batch is not None and plan.usd.batch <= cap:
+        options.append(f"--batch (${plan.usd.batch:.2f})")
+    if len(plan.sizes) > 1:
+        options.append(f"sizes = {plan.sizes[:-1]}")
+    raise ConfigError(
+        f"prompt {plan.name!r}: the planned recall run costs about ${cost:.2f} at list price, above "
+        f"recall.max_cost_usd = ${cap:g}",
+        hint="cheapest settings that fit: " + (", or ".join(options) if options else "raise max_cost_usd"),
+    )
+
+
+def format_plans(plans: Sequence[PromptPlanSummary]) -> str:
+    """The terminal table of `needle plan`."""
+    lines = []
+    for p in plans:
+        usd = p.usd
+        money = (
+            f"${usd.uncached:.2f} uncached, ${usd.cached:.2f} with the prompt cache, ${usd.batch:.2f} batch"
+            if usd.uncached is not None
+            else "no list price for this model"
+        )
+        lines += [
+            f"{p.name} ({p.model}): {len(p.sizes)} sizes x {len(p.depths)} depths x {len(p.styles)} styles, "
+            f"{p.trials_per_cell} trials per cell (base rate {p.base_rate:.0%}, {p.base_rate_source})",
+            f"  calls: {p.planned_calls} planned; expected {p.expected_calls_no_change} if nothing changed, "
+            f"{p.expected_calls_at_min_drop} at a middle drop of min_drop",
+            f"  input tokens: {p.input_tokens:,}; {money} (full plan)",
+            "  detectable drop: "
+            + ", ".join(
+                f"{k} {v * 100:.0f} pt" if v is not None else f"{k} -" for k, v in p.detectable_drop.items()
+            ),
+        ]
+        if p.history_runs:
+            lines.append(f"  history: {p.history_runs} earlier base runs plan the trials (not tested)")
+    lines.append(one_line(plans))
+    return "\n".join(lines)

@@ -1,0 +1,160 @@
+"""The group-sequential comparison end to end (issue 21): ``needle recall --baseline base.json`` on
+the loopback fake Anthropic server, the head on the same curve as the base, asks its trials look by
+look and stops early; the calls the server counts are well under the fixed plan; `needle report`
+re-derives the same verdict from the results files; `needle plan` predicts the calls and tokens.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import resource
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.fakes.anthropic_server import FakeAnthropic
+from tests.fakes.simulated_model import SimulatedModel
+from tests.integration.recall_helpers import TEMPLATE, write_project
+
+REPO = Path(__file__).resolve().parents[2]
+SIZES = (400, 800, 1200)
+PRS = 3
+
+pytestmark = pytest.mark.slow
+
+
+def flat95(depth: float, size: int) -> float:
+    return 0.95
+
+
+def middle_minus_30(depth: float, size: int) -> float:
+    return 0.65 if 0.15 < depth < 0.85 else 0.95
+
+
+def _needle(args: list[str], fake: FakeAnthropic, cache: Path) -> subprocess.CompletedProcess:
+    env = dict(os.environ)
+    env.update(
+        ANTHROPIC_BASE_URL=fake.base_url,
+        ANTHROPIC_API_KEY=fake.api_key,
+        NEEDLE_CACHE_DIR=str(cache),
+        PYTHONPATH=str(REPO),
+        NO_COLOR="1",
+    )
+    return subprocess.run(
+        [sys.executable, "-m", "needle_action", *args], capture_output=True, text=True, env=env, timeout=600
+    )
+
+
+def _ok(res: subprocess.CompletedProcess) -> None:
+    assert res.returncode in (0, 1) and "Traceback" not in res.stderr, res.stdout + res.stderr
+
+
+def _pr(tmp: Path, fake: FakeAnthropic, head_curve, pr: int) -> tuple[int, dict, dict, dict]:
+    """(head calls at the server, head results, comparison, plan) of one pull request."""
+    base_cfg = write_project(tmp / "base", sizes=SIZES, trials="auto", concurrency=16)
+    head_cfg = write_project(
+        tmp / "head",
+        sizes=SIZES,
+        trials="auto",
+        concurrency=16,
+        template=TEMPLATE.replace("Answer from the notes.", "Answer from the notes, briefly."),
+    )
+    fake.responder = SimulatedModel(flat95, seed=1000 * pr, exact_size=False)
+    _ok(_needle(["check", "--config", str(base_cfg), "--json", str(tmp / "base.json")], fake, tmp / "c1"))
+    plan = _needle(
+        [
+            "plan",
+            "--config",
+            str(head_cfg),
+            "--baseline",
+            str(tmp / "base.json"),
+            "--json",
+            str(tmp / "plan.json"),
+        ],
+        fake,
+        tmp / "c2",
+    )
+    assert plan.returncode == 0, plan.stdout + plan.stderr
+    fake.responder = SimulatedModel(head_curve, seed=1000 * pr + 1, exact_size=False)
+    before = fake.calls["messages"]
+    args = ["recall", "--config", str(head_cfg), "--baseline", str(tmp / "base.json"), "--no-progress"]
+    _ok(_needle([*args, "--json", str(tmp / "head.json")], fake, tmp / "c2"))
+    calls = fake.calls["messages"] - before
+    report = _needle(
+        ["report", str(tmp / "head.json"), "--base", str(tmp / "base.json"), "--format", "json"], fake, tmp
+    )
+    assert "Traceback" not in report.stderr, report.stderr
+    head = json.loads((tmp / "head.json").read_text())
+    return calls, head, json.loads(report.stdout), json.loads((tmp / "plan.json").read_text())
+
+
+@pytest.fixture(scope="module")
+def fake():
+    with FakeAnthropic() as server:
+        yield server
+
+
+def test_no_change_stops_early_and_plan_predicts_the_run(tmp_path, fake):
+    calls = []
+    for pr in range(PRS):
+        n, head, comparison, plan = _pr(tmp_path / str(pr), fake, flat95, pr)
+        recall = head["prompts"][0]["recall"]
+        rc = comparison["prompts"][0]["recall"]
+        assert comparison["verdict"] == "pass" and rc["status"] == "pass"
+        assert recall["calls"] == n  # the server saw exactly the counted calls: none beyond a look
+        p = plan["prompts"][0]
+        # the base's measured rate plans the trials on both (fewer than the assumed 90%'s 20)
+        assert p["planned_calls"] == 15 * recall["power"]["trials"] == 15 * p["trials_per_cell"]
+        assert set(p["usd"]) == {"uncached", "cached", "batch"}
+        assert p["detectable_drop"]
+        # tokens: the full plan's input tokens scale to the calls this run made (within 10%)
+        tokens = (
+            recall["usage"]["input_tokens"]
+            + recall["usage"]["cache_read_tokens"]
+            + recall["usage"]["cache_write_tokens"]
+        )
+        assert abs(tokens - p["input_tokens"] * n / p["planned_calls"]) <= 0.1 * tokens
+        calls.append(n)
+    mean, fixed = sum(calls) / len(calls), plan["prompts"][0]["planned_calls"]
+    assert mean <= 0.6 * fixed, (calls, fixed)
+    expected = plan["prompts"][0]["expected_calls_no_change"]
+    assert abs(mean - expected) <= 0.1 * fixed, (calls, expected)  # noisy over 3 PRs: a tenth of the plan
+
+
+def test_a_drop_stops_early_and_blocks(tmp_path, fake):
+    n, head, comparison, _ = _pr(tmp_path, fake, middle_minus_30, 7)
+    rc = comparison["prompts"][0]["recall"]
+    assert comparison["verdict"] == "fail-recall" and rc["status"] == "fail"
+    assert n < 300 and head["prompts"][0]["recall"]["look"] is not None
+    assert rc["stopped_early"] and any("Stopped at look" in note for note in rc["notes"])
+
+
+def test_plan_runs_offline_on_the_examples_in_under_two_seconds(tmp_path):
+    # CPU seconds of the child, not wall time: the test machine's cores are shared
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    env = {**os.environ, "PYTHONPATH": str(REPO), "NO_COLOR": "1", "ANTHROPIC_API_KEY": ""}
+    res = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "needle_action",
+            "plan",
+            "--config",
+            str(REPO / "examples" / "needle.toml"),
+            "--json",
+            str(tmp_path / "plan.json"),
+        ],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=60,
+    )
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    elapsed = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    assert res.returncode == 0, res.stdout + res.stderr
+    plans = json.loads((tmp_path / "plan.json").read_text())["prompts"]
+    assert plans and all(p["planned_calls"] == 15 for p in plans)  # 1 size x 5 depths x 3 trials
+    assert elapsed < 2.0, elapsed
