@@ -67,14 +67,17 @@ ENV PIP="/opt/needle/bin/python /opt/pip.whl/pip"
 #   tiktoken_cache.py (stdlib only) writes them under tiktoken's cache names after checking each
 #   against tiktoken's own sha256, and both encodings are loaded once to prove they work offline.
 #   Then bpe-openai (75 MB installed) goes: the baked cache replaces it at run time.
-# - [local] only: the compiler llama-cpp-python needs is installed and purged again (perl with it).
+# - [local] only: the compiler llama-cpp-python needs is installed and purged again (perl with it);
+#   llama.cpp is built for a portable CPU level, never the build machine's AMX/AVX-512 kernels
+#   (CMAKE_ARGS, the README's own; docs/decisions.md). CMAKE_ARGS is ignored by the other wheels.
 COPY requirements/runtime.txt requirements/runtime-local.txt needle_action/tokens/tiktoken_cache.py /tmp/needle-deps/
 # hadolint ignore=DL3008
 RUN case ",${NEEDLE_EXTRAS}," in *,local,*) apt-get update \
       && apt-get install -y --no-install-recommends build-essential cmake;; esac \
  && lock=/tmp/needle-deps/runtime.txt \
  && case ",${NEEDLE_EXTRAS}," in *,local,*) lock=/tmp/needle-deps/runtime-local.txt;; esac \
- && $PIP install --require-hashes --no-deps -r "$lock" \
+ && CMAKE_ARGS="-DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON" \
+    $PIP install --require-hashes --no-deps -r "$lock" \
  && $PIP check \
  && python /tmp/needle-deps/tiktoken_cache.py /opt/needle/tiktoken \
  && TIKTOKEN_CACHE_DIR=/opt/needle/tiktoken python -c \
