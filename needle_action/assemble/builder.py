@@ -35,11 +35,11 @@ from pathlib import Path
 from typing import Any
 
 from needle_action.assemble import builder_sandbox as sandbox
-from needle_action.assemble.isolate import _HEADER, _read_exactly, _widen_pipe, _WorkerGone
 from needle_action.assemble.prompt import RenderedPrompt
 from needle_action.config.model import Config, PromptConfig
 from needle_action.dataformats import DataError, parse_json
 from needle_action.errors import ConfigError, TemplateError
+from needle_action.pipes import WorkerGone, receive, send, widen_pipe
 
 BUILD_SECONDS = 10.0
 GRACE_SECONDS = 3.0
@@ -184,8 +184,8 @@ class _Client:
                 hint=f"set ${sandbox.PYTHON_ENV} to a Python that user {self.who.name or 'this user'} can run",
             ) from None
         self.first = True
-        _widen_pipe(self.proc.stdin)
-        _widen_pipe(self.proc.stdout)
+        widen_pipe(self.proc.stdin)
+        widen_pipe(self.proc.stdout)
 
     def _send(self, calls: list[str]) -> list[dict]:
         if self.proc is None or self.proc.poll() is not None:
@@ -195,21 +195,16 @@ class _Client:
         self.first = False
         self.batches += 1
         try:
-            self.proc.stdin.write(_HEADER.pack(len(payload)) + payload)
-            self.proc.stdin.flush()
-            deadline = time.monotonic() + timeout
-            fd = self.proc.stdout.fileno()
-            size = _HEADER.unpack(_read_exactly(fd, _HEADER.size, deadline))[0]
-            if size > MAX_ANSWER_BYTES:
-                raise _WorkerGone("too large")
-            answer = parse_json(_read_exactly(fd, size, deadline).decode("utf-8"))
-        except (OSError, _WorkerGone, DataError, UnicodeDecodeError) as exc:
+            send(self.proc, payload)
+            raw = receive(self.proc, time.monotonic() + timeout, max_bytes=MAX_ANSWER_BYTES)
+            answer = parse_json(raw.decode("utf-8"))
+        except (OSError, WorkerGone, DataError, UnicodeDecodeError) as exc:
             self.kill()
             raise self._gone(exc) from None
         results = answer.get("results") if isinstance(answer, dict) else None
         if not isinstance(results, list) or len(results) != len(calls):
             self.kill()
-            raise self._gone(_WorkerGone("bad answer"))
+            raise self._gone(WorkerGone("bad answer"))
         return results
 
     def _gone(self, exc: BaseException) -> BuilderError:

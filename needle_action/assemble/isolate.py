@@ -34,13 +34,10 @@ import atexit
 import io
 import os
 import pickle
-import select
 import signal
-import struct
 import subprocess
 import sys
 import threading
-import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -48,12 +45,12 @@ from typing import Any
 from needle_action.assemble.limits import MEMORY_BYTES, SIZE_HINT, RenderLimit
 from needle_action.assemble.template import render_raw
 from needle_action.errors import ConfigError, NeedleError, TemplateError
+from needle_action.pipes import PlainData, WorkerGone, exchange, serve, widen_pipe
 
 RENDER_SECONDS = 5.0
 GRACE_SECONDS = 3.0
 STARTUP_SECONDS = 30.0
 POOL_SIZE = 2
-_HEADER = struct.Struct("!Q")
 _ERRORS: dict[str, type[NeedleError]] = {
     "TemplateError": TemplateError,
     "ConfigError": ConfigError,
@@ -65,17 +62,6 @@ _WORKER_ENV = ("PATH", "LANG", "LC_ALL", "LC_CTYPE", "TMPDIR", "PYTHONDONTWRITEB
 
 class RenderTimeout(RenderLimit):
     """The worker's timer went off while a template was rendering."""
-
-
-class _WorkerGone(Exception):
-    """The worker did not answer in time or exited; it is killed and replaced."""
-
-
-class _PlainData(pickle.Unpickler):
-    """Unpickles only built-in data: a worker's answer can never name a class or a function."""
-
-    def find_class(self, module: str, name: str) -> Any:
-        raise pickle.UnpicklingError(f"the render worker sent a reference to {module}.{name}")
 
 
 # --------------------------------------------------------------------------- the parent side
@@ -95,23 +81,15 @@ class _Worker:
             close_fds=True,
         )
         self.first = True
-        _widen_pipe(self.proc.stdin)
-        _widen_pipe(self.proc.stdout)
+        widen_pipe(self.proc.stdin)
+        widen_pipe(self.proc.stdout)
 
     def call(self, payload: bytes, timeout: float) -> bytes:
         assert self.proc.stdin is not None and self.proc.stdout is not None
         if self.first:  # the first call also waits for the interpreter to start and import Jinja
             timeout += STARTUP_SECONDS
             self.first = False
-        try:
-            self.proc.stdin.write(_HEADER.pack(len(payload)) + payload)
-            self.proc.stdin.flush()
-        except OSError:
-            raise _WorkerGone("exited") from None
-        deadline = time.monotonic() + timeout
-        fd = self.proc.stdout.fileno()
-        header = _read_exactly(fd, _HEADER.size, deadline)
-        return _read_exactly(fd, _HEADER.unpack(header)[0], deadline)
+        return exchange(self.proc, payload, timeout)
 
     def kill(self) -> None:
         if self.proc.poll() is None:
@@ -120,29 +98,6 @@ class _Worker:
         for stream in (self.proc.stdin, self.proc.stdout):
             if stream is not None:
                 stream.close()
-
-
-def _widen_pipe(stream: Any) -> None:
-    """1 MB pipe buffers (Linux): a 500 kB prompt crosses in one go instead of ~8 wake-ups."""
-    try:  # POSIX only: elsewhere the ImportError below keeps the default buffer
-        import fcntl
-
-        fcntl.fcntl(stream.fileno(), getattr(fcntl, "F_SETPIPE_SZ", 1031), 1 << 20)
-    except (ImportError, OSError):
-        pass  # other systems, or a lower /proc/sys/fs/pipe-max-size: the default size works too
-
-
-def _read_exactly(fd: int, size: int, deadline: float) -> bytes:
-    buf = bytearray()
-    while len(buf) < size:
-        left = deadline - time.monotonic()
-        if left <= 0 or not select.select([fd], [], [], left)[0]:
-            raise _WorkerGone("timeout")
-        chunk = os.read(fd, min(size - len(buf), 1 << 20))
-        if not chunk:
-            raise _WorkerGone("exited")
-        buf += chunk
-    return bytes(buf)
 
 
 class _Pool:
@@ -188,8 +143,8 @@ class _Pool:
         worker = None
         try:
             worker = _Worker()
-            if _PlainData(io.BytesIO(worker.call(_PING, STARTUP_SECONDS))).load() != ("ok", ""):
-                raise _WorkerGone("bad answer")
+            if PlainData(io.BytesIO(worker.call(_PING, STARTUP_SECONDS))).load() != ("ok", ""):
+                raise WorkerGone("bad answer")
         except BaseException:  # noqa: BLE001 - the callers wait for the workers that did start
             with self.cond:
                 self.start_failed = True  # make do with the workers there are
@@ -258,13 +213,13 @@ def render(
     worker = _pool.acquire()
     try:
         answer = worker.call(payload, RENDER_SECONDS + GRACE_SECONDS)
-    except _WorkerGone as exc:
+    except WorkerGone as exc:
         _pool.discard(worker)
         raise _gone(str(exc), file) from None
     except BaseException:
         _pool.discard(worker)
         raise
-    reply = _PlainData(io.BytesIO(answer)).load()
+    reply = PlainData(io.BytesIO(answer)).load()
     if reply[0] == "ok":
         _pool.release(worker)
         return reply[1]
@@ -335,19 +290,9 @@ def _answer(request: tuple) -> tuple:
 
 def _serve() -> None:
     """Read pickled requests from stdin, write pickled answers to the real stdout, until EOF."""
-    out = os.fdopen(os.dup(1), "wb")
-    os.dup2(2, 1)  # a stray print must not corrupt the answers
     _limit_memory()
     signal.signal(signal.SIGALRM, _on_alarm)
-    inp = sys.stdin.buffer
-    while True:
-        header = inp.read(_HEADER.size)
-        if len(header) < _HEADER.size:
-            return
-        request = pickle.loads(inp.read(_HEADER.unpack(header)[0]))  # from our parent: trusted
-        answer = pickle.dumps(("ok", "") if request is None else _answer(request), protocol=5)
-        out.write(_HEADER.pack(len(answer)) + answer)
-        out.flush()
+    serve(lambda request: ("ok", "") if request is None else _answer(request))
 
 
 if __name__ == "__main__":  # pragma: no cover - the worker process

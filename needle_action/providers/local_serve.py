@@ -14,14 +14,10 @@ crash reports: :mod:`needle_action.providers.local_worker`.
 from __future__ import annotations
 
 import os
-import pickle
 import signal
-import struct
-import sys
 
+from needle_action import pipes
 from needle_action.errors import NeedleError, ProviderUnavailable
-
-_HEADER = struct.Struct("!Q")  # the length prefix, as in assemble/isolate.py (the parent reads it there)
 
 
 def build_info() -> dict:
@@ -63,18 +59,8 @@ def answer(request: tuple) -> tuple:
 
 def serve() -> None:
     """Answer requests from stdin until it closes."""
-    out = os.fdopen(os.dup(1), "wb")
-    os.dup2(2, 1)  # llama.cpp's prints must not corrupt the answers
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's to handle
-    inp = sys.stdin.buffer
-    while True:
-        header = inp.read(_HEADER.size)
-        if len(header) < _HEADER.size:
-            return
-        request = pickle.loads(inp.read(_HEADER.unpack(header)[0]))  # from our parent: trusted
-        reply = pickle.dumps(answer(request), protocol=5)
-        out.write(_HEADER.pack(len(reply)) + reply)
-        out.flush()
+    pipes.serve(answer)  # llama.cpp's prints go to stderr, never into an answer
 
 
 if __name__ == "__main__":  # pragma: no cover - the worker process

@@ -34,18 +34,11 @@ import subprocess
 import sys
 import tempfile
 import threading
-import time
 from pathlib import Path
 from typing import Any
 
-from needle_action.assemble.isolate import (  # the same pipe protocol as the render workers
-    _HEADER,
-    _PlainData,
-    _read_exactly,
-    _widen_pipe,
-    _WorkerGone,
-)
 from needle_action.errors import ProviderUnavailable
+from needle_action.pipes import PlainData, WorkerGone, exchange, widen_pipe
 from needle_action.providers.local_build import crash_hint, installed_version
 from needle_action.providers.retry import RequestRejected
 
@@ -112,21 +105,12 @@ class _Process:
             env=env,
             close_fds=True,
         )
-        _widen_pipe(self.proc.stdin)
-        _widen_pipe(self.proc.stdout)
+        widen_pipe(self.proc.stdin)
+        widen_pipe(self.proc.stdout)
 
     def call(self, request: tuple, timeout: float) -> Any:
-        assert self.proc.stdin is not None and self.proc.stdout is not None
-        payload = pickle.dumps(request, protocol=5)
-        try:
-            self.proc.stdin.write(_HEADER.pack(len(payload)) + payload)
-            self.proc.stdin.flush()
-        except OSError:
-            raise _WorkerGone("exited") from None
-        deadline = time.monotonic() + timeout
-        fd = self.proc.stdout.fileno()
-        header = _read_exactly(fd, _HEADER.size, deadline)
-        return _PlainData(io.BytesIO(_read_exactly(fd, _HEADER.unpack(header)[0], deadline))).load()
+        answer = exchange(self.proc, pickle.dumps(request, protocol=5), timeout)
+        return PlainData(io.BytesIO(answer)).load()
 
     def reap(self) -> int:
         """Wait for the exited worker and return its exit code (negative: the signal)."""
@@ -218,7 +202,7 @@ class ModelWorker:
         proc = self._proc
         try:
             return proc.call(request, timeout)
-        except _WorkerGone as gone:
+        except WorkerGone as gone:
             self._proc = None
             if str(gone) == "timeout":
                 proc.proc.kill()

@@ -8,6 +8,7 @@ import threading
 import time
 
 from needle_action.assemble import isolate
+from needle_action.pipes import PlainData
 
 
 def test_a_second_worker_starts_in_the_background_and_is_handed_over_once_it_answers():
@@ -21,7 +22,7 @@ def test_a_second_worker_starts_in_the_background_and_is_handed_over_once_it_ans
         assert got and got[0] is not first
         assert pool.count == 2
         for worker in (first, got[0]):
-            answer = isolate._PlainData(io.BytesIO(worker.call(isolate._PING, 10))).load()
+            answer = PlainData(io.BytesIO(worker.call(isolate._PING, 10))).load()
             assert answer == ("ok", "")
             pool.release(worker)
         assert len(pool.idle) == 2
