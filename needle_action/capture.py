@@ -40,7 +40,7 @@ from needle_action.paths import display_path, read_text
 from needle_action.recall.cells import CellRun
 from needle_action.recall.haystack import HaystackBuilder
 from needle_action.recall.plan import RecallOverrides, context_window, effective_prompt, skip_reason
-from needle_action.recall.power import plan_run
+from needle_action.recall.power import plan_for
 from needle_action.recall.scheduler import PromptPlan, trial_needles
 from needle_action.tokens import get_counter
 
@@ -83,15 +83,7 @@ def _trial_plan(config: Config, prompt: PromptConfig) -> PromptPlan:
     haystack = HaystackBuilder(config, prompt, counter, seed=prompt.recall.seed)
     rs = prompt.recall
     sizes = list(rs.sizes) if rs.sizes != "auto" else _auto_sizes(prompt, haystack)
-    power = plan_run(
-        sizes=sizes,
-        depths=rs.depths,
-        trials=rs.trials,
-        threshold=rs.threshold,
-        alpha=rs.alpha,
-        min_drop=rs.min_drop,
-        styles=len(rs.styles),
-    )
+    power = plan_for(rs, sizes)
     cells = [CellRun(s, d, power.trials, style=st) for st in rs.styles for s in sizes for d in rs.depths]
     return PromptPlan(prompt.name, prompt, None, sizes, haystack, "", cells, power=power)
 

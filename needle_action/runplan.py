@@ -31,7 +31,7 @@ from needle_action.providers.pricing import estimate_cost, price_of
 from needle_action.recall.groups import cell_key, family, planning_group, pooled
 from needle_action.recall.history import base_counts, testable_counts
 from needle_action.recall.plan import auto_sizes, context_window
-from needle_action.recall.power import GroupDesign, detectable_drop, plan_run
+from needle_action.recall.power import GroupDesign, detectable_drop, plan_for
 from needle_action.recall.sequential import Design, PromptData, replay
 from needle_action.results import Results
 
@@ -163,16 +163,7 @@ def plan_prompt(prompt: PromptConfig, baseline: Results | None = None) -> Prompt
         history_runs = br.history.runs if br.history else 0
         own = testable_counts(br, rs.styles[0])
         base_trials = round(sum(n for _, n in own.values()) / len(own)) if own else 0
-    power = plan_run(
-        sizes=sizes,
-        depths=depths,
-        trials=rs.trials,
-        threshold=rs.threshold,
-        alpha=rs.alpha,
-        min_drop=rs.min_drop,
-        base=counts,
-        styles=len(rs.styles),
-    )
+    power = plan_for(rs, sizes, depths=depths, base=counts)
     cells = len(sizes) * len(depths) * len(rs.styles)
     args = (tuple(sizes), tuple(depths), power.trials, round(power.base_rate, 2))
     rules = (rs.alpha, rs.min_drop, rs.stop_on_drop, rs.stop_on_no_change)

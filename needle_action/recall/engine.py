@@ -42,7 +42,7 @@ from needle_action.recall.plan import (
     settings_hash,
     skip_reason,
 )
-from needle_action.recall.power import plan_run
+from needle_action.recall.power import plan_for
 from needle_action.recall.probes.gold import answer_keys
 from needle_action.recall.probes.summary import summarize_cells
 from needle_action.recall.reorder import add_arm, edge_order_plan
@@ -354,16 +354,7 @@ def _grid(
             job.outage(pr, exc.message)
             return None
     rs = prompt.recall
-    power = plan_run(
-        sizes=sizes,
-        depths=rs.depths,
-        trials=rs.trials,
-        threshold=rs.threshold,
-        alpha=rs.alpha,
-        min_drop=rs.min_drop,
-        base=job.known_base(prompt),
-        styles=len(rs.styles),
-    )
+    power = plan_for(rs, sizes, base=job.known_base(prompt))
     cells = [
         CellRun(size, depth, power.trials, style=style)
         for style in rs.styles

@@ -23,6 +23,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
+from needle_action.config.model import RecallSettings
 from needle_action.recall.groups import CellKey, family, planning_group, pooled
 from needle_action.recall.stats import _head_hits_pmf
 from needle_action.results import RecallPower
@@ -143,6 +144,27 @@ def assumed_base_rate(threshold: float) -> float:
     """The base rate planned for when no base result is known: halfway between the threshold and
     perfect recall (0.9 at the default threshold of 0.8), where a prompt that passes usually sits."""
     return round((1.0 + threshold) / 2.0, 6)
+
+
+def plan_for(
+    rs: RecallSettings,
+    sizes: Sequence[int],
+    *,
+    depths: Sequence[float] | None = None,
+    base: Mapping[CellKey, tuple[int, int]] | None = None,
+) -> RecallPower:
+    """:func:`plan_run` with a prompt's recall settings: the run, ``needle capture`` and
+    ``needle plan`` plan from the same fields (DEPTHS: the settings' own unless given)."""
+    return plan_run(
+        sizes=sizes,
+        depths=rs.depths if depths is None else depths,
+        trials=rs.trials,
+        threshold=rs.threshold,
+        alpha=rs.alpha,
+        min_drop=rs.min_drop,
+        base=base,
+        styles=len(rs.styles),
+    )
 
 
 def plan_run(
