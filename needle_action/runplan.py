@@ -20,10 +20,9 @@ from __future__ import annotations
 
 import functools
 import math
+import random
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
-
-import numpy as np
 
 from needle_action.config.model import PromptConfig
 from needle_action.errors import ConfigError
@@ -122,15 +121,15 @@ def expected_trials(
     design = Design(block=block, pass_early=pass_early)
     if not design.sequential:
         return float(trials)
-    rng = np.random.default_rng(21)
+    rng = random.Random(21)  # stdlib: the image has no numpy, and these draws are few
     base_trials = base_trials or trials
     middle = set(planning_group(sizes, depths).cells)
     keys = [cell_key(s, d) for s in sizes for d in depths]
-    head_p = np.array([max(0.0, rate - drop) if k in middle else rate for k in keys])[:, None]
+    head_p = [max(0.0, rate - drop) if k in middle else rate for k in keys]
     total = 0
     for _ in range(SIMULATED_RUNS):
-        base = rng.random((len(keys), base_trials)) < rate
-        head = rng.random((len(keys), trials)) < head_p
+        base = [[rng.random() < rate for _ in range(base_trials)] for _ in keys]
+        head = [[rng.random() < p for _ in range(trials)] for p in head_p]
         data = PromptData(
             name="p",
             grids={"": (_answers(keys, base), _answers(keys, head))},
@@ -147,7 +146,7 @@ def expected_trials(
 
 
 def _answers(keys, outcomes) -> dict:
-    return {k: list(enumerate(row.tolist())) for k, row in zip(keys, outcomes, strict=True)}
+    return {k: list(enumerate(row)) for k, row in zip(keys, outcomes, strict=True)}
 
 
 def plan_prompt(prompt: PromptConfig, baseline: Results | None = None) -> PromptPlanSummary:
