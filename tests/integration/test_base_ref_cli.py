@@ -83,7 +83,7 @@ def test_check_base_ref_prints_the_actions_verdict_and_writes_its_comment(tmp_pa
     # one fake per run: the fake keeps a prompt cache as Anthropic does, which would bill the second
     # run's calls lower; the model (same seed) answers both alike
     with _model() as fake, FakeGitHub() as gh:
-        env = runner_env(p, gh, fake, trials="6")
+        env = runner_env(p, gh, fake, trials="10")  # the sequential design needs 10 to see this drop
         env.pop("GITHUB_RUN_ID")  # no job summary to link to: the CLI has none either
         action = run_action(p, env)
         assert action.code == 1, action.stdout + action.stderr
@@ -96,7 +96,7 @@ def test_check_base_ref_prints_the_actions_verdict_and_writes_its_comment(tmp_pa
     out = tmp_path / "out" / "comment.md"
     status_before = git(p.origin, "status", "--porcelain")
     with _model() as fake:
-        args = ["check", "--base-ref", "HEAD~1", "--trials", "6", "--no-progress", "-o", str(out)]
+        args = ["check", "--base-ref", "HEAD~1", "--trials", "10", "--no-progress", "-o", str(out)]
         cli = needle(args, p.origin, _cli_env(tmp_path, fake))
 
     assert cli.returncode == action.code == 1, cli.stdout + cli.stderr

@@ -71,7 +71,8 @@ def test_bundled_examples_pass_as_shipped(tmp_path):
     assert proc.returncode == 0, proc.stdout + proc.stderr
     results = load_results(out)
     cases = [c for p in results.prompts for c in p.cases]
-    assert len(cases) == 8 and all(c.status == "pass" for c in cases)
+    # 8 template cases, the builder's and the recorded request's
+    assert len(cases) == 10 and all(c.status == "pass" for c in cases)
     assert all(c.count.counter == "local:gemma3-270m" and c.count.exact for c in cases)
     assert "budget PASS" in proc.stdout
 
