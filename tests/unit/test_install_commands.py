@@ -21,7 +21,7 @@ def test_the_quickstart_is_two_portable_commands_and_ci_runs_the_second_verbatim
     quickstart = readme[readme.index("## Quickstart") : readme.index("## On a pull request")]
     first, second = _bash_blocks(quickstart)
     assert first == PORTABLE + "'.[local]' && needle check --config examples/needle.toml"
-    assert second == PORTABLE + "'.[dev,local]' && python3 -m pytest"
+    assert second == PORTABLE + "'.[dev,local]' && python3 -m pytest -n 2 --dist loadfile"
     ci = (ROOT / ".ci" / "run").read_text().splitlines()
     assert second in ci
     assert not [line for line in ci if "pip install" in line and line != second]
