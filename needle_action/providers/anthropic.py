@@ -197,6 +197,11 @@ def client_auth(key_env: str, key: str) -> dict:
     return {"auth_token": key} if key_env == "ANTHROPIC_AUTH_TOKEN" else {"api_key": key}
 
 
+# Refused by the API for Claude 5.x (and by the SDK's create()): recall runs at the model's defaults
+# (module docstring), so a template's own sampling settings are left out of the call, not an error.
+SAMPLING_PARAMS = ("temperature", "top_p", "top_k")
+
+
 def build_request(
     model: str, prompt: RenderedPrompt, max_output_tokens: int, breakpoints: tuple[Breakpoint, ...] = ()
 ) -> dict:
@@ -212,6 +217,8 @@ def build_request(
             hint="a prompt needs at least one user turn besides the system text",
         )
     request = prompt.to_anthropic_body(model, max_output_tokens)
+    for key in SAMPLING_PARAMS:  # a .prompty's `temperature`, say: the SDK and the API refuse them
+        request.pop(key, None)
     if not breakpoints:
         return request
     cuts: dict[int, list[Breakpoint]] = {}

@@ -72,3 +72,14 @@ def test_the_apps_own_markers_leave_fewer_for_needle():
 def test_without_breakpoints_the_body_is_the_prompts_own():
     prompt = _agent("ctx")
     assert build_request("m", prompt, 10) == prompt.to_anthropic_body("m", 10)
+
+
+def test_sampling_parameters_of_the_template_are_left_out_of_the_call():
+    prompt = RenderedPrompt(
+        system="be brief",
+        messages=(Message("user", "hi"),),
+        params={"temperature": 0.2, "top_p": 0.9, "top_k": 5, "metadata": {"user_id": "u"}},
+    )
+    request = build_request("claude-sonnet-5-5", prompt, 64)
+    assert not {"temperature", "top_p", "top_k"} & request.keys()
+    assert request["metadata"] == {"user_id": "u"}  # other parameters are sent as declared
