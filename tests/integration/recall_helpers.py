@@ -4,12 +4,19 @@ Anthropic server."""
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from needle_action.config import load_config
 from needle_action.pipeline import RecallOverrides, run_recall
 from needle_action.results import Results
 from tests.builders import Project
+
+if TYPE_CHECKING:
+    from tests.fakes.anthropic_server import FakeAnthropic
 
 TEMPLATE = """system:
 Answer from the notes.
@@ -105,3 +112,32 @@ def outcomes(results: Results, name: str = "qa") -> dict[tuple[int, float, int],
     """Every trial's (expected answer, hit), keyed by (size, depth, trial index)."""
     recall = results.prompt(name).recall
     return {(c.size, c.depth, a.trial): (a.needle, a.hit) for c in recall.cells for a in c.answers}
+
+
+# --------------------------------------------------------------------------- the CLI against the fake
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def flat95(depth: float, size: int) -> float:
+    return 0.95
+
+
+def middle_minus_30(depth: float, size: int) -> float:
+    # the simulated model sees depth in the whole request: the slot's 0.25-0.75 sit well inside
+    return 0.65 if 0.15 < depth < 0.85 else 0.95
+
+
+def needle_cli(args: list[str], fake: FakeAnthropic, cache: Path) -> subprocess.CompletedProcess:
+    """`needle ARGS` in a real process, pointed at FAKE, with its own recall cache."""
+    env = dict(os.environ)
+    env.update(
+        ANTHROPIC_BASE_URL=fake.base_url,
+        ANTHROPIC_API_KEY=fake.api_key,
+        NEEDLE_CACHE_DIR=str(cache),
+        PYTHONPATH=str(REPO),
+        NO_COLOR="1",
+    )
+    return subprocess.run(
+        [sys.executable, "-m", "needle_action", *args], capture_output=True, text=True, env=env, timeout=600
+    )

@@ -17,35 +17,13 @@ import pytest
 
 from tests.fakes.anthropic_server import FakeAnthropic
 from tests.fakes.simulated_model import SimulatedModel
-from tests.integration.recall_helpers import TEMPLATE, write_project
+from tests.integration.recall_helpers import TEMPLATE, flat95, middle_minus_30, needle_cli, write_project
 
 REPO = Path(__file__).resolve().parents[2]
 SIZES = (400, 800, 1200)
 PRS = 3
 
 pytestmark = pytest.mark.slow
-
-
-def flat95(depth: float, size: int) -> float:
-    return 0.95
-
-
-def middle_minus_30(depth: float, size: int) -> float:
-    return 0.65 if 0.15 < depth < 0.85 else 0.95
-
-
-def _needle(args: list[str], fake: FakeAnthropic, cache: Path) -> subprocess.CompletedProcess:
-    env = dict(os.environ)
-    env.update(
-        ANTHROPIC_BASE_URL=fake.base_url,
-        ANTHROPIC_API_KEY=fake.api_key,
-        NEEDLE_CACHE_DIR=str(cache),
-        PYTHONPATH=str(REPO),
-        NO_COLOR="1",
-    )
-    return subprocess.run(
-        [sys.executable, "-m", "needle_action", *args], capture_output=True, text=True, env=env, timeout=600
-    )
 
 
 def _ok(res: subprocess.CompletedProcess) -> None:
@@ -63,8 +41,8 @@ def _pr(tmp: Path, fake: FakeAnthropic, head_curve, pr: int) -> tuple[int, dict,
         template=TEMPLATE.replace("Answer from the notes.", "Answer from the notes, briefly."),
     )
     fake.responder = SimulatedModel(flat95, seed=1000 * pr, exact_size=False)
-    _ok(_needle(["check", "--config", str(base_cfg), "--json", str(tmp / "base.json")], fake, tmp / "c1"))
-    plan = _needle(
+    _ok(needle_cli(["check", "--config", str(base_cfg), "--json", str(tmp / "base.json")], fake, tmp / "c1"))
+    plan = needle_cli(
         [
             "plan",
             "--config",
@@ -81,9 +59,9 @@ def _pr(tmp: Path, fake: FakeAnthropic, head_curve, pr: int) -> tuple[int, dict,
     fake.responder = SimulatedModel(head_curve, seed=1000 * pr + 1, exact_size=False)
     before = fake.calls["messages"]
     args = ["recall", "--config", str(head_cfg), "--baseline", str(tmp / "base.json"), "--no-progress"]
-    _ok(_needle([*args, "--json", str(tmp / "head.json")], fake, tmp / "c2"))
+    _ok(needle_cli([*args, "--json", str(tmp / "head.json")], fake, tmp / "c2"))
     calls = fake.calls["messages"] - before
-    report = _needle(
+    report = needle_cli(
         ["report", str(tmp / "head.json"), "--base", str(tmp / "base.json"), "--format", "json"], fake, tmp
     )
     assert "Traceback" not in report.stderr, report.stderr

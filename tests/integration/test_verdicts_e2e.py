@@ -14,9 +14,6 @@ is 1 exactly when ``comparison.json`` says the PR fails.
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -24,36 +21,12 @@ import pytest
 from bench.verdicts import DROPS, NULLS, replay
 from tests.fakes.anthropic_server import FakeAnthropic
 from tests.fakes.simulated_model import SimulatedModel
-from tests.integration.recall_helpers import TEMPLATE, write_project
+from tests.integration.recall_helpers import TEMPLATE, flat95, middle_minus_30, needle_cli, write_project
 
-REPO = Path(__file__).resolve().parents[2]
 SIZES = (400, 800, 1200)
 PRS = 3
 
 pytestmark = pytest.mark.slow
-
-
-def flat95(depth: float, size: int) -> float:
-    return 0.95
-
-
-def middle_minus_30(depth: float, size: int) -> float:
-    # the simulated model sees depth in the whole request: the slot's 0.25-0.75 sit well inside
-    return 0.65 if 0.15 < depth < 0.85 else 0.95
-
-
-def _needle(args: list[str], fake: FakeAnthropic, cache: Path) -> subprocess.CompletedProcess:
-    env = dict(os.environ)
-    env.update(
-        ANTHROPIC_BASE_URL=fake.base_url,
-        ANTHROPIC_API_KEY=fake.api_key,
-        NEEDLE_CACHE_DIR=str(cache),
-        PYTHONPATH=str(REPO),
-        NO_COLOR="1",
-    )
-    return subprocess.run(
-        [sys.executable, "-m", "needle_action", *args], capture_output=True, text=True, env=env, timeout=600
-    )
 
 
 def _pr(tmp: Path, fake: FakeAnthropic, base_curve, head_curve, pr: int) -> tuple[int, dict, dict]:
@@ -70,10 +43,12 @@ def _pr(tmp: Path, fake: FakeAnthropic, base_curve, head_curve, pr: int) -> tupl
     for side, cfg, curve in (("base", base_cfg, base_curve), ("head", head_cfg, head_curve)):
         # independent draws per side and per PR, as two runs of a real model give
         fake.responder = SimulatedModel(curve, seed=1000 * pr + (side == "head"), exact_size=False)
-        res = _needle(["check", "--config", str(cfg), "--json", str(tmp / f"{side}.json")], fake, tmp / side)
+        res = needle_cli(
+            ["check", "--config", str(cfg), "--json", str(tmp / f"{side}.json")], fake, tmp / side
+        )
         assert res.returncode in (0, 1) and "Traceback" not in res.stderr, res.stdout + res.stderr
         out[side] = json.loads((tmp / f"{side}.json").read_text())
-    report = _needle(
+    report = needle_cli(
         ["report", str(tmp / "head.json"), "--base", str(tmp / "base.json"), "--format", "json"], fake, tmp
     )
     assert "Traceback" not in report.stderr, report.stderr
