@@ -122,15 +122,7 @@ def _prompty_tools(
                 line=line,
                 hint="write tools: ${file:my_tools.json}, a path relative to this .prompty file",
             )
-        target = confine(
-            root,
-            path.parent / m.group(1).strip(),
-            what="the tools file",
-            file=file,
-            allow_hidden=allow_hidden,
-        )
-        if not target.is_file():
-            raise TemplateError(f"tools file not found: {m.group(1).strip()}", file=file, line=line)
+        target = _referenced_file(m.group(1), "tools file", path, root, file, allow_hidden, line)
         return cached_tools(target, file=display_path(target))
     try:
         return to_anthropic_tools(value)
@@ -155,16 +147,19 @@ def _resolve_file(
     """A ``${file:x.json}`` parameter value as the file's data (JSON or YAML, confined); else VALUE."""
     if not isinstance(value, str) or not (m := _FILE_REF.match(value)):
         return value
+    return load_fixture(_referenced_file(m.group(1), "parameter file", path, root, file, allow_hidden, line))
+
+
+def _referenced_file(
+    ref: str, what: str, path: Path, root: Path, file: str, allow_hidden: Sequence[str], line: int | None
+) -> Path:
+    """The file a ``${file:REF}`` names, relative to the .prompty at PATH, confined to ROOT."""
     target = confine(
-        root,
-        path.parent / m.group(1).strip(),
-        what="the parameter file",
-        file=file,
-        allow_hidden=allow_hidden,
+        root, path.parent / ref.strip(), what=f"the {what}", file=file, allow_hidden=allow_hidden
     )
     if not target.is_file():
-        raise TemplateError(f"parameter file not found: {m.group(1).strip()}", file=file, line=line)
-    return load_fixture(target)
+        raise TemplateError(f"{what} not found: {ref.strip()}", file=file, line=line)
+    return target
 
 
 def _refuse_env(value: Any, source_text: str, file: str) -> None:
