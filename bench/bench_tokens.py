@@ -31,9 +31,10 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
+from needle_action import tokens  # noqa: E402
 from needle_action.assemble import RenderedPrompt, load_fixture, render_case  # noqa: E402
 from needle_action.config import PromptConfig, load_config  # noqa: E402
-from needle_action.tokens import tiktoken_cache, tokens  # noqa: E402
+from needle_action.tokens import tiktoken_cache  # noqa: E402
 
 ENCODING = "o200k_base"
 WORDS = "amber basalt cedar delta ember fjord granite harbor indigo juniper kelp lumen meadow nectar".split()
@@ -108,7 +109,10 @@ def run(args) -> None:
     def pipeline() -> int:
         return sum(c.raw_tokens for chunk in chunks for c in tokens.count_prompts(chunk, settings))
 
-    overhead = sum(counter.overhead(p) for p in prompts)
+    # the chat framing the pipeline adds to the texts (OpenAI's per-message tokens), per prompt
+    overhead = sum(
+        counter.count_prompt(p) - sum(len(enc.encode_ordinary(t)) for t in p.texts()) for p in prompts
+    )
 
     def cache_off():
         tokens.set_cache_enabled(False)
