@@ -252,64 +252,65 @@ def _pick(rng: random.Random, sentences: list[str], low: int, high: int) -> list
 # genres
 
 
+# the legal genre's vocabulary: a clause heading, the parties, what one owes, from when, the remedy
+_CLAUSE_HEADINGS = (
+    "Termination",
+    "Confidentiality",
+    "Limitation of liability",
+    "Governing law",
+    "Force majeure",
+    "Assignment",
+    "Notices",
+    "Payment terms",
+    "Warranties",
+    "Indemnity",
+    "Audit rights",
+    "Data protection",
+)
+_PARTIES = ("Supplier", "Customer", "Licensee", "Licensor", "Contractor", "Client")
+_OBLIGATIONS = (
+    "deliver the goods described in the relevant schedule",
+    "remedy any material breach",
+    "return or destroy all confidential material",
+    "pay each undisputed invoice",
+    "maintain adequate professional indemnity insurance",
+    "provide a written report of the incident",
+    "give reasonable access to its premises and records",
+)
+_TRIGGERS = (
+    "the effective date",
+    "receipt of a valid invoice",
+    "the end of each calendar quarter",
+    "written notice from the other party",
+    "completion of acceptance testing",
+    "the date of termination",
+)
+_REMEDIES = (
+    "suspend performance",
+    "terminate this agreement",
+    "recover its reasonable costs",
+    "seek injunctive relief",
+    "withhold payment of the disputed amount",
+)
+_DEFINED_TERMS = ("Business Day", "Deliverables", "Confidential Information", "Losses", "Services")
+_DEFINITIONS = (
+    "any day other than a weekend or a public holiday in the place of performance",
+    "all documents, software and other materials supplied under this agreement",
+    "information of a commercial or technical nature disclosed by either party",
+    "all liabilities, costs, damages and expenses, including reasonable legal fees",
+)
+
+
 def _legal(rng: random.Random) -> Passage:
-    heading = rng.choice(
-        (
-            "Termination",
-            "Confidentiality",
-            "Limitation of liability",
-            "Governing law",
-            "Force majeure",
-            "Assignment",
-            "Notices",
-            "Payment terms",
-            "Warranties",
-            "Indemnity",
-            "Audit rights",
-            "Data protection",
-        )
-    )
-    a, b = rng.sample(("Supplier", "Customer", "Licensee", "Licensor", "Contractor", "Client"), 2)
+    # the draws stay in this order: the filler of every seed is part of what a run measures
+    heading = rng.choice(_CLAUSE_HEADINGS)
+    a, b = rng.sample(_PARTIES, 2)
     days = rng.choice(list(_NUMBER_WORDS))
-    obligation = rng.choice(
-        (
-            "deliver the goods described in the relevant schedule",
-            "remedy any material breach",
-            "return or destroy all confidential material",
-            "pay each undisputed invoice",
-            "maintain adequate professional indemnity insurance",
-            "provide a written report of the incident",
-            "give reasonable access to its premises and records",
-        )
-    )
-    event = rng.choice(
-        (
-            "the effective date",
-            "receipt of a valid invoice",
-            "the end of each calendar quarter",
-            "written notice from the other party",
-            "completion of acceptance testing",
-            "the date of termination",
-        )
-    )
-    remedy = rng.choice(
-        (
-            "suspend performance",
-            "terminate this agreement",
-            "recover its reasonable costs",
-            "seek injunctive relief",
-            "withhold payment of the disputed amount",
-        )
-    )
-    term = rng.choice(("Business Day", "Deliverables", "Confidential Information", "Losses", "Services"))
-    definition = rng.choice(
-        (
-            "any day other than a weekend or a public holiday in the place of performance",
-            "all documents, software and other materials supplied under this agreement",
-            "information of a commercial or technical nature disclosed by either party",
-            "all liabilities, costs, damages and expenses, including reasonable legal fees",
-        )
-    )
+    obligation = rng.choice(_OBLIGATIONS)
+    event = rng.choice(_TRIGGERS)
+    remedy = rng.choice(_REMEDIES)
+    term = rng.choice(_DEFINED_TERMS)
+    definition = rng.choice(_DEFINITIONS)
     sentences = [
         f"The {a} shall {obligation} within {_NUMBER_WORDS[days]} ({days}) days of {event}.",
         f"Nothing in this clause limits the right of the {b} to {remedy} where the law permits it.",
@@ -535,6 +536,6 @@ def generate_passage(rng: random.Random) -> Passage:
 
 def generated_passages(seed: int | str) -> Iterator[Passage]:
     """An unlimited, reproducible stream of generated passages."""
-    rng = random.Random(f"needle-filler:{seed}")
+    rng = random.Random(f"needle-filler:{seed}")  # noqa: S311 - reproducible prose, not a secret
     while True:
         yield generate_passage(rng)
