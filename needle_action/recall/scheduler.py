@@ -27,127 +27,72 @@ Looks. A compared head run (a baseline is known) asks its trials look by look
 needed or speculative, until every gated plan has counted that look and the group-sequential
 comparison has decided it (stop, pass or fail, or go on to the next look).
 
-A trial is ready when its prompt is built and, with a prompt-caching provider, when no prefix it
-would write is being written (:mod:`needle_action.recall.prefix`). ``BUILDERS`` threads build every
-plan's trials ahead, from one queue for the whole run, trial index first: every prompt's first
-trials (each size's prefix writer waits for its cells' first trials) before any prompt's second,
-whichever side of a pull request it belongs to, and no second trial while prompts are still being
-planned; trials of a settled cell are never built. A provider's adaptive window (AIMD,
-:mod:`needle_action.providers.ratelimit`) caps its own calls in flight below the run's limit.
+The scheduler's parts, each a module of its own:
+
+- :mod:`~needle_action.recall.build_queue`: ``BUILDERS`` threads build every plan's trials ahead,
+  from one queue for the whole run, trial index first;
+- :mod:`~needle_action.recall.ladders`: with a prompt-caching provider a trial is ready when no
+  prefix it would write is being written (:mod:`needle_action.recall.prefix`);
+- :mod:`~needle_action.recall.caps`: a provider's adaptive window (AIMD,
+  :mod:`needle_action.providers.ratelimit`) below the run's limit, a plan's call and cost caps;
+- :mod:`~needle_action.recall.health`: lost trials, and when a provider is dead;
+- :mod:`~needle_action.recall.prompt_plan`: the plan of one prompt and what it produced.
 
 Every cell has a needle style (a prompt may run several, each its own grid); a trial's needle is a
 pure function of (seed, prompt, style, size, depth, trial index), and its answer is judged by
 :func:`needle_action.recall.scoring.judge` (hit, and whether a miss repeated a look-alike's value).
 
-Failures. A call that exhausts its retries loses that trial only: it is asked once more, then
-counted lost, and the rest go on (lost trials alone never make a run partial). The provider is
-declared dead (every prompt on it stops, partial) when it refuses our credentials or after
-``DEAD_AFTER`` distinct trials lost in a row, none of them outlived by another call's answer: at a 60% fault rate with 7 attempts a call is lost 2.8%
-of the time, so five in a row by chance is about 1 in 60 million. A request the provider rejects for
-good (400/404) stops that prompt. Caps (``max_calls``, ``max_cost_usd``) stop a prompt's new calls;
-calls in flight finish.
+Failures. A call that exhausts its retries loses that trial only (asked once more, then counted
+lost); ``DEAD_AFTER`` distinct trials lost in a row make the provider dead
+(:mod:`~needle_action.recall.health`). A request the provider rejects for good (400/404) stops that
+prompt. Caps (``max_calls``, ``max_cost_usd``) stop a prompt's new calls; calls in flight finish.
 """
 
 from __future__ import annotations
 
 import asyncio
-import heapq
-from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import Any, Protocol
 
-from needle_action.config.model import PromptConfig, RecallSettings
+from needle_action.config.model import RecallSettings
 from needle_action.errors import ProviderUnavailable
-from needle_action.providers.base import Breakpoint, Completion
-from needle_action.providers.pricing import Usage, estimate_cost, price_of
+from needle_action.providers.base import Completion
+from needle_action.providers.pricing import price_of
 from needle_action.providers.retry import RequestRejected, RetriesExhausted
+from needle_action.recall import caps
+from needle_action.recall.build_queue import BUILDERS, BuildQueue, trial_needles
 from needle_action.recall.cells import CellRun
 from needle_action.recall.gate import LookGate
-from needle_action.recall.haystack import HaystackBuilder, Trial, needle_anchor
-from needle_action.recall.needles import make_needle
-from needle_action.recall.plan import trial_rng
-from needle_action.recall.prefix import Mark, MarkStates, find_mark, marks_in
-from needle_action.recall.probes.needle import Needle
+from needle_action.recall.haystack import Trial, needle_anchor
+from needle_action.recall.health import DEAD_AFTER, PROVIDER_STOP_PREFIX, ProviderState, stop_plan
+from needle_action.recall.ladders import Ladders
+from needle_action.recall.prefix import Mark, MarkStates, find_mark
+from needle_action.recall.prompt_plan import Progress, ProgressFactory, PromptPlan, RunOutcome, price
 from needle_action.recall.scoring import judge
-from needle_action.results import RecallAnswer, RecallPower
+from needle_action.results import RecallAnswer
 
-PROVIDER_STOP_PREFIX = "provider unavailable: "
-DEAD_AFTER = 5  # distinct trials lost in a row (no success between) after which a provider is dead
 # speculative calls one cell may have in flight: one covers a cell's usual last step (the answer
 # that settles it) without paying for every remaining trial when slots are plentiful
 SPECULATE_AHEAD = 1
-# trials built at once (each in a thread: rendering in a render worker, counting): one per render
-# worker (assemble/isolate.py), and never two of one prompt (its builder takes one at a time)
-BUILDERS = 2
 
-__all__ = ["PROVIDER_STOP_PREFIX", "CellRun", "PromptPlan", "RunOutcome", "Scheduler", "price"]
+# the scheduler's parts keep their names here: callers import them from the scheduler
+__all__ = [
+    "BUILDERS",
+    "DEAD_AFTER",
+    "PROVIDER_STOP_PREFIX",
+    "CellRun",
+    "Progress",
+    "ProgressFactory",
+    "PromptPlan",
+    "RunOutcome",
+    "Scheduler",
+    "bill",
+    "judged",
+    "price",
+    "trial_needles",
+]
 
-
-class Progress(Protocol):
-    """What the engine reports progress to (the CLI hands in a terminal bar)."""
-
-    def advance(self, n: int = 1) -> None: ...
-
-    def close(self) -> None: ...
-
-
-ProgressFactory = Callable[[int, str], Progress]  # (planned calls, label) -> Progress
-
-
-@dataclass
-class RunOutcome:
-    """What running a plan's cells produced, beyond the cells themselves."""
-
-    calls: int = 0  # answers counted
-    speculative_calls: int = 0  # answers started ahead and not needed (discarded or cancelled)
-    lost_trials: int = 0
-    cost_usd: float = 0.0
-    usage: Usage = field(default_factory=Usage)
-    uncached_cost_usd: float = 0.0
-    stop_reason: str | None = None
-    provider_failed: bool = False
-
-
-@dataclass
-class PromptPlan:
-    """Everything needed to run one prompt's cells."""
-
-    name: str
-    prompt: PromptConfig
-    fixture: str | None
-    sizes: list[int]
-    builder: HaystackBuilder
-    settings_hash: str
-    cells: list[CellRun]
-    provider: Any = None  # Provider; Any so tests may hand in a stub
-    progress: Progress | None = None
-    outcome: RunOutcome = field(default_factory=RunOutcome)
-    started: int = 0  # calls started (caps count these)
-    in_flight_cost: float = 0.0
-    batch: bool = False
-    power: RecallPower | None = None  # how the cells' trials were planned (trials = "auto")
-    pool_key: str | None = None  # what decides the answers: runs that share it pool (recall/history.py)
-    look: int | None = None  # the sequential look that stopped this plan (recall/gate.py)
-
-    @property
-    def speculate(self) -> bool:
-        """May this plan start trials beyond what sequential early stopping needs?"""
-        rs = self.prompt.recall
-        return rs.early_stop and rs.max_calls is None and rs.max_cost_usd is None
-
-    def finished(self) -> bool:
-        """Stopped, or every cell settled."""
-        return self.outcome.stop_reason is not None or all(c.settled for c in self.cells)
-
-    def cached(self, marks: MarkStates) -> bool:
-        """Does this plan's provider cache prefixes, and does the prompt want it?"""
-        return self.prompt.recall.prompt_cache and id(self.provider) in marks.min_tokens
-
-
-def price(prompt: PromptConfig, input_tokens: int, output_tokens: int, **cache: Any) -> float | None:
-    """Estimated USD of one call; None when the price table does not know the model."""
-    return estimate_cost(prompt.model, input_tokens, output_tokens, provider=prompt.provider, **cache)
+SortKey = tuple[float, ...]  # which trial to start first: the smallest
+Picked = tuple[PromptPlan, CellRun, int, Trial, bool]  # (plan, cell, trial index, trial, speculative)
 
 
 @dataclass
@@ -163,14 +108,6 @@ class _Call:
     successes_at_start: int = 0  # its provider's answers received when it started
 
 
-@dataclass
-class _ProviderState:
-    in_flight: int = 0
-    lost_in_a_row: int = 0
-    successes: int = 0  # answers received so far
-    dead: str | None = None
-
-
 class Scheduler:
     """Runs the plans added to it (``add``) under one concurrency LIMIT until ``close`` is called
     and every plan is finished. Each provider's window starts at START (default LIMIT) and may open
@@ -181,21 +118,14 @@ class Scheduler:
         self.start = min(self.limit, max(1, start or limit))
         self.plans: list[PromptPlan] = []
         self.marks = MarkStates()
+        self._ladders = Ladders(self.marks)
         self._pending: dict[asyncio.Task[Completion], _Call] = {}
-        self._built: dict[tuple[int, int, int], asyncio.Future[Trial]] = {}
-        self._providers: dict[int, _ProviderState] = {}
-        self._ladders: dict[tuple[int, int, bool], list[CellRun]] = {}
-        self._mark_memo: dict[int, tuple[Trial, list[Mark]]] = {}
-        self._settled_cells: set[int] = set()  # id(trial) -> (trial kept alive, marks)
+        self._providers: dict[int, ProviderState] = {}
+        self._settled_cells: set[int] = set()
         self._wake = asyncio.Event()
         self._closed = False
-        # trials to build, best first: (trial index, plan order, cell rank), so every plan's first
-        # trials (which its prefix writer waits for) go before any plan's later ones
-        self._queue: list[tuple[tuple[int, int, int], PromptPlan, CellRun, int]] = []
-        self._building: set[int] = set()  # id(plan) of the builds running
-        self._build_wake = asyncio.Event()
-        self._builders: list[asyncio.Task[None]] = []
-        self._executor: ThreadPoolExecutor | None = None
+        # a lambda, not the bound method: the callback is looked up when a build ends
+        self._builds = BuildQueue(lambda cell, index, fut: self._built_one(cell, index, fut))
         self.gate = LookGate()  # compared head runs ask look by look (recall/gate.py)
 
     # ---- feeding ------------------------------------------------------------------------------
@@ -204,23 +134,18 @@ class Scheduler:
         self.plans.append(plan)
         key = id(plan.provider)
         if key not in self._providers:
-            self._providers[key] = _ProviderState()
-            limiter = getattr(plan.provider, "limiter", None)
-            if limiter is not None:
-                limiter.configure(self.start, self.limit)
-            if getattr(plan.provider, "prompt_cache", False):
-                p = price_of(plan.prompt.model, plan.prompt.provider)
-                self.marks.min_tokens[key] = p.cache_min_tokens if p else 1024
-        for cell in plan.cells:
-            self._ladders.setdefault(_ladder(plan, cell), []).append(cell)
-        self._enqueue(plan, len(self.plans) - 1)
+            self._providers[key] = ProviderState()
+            caps.configure_window(plan.provider, self.start, self.limit)
+            self._ladders.add_provider(plan.provider, plan)
+        self._ladders.add(plan)
+        self._builds.add(plan, len(self.plans) - 1)
         self._wake.set()
 
     def close(self) -> None:
         """No more plans will be added."""
         self._closed = True
         self._wake.set()
-        self._build_wake.set()
+        self._builds.close()
 
     def _done(self) -> bool:
         return self._closed and not self._pending and all(p.finished() for p in self.plans)
@@ -228,8 +153,7 @@ class Scheduler:
     # ---- the loop -----------------------------------------------------------------------------
     async def run(self) -> None:
         """Issue and collect calls until ``close`` was called and every plan is finished."""
-        self._executor = ThreadPoolExecutor(BUILDERS, thread_name_prefix="needle-build")
-        self._builders = [asyncio.create_task(self._builder()) for _ in range(BUILDERS)]
+        self._builds.start()
         try:
             while not self._done():
                 self._issue()
@@ -242,77 +166,11 @@ class Scheduler:
         finally:
             for task in self._pending:
                 task.cancel()
-            for t in self._builders:
-                t.cancel()
-            await asyncio.gather(
-                *self._pending, *self._builders, *self._built.values(), return_exceptions=True
-            )
-            self._executor.shutdown(wait=False)
+            await asyncio.gather(*self._pending, *self._builds.stop(), return_exceptions=True)
+            self._builds.shutdown()
             for plan in self.plans:
                 plan.outcome.speculative_calls += sum(1 for c in self._pending.values() if c.plan is plan)
             self._pending.clear()
-
-    # ---- building -----------------------------------------------------------------------------
-    def _enqueue(self, plan: PromptPlan, order: int) -> None:
-        """Queue every planned trial of PLAN for building: a size's cells deepest first (the order
-        its prefix writers go in), trial by trial."""
-        cells = sorted(plan.cells, key=lambda c: (c.size, -c.depth))
-        for rank, cell in enumerate(cells):
-            for index in range(cell.planned):
-                heapq.heappush(self._queue, ((index, order, rank), plan, cell, index))
-        self._build_wake.set()
-
-    def _next_build(self) -> tuple[PromptPlan, CellRun, int] | None:
-        """The best queued trial still wanted whose prompt has no build running."""
-        held = []
-        found = None
-        while self._queue:
-            item = heapq.heappop(self._queue)
-            _, plan, cell, index = item
-            if plan.finished() or cell.settled or (id(plan), id(cell), index) in self._built:
-                continue  # never asked (or already built): dropped
-            if index > 0 and not self._closed:
-                # prompts are still being planned: their first trials come before anyone's second
-                held.append(item)
-                break
-            if id(plan) in self._building:
-                held.append(item)
-                continue
-            found = (plan, cell, index)
-            break
-        for item in held:
-            heapq.heappush(self._queue, item)
-        return found
-
-    async def _builder(self) -> None:
-        """Build queued trials, best first, until the scheduler stops."""
-        while True:
-            job = self._next_build()
-            if job is None:
-                self._build_wake.clear()
-                await self._build_wake.wait()
-                continue
-            plan, cell, index = job
-            self._building.add(id(plan))
-            try:
-                await self._build(plan, cell, index)
-            except Exception:  # noqa: BLE001 - surfaces (once) when the scheduler asks for that trial
-                pass
-            finally:
-                self._building.discard(id(plan))
-                self._build_wake.set()
-
-    def _build(self, plan: PromptPlan, cell: CellRun, index: int) -> asyncio.Future[Trial]:
-        key = (id(plan), id(cell), index)
-        fut = self._built.get(key)
-        if fut is None:
-            needle, reference = trial_needles(plan, cell, index)
-            loop = asyncio.get_running_loop()
-            fut = self._built[key] = loop.run_in_executor(
-                self._executor, plan.builder.build, cell.size, cell.depth, needle, index, reference
-            )
-            fut.add_done_callback(lambda f: self._built_one(cell, index, f))
-        return fut
 
     def _built_one(self, cell: CellRun, index: int, fut: asyncio.Future[Trial]) -> None:
         """A trial is built; the first of a cell gives the cell its size, offset and prefix mark."""
@@ -323,19 +181,10 @@ class Scheduler:
         self._wake.set()
 
     # ---- issuing ------------------------------------------------------------------------------
-    def _ready(self, plan: PromptPlan, cell: CellRun, index: int) -> Trial | None:
-        fut = self._built.get((id(plan), id(cell), index))
-        if fut is None or not fut.done():
-            return None  # queued or being built (the builders go in the order trials are asked)
-        return fut.result()  # a build error (e.g. a size below the prompt) surfaces here
-
-    def _ladder_known(self, plan: PromptPlan, cell: CellRun) -> bool:
-        """Every cell of this size has built its first trial, so the writer can be chosen."""
-        return all(c.prompt_tokens is not None or c.settled for c in self._ladders[_ladder(plan, cell)])
-
     def _candidate(
         self, plan: PromptPlan, cell: CellRun, tail: bool = False
-    ) -> tuple[tuple, int, bool] | None:
+    ) -> tuple[SortKey, int, bool] | None:
+        """(its sort key, the trial index, needed?) of CELL's next trial worth asking, or None."""
         index = cell.next_index()
         if index is None:
             return None
@@ -359,7 +208,7 @@ class Scheduler:
         key = (0, index, rank) if needed else (1, index - horizon, rank)
         return key, index, needed
 
-    def _pick(self) -> tuple[PromptPlan, CellRun, int, Trial, bool] | None:
+    def _pick(self) -> Picked | None:
         picked, waiting = self._pick_in(tail=False)
         if picked is None and not waiting and self._closed:
             # the tail: every needed trial of the run is in flight, so nothing but answers can end
@@ -367,14 +216,14 @@ class Scheduler:
             picked, _ = self._pick_in(tail=True)
         return picked
 
-    def _pick_in(self, *, tail: bool) -> tuple[tuple[PromptPlan, CellRun, int, Trial, bool] | None, bool]:
+    def _pick_in(self, *, tail: bool) -> tuple[Picked | None, bool]:
         """(the best trial to start now, whether a needed trial is waiting: not built yet, or
         behind a prefix being written). In the TAIL a cell speculates on all its remaining trials."""
-        best: tuple[tuple, int, PromptPlan, CellRun, int, Trial, bool] | None = None
+        best: tuple[SortKey, int, PromptPlan, CellRun, int, Trial, bool] | None = None
         waiting = False
         for order, plan in enumerate(self.plans):
             state = self._providers[id(plan.provider)]
-            if plan.finished() or state.dead or state.in_flight >= self._window(plan):
+            if plan.finished() or state.dead or state.in_flight >= caps.window(plan.provider, self.start):
                 continue
             for cell in plan.cells:
                 found = self._candidate(plan, cell, tail)
@@ -383,35 +232,13 @@ class Scheduler:
                 key, index, needed = found
                 if best is not None and (key, order) >= (best[0], best[1]):
                     continue  # (WAITING only matters when nothing is startable)
-                trial = self._ready(plan, cell, index)
-                if trial is None or not self._cache_ready(plan, cell, trial):
+                trial = self._builds.trial(plan, cell, index)
+                if trial is None or not self._ladders.ready(plan, cell, trial):
                     waiting = waiting or needed
                     continue
                 best = (key, order, plan, cell, index, trial, needed)
         picked = None if best is None else (best[2], best[3], best[4], best[5], not best[6])
         return picked, waiting
-
-    def _window(self, plan: PromptPlan) -> int:
-        if getattr(plan.provider, "sequential", False):
-            return 1  # in-process inference runs one at a time: more in flight would only queue
-        limiter = getattr(plan.provider, "limiter", None)
-        return limiter.window if limiter is not None else self.start
-
-    def _cache_ready(self, plan: PromptPlan, cell: CellRun, trial: Trial) -> bool:
-        key = id(plan.provider)
-        if not plan.cached(self.marks):
-            return True
-        if not self._ladder_known(plan, cell):
-            return False
-        return not self.marks.blocked(key, self._marks(plan, cell, trial), _ladder(plan, cell))
-
-    def _marks(self, plan: PromptPlan, cell: CellRun, trial: Trial) -> list[Mark]:
-        """The prefix marks TRIAL carries (computed once: it hashes the prompt's text)."""
-        key = id(trial)
-        if key not in self._mark_memo:
-            ladder = [c.mark for c in self._ladders[_ladder(plan, cell)] if c.mark is not None]
-            self._mark_memo[key] = (trial, marks_in(trial.rendered, cell.mark, ladder))
-        return self._mark_memo[key][1]
 
     def _issue(self) -> None:
         """Start calls until the limit is reached or no trial is ready."""
@@ -421,22 +248,9 @@ class Scheduler:
             if picked is None:
                 return
             plan, cell, index, trial, speculative = picked
-            if self._capped(plan, trial):
+            if caps.capped(plan, trial):
                 continue
             self._start(plan, cell, index, trial, speculative)
-
-    def _capped(self, plan: PromptPlan, trial: Trial) -> bool:
-        """True (and the plan stopped) when the next call would cross one of PLAN's caps."""
-        rs = plan.prompt.recall
-        if rs.max_calls is not None and plan.started >= rs.max_calls:
-            plan.outcome.stop_reason = f"max_calls ({rs.max_calls}) reached"
-            return True
-        estimate = price(plan.prompt, trial.prompt_tokens, rs.max_output_tokens)
-        if rs.max_cost_usd is not None and estimate is not None:
-            if plan.outcome.cost_usd + plan.in_flight_cost + estimate > rs.max_cost_usd:
-                plan.outcome.stop_reason = f"max_cost_usd (${rs.max_cost_usd:g}) reached"
-                return True
-        return False
 
     def _start(self, plan: PromptPlan, cell: CellRun, index: int, trial: Trial, speculative: bool) -> None:
         rs = plan.prompt.recall
@@ -444,16 +258,10 @@ class Scheduler:
         cell.take(index)
         plan.started += 1
         plan.in_flight_cost += estimate
-        key = id(plan.provider)
-        self._providers[key].in_flight += 1
-        call = _Call(plan, cell, index, trial, estimate, speculative)
-        call.successes_at_start = self._providers[key].successes
-        breakpoints: tuple[Breakpoint, ...] = ()
-        if plan.cached(self.marks):
-            marks = self._marks(plan, cell, trial)
-            breakpoints, call.writes = self.marks.plan_request(key, marks, _ladder(plan, cell))
-            cached = [m for m, bp in zip(marks, breakpoints, strict=False) if bp.cache]
-            call.read = cached[-1] if cached and not call.writes else None
+        state = self._providers[id(plan.provider)]
+        state.in_flight += 1
+        call = _Call(plan, cell, index, trial, estimate, speculative, successes_at_start=state.successes)
+        breakpoints, call.writes, call.read = self._ladders.request(plan, cell, trial)
         coro = plan.provider.complete(
             trial.rendered, max_output_tokens=rs.max_output_tokens, breakpoints=breakpoints
         )
@@ -469,56 +277,42 @@ class Scheduler:
         state.in_flight -= 1
         plan.in_flight_cost -= call.estimate
         if task.cancelled():
-            return self._finish_marks(call, ok=False)
+            return self._ladders.finished(plan, cell, call.read, call.writes, ok=False)
         exc = task.exception()
-        self._finish_marks(call, ok=exc is None)
+        self._ladders.finished(plan, cell, call.read, call.writes, ok=exc is None)
         if exc is None:
-            state.lost_in_a_row = 0
-            state.successes += 1
+            state.answered()
             return self._record(call, task.result())
         if isinstance(exc, RetriesExhausted):
-            # a trial asked again after failing is expected to fail again: only first failures
-            # of distinct trials in a row say the provider itself is down, and only while nothing
-            # else got an answer since they started (a request the server always refuses fails
-            # after its retries, so such trials finish together, after their neighbours' answers)
-            if call.index not in cell.failures and state.successes == call.successes_at_start:
-                state.lost_in_a_row += 1
-            if cell.fail(call.index):
-                plan.outcome.lost_trials += 1
-                # answers of later trials were waiting for this one: count them now
-                self._counted(
-                    plan, cell, cell.count(plan.prompt.recall.threshold, plan.prompt.recall.early_stop)
-                )
-            if state.lost_in_a_row >= DEAD_AFTER:
-                self._provider_dead(
-                    key, f"{state.lost_in_a_row} trials in a row failed after every retry ({exc.message})"
-                )
-            return None
+            return self._lost(call, state, exc)
         if isinstance(exc, RequestRejected):
             cell.in_flight.discard(call.index)
-            return self._stop(plan, exc.message)
+            return stop_plan(plan, exc.message)
         if isinstance(exc, ProviderUnavailable):
             cell.in_flight.discard(call.index)
             return self._provider_dead(key, exc.message)
         raise exc
 
-    def _finish_marks(self, call: _Call, *, ok: bool) -> None:
-        if call.writes or call.read is not None:
-            self.marks.finished(
-                id(call.plan.provider), call.read, call.writes, ok, _ladder(call.plan, call.cell)
+    def _lost(self, call: _Call, state: ProviderState, exc: RetriesExhausted) -> None:
+        """CALL exhausted its retries: its trial is asked once more, then lost; the provider is
+        dead after DEAD_AFTER distinct trials lost in a row."""
+        plan, cell = call.plan, call.cell
+        state.lost(first=call.index not in cell.failures, successes_at_start=call.successes_at_start)
+        if cell.fail(call.index):
+            plan.outcome.lost_trials += 1
+            # answers of later trials were waiting for this one: count them now
+            self._counted(plan, cell, cell.count(plan.prompt.recall.threshold, plan.prompt.recall.early_stop))
+        if state.down:
+            self._provider_dead(
+                id(plan.provider),
+                f"{state.lost_in_a_row} trials in a row failed after every retry ({exc.message})",
             )
-
-    def _stop(self, plan: PromptPlan, message: str) -> None:
-        plan.outcome.provider_failed = True
-        reason = plan.outcome.stop_reason
-        if reason is None or not reason.startswith(PROVIDER_STOP_PREFIX):
-            plan.outcome.stop_reason = f"{PROVIDER_STOP_PREFIX}{message}"
 
     def _provider_dead(self, key: int, message: str) -> None:
         self._providers[key].dead = message
         for plan in self.plans:
             if id(plan.provider) == key:
-                self._stop(plan, message)
+                stop_plan(plan, message)
 
     def _record(self, call: _Call, completion: Completion) -> None:
         plan, cell, rs = call.plan, call.cell, call.plan.prompt.recall
@@ -551,25 +345,6 @@ class Scheduler:
                 task.cancel()
                 plan.outcome.speculative_calls += 1
                 plan.outcome.cost_usd += call.estimate  # it may be billed for what it read
-
-
-def _ladder(plan: PromptPlan, cell: CellRun) -> tuple[int, int, bool]:
-    """The prefix ladder CELL belongs to: its plan's cells of its size over the same hay. Gold
-    trials' hay is the fixture's context without the gold item, so their text before the needle
-    differs from the other styles' and they climb a ladder of their own."""
-    return id(plan), cell.size, cell.style == "gold"
-
-
-def trial_needles(plan: PromptPlan, cell: CellRun, index: int) -> tuple[Needle, Needle]:
-    """(the needle of CELL's trial INDEX, the cell's reference needle: its first trial's, which
-    fixes the cell's filler amount so every trial shares the text before the needle)."""
-    rs, gold = plan.prompt.recall, plan.builder.gold_needle
-
-    def needle(i: int) -> Needle:
-        rng = trial_rng(rs.seed, plan.name, cell.size, cell.depth, i, style=cell.style)
-        return make_needle(rs, rng, style=cell.style, gold=gold)
-
-    return needle(index), needle(0)
 
 
 def judged(
