@@ -8,8 +8,9 @@ from both so the worker and the request builder do not import each other.
 from __future__ import annotations
 
 import traceback
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import Any
 
 from jinja2.exceptions import SecurityError, TemplateNotFound, TemplateSyntaxError, UndefinedError
 
@@ -20,7 +21,13 @@ from needle_action.paths import display_path
 
 
 def render_raw(
-    root: Path, allow_hidden: Sequence[str], name: str, variables: dict, *, file: str, lenient: bool = False
+    root: Path,
+    allow_hidden: Sequence[str],
+    name: str,
+    variables: dict[str, Any],
+    *,
+    file: str,
+    lenient: bool = False,
 ) -> str:
     """The raw output (sentinels included) of template NAME under ROOT, in this process.
 
@@ -39,7 +46,7 @@ def render_raw(
         return env.get_template(name).render(scrub(variables))
     except NeedleError:
         raise
-    except Exception as exc:  # noqa: BLE001 - user templates can raise anything; never a traceback
+    except Exception as exc:  # user templates can raise anything; never a traceback
         raise _as_template_error(exc, env.loader, file) from None
 
 
@@ -55,12 +62,46 @@ def _template_frame(exc: BaseException, loader: RootLoader) -> tuple[str | None,
     return found
 
 
+def _sandbox_message(exc: BaseException) -> str:
+    text = str(exc)
+    if text.startswith("the template"):
+        return text
+    return f"the template tried to reach something the sandbox forbids: {text}"
+
+
+def _memory_message(_exc: BaseException) -> str:
+    return f"rendering needed more than the {MEMORY_BYTES // 2**20} MB of memory a render may use"
+
+
+# what a render raised -> (its message, the hint); the first type that matches wins
+_ERRORS: tuple[tuple[type[BaseException], Callable[[Any], str], str | None], ...] = (
+    (AccessDenied, str, "include templates by their path relative to the threshold file's folder"),
+    (
+        SecurityError,
+        _sandbox_message,
+        "templates may only use their variables and plain filters; attributes "
+        "starting with '_' and Python internals are off limits",
+    ),
+    (
+        UndefinedError,
+        lambda e: f"undefined variable: {e.message}",
+        "add it to the fixture, or guard it with {% if name is defined %}",
+    ),
+    (
+        TemplateNotFound,
+        lambda e: f"included template not found: {e.name}",
+        "include paths are relative to the including template's folder or the config root",
+    ),
+    (RecursionError, lambda _e: "the template includes or calls itself without end", None),
+    (RenderLimit, str, SIZE_HINT),  # sizes (and, in the worker, time): the message says which
+    (MemoryError, _memory_message, SIZE_HINT),
+)
+
+
 def _as_template_error(exc: BaseException, loader: RootLoader, default_file: str) -> NeedleError:
     """Whatever rendering raised, as a TemplateError at the template file and line that raised it."""
     if isinstance(exc, NeedleError):
         return exc
-    frame_file, line = _template_frame(exc, loader)
-    file = frame_file or default_file
     if isinstance(exc, TemplateSyntaxError):
         file = loader.filenames.get(
             exc.filename or "", display_path(exc.filename) if exc.filename else default_file
@@ -71,54 +112,11 @@ def _as_template_error(exc: BaseException, loader: RootLoader, default_file: str
             line=exc.lineno,
             hint="check the {% ... %} and {{ ... }} tags on this line",
         )
-    if isinstance(exc, AccessDenied):
-        return TemplateError(
-            str(exc),
-            file=file,
-            line=line,
-            hint="include templates by their path relative to the threshold file's folder",
-        )
-    if isinstance(exc, SecurityError):
-        text = str(exc)
-        if not text.startswith("the template"):
-            text = f"the template tried to reach something the sandbox forbids: {text}"
-        return TemplateError(
-            text,
-            file=file,
-            line=line,
-            hint="templates may only use their variables and plain filters; attributes "
-            "starting with '_' and Python internals are off limits",
-        )
-    if isinstance(exc, UndefinedError):
-        return TemplateError(
-            f"undefined variable: {exc.message}",
-            file=file,
-            line=line,
-            hint="add it to the fixture, or guard it with {% if name is defined %}",
-        )
-    if isinstance(exc, TemplateNotFound):
-        return TemplateError(
-            f"included template not found: {exc.name}",
-            file=file,
-            line=line,
-            hint="include paths are relative to the including template's folder or the config root",
-        )
-    if isinstance(exc, RecursionError):
-        return TemplateError("the template includes or calls itself without end", file=file, line=line)
-    if isinstance(exc, RenderLimit):  # sizes (and, in the worker, time): the message says which
-        return TemplateError(
-            str(exc),
-            file=file,
-            line=line,
-            hint=SIZE_HINT,
-        )
-    if isinstance(exc, MemoryError):
-        return TemplateError(
-            f"rendering needed more than the {MEMORY_BYTES // 2**20} MB of memory a render may use",
-            file=file,
-            line=line,
-            hint=SIZE_HINT,
-        )
+    frame_file, line = _template_frame(exc, loader)
+    file = frame_file or default_file
+    for kind, message, hint in _ERRORS:
+        if isinstance(exc, kind):
+            return TemplateError(message(exc), file=file, line=line, hint=hint)
     return TemplateError(f"rendering failed: {type(exc).__name__}: {exc}", file=file, line=line)
 
 
