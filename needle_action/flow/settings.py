@@ -14,6 +14,7 @@ import json
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from needle_action.errors import ConfigError
 from needle_action.names import PROVIDER_NAMES
@@ -66,7 +67,7 @@ class Settings:
     workspace: Path = field(default_factory=Path.cwd)
     repository: str | None = None
     event_name: str | None = None
-    event: dict = field(default_factory=dict)
+    event: dict[str, Any] = field(default_factory=dict)
     pull_request: PullRequest | None = None
     sha: str | None = None
     ref: str | None = None
@@ -141,7 +142,7 @@ def _int(env: dict[str, str], name: str, *, minimum: int = 0) -> int | None:
     return value
 
 
-def _pull_request(event: dict) -> PullRequest | None:
+def _pull_request(event: dict[str, Any]) -> PullRequest | None:
     pr = event.get("pull_request")
     if not isinstance(pr, dict):
         return None
@@ -161,45 +162,62 @@ def _pull_request(event: dict) -> PullRequest | None:
         ) from None
 
 
-def load_settings(env: dict[str, str] | None = None) -> Settings:
-    env = dict(os.environ if env is None else env)
+def _workspace(env: dict[str, str]) -> Path:
     workspace = Path(env.get("GITHUB_WORKSPACE") or os.getcwd())
     if not workspace.is_dir():
         raise ConfigError(
             f"GITHUB_WORKSPACE is not a folder: {workspace}",
             hint="check out the repository first (actions/checkout) before this step",
         )
-    event: dict = {}
+    return workspace
+
+
+def _event(env: dict[str, str]) -> dict[str, Any]:
+    """The event payload GITHUB_EVENT_PATH names ({} without one)."""
     event_path = env.get("GITHUB_EVENT_PATH")
-    if event_path:
-        try:
-            event = json.loads(Path(event_path).read_text(encoding="utf-8"))
-        except FileNotFoundError:
-            raise ConfigError("GITHUB_EVENT_PATH points to a missing file", file=event_path) from None
-        except json.JSONDecodeError as exc:
-            raise ConfigError(
-                f"event payload is not JSON: {exc.msg}", file=event_path, line=exc.lineno
-            ) from None
-        if not isinstance(event, dict):
-            raise ConfigError("event payload is not a JSON object", file=event_path)
+    if not event_path:
+        return {}
+    try:
+        event = json.loads(Path(event_path).read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise ConfigError("GITHUB_EVENT_PATH points to a missing file", file=event_path) from None
+    except json.JSONDecodeError as exc:
+        raise ConfigError(f"event payload is not JSON: {exc.msg}", file=event_path, line=exc.lineno) from None
+    if not isinstance(event, dict):
+        raise ConfigError("event payload is not a JSON object", file=event_path)
+    return event
+
+
+def _provider(env: dict[str, str]) -> str | None:
     provider = _get(env, "provider") or None
     if provider is not None and provider not in PROVIDER_NAMES:
         raise ConfigError(
             f"input `provider` must be {', '.join(PROVIDER_NAMES[:-1])} or {PROVIDER_NAMES[-1]}, got {provider!r}",
             file="action inputs",
         )
-    cache_dir = _get(env, "cache-dir")
-    post_report = _get(env, "post-report")
-    for name, value in (
-        ("cache-dir", cache_dir),
-        ("post-report", post_report),
-        ("config", _get(env, "config")),
-    ):
-        if "\x00" in value:
-            raise ConfigError(f"input `{name}` contains a NUL character", file="action inputs")
+    return provider
+
+
+def _path_input(env: dict[str, str], name: str) -> str:
+    """Input NAME, a path: no NUL character (the OS would cut the path there)."""
+    value = _get(env, name)
+    if "\x00" in value:
+        raise ConfigError(f"input `{name}` contains a NUL character", file="action inputs")
+    return value
+
+
+def load_settings(env: dict[str, str] | None = None) -> Settings:
+    """The run's settings from ENV (default: the process environment): inputs and runner values."""
+    env = dict(os.environ if env is None else env)
+    workspace = _workspace(env)
+    event = _event(env)
+    provider = _provider(env)
+    cache_dir = _path_input(env, "cache-dir")
+    post_report = _path_input(env, "post-report")
+    config = _path_input(env, "config")
     temp = env.get("RUNNER_TEMP")
     return Settings(
-        config=_get(env, "config", "needle.toml") or "needle.toml",
+        config=config or "needle.toml",
         github_token=_get(env, "github-token"),
         base_ref=_get(env, "base-ref") or None,
         comment=_bool(env, "comment", True),
