@@ -107,11 +107,12 @@ def match_base_case(
 
 
 AUTO = "auto"
+MINUS = "\u2212"  # the comment's typography: a minus sign, not a hyphen
 
 
 def auto_budget(base: PromptResult | None, reserve: int, base_commit: str | None) -> tuple[int | None, str]:
     """The budget an "auto" prompt gets from BASE (its result on the base side), and where the
-    number came from, for the comment ("auto: effective context 12,000 − 1,024 output reserve,
+    number came from, for the comment ("auto: effective context 12,000 - 1,024 output reserve,
     from base abc1234"). None when the base has no measured effective context."""
     where = f"base {base_commit[:7]}" if base_commit else "the baseline"
     recall = base.recall if base is not None else None
@@ -125,7 +126,7 @@ def auto_budget(base: PromptResult | None, reserve: int, base_commit: str | None
             "no absolute budget this run"
         )
     eff = recall.effective_context
-    return eff, f"auto: effective context {eff:,} − {reserve:,} output reserve, from {where}"
+    return eff, f"auto: effective context {eff:,} {MINUS} {reserve:,} output reserve, from {where}"
 
 
 def _over_budget_reason(tokens: int, reserve: int, budget: int, headroom: int) -> str:
@@ -152,6 +153,31 @@ def apply_auto_budget(case: BudgetCase, base: PromptResult | None, base_commit: 
         reason = _over_budget_reason(case.count.tokens, case.reserve_output_tokens, budget, j.headroom)
         case.reasons.insert(0, reason)
         case.status = "fail"
+
+
+def _reasons(
+    j: Judgement,
+    count: TokenCount,
+    reserve: int,
+    budget: int | None,
+    growth: Growth | None,
+    base_case: BudgetCase | None,
+) -> list[str]:
+    """Why a case counted COUNT fails J (empty: it passes), in the words the terminal shows."""
+    reasons: list[str] = []
+    if j.over_budget and budget is not None and j.headroom is not None:
+        reasons.append(_over_budget_reason(count.tokens, reserve, budget, j.headroom))
+    if j.over_growth and base_case is not None:
+        if growth is not None and growth.percent is not None and j.growth_percent is not None:
+            reasons.append(f"grew {j.growth_percent:.1f}% vs base (limit {growth})")
+        else:
+            reasons.append(f"grew {_tokens(j.growth_tokens or 0)} vs base (limit {growth})")
+        if base_case.count.counter != count.counter:
+            # a changed tokenizer also moves the count; say so rather than blame the template alone
+            reasons[-1] += (
+                f"; note: base was counted with {base_case.count.counter}, this with {count.counter}"
+            )
+    return reasons
 
 
 def evaluate_case(
@@ -181,20 +207,7 @@ def evaluate_case(
         max_growth=growth,
         base_tokens=base_case.count.tokens if base_case is not None else None,
     )
-    reasons: list[str] = []
-    if j.over_budget and budget is not None and j.headroom is not None:
-        reasons.append(_over_budget_reason(tokens, reserve, budget, j.headroom))
-    if j.over_growth and base_case is not None:
-        if growth is not None and growth.percent is not None and j.growth_percent is not None:
-            reasons.append(f"grew {j.growth_percent:.1f}% vs base (limit {growth})")
-        else:
-            reasons.append(f"grew {_tokens(j.growth_tokens or 0)} vs base (limit {growth})")
-        if base_case.count.counter != count.counter:
-            # a changed tokenizer also moves the count; say so rather than blame the template alone
-            reasons[-1] += (
-                f"; note: base was counted with {base_case.count.counter}, this with {count.counter}"
-            )
-
+    reasons = _reasons(j, count, reserve, budget, growth, base_case)
     case = BudgetCase(
         fixture=rendered.fixture,
         content_hash=rendered.content_hash(),
