@@ -36,6 +36,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
+from needle_action.compare.copying import same_named
 from needle_action.compare.models import (
     AnswerSample,
     CellDelta,
@@ -64,7 +65,7 @@ from needle_action.recall import (
     stratified_drop_pvalue,
     testable_counts,
 )
-from needle_action.results import PromptResult, RecallCell, RecallResult
+from needle_action.results import PromptResult, RecallCell, RecallResult, StyleSummary
 
 Counts = Mapping[CellKey, tuple[int, int]]  # cell -> (hits, trials)
 StyledKey = tuple[str, int, float]  # (needle style, size, depth)
@@ -147,45 +148,28 @@ def test_styled_groups(
 # -- from results files ------------------------------------------------------------------------
 
 
+def _style_line(s: StyleSummary) -> StyleLine:
+    shown = "style hits trials rate status effective_context distractor_answers tool_call_answers"
+    return StyleLine(
+        **same_named(s, f"{shown} distractor_rate hallucination_rate"),
+        diagnosis=s.diagnosis.kind,
+        summary=s.diagnosis.summary,
+    )
+
+
 def _side(r: RecallResult, *, with_history: bool) -> RecallSide:
     history = r.history if with_history else None
+    shown = "provider model threshold effective_context calls cached_calls cost_usd partial"
     return RecallSide(
-        provider=r.provider,
-        model=r.model,
-        threshold=r.threshold,
+        **same_named(r, f"{shown} partial_reason lost_trials distractors similarity"),
         diagnosis=r.diagnosis.kind,
         summary=r.diagnosis.summary,
         fix=r.diagnosis.fix,
-        effective_context=r.effective_context,
-        calls=r.calls,
-        cached_calls=r.cached_calls,
-        cost_usd=r.cost_usd,
-        partial=r.partial,
-        partial_reason=r.partial_reason,
         trials=sum(c.trials for c in r.cells),
         history_trials=history.trials() if history else 0,
         history_runs=history.runs if history else 0,
-        lost_trials=r.lost_trials,
-        distractors=r.distractors,
-        similarity=r.similarity,
         reorder_ab=list(r.reorder_ab or []),
-        styles=[
-            StyleLine(
-                style=s.style,
-                hits=s.hits,
-                trials=s.trials,
-                rate=s.rate,
-                status=s.status,
-                diagnosis=s.diagnosis.kind,
-                summary=s.diagnosis.summary,
-                effective_context=s.effective_context,
-                distractor_answers=s.distractor_answers,
-                tool_call_answers=s.tool_call_answers,
-                distractor_rate=s.distractor_rate,
-                hallucination_rate=s.hallucination_rate,
-            )
-            for s in r.styles
-        ],
+        styles=[_style_line(s) for s in r.styles],
     )
 
 
@@ -262,7 +246,7 @@ def _comparable(head: RecallResult, base: RecallResult | None) -> bool:
 
 
 def _detectable(
-    base: Counts, head: Counts, sizes, depths, alpha: float, styles: int
+    base: Counts, head: Counts, sizes: Sequence[int], depths: Sequence[float], alpha: float, styles: int
 ) -> tuple[float | None, str]:
     """The drop in the planning group this comparison catches with 95% power."""
     group = planning_group(sizes, depths)
@@ -325,10 +309,17 @@ def tested_styles(head: PromptResult, base: PromptResult | None) -> set[str]:
     hr, br = head.recall, base.recall if base is not None else None
     if hr is None or br is None or not _comparable(hr, br) or same_fingerprint(hr, br):
         return set()
+    return _paired_styles(hr, br)[0]
+
+
+def _paired_styles(hr: RecallResult, br: RecallResult) -> tuple[set[str], bool]:
+    """(the needle styles both comparable sides ran, whether gold was left out of them because
+    the fixture's answer changed: another quantity, judged against the threshold alone)."""
     both = set(hr.style_names()) & set(br.style_names())
     if "gold" in both and _gold_target(br) != _gold_target(hr):
         both.discard("gold")
-    return both
+        return both, True
+    return both, False
 
 
 def prompt_data(head: PromptResult, base: PromptResult | None) -> PromptData | None:
@@ -413,36 +404,12 @@ def compare_recall(
         base=_side(br, with_history=comparable) if br else None,
         comparable=comparable or br is None,
     )
-    head_cells = {_key(c): c for c in hr.cells}
-    base_cells = {_key(c): c for c in br.cells} if br else {}
-    order = {
-        s: i for i, s in enumerate(dict.fromkeys([k[0] for k in head_cells] + [k[0] for k in base_cells]))
-    }
-    keys = sorted(set(head_cells) | set(base_cells), key=lambda k: (order[k[0]], k[1], k[2]))
-    rc.styles = list(order)
-    rc.sizes = sorted({k[1] for k in keys})
-    rc.depths = sorted({k[2] for k in keys})
     rc.unchanged = br is not None and comparable and same_fingerprint(hr, br)
+    both = _compared_styles(rc, hr, br) if br is not None and comparable else set()
+    _fill_cells(rc, hr, br, both)
     tested = br is not None and comparable and not rc.unchanged
-    both = set(hr.style_names()) & set(br.style_names()) if br is not None and comparable else set()
-    if br is not None and "gold" in both and _gold_target(br) != _gold_target(hr):
-        # the fixture's answer changed: another quantity, judged against the threshold alone
-        both.discard("gold")
-        rc.notes.append(
-            f"This pull request changes what the gold fixture counts as right ({_gold_target(br)} → "
-            f"{_gold_target(hr)}): gold is judged against the threshold alone, not compared with the base."
-        )
-    # the base's own trials: its history (other seeds, other clusters) plans runs, it is not tested
-    pooled_base = {s: testable_counts(br, s) for s in both} if br is not None else {}
-    for key in keys:
-        base_cell = base_cells.get(key) if br is not None else None
-        rc.cells.append(
-            _cell_delta(
-                key, head_cells.get(key), base_cell, pooled_base.get(key[0], {}), compared=key[0] in both
-            )
-        )
     if tested and decision is None:
-        data = prompt_data(head, base)  # type: ignore[arg-type]
+        data = prompt_data(head, base)
         if data is not None:
             decision = replay([data], hr.alpha, ends={data.name: head_end(hr)})[data.name]
     if tested and br is not None and decision is not None:
@@ -453,6 +420,40 @@ def compare_recall(
     rc.status = _status(rc, hr, br, tested)  # type: ignore[assignment]
     rc.samples = _samples(hr.cells)
     return rc
+
+
+def _compared_styles(rc: RecallComparison, hr: RecallResult, br: RecallResult) -> set[str]:
+    """The styles of comparable sides compared cell by cell (RC notes gold left out)."""
+    both, gold_changed = _paired_styles(hr, br)
+    if gold_changed:
+        rc.notes.append(
+            f"This pull request changes what the gold fixture counts as right ({_gold_target(br)} → "
+            f"{_gold_target(hr)}): gold is judged against the threshold alone, not compared with the base."
+        )
+    return both
+
+
+def _fill_cells(rc: RecallComparison, hr: RecallResult, br: RecallResult | None, both: set[str]) -> None:
+    """RC's grid (styles in order of appearance, sizes, depths) and a delta per cell of either side;
+    the cells of styles in BOTH compared with the base's own trials (its history, other seeds and
+    other clusters, plans runs: it is not tested)."""
+    head_cells = {_key(c): c for c in hr.cells}
+    base_cells = {_key(c): c for c in br.cells} if br else {}
+    order = {
+        s: i for i, s in enumerate(dict.fromkeys([k[0] for k in head_cells] + [k[0] for k in base_cells]))
+    }
+    keys = sorted(set(head_cells) | set(base_cells), key=lambda k: (order[k[0]], k[1], k[2]))
+    rc.styles = list(order)
+    rc.sizes = sorted({k[1] for k in keys})
+    rc.depths = sorted({k[2] for k in keys})
+    pooled_base = {s: testable_counts(br, s) for s in both} if br is not None else {}
+    for key in keys:
+        base_cell = base_cells.get(key) if br is not None else None
+        rc.cells.append(
+            _cell_delta(
+                key, head_cells.get(key), base_cell, pooled_base.get(key[0], {}), compared=key[0] in both
+            )
+        )
 
 
 def _gold_target(r: RecallResult) -> str:

@@ -20,17 +20,22 @@ module only reports the flags separately.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
+from needle_action.compare.copying import same_named
 from needle_action.compare.diff import case_diff, token_change
 from needle_action.compare.misses import group_misses
 from needle_action.compare.models import (
     Comparison,
     Failure,
+    FailureKind,
     PromptComparison,
     PromptStatus,
     RecallComparison,
+    RecallSide,
     SideTotals,
+    TokenDelta,
     Verdict,
 )
 from needle_action.compare.recall import compare_recall, head_end, prompt_data
@@ -91,7 +96,7 @@ def _compare_prompt(
         error=head.error,
     )
     base_cases = {c.fixture: c for c in base.cases} if base else {}
-    seen: set = set()
+    seen: set[str | None] = set()
     for hc in head.cases:
         bc = base_cases.get(hc.fixture)
         seen.add(hc.fixture)
@@ -138,24 +143,14 @@ def _failures_of(pc: PromptComparison) -> list[Failure]:
         )
     for t in pc.tokens:
         where = f" [{t.fixture}]" if t.fixture else ""
-        if not t.budget_ok:
-            out.append(
-                Failure(
-                    kind="budget",
-                    title=f"needle: {pc.name} over token budget",
-                    message=f"{pc.name}{where}: {budget_reason(t)}",
-                    **loc,
-                )
-            )
-        if not t.growth_ok:
-            out.append(
-                Failure(
-                    kind="growth",
-                    title=f"needle: {pc.name} grew beyond max_growth",
-                    message=f"{pc.name}{where}: {growth_reason(t)}",
-                    **loc,
-                )
-            )
+        checks: tuple[tuple[bool, FailureKind, str, Callable[[TokenDelta], str | None]], ...] = (
+            (t.budget_ok, "budget", "over token budget", budget_reason),
+            (t.growth_ok, "growth", "grew beyond max_growth", growth_reason),
+        )
+        for ok, kind, title, reason in checks:
+            if not ok:
+                message = f"{pc.name}{where}: {reason(t)}"
+                out.append(Failure(kind=kind, title=f"needle: {pc.name} {title}", message=message, **loc))
     rc = pc.recall
     if rc is not None:
         out.extend(_recall_failures(pc, rc, loc))
@@ -190,21 +185,23 @@ def _recall_failures(pc: PromptComparison, rc: RecallComparison, loc: dict[str, 
             )
         )
     if rc.status == "fail" and rc.head is not None:
-        out += _threshold_failures(pc, rc, loc)
+        out += _threshold_failures(pc, rc, rc.head, loc)
     return out
 
 
-def _threshold_failures(pc: PromptComparison, rc: RecallComparison, loc: dict[str, Any]) -> list[Failure]:
-    """One failure per style judged against the threshold alone (no comparable base) that fails."""
-    assert rc.head is not None
+def _threshold_failures(
+    pc: PromptComparison, rc: RecallComparison, head: RecallSide, loc: dict[str, Any]
+) -> list[Failure]:
+    """One failure per style judged against the threshold alone (no comparable base) that fails
+    (HEAD: the comparison's head side)."""
     below = list(dict.fromkeys(c.style for c in rc.cells if c.verdict == "below-threshold"))
     if not below and not rc.groups:
         below = [""]  # a result without cell styles: the prompt's own summary says it
     out = []
     for style in below:
-        line = rc.head.style(style)
+        line = head.style(style)
         what, why = _measure(rc, style) if style else ("recall", "")
-        summary = line.summary if line is not None else rc.head.summary
+        summary = line.summary if line is not None else head.summary
         out.append(
             Failure(
                 kind="recall-threshold",
@@ -219,16 +216,8 @@ def _threshold_failures(pc: PromptComparison, rc: RecallComparison, loc: dict[st
 def _totals(r: Results) -> SideTotals:
     t = r.totals
     return SideTotals(
-        calls=t.calls,
-        cached_calls=t.cached_calls,
-        saved_calls=t.saved_calls,
-        cost_usd=t.cost_usd,
-        seconds=t.seconds,
-        partial=t.partial,
-        speculative_calls=t.speculative_calls,
-        prompt_tokens=t.usage.prompt_tokens,
-        billed_input_tokens=t.usage.billed_input_tokens,
-        uncached_cost_usd=t.usage.uncached_cost_usd,
+        **same_named(t, "calls cached_calls saved_calls cost_usd seconds partial speculative_calls"),
+        **same_named(t.usage, "prompt_tokens billed_input_tokens uncached_cost_usd"),
     )
 
 
@@ -240,35 +229,20 @@ def _is_outage(p: PromptResult) -> bool:
 def compare(base: Results | None, head: Results, *, provider_outage: bool | None = None) -> Comparison:
     """Compare HEAD with BASE (None: no baseline, every prompt is new)."""
     renames = _match_renames(base, head) if base is not None else {}
-    prompts: list[PromptComparison] = []
     pairs = [
         (hp, base.prompt(renames.get(hp.name, hp.name)) if base is not None else None) for hp in head.prompts
     ]
     decisions, family, alpha = recall_decisions(pairs)
-    for hp, bp in pairs:
-        prompts.append(_compare_prompt(hp, bp, renames.get(hp.name), decisions.get(hp.name), family))
+    prompts = [
+        _compare_prompt(hp, bp, renames.get(hp.name), decisions.get(hp.name), family) for hp, bp in pairs
+    ]
     if base is not None:
-        head_names = {p.name for p in head.prompts}
-        for bp in base.prompts:
-            if bp.name in head_names or bp.name in renames.values():
-                continue
-            prompts.append(
-                PromptComparison(
-                    name=bp.name,
-                    status="deleted",
-                    template=bp.template,
-                    base_template=bp.template,
-                    template_line=None,
-                    model=bp.model,
-                    tokens=[token_delta(None, c) for c in bp.cases],
-                )
-            )
+        prompts += _deleted(base, head, renames)
     failures = [f for pc in prompts for f in _failures_of(pc)]
     if provider_outage is None:
         provider_outage = bool(getattr(head.totals, "provider_unavailable", False)) or any(
             _is_outage(p) for p in head.prompts
         )
-    outage = provider_outage
     comp = Comparison(
         verdict="pass",
         headline="",
@@ -279,7 +253,7 @@ def compare(base: Results | None, head: Results, *, provider_outage: bool | None
         recall_regressed=any(f.kind in ("recall-regression", "recall-threshold") for f in failures),
         recall_inconclusive=any(p.recall is not None and p.recall.status == "inconclusive" for p in prompts),
         recall_underpowered=any(p.recall is not None and p.recall.status == "underpowered" for p in prompts),
-        provider_outage=outage,
+        provider_outage=provider_outage,
         errors=any(f.kind == "error" for f in failures),
         prompts=prompts,
         failures=failures,
@@ -292,13 +266,31 @@ def compare(base: Results | None, head: Results, *, provider_outage: bool | None
         comp.notes.append(
             "No base results: every prompt is judged on its own (absolute budgets and thresholds)."
         )
-    if outage:
+    if provider_outage:
         comp.notes.append(
             "The model provider was unavailable: recall could not be measured for some prompts."
         )
     comp.verdict, comp.headline = _headline(comp)
     comp.token_change = token_change(prompts) if base is not None else None
     return comp
+
+
+def _deleted(base: Results, head: Results, renames: dict[str, str]) -> list[PromptComparison]:
+    """BASE's prompts that HEAD no longer has (renamed ones excepted)."""
+    head_names = {p.name for p in head.prompts}
+    return [
+        PromptComparison(
+            name=bp.name,
+            status="deleted",
+            template=bp.template,
+            base_template=bp.template,
+            template_line=None,
+            model=bp.model,
+            tokens=[token_delta(None, c) for c in bp.cases],
+        )
+        for bp in base.prompts
+        if bp.name not in head_names and bp.name not in renames.values()
+    ]
 
 
 def _headline(c: Comparison) -> tuple[Verdict, str]:
