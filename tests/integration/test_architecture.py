@@ -222,6 +222,62 @@ def test_ruff_refuses_relative_imports_with_our_settings(tmp_path):
     assert proc.returncode == 1 and "TID252" in proc.stdout, report(proc)
 
 
+# ---------------------------------------------------------------------------- small units
+
+MAX_FUNCTION_LINES = 60  # a function fits on a screen
+MAX_CLASS_LINES = 250  # a class is one concept: past this it is several
+
+
+def long_units(root: Path, package: str = PACKAGE) -> list[str]:
+    """``file:line: function NAME is N lines`` for every function of ROOT's PACKAGE longer than
+    MAX_FUNCTION_LINES and every class longer than MAX_CLASS_LINES (from its ``def`` or ``class``
+    line to its last, docstring and comments inside included; nested ones are measured too)."""
+    found = []
+    for path in sorted((root / package).rglob("*.py")):
+        tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ClassDef):
+                kind, limit = "class", MAX_CLASS_LINES
+            elif isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+                kind, limit = "function", MAX_FUNCTION_LINES
+            else:
+                continue
+            lines = (node.end_lineno or node.lineno) - node.lineno + 1
+            if lines > limit:
+                where = path.relative_to(root).as_posix()
+                found.append(f"{where}:{node.lineno}: {kind} {node.name} is {lines} lines (at most {limit})")
+    return found
+
+
+def test_no_function_over_60_lines_and_no_class_over_250():
+    assert long_units(REPO) == [], "split these units (docs/architecture.md, Conventions)"
+
+
+def _unit(kind: str, name: str, lines: int) -> str:
+    """Source of a KIND (``def``/``class``) NAME spanning exactly LINES lines."""
+    head = f"{kind} {name}():" if kind == "def" else f"class {name}:"
+    return "\n".join([head, *(f"    x{i} = {i}" for i in range(lines - 1))]) + "\n"
+
+
+def test_the_size_check_finds_a_long_function_and_a_long_class(tmp_path):
+    folder = tmp_path / PACKAGE / "deep"
+    folder.mkdir(parents=True)
+    fits = _unit("def", "fits", MAX_FUNCTION_LINES) + _unit("class", "Fits", MAX_CLASS_LINES)
+    (folder / "fits.py").write_text(fits, encoding="utf-8")
+    assert long_units(tmp_path) == []
+    method = _unit("def", "method", MAX_FUNCTION_LINES + 1).replace("\n", "\n    ")
+    (folder / "long.py").write_text(
+        "async " + _unit("def", "long", MAX_FUNCTION_LINES + 1) + "class Box:\n    " + method,
+        encoding="utf-8",
+    )
+    assert long_units(tmp_path) == [
+        f"{PACKAGE}/deep/long.py:1: function long is 61 lines (at most 60)",
+        f"{PACKAGE}/deep/long.py:63: function method is 61 lines (at most 60)",
+    ]
+    (folder / "long.py").write_text(_unit("class", "Big", MAX_CLASS_LINES + 1), encoding="utf-8")
+    assert long_units(tmp_path) == [f"{PACKAGE}/deep/long.py:1: class Big is 251 lines (at most 250)"]
+
+
 if __name__ == "__main__":  # the script-level check
     graph = import_graph(REPO)
     cycles = import_cycles(graph)
