@@ -242,6 +242,12 @@ class FakeAnthropic:
     def __exit__(self, *exc) -> None:
         self.stop()
 
+    def point_env(self, monkeypatch) -> FakeAnthropic:
+        """Point ``ANTHROPIC_BASE_URL`` / ``ANTHROPIC_API_KEY`` (via MONKEYPATCH) at this fake."""
+        monkeypatch.setenv("ANTHROPIC_BASE_URL", self.base_url)
+        monkeypatch.setenv("ANTHROPIC_API_KEY", self.api_key)
+        return self
+
     @property
     def base_url(self) -> str:
         assert self._server is not None, "start the fake first"
@@ -688,6 +694,4 @@ def fake_anthropic_fixture():
 @pytest.fixture(name="anthropic_env")
 def anthropic_env_fixture(fake_anthropic, monkeypatch):
     """The fake plus ``ANTHROPIC_BASE_URL`` / ``ANTHROPIC_API_KEY`` pointing at it."""
-    monkeypatch.setenv("ANTHROPIC_BASE_URL", fake_anthropic.base_url)
-    monkeypatch.setenv("ANTHROPIC_API_KEY", fake_anthropic.api_key)
-    return fake_anthropic
+    return fake_anthropic.point_env(monkeypatch)

@@ -73,9 +73,7 @@ RECORDED = {
 @pytest.fixture
 def fake(monkeypatch):
     with FakeAnthropic(SimulatedModel(u_shape(edge=0.97, middle=0.1, margin=0.08), seed=11)) as server:
-        monkeypatch.setenv("ANTHROPIC_BASE_URL", server.base_url)
-        monkeypatch.setenv("ANTHROPIC_API_KEY", server.api_key)
-        yield server
+        yield server.point_env(monkeypatch)
 
 
 @pytest.fixture
@@ -236,8 +234,7 @@ def test_builder_overhead_is_under_a_fifth_of_a_recall_run_at_500_ms(project, mo
     with FakeAnthropic(
         SimulatedModel(u_shape(edge=0.97, middle=0.1, margin=0.08), seed=11), latency_s=0.5
     ) as srv:
-        monkeypatch.setenv("ANTHROPIC_BASE_URL", srv.base_url)
-        monkeypatch.setenv("ANTHROPIC_API_KEY", srv.api_key)
+        srv.point_env(monkeypatch)
         run_check(config, only=["t1", "t2"], cache=False, recall=False)  # tokenizer and render workers warm
         started = time.perf_counter()
         run_check(config, only=["t1", "t2"], cache=False)

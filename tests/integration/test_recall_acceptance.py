@@ -105,8 +105,7 @@ def test_faults_change_no_verdict_and_lose_no_cell(tmp_path, seed, monkeypatch):
     for rate in (0.0, 0.3):
         faults = {"rate": rate, "hold_s": 0.2, "retry_after_s": 0.01}
         with FakeAnthropic(SimulatedModel(U_SHAPE, seed=seed), faults=faults, seed=seed) as server:
-            monkeypatch.setenv("ANTHROPIC_BASE_URL", server.base_url)
-            monkeypatch.setenv("ANTHROPIC_API_KEY", server.api_key)
+            server.point_env(monkeypatch)
             runs[rate] = run(config, seed=seed)
             injected = server.calls["faults"]
         if rate:

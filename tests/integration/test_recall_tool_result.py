@@ -41,9 +41,7 @@ def agent_project(tmp_path, **kw):
 @pytest.fixture
 def fake(monkeypatch):
     with FakeAnthropic() as server:
-        monkeypatch.setenv("ANTHROPIC_BASE_URL", server.base_url)
-        monkeypatch.setenv("ANTHROPIC_API_KEY", server.api_key)
-        yield server
+        yield server.point_env(monkeypatch)
 
 
 def _tool_result(body: dict) -> str:
