@@ -4,9 +4,7 @@ Anthropic server."""
 
 from __future__ import annotations
 
-import os
 import subprocess
-import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -14,6 +12,7 @@ from needle_action.config import load_config
 from needle_action.pipeline import RecallOverrides, run_recall
 from needle_action.results import Results
 from tests.builders import Project
+from tests.processes import needle_env, run_needle
 
 if TYPE_CHECKING:
     from tests.fakes.anthropic_server import FakeAnthropic
@@ -130,14 +129,10 @@ def middle_minus_30(depth: float, size: int) -> float:
 
 def needle_cli(args: list[str], fake: FakeAnthropic, cache: Path) -> subprocess.CompletedProcess:
     """`needle ARGS` in a real process, pointed at FAKE, with its own recall cache."""
-    env = dict(os.environ)
-    env.update(
+    env = needle_env(
         ANTHROPIC_BASE_URL=fake.base_url,
         ANTHROPIC_API_KEY=fake.api_key,
         NEEDLE_CACHE_DIR=str(cache),
-        PYTHONPATH=str(REPO),
         NO_COLOR="1",
     )
-    return subprocess.run(
-        [sys.executable, "-m", "needle_action", *args], capture_output=True, text=True, env=env, timeout=600
-    )
+    return run_needle(args, env=env, timeout=600)

@@ -7,10 +7,8 @@ re-derives the same verdict from the results files; `needle plan` predicts the c
 from __future__ import annotations
 
 import json
-import os
 import resource
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -18,6 +16,7 @@ import pytest
 from tests.fakes.anthropic_server import FakeAnthropic
 from tests.fakes.simulated_model import SimulatedModel
 from tests.integration.recall_helpers import TEMPLATE, flat95, middle_minus_30, needle_cli, write_project
+from tests.processes import needle_env, run_needle
 
 REPO = Path(__file__).resolve().parents[2]
 SIZES = (400, 800, 1200)
@@ -113,23 +112,9 @@ def test_a_drop_stops_early_and_blocks(tmp_path, fake):
 def test_plan_runs_offline_on_the_examples_in_under_two_seconds(tmp_path):
     # CPU seconds of the child, not wall time: the test machine's cores are shared
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
-    env = {**os.environ, "PYTHONPATH": str(REPO), "NO_COLOR": "1", "ANTHROPIC_API_KEY": ""}
-    res = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "needle_action",
-            "plan",
-            "--config",
-            str(REPO / "examples" / "needle.toml"),
-            "--json",
-            str(tmp_path / "plan.json"),
-        ],
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=60,
-    )
+    env = needle_env(NO_COLOR="1", ANTHROPIC_API_KEY="")
+    args = ["plan", "--config", str(REPO / "examples" / "needle.toml"), "--json", str(tmp_path / "plan.json")]
+    res = run_needle(args, env=env, timeout=60)
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     elapsed = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
     assert res.returncode == 0, res.stdout + res.stderr
