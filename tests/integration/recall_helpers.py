@@ -12,7 +12,7 @@ from needle_action.config import load_config
 from needle_action.pipeline import RecallOverrides, run_recall
 from needle_action.results import Results
 from tests.builders import Project
-from tests.processes import needle_env, run_needle
+from tests.needle_cli import needle_env, run_needle
 
 if TYPE_CHECKING:
     from tests.fakes.anthropic_server import FakeAnthropic
@@ -86,6 +86,16 @@ seed = {s}
 """
     project = Project(root).template("prompts/qa.j2", template).fixture("fixtures/qa.yaml", FIXTURE)
     return project.config(toml, dedent=False).config_path
+
+
+def base_and_head(tmp: Path, sizes=SIZES) -> tuple[Path, Path]:
+    """A pull request's two projects under TMP (``base/``, ``head/``) with auto trials, 16 calls at
+    once: the head rewords the template's instruction, so its prompts differ from the base's."""
+    base_cfg = write_project(tmp / "base", sizes=sizes, trials="auto", concurrency=16)
+    reworded = TEMPLATE.replace("Answer from the notes.", "Answer from the notes, briefly.")
+    return base_cfg, write_project(
+        tmp / "head", sizes=sizes, trials="auto", concurrency=16, template=reworded
+    )
 
 
 def run(

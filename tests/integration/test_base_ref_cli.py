@@ -28,7 +28,7 @@ from tests.integration.action_runner import (
     run_action,
     runner_env,
 )
-from tests.processes import run_needle
+from tests.needle_cli import run_needle
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -13,7 +13,7 @@ import needle_action.tokens as tokens
 from needle_action.cli import main
 from needle_action.results import SCHEMA_VERSION, load_results
 from tests.builders import Project
-from tests.processes import run_needle
+from tests.needle_cli import run_needle
 
 REPO = Path(__file__).resolve().parents[2]
 EXAMPLES = REPO / "examples"

@@ -20,7 +20,7 @@ from tests.builders import Project
 from tests.fakes.anthropic_server import FakeAnthropic
 from tests.fakes.simulated_model import SimulatedModel, u_shape
 from tests.integration.recall_helpers import FIXTURE, outcomes
-from tests.processes import run_needle
+from tests.needle_cli import run_needle
 
 REPO = Path(__file__).resolve().parents[2]
 BUILDER = '''

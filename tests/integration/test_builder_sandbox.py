@@ -21,7 +21,7 @@ import pytest
 
 from needle_action.assemble import builder
 from needle_action.config.loader import load_config
-from tests.processes import needle_env, run_needle
+from tests.needle_cli import needle_env, run_needle
 
 REPO = Path(__file__).resolve().parents[2]
 AS_ROOT = os.name == "posix" and os.geteuid() == 0

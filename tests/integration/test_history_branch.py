@@ -22,7 +22,7 @@ from tests.fakes.anthropic_server import FakeAnthropic
 from tests.fakes.github_server import FakeGitHub
 from tests.fakes.simulated_model import SimulatedModel, flat
 from tests.integration.action_runner import PR, REPO, make_checkout, run_action, runner_env
-from tests.processes import needle_env, run_needle
+from tests.needle_cli import needle_env, run_needle
 from tests.unit._results_builder import case, grid, prompt, recall, results
 
 BRANCH = "needle-action-data"

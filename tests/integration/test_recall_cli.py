@@ -11,7 +11,7 @@ import pytest
 from tests.fakes.anthropic_server import FakeAnthropic
 from tests.fakes.simulated_model import SimulatedModel, flat, u_shape
 from tests.integration.recall_helpers import write_project
-from tests.processes import run_needle
+from tests.needle_cli import run_needle
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 

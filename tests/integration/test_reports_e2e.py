@@ -20,7 +20,7 @@ from tests.fakes.anthropic_server import FakeAnthropic
 from tests.fakes.simulated_model import SimulatedModel, flat, u_shape
 from tests.integration.headless import Chromium, find_chromium
 from tests.integration.recall_helpers import write_project
-from tests.processes import run_needle
+from tests.needle_cli import run_needle
 
 REPO = Path(__file__).resolve().parents[2]
 XSD = REPO / "tests" / "data" / "junit-10.xsd"

@@ -15,8 +15,13 @@ import pytest
 
 from tests.fakes.anthropic_server import FakeAnthropic
 from tests.fakes.simulated_model import SimulatedModel
-from tests.integration.recall_helpers import TEMPLATE, flat95, middle_minus_30, needle_cli, write_project
-from tests.processes import needle_env, run_needle
+from tests.integration.recall_helpers import (
+    base_and_head,
+    flat95,
+    middle_minus_30,
+    needle_cli,
+)
+from tests.needle_cli import needle_env, run_needle
 
 REPO = Path(__file__).resolve().parents[2]
 SIZES = (400, 800, 1200)
@@ -31,14 +36,7 @@ def _ok(res: subprocess.CompletedProcess) -> None:
 
 def _pr(tmp: Path, fake: FakeAnthropic, head_curve, pr: int) -> tuple[int, dict, dict, dict]:
     """(head calls at the server, head results, comparison, plan) of one pull request."""
-    base_cfg = write_project(tmp / "base", sizes=SIZES, trials="auto", concurrency=16)
-    head_cfg = write_project(
-        tmp / "head",
-        sizes=SIZES,
-        trials="auto",
-        concurrency=16,
-        template=TEMPLATE.replace("Answer from the notes.", "Answer from the notes, briefly."),
-    )
+    base_cfg, head_cfg = base_and_head(tmp, SIZES)
     fake.responder = SimulatedModel(flat95, seed=1000 * pr, exact_size=False)
     _ok(needle_cli(["check", "--config", str(base_cfg), "--json", str(tmp / "base.json")], fake, tmp / "c1"))
     plan = needle_cli(

@@ -1,4 +1,5 @@
-"""The ``needle`` CLI in a real child process, as a developer or a runner starts it.
+"""The ``needle`` CLI run from a test: in a real child process, as a developer or a runner starts
+it (:func:`run_needle`), or in-process through click's runner (:func:`invoke_in`).
 
 For the integration and e2e tiers (the unit tier starts no processes). One home for the command
 line and the environment, so that every test's child imports this checkout's ``needle_action``.
@@ -12,6 +13,9 @@ import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
+from click.testing import CliRunner, Result
+
+from needle_action.cli import main
 from tests.builders import REPO_ROOT
 
 NEEDLE = [sys.executable, "-m", "needle_action"]
@@ -39,3 +43,13 @@ def run_needle(
         cwd=cwd,
         timeout=timeout,
     )
+
+
+def invoke_in(repo: Path, *args: str) -> Result:
+    """``needle ARGS --config needle.toml`` in this process (click's runner), run from REPO."""
+    cwd = os.getcwd()
+    os.chdir(repo)
+    try:
+        return CliRunner().invoke(main, [*args, "--config", "needle.toml"])
+    finally:
+        os.chdir(cwd)
