@@ -8,6 +8,7 @@ import subprocess
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from bench.workload import CLAUDE_DEFAULTS
 from needle_action.config import load_config
 from needle_action.pipeline import RecallOverrides, run_recall
 from needle_action.results import Results
@@ -51,13 +52,7 @@ def write_project(
     """Write the project; with SEEDS, one prompt per seed (``qa<seed>``, same template and
     fixture, its own recall seed) so many seeds run in one engine call."""
     sizes_toml = f'"{sizes}"' if isinstance(sizes, str) else f"[{', '.join(str(s) for s in sizes)}]"
-    toml = f"""[defaults]
-model = "{model}"
-provider = "anthropic"
-tokenizer = "tiktoken:o200k_base"
-tokenizer_safety_factor = 1.0
-reserve_output_tokens = 256
-
+    toml = f"""{CLAUDE_DEFAULTS.format(model=model)}
 [defaults.recall]
 sizes = {sizes_toml}
 depths = [{", ".join(repr(float(d)) for d in depths)}]
