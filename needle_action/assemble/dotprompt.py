@@ -44,9 +44,8 @@ from needle_action.paths import (
     ESCAPE_REASONS,
     HIDDEN_HINT,
     PathEscape,
-    check_inside,
+    check_confined,
     check_relative,
-    check_visible,
     display_path,
     read_text,
 )
@@ -156,8 +155,7 @@ def _partial_file(
     for candidate in dict.fromkeys((folder / rel, root / rel)):
         if candidate.is_file():
             try:
-                check_inside(root, candidate)
-                check_visible(root, candidate, allow_hidden)
+                check_confined(root, candidate, allow_hidden)
             except PathEscape as exc:
                 why = "resolves through a symlink outside the config root" if exc.kind == "outside" else ""
                 raise TemplateError(

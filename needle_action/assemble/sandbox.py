@@ -39,9 +39,7 @@ from needle_action.errors import TemplateError
 from needle_action.paths import (
     ESCAPE_REASONS,
     PathEscape,
-    check_inside,
-    check_relative,
-    check_visible,
+    confined_path,
     display_path,
     read_text,
 )
@@ -175,13 +173,9 @@ class RootLoader(jinja2.BaseLoader):
         """The file NAME (relative to the root) stands for, or AccessDenied."""
         posix = name.replace("\\", "/")
         try:
-            check_relative(posix)
-            full = self.root / posix
-            check_inside(self.root, full)
-            check_visible(self.root, full, self.allow_hidden)
+            return confined_path(self.root, posix, self.allow_hidden)
         except PathEscape as exc:
             raise AccessDenied(_DENIED[exc.kind].format(name=name)) from None
-        return full
 
     def get_source(
         self, environment: jinja2.Environment, template: str
