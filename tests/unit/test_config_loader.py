@@ -215,19 +215,51 @@ def test_unknown_provider_table(tmp_path):
     assert "antropic" in err.message and "anthropic" in err.hint and err.location.line == 1
 
 
-def test_no_prompts(tmp_path):
-    err = error_of(make_repo(tmp_path, '[defaults]\nmodel = "x"\n'))
-    assert "no prompts" in err.message and err.location.line == 1
-
-
 def test_unknown_top_level_table(tmp_path):
     err = error_of(make_repo(tmp_path, '[prompt.rag]\ntemplate = "prompts/a.j2"\n'))
     assert "[prompt]" in err.message and "prompts" in err.hint and err.location.line == 1
 
 
-def test_missing_template_key(tmp_path):
-    err = error_of(make_repo(tmp_path, '[prompts.rag]\nmodel = "m"\n'))
-    assert "template" in err.message and err.location.line == 1
+RAG = '[prompts.rag]\ntemplate = "prompts/a.j2"\n'
+
+
+@pytest.mark.parametrize(
+    ("toml", "files", "words", "line"),
+    [
+        pytest.param('[defaults]\nmodel = "x"\n', {}, "no prompts", 1, id="no-prompts"),
+        pytest.param('[prompts.rag]\nmodel = "m"\n', {}, "template", 1, id="missing-template-key"),
+        pytest.param(
+            RAG + 'fixtures = [\n  "fixtures/a.yaml",\n  "fixtures/missing.yaml",\n]\n',
+            {},
+            "fixtures/missing.yaml",
+            5,
+            id="the-entry-in-a-multiline-list",
+        ),
+        pytest.param(
+            RAG + 'fixtures = ["fixtures/*.json"]\n', {}, "matches no files", 3, id="glob-matching-nothing"
+        ),
+        pytest.param(
+            RAG + 'fixtures = ["fixtures/a.yaml", "fixtures/*.yaml"]\n', {}, "twice", 3, id="duplicates"
+        ),
+        pytest.param(
+            RAG + 'fixtures = ["fixtures/a.txt"]\n',
+            {"fixtures/a.txt": "x"},
+            "extension",
+            3,
+            id="unsupported-extension",
+        ),
+        pytest.param(
+            '[defaults.recall]\nfiller_globs = ["docs/*.md"]\n\n' + RAG,
+            {},
+            "matches no files",
+            2,
+            id="filler-globs",
+        ),
+    ],
+)
+def test_a_path_or_table_error_names_the_problem_at_its_line(tmp_path, toml, files, words, line):
+    err = error_of(make_repo(tmp_path, toml, files))
+    assert words in err.message and err.location.line == line
 
 
 @pytest.mark.parametrize(
@@ -263,30 +295,6 @@ def test_symlink_escaping_root_is_refused(tmp_path):
     assert "symlink" in err.message and err.location.line == 2
 
 
-def test_fixture_errors_point_at_the_entry_in_a_multiline_list(tmp_path):
-    cfg = make_repo(
-        tmp_path,
-        '[prompts.rag]\ntemplate = "prompts/a.j2"\nfixtures = [\n  "fixtures/a.yaml",\n  "fixtures/missing.yaml",\n]\n',
-    )
-    err = error_of(cfg)
-    assert "fixtures/missing.yaml" in err.message and err.location.line == 5
-
-
-def test_glob_matching_nothing(tmp_path):
-    cfg = make_repo(tmp_path, '[prompts.rag]\ntemplate = "prompts/a.j2"\nfixtures = ["fixtures/*.json"]\n')
-    err = error_of(cfg)
-    assert "matches no files" in err.message and err.location.line == 3
-
-
-def test_duplicate_fixtures(tmp_path):
-    cfg = make_repo(
-        tmp_path,
-        '[prompts.rag]\ntemplate = "prompts/a.j2"\nfixtures = ["fixtures/a.yaml", "fixtures/*.yaml"]\n',
-    )
-    err = error_of(cfg)
-    assert "twice" in err.message and err.location.line == 3
-
-
 def test_fixture_glob_through_symlink_outside(tmp_path):
     outside = tmp_path / "outside.yaml"
     outside.write_text("question: leaked\n")
@@ -295,25 +303,6 @@ def test_fixture_glob_through_symlink_outside(tmp_path):
     os.symlink(outside, root / "fixtures" / "z.yaml")
     err = error_of(cfg)
     assert "symlink" in err.message and err.location.line == 3
-
-
-def test_unsupported_fixture_extension(tmp_path):
-    cfg = make_repo(
-        tmp_path,
-        '[prompts.rag]\ntemplate = "prompts/a.j2"\nfixtures = ["fixtures/a.txt"]\n',
-        {"fixtures/a.txt": "x"},
-    )
-    err = error_of(cfg)
-    assert "extension" in err.message and err.location.line == 3
-
-
-def test_filler_globs_are_checked(tmp_path):
-    cfg = make_repo(
-        tmp_path,
-        '[defaults.recall]\nfiller_globs = ["docs/*.md"]\n\n[prompts.rag]\ntemplate = "prompts/a.j2"\n',
-    )
-    err = error_of(cfg)
-    assert "matches no files" in err.message and err.location.line == 2
 
 
 def test_prompt_name_and_name_key(tmp_path):
