@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from tests.builders import prompt_table
 from tests.needle_cli import needle_env
 
 NOTES_TEMPLATE = """user:
@@ -18,13 +19,7 @@ Read the notes below, then answer the question.
 Question: {{ question }}
 """
 
-NOTES_PROMPT = """[prompts.notes]
-template = "notes.j2"
-fixtures = ["notes.yaml"]
-context_var = "notes"
-question_var = "question"
-max_input_tokens = 2000
-"""
+NOTES_PROMPT = prompt_table("notes", "notes.j2", "notes.yaml", "notes", "question", 2000)
 
 # what every probe of these tests shares unless it says otherwise: one depth, two trials, the
 # codeword needle scored by "contains" (the 270M model answers in fragments), a fixed seed

@@ -21,7 +21,7 @@ from pathlib import Path
 import yaml
 
 from needle_action.flow.workflow import read_outputs
-from tests.builders import EXAMPLES, Project, pull_request
+from tests.builders import EXAMPLES, Project, prompt_table, pull_request
 from tests.fakes.anthropic_server import FakeAnthropic
 from tests.fakes.github_server import FakeGitHub
 
@@ -44,21 +44,17 @@ max_growth = "{growth}"
 enabled = false
 """
 
-RAG_ANSWER = """[prompts.rag_answer]
-template = "prompts/rag_answer.j2"
-fixtures = ["fixtures/rag_answer/typical.yaml"]
-context_var = "documents"
-question_var = "question"
-max_input_tokens = 6000
-"""
-
-SUPPORT_AGENT = """[prompts.support_agent]
-template = "prompts/support_agent.j2"
-fixtures = ["fixtures/support_agent/typical.toml"]
-context_var = "history"
-question_var = "customer_message"
-max_input_tokens = 6000
-"""
+RAG_ANSWER = prompt_table(
+    "rag_answer", "prompts/rag_answer.j2", "fixtures/rag_answer/typical.yaml", "documents", "question", 6000
+)
+SUPPORT_AGENT = prompt_table(
+    "support_agent",
+    "prompts/support_agent.j2",
+    "fixtures/support_agent/typical.toml",
+    "history",
+    "customer_message",
+    6000,
+)
 
 
 def rag_recall(*, size: int, trials: int, seed: int, threshold: float | None = None) -> str:
