@@ -58,6 +58,19 @@ _SENTINEL_RE = re.compile(f"[{OPEN}{CLOSE}]")
 # a template (with its includes) is source code a person wrote: 2 MB is far beyond any real one
 MAX_TEMPLATE_BYTES = 2_000_000
 
+
+def read_template(path: Path, file: str) -> str:
+    """A template's text (at most MAX_TEMPLATE_BYTES), or a TemplateError at FILE saying why not."""
+    try:
+        return read_text(
+            path, what="template", error_cls=TemplateError, file=file, max_bytes=MAX_TEMPLATE_BYTES
+        )
+    except FileNotFoundError:
+        raise TemplateError("template file not found", file=file) from None
+    except OSError as exc:
+        raise TemplateError(f"cannot read the template: {exc.strerror or exc}", file=file) from None
+
+
 # RootLoader's refusals, by PathEscape kind
 _DENIED = {
     "absolute": "template name {name!r} is an absolute path; only files inside the config root may be used",
