@@ -13,7 +13,7 @@ import json
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler
 
-from tests.fakes.loopback import Loopback
+from tests.fakes.loopback import Loopback, Served
 
 
 @dataclass
@@ -28,7 +28,7 @@ class Captured:
 
 
 @dataclass
-class Attacker:
+class Attacker(Served):
     """``with Attacker() as evil: evil.url ...; evil.requests``"""
 
     requests: list[Captured] = field(default_factory=list)
@@ -71,11 +71,9 @@ class Attacker:
         self._server = Loopback(Handler)
         return self
 
-    def __exit__(self, *exc) -> None:
-        self._server.close()
-
     @property
     def url(self) -> str:
+        assert self._server is not None, "use the fake in a with block"
         return self._server.url
 
     def saw(self, secret: str) -> bool:

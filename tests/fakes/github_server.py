@@ -42,7 +42,7 @@ from urllib.parse import parse_qs, urlencode, urlsplit
 
 import pytest
 
-from tests.fakes.loopback import Loopback
+from tests.fakes.loopback import Loopback, Served
 
 MAX_BODY = 65536
 
@@ -58,7 +58,7 @@ class LoggedRequest:
 
 
 @dataclass
-class FakeGitHub:
+class FakeGitHub(Served):
     """``with FakeGitHub(tokens={"t": "write"}) as gh: gh.api_url ...``"""
 
     tokens: dict[str, str] = field(default_factory=lambda: {"test-token": "write"})
@@ -100,11 +100,9 @@ class FakeGitHub:
         self._server = Loopback(Handler)
         return self
 
-    def __exit__(self, *exc) -> None:
-        self._server.close()
-
     @property
     def api_url(self) -> str:
+        assert self._server is not None, "use the fake in a with block"
         return self._server.url + self.prefix
 
     # ------------------------------------------------------------------ helpers for tests

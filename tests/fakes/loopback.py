@@ -38,3 +38,14 @@ class Loopback:
     def close(self) -> None:
         self.server.shutdown()
         self.server.server_close()
+
+
+class Served:
+    """A fake's end of life: its ``__enter__`` sets ``_server`` (a :class:`Loopback`); leaving the
+    ``with`` block closes it (its URL stays readable, for assertions after the block)."""
+
+    _server: Loopback | None = None
+
+    def __exit__(self, *exc: object) -> None:
+        if self._server is not None:
+            self._server.close()

@@ -20,10 +20,10 @@ from collections import Counter
 from collections.abc import Callable, Iterable
 from http.server import BaseHTTPRequestHandler
 
-from tests.fakes.loopback import Loopback
+from tests.fakes.loopback import Loopback, Served
 
 
-class FakeOpenAI:
+class FakeOpenAI(Served):
     def __init__(
         self,
         responder: Callable[[dict], str] | None = None,
@@ -46,10 +46,6 @@ class FakeOpenAI:
     def __enter__(self) -> FakeOpenAI:
         self._server = Loopback(type("H", (_Handler,), {"fake": self}))
         return self
-
-    def __exit__(self, *exc) -> None:
-        assert self._server is not None
-        self._server.close()
 
     @property
     def base_url(self) -> str:
