@@ -21,44 +21,15 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
+from bench._common import planned_trials  # noqa: E402
 from needle_action.config import load_config  # noqa: E402
 from needle_action.providers.local import LocalProvider  # noqa: E402
 from needle_action.providers.registry import local_n_ctx  # noqa: E402
-from needle_action.recall.haystack import HaystackBuilder  # noqa: E402
-from needle_action.recall.needles import make_needle  # noqa: E402
-from needle_action.recall.plan import trial_rng  # noqa: E402
-from needle_action.tokens import get_counter  # noqa: E402
 
 
 def prompts(limit: int | None) -> list[tuple[str, object]]:
     config = load_config(REPO / "examples" / "needle.toml")
-    out = []
-    for prompt in config.prompts.values():
-        rs = prompt.recall
-        if not rs.enabled:
-            continue
-        builder = HaystackBuilder(
-            config, prompt, get_counter(prompt.tokenizer, model=prompt.model, settings=prompt), seed=rs.seed
-        )
-        for size in rs.sizes:
-            for depth in rs.depths:
-                ref = make_needle(
-                    rs,
-                    trial_rng(rs.seed, prompt.name, size, depth, 0, style=rs.styles[0]),
-                    gold=builder.gold_needle,
-                )
-                for t in range(rs.trials):
-                    needle = make_needle(
-                        rs,
-                        trial_rng(rs.seed, prompt.name, size, depth, t, style=rs.styles[0]),
-                        gold=builder.gold_needle,
-                    )
-                    out.append(
-                        (
-                            f"{prompt.name}:{size}:{depth}:{t}",
-                            builder.build(size, depth, needle, t, ref).rendered,
-                        )
-                    )
+    out = [(key, trial.rendered) for _, key, trial in planned_trials(config)]
     return out[:limit] if limit else out
 
 

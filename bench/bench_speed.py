@@ -40,16 +40,14 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
+from bench._common import planned_trials  # noqa: E402
 from bench.workload import write_cache_project, write_speed_project  # noqa: E402
 from needle_action.config import load_config  # noqa: E402
 from needle_action.pipeline import run_recall  # noqa: E402
 from needle_action.providers.anthropic import build_request  # noqa: E402
-from needle_action.recall.haystack import HaystackBuilder  # noqa: E402
 from needle_action.recall.merge import merge  # noqa: E402
-from needle_action.recall.needles import make_needle  # noqa: E402
-from needle_action.recall.plan import trial_rng  # noqa: E402
 from needle_action.recall.shard import Shard  # noqa: E402
-from needle_action.tokens import get_counter, tiktoken_cache  # noqa: E402
+from needle_action.tokens import tiktoken_cache  # noqa: E402
 from tests.fakes.anthropic_server import FakeAnthropic  # noqa: E402
 from tests.fakes.simulated_model import SimulatedModel, u_shape  # noqa: E402
 
@@ -64,29 +62,10 @@ def verdicts(results) -> dict:
 def request_bodies(config_path: Path) -> list[dict]:
     """Every planned trial's request body, exactly as needle builds it (for the floor and promptfoo)."""
     config = load_config(config_path)
-    out = []
-    for prompt in config.prompts.values():
-        rs = prompt.recall
-        if not rs.enabled:
-            continue
-        counter = get_counter(prompt.tokenizer, model=prompt.model, settings=prompt)
-        builder = HaystackBuilder(config, prompt, counter, seed=rs.seed)
-        for size in rs.sizes:
-            for depth in rs.depths:
-                ref = make_needle(
-                    rs,
-                    trial_rng(rs.seed, prompt.name, size, depth, 0, style=rs.styles[0]),
-                    gold=builder.gold_needle,
-                )
-                for t in range(rs.trials):
-                    needle = make_needle(
-                        rs,
-                        trial_rng(rs.seed, prompt.name, size, depth, t, style=rs.styles[0]),
-                        gold=builder.gold_needle,
-                    )
-                    trial = builder.build(size, depth, needle, t, ref)
-                    out.append(build_request(prompt.model, trial.rendered, rs.max_output_tokens))
-    return out
+    return [
+        build_request(prompt.model, trial.rendered, prompt.recall.max_output_tokens)
+        for prompt, _, trial in planned_trials(config)
+    ]
 
 
 def timed(cmd: list[str], env: dict) -> tuple[float, str]:

@@ -96,14 +96,19 @@ SLOTS = {
 }
 
 
-def _defaults(sizes, trials: int, extra: str, model: str) -> str:
-    return f"""[defaults]
+# The [defaults] of every Claude project the benchmarks and the recall tests write: the loopback fake
+# API, counted with tiktoken exactly (safety factor 1.0). ``.format(model=...)``.
+CLAUDE_DEFAULTS = """[defaults]
 model = "{model}"
 provider = "anthropic"
 tokenizer = "tiktoken:o200k_base"
 tokenizer_safety_factor = 1.0
 reserve_output_tokens = 256
+"""
 
+
+def _defaults(sizes, trials: int, extra: str, model: str) -> str:
+    return f"""{CLAUDE_DEFAULTS.format(model=model)}
 [defaults.recall]
 sizes = [{", ".join(str(s) for s in sizes)}]
 depths = [{", ".join(repr(d) for d in DEPTHS)}]

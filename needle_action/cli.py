@@ -103,6 +103,14 @@ baseline_option = click.option(
 )
 
 
+def measure_options(fn):
+    """The options of every command that measures prompts and writes a results file, in this order
+    in its --help: the threshold file, the prompts, the baseline, the results and JUnit files."""
+    for option in reversed((config_option, only_option, baseline_option, json_option, junit_option)):
+        fn = option(fn)
+    return fn
+
+
 def recall_options(fn):
     """Options shared by `recall` and `check`; they arrive as one RecallOverrides (``overrides``)."""
     options = [
@@ -263,11 +271,7 @@ def _offline(config: Config) -> None:
 
 
 @main.command()
-@config_option
-@only_option
-@baseline_option
-@json_option
-@junit_option
+@measure_options
 @click.option(
     "--offline",
     is_flag=True,
@@ -293,11 +297,7 @@ def budget(
 
 
 @main.command()
-@config_option
-@only_option
-@baseline_option
-@json_option
-@junit_option
+@measure_options
 @recall_options
 @click.option(
     "--batch",
@@ -384,11 +384,7 @@ comment_option = click.option(
 
 
 @main.command()
-@config_option
-@only_option
-@baseline_option
-@json_option
-@junit_option
+@measure_options
 @recall_options
 @click.option("--no-recall", is_flag=True, help="Budgets only.")
 @base_ref_option

@@ -154,6 +154,24 @@ def is_visible(root: Path, path: Path, allow: Sequence[str] = ()) -> bool:
     return True
 
 
+def check_confined(root: Path, path: Path, allow_hidden: Sequence[str] = ()) -> None:
+    """The one confinement rule for a file a template, fixture or config names: PATH, symlinks
+    resolved, lies inside ROOT (:func:`check_inside`) and out of hidden files and folders unless
+    ALLOW_HIDDEN lists them (:func:`check_visible`). Raises :class:`PathEscape`."""
+    check_inside(root, path)
+    check_visible(root, path, allow_hidden)
+
+
+def confined_path(root: Path, rel: str, allow_hidden: Sequence[str] = ()) -> Path:
+    """ROOT / REL when REL, a name relative to ROOT, is neither absolute nor climbs out
+    (:func:`check_relative`) and the file it names is confined (:func:`check_confined`);
+    else :class:`PathEscape`."""
+    check_relative(rel)
+    full = root / rel
+    check_confined(root, full, allow_hidden)
+    return full
+
+
 def is_inside(root: Path, path: Path) -> bool:
     """Whether PATH, symlinks resolved, is ROOT or lies below it (for filtering found files)."""
     return path.resolve().is_relative_to(root.absolute().resolve())
@@ -169,8 +187,7 @@ def confine(
     """
     full = path if path.is_absolute() else (Path.cwd() / path)
     try:
-        check_inside(root, full)
-        check_visible(root, full, allow_hidden)
+        check_confined(root, full, allow_hidden)
     except PathEscape as exc:
         where = file or display_path(path)
         if exc.kind == "unresolvable":

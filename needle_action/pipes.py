@@ -17,6 +17,7 @@ import select
 import struct
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Callable
 from typing import Any
@@ -103,10 +104,21 @@ def serve(answer: Callable[[Any], Any]) -> None:
         out.flush()
 
 
+def close_every(workers: dict[Any, Any], lock: threading.Lock) -> None:
+    """Close every worker in WORKERS (a registry its owner guards with LOCK): the registry is
+    emptied under the lock, the workers closed outside it (closing one may wait for it)."""
+    with lock:
+        found = list(workers.values())
+        workers.clear()
+    for worker in found:
+        worker.close()
+
+
 __all__ = [
     "HEADER",
     "PlainData",
     "WorkerGone",
+    "close_every",
     "exchange",
     "read_exactly",
     "receive",

@@ -57,6 +57,17 @@ def write(root: Path, rel: str, text: str, *, dedent: bool = False) -> Path:
     return path
 
 
+def prompt_table(
+    name: str, template: str, fixture: str, context: str, question: str, max_tokens: int | None
+) -> str:
+    """The ``[prompts.NAME]`` table of a needle.toml: TEMPLATE, one FIXTURE, the CONTEXT and
+    QUESTION variables, and ``max_input_tokens`` MAX_TOKENS (left out when None)."""
+    lines = [f"[prompts.{name}]", f'template = "{template}"', f'fixtures = ["{fixture}"]']
+    lines += [f'context_var = "{context}"', f'question_var = "{question}"']
+    lines += [f"max_input_tokens = {max_tokens}"] if max_tokens is not None else []
+    return "\n".join([*lines, ""])
+
+
 class Project:
     """A needle project under ROOT (created if missing). Each method writes and returns ``self``."""
 

@@ -39,7 +39,7 @@ from needle_action.assemble.prompt import RenderedPrompt
 from needle_action.config.model import Config, PromptConfig
 from needle_action.dataformats import DataError, parse_json
 from needle_action.errors import ConfigError, TemplateError
-from needle_action.pipes import WorkerGone, receive, send, widen_pipe
+from needle_action.pipes import WorkerGone, close_every, receive, send, widen_pipe
 
 BUILD_SECONDS = 10.0
 GRACE_SECONDS = 3.0
@@ -408,11 +408,7 @@ def render_built(
 @atexit.register
 def close_all() -> None:
     """Stop every builder worker (at exit, and between tests)."""
-    with _clients_lock:
-        clients = list(_clients.values())
-        _clients.clear()
-    for c in clients:
-        c.close()
+    close_every(_clients, _clients_lock)
 
 
 def batches_sent() -> int:

@@ -158,6 +158,8 @@ def serve(settings):
     finally:
         signal.setitimer(signal.ITIMER_REAL, 0)
     inp = sys.stdin.buffer
+    # deliberately a copy of needle_action.pipes' framing (serve): this file runs as `python -I -c`
+    # and may import nothing of needle's; tests/unit/test_worker_framing.py holds the two together
     while True:
         header = inp.read(HEADER.size)
         if len(header) < HEADER.size:

@@ -38,17 +38,15 @@ from needle_action.assemble.handlebars import MARK, RenderLimit, Tag
 from needle_action.assemble.limits import SIZE_HINT
 from needle_action.assemble.prompt import Message, RenderedPrompt
 from needle_action.assemble.roles import trim_blank_lines
-from needle_action.assemble.sandbox import MAX_TEMPLATE_BYTES
+from needle_action.assemble.sandbox import read_template
 from needle_action.errors import ConfigError, TemplateError
 from needle_action.paths import (
     ESCAPE_REASONS,
     HIDDEN_HINT,
     PathEscape,
-    check_inside,
+    check_confined,
     check_relative,
-    check_visible,
     display_path,
-    read_text,
 )
 
 MAX_PARTIALS = 200
@@ -99,17 +97,6 @@ def parse(text: str, file: str) -> DotpromptFile:
     )
 
 
-def _read(path: Path, file: str) -> str:
-    try:
-        return read_text(
-            path, what="template", error_cls=TemplateError, file=file, max_bytes=MAX_TEMPLATE_BYTES
-        )
-    except FileNotFoundError:
-        raise TemplateError("template file not found", file=file) from None
-    except OSError as exc:
-        raise TemplateError(f"cannot read the template: {exc.strerror or exc}", file=file) from None
-
-
 # --------------------------------------------------------------------------- compiling, with partials
 
 
@@ -156,8 +143,7 @@ def _partial_file(
     for candidate in dict.fromkeys((folder / rel, root / rel)):
         if candidate.is_file():
             try:
-                check_inside(root, candidate)
-                check_visible(root, candidate, allow_hidden)
+                check_confined(root, candidate, allow_hidden)
             except PathEscape as exc:
                 why = "resolves through a symlink outside the config root" if exc.kind == "outside" else ""
                 raise TemplateError(
@@ -203,7 +189,7 @@ class _Partials:
         if len(self.out.partials) >= MAX_PARTIALS:
             raise TemplateError(f"more than {MAX_PARTIALS} partials", file=file, line=tag.line)
         pfile = display_path(path)
-        text = _read(path, pfile)
+        text = read_template(path, pfile)
         ptags = hbs.scan_tags(text)
         self.paths.append(path)
         self.out.tags[pfile] = ptags
@@ -220,7 +206,7 @@ def _stamp(path: Path) -> tuple[str, int, int] | tuple[str, None, None]:
 
 
 def _compile_file(root: Path, path: Path, file: str, allow_hidden: Sequence[str]) -> Compiled:
-    doc = parse(_read(path, file), file)
+    doc = parse(read_template(path, file), file)
     tags = hbs.scan_tags(doc.body, doc.body_line)
     out = Compiled(doc=doc, program=_compile(doc.body, tags, file, partial=False), tags={file: tags})
     partials = _Partials(root.absolute(), path.absolute().parent, out, allow_hidden)

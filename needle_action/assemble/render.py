@@ -24,11 +24,11 @@ from needle_action.assemble.prompt import RenderedPrompt
 from needle_action.assemble.prompty import prompty_defaults, split_prompty, with_images
 from needle_action.assemble.request import complete
 from needle_action.assemble.roles import split_sections, to_prompt
-from needle_action.assemble.sandbox import MAX_TEMPLATE_BYTES
+from needle_action.assemble.sandbox import read_template
 from needle_action.assemble.template import render_raw
 from needle_action.config.model import Config, PromptConfig
 from needle_action.errors import ConfigError, NeedleError, TemplateError
-from needle_action.paths import confine, display_path, read_text, relative
+from needle_action.paths import confine, display_path, relative
 
 _FRONT_MATTER_META = ("name", "description", "model")
 
@@ -59,7 +59,7 @@ def render_case(
     front: dict = {}
     declared = Declared()
     try:
-        source_text = _read_template(template_path, template_file)
+        source_text = read_template(template_path, template_file)
         if kind == ".prompty":
             front = split_prompty(source_text, template_file).front
             defaults = prompty_defaults(front, template_path, root, template_file, allow_hidden=allow)
@@ -150,15 +150,6 @@ def _case_variables(
     fx = confine(root, Path(fixture_path), what="fixture", allow_hidden=allow_hidden)
     fixture_rel = relative(root, fx)
     return load_fixture(fx), fixture_rel
-
-
-def _read_template(path: Path, file: str) -> str:
-    try:
-        return read_text(
-            path, what="template", error_cls=TemplateError, file=file, max_bytes=MAX_TEMPLATE_BYTES
-        )
-    except FileNotFoundError:
-        raise TemplateError("template file not found", file=file) from None
 
 
 # --------------------------------------------------------------------------- static inspection

@@ -39,9 +39,7 @@ from needle_action.errors import TemplateError
 from needle_action.paths import (
     ESCAPE_REASONS,
     PathEscape,
-    check_inside,
-    check_relative,
-    check_visible,
+    confined_path,
     display_path,
     read_text,
 )
@@ -59,6 +57,19 @@ _SENTINEL_RE = re.compile(f"[{OPEN}{CLOSE}]")
 
 # a template (with its includes) is source code a person wrote: 2 MB is far beyond any real one
 MAX_TEMPLATE_BYTES = 2_000_000
+
+
+def read_template(path: Path, file: str) -> str:
+    """A template's text (at most MAX_TEMPLATE_BYTES), or a TemplateError at FILE saying why not."""
+    try:
+        return read_text(
+            path, what="template", error_cls=TemplateError, file=file, max_bytes=MAX_TEMPLATE_BYTES
+        )
+    except FileNotFoundError:
+        raise TemplateError("template file not found", file=file) from None
+    except OSError as exc:
+        raise TemplateError(f"cannot read the template: {exc.strerror or exc}", file=file) from None
+
 
 # RootLoader's refusals, by PathEscape kind
 _DENIED = {
@@ -175,13 +186,9 @@ class RootLoader(jinja2.BaseLoader):
         """The file NAME (relative to the root) stands for, or AccessDenied."""
         posix = name.replace("\\", "/")
         try:
-            check_relative(posix)
-            full = self.root / posix
-            check_inside(self.root, full)
-            check_visible(self.root, full, self.allow_hidden)
+            return confined_path(self.root, posix, self.allow_hidden)
         except PathEscape as exc:
             raise AccessDenied(_DENIED[exc.kind].format(name=name)) from None
-        return full
 
     def get_source(
         self, environment: jinja2.Environment, template: str

@@ -19,9 +19,7 @@ from needle_action.paths import (
     ESCAPE_REASONS,
     HIDDEN_HINT,
     PathEscape,
-    check_inside,
-    check_relative,
-    check_visible,
+    confined_path,
     display_path,
     is_inside,
     is_visible,
@@ -59,10 +57,7 @@ class PathChecks:
         if not rel or not rel.strip():
             return None, "is empty"
         try:
-            check_relative(rel)
-            full = self.root / rel
-            check_inside(self.root, full)
-            check_visible(self.root, full, self.allow_hidden)
+            full = confined_path(self.root, rel, self.allow_hidden)
         except PathEscape as exc:
             verb = "is refused" if exc.kind in ("hidden", "invalid") else "escapes the config root"
             return None, f"{verb}: {ESCAPE_REASONS[exc.kind]}"

@@ -14,6 +14,7 @@ import re
 import secrets
 import sys
 from collections.abc import Iterator, Mapping
+from functools import partial
 from pathlib import Path
 from typing import TextIO
 
@@ -39,7 +40,8 @@ def command(name: str, message: object = "", out: TextIO | None = None, **props:
     return line
 
 
-def error(
+def annotation(
+    kind: str,
     message: str,
     *,
     file: str | None = None,
@@ -47,18 +49,12 @@ def error(
     title: str | None = None,
     out: TextIO | None = None,
 ) -> str:
-    return command("error", message, out, file=file, line=line, title=title)
+    """Write the workflow annotation ``::KIND file=..,line=..,title=..::MESSAGE``; return the line."""
+    return command(kind, message, out, file=file, line=line, title=title)
 
 
-def warning(
-    message: str,
-    *,
-    file: str | None = None,
-    line: int | None = None,
-    title: str | None = None,
-    out: TextIO | None = None,
-) -> str:
-    return command("warning", message, out, file=file, line=line, title=title)
+error = partial(annotation, "error")
+warning = partial(annotation, "warning")
 
 
 def notice(message: str, *, title: str | None = None, out: TextIO | None = None) -> str:

@@ -167,15 +167,7 @@ def batch_entry(entry) -> Completion | Exception:
     if result.type != "succeeded":
         detail = getattr(getattr(getattr(result, "error", None), "error", None), "message", None)
         return RetriesExhausted(f"batch request {result.type}" + (f": {detail}" if detail else ""))
-    reply = parse_message(result.message)
-    return Completion(
-        text=reply.text,
-        tool_call=reply.tool_call,
-        input_tokens=reply.input_tokens,
-        output_tokens=reply.output_tokens,
-        cache_write_tokens=reply.cache_write_tokens,
-        cache_read_tokens=reply.cache_read_tokens,
-    )
+    return parse_message(result.message).completion()
 
 
 def find_key(api_key_env: str | None) -> tuple[str, str]:

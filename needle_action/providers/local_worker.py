@@ -38,7 +38,7 @@ from pathlib import Path
 from typing import Any
 
 from needle_action.errors import ProviderUnavailable
-from needle_action.pipes import PlainData, WorkerGone, exchange, widen_pipe
+from needle_action.pipes import PlainData, WorkerGone, close_every, exchange, widen_pipe
 from needle_action.providers.local_build import crash_hint, installed_version
 from needle_action.providers.retry import RequestRejected
 
@@ -265,8 +265,4 @@ def worker_for(model_path: str | Path) -> ModelWorker:
 @atexit.register
 def close_all() -> None:
     """Stop every worker (at exit; tests call it too)."""
-    with _workers_lock:
-        workers = list(_workers.values())
-        _workers.clear()
-    for worker in workers:
-        worker.close()
+    close_every(_workers, _workers_lock)

@@ -236,15 +236,7 @@ class RetryingProvider:
             limiter=self.limiter,
         )
         self.limiter.on_success(reply.headers)
-        return Completion(
-            text=reply.text,
-            input_tokens=reply.input_tokens,
-            output_tokens=reply.output_tokens,
-            attempts=attempts,
-            cache_write_tokens=reply.cache_write_tokens,
-            cache_read_tokens=reply.cache_read_tokens,
-            tool_call=reply.tool_call,
-        )
+        return reply.completion(attempts)
 
 
 @dataclass(frozen=True)
@@ -258,3 +250,15 @@ class Reply:
     cache_read_tokens: int = 0
     headers: Mapping[str, str] | None = None
     tool_call: str | None = None  # the tool the model called instead of answering in text
+
+    def completion(self, attempts: int = 1) -> Completion:
+        """The Completion the recall engine sees: this answer and its usage, ATTEMPTS calls in."""
+        return Completion(
+            text=self.text,
+            input_tokens=self.input_tokens,
+            output_tokens=self.output_tokens,
+            attempts=attempts,
+            cache_write_tokens=self.cache_write_tokens,
+            cache_read_tokens=self.cache_read_tokens,
+            tool_call=self.tool_call,
+        )

@@ -14,7 +14,9 @@ from __future__ import annotations
 import os
 import sqlite3
 import time
+from contextlib import closing
 from pathlib import Path
+from typing import Any
 
 from pydantic import ValidationError
 
@@ -66,11 +68,8 @@ class ResultCache:
                 file=str(self.path),
                 hint="remove the file, or point the cache somewhere else (--cache-dir / cache-dir)",
             ) from None
-        db = self._connect()
-        try:
+        with closing(self._connect()) as db:
             self._setup(db)
-        finally:
-            db.close()
 
     def _setup(self, db: sqlite3.Connection) -> None:
         """WAL mode (persistent: readers never block the writer) and the table, once per file.
@@ -105,58 +104,45 @@ class ResultCache:
         db.execute(f"PRAGMA busy_timeout={int(self.timeout_s * 1000)}")
         return db
 
+    def _query(self, sql: str, params: tuple[object, ...] = ()) -> list[Any]:
+        """The rows SQL selects, on a connection of its own (closed after)."""
+        with closing(self._connect()) as db:
+            return db.execute(sql, params).fetchall()
+
     def get(self, settings_hash: str) -> RecallResult | None:
-        db = self._connect()
-        try:
-            row = db.execute(
-                "SELECT result_json FROM recall_results WHERE settings_hash = ?", (settings_hash,)
-            ).fetchone()
-        finally:
-            db.close()
-        if row is None:
-            return None
-        try:
-            return RecallResult.model_validate_json(row[0])
-        except ValidationError:
-            return None  # written by an incompatible version: treat as a miss, it will be overwritten
+        rows = self._query("SELECT result_json FROM recall_results WHERE settings_hash = ?", (settings_hash,))
+        found = _readable(rows)
+        return found[0] if found else None
 
     def put(self, result: RecallResult) -> bool:
         """Store RESULT under its settings hash; partial results are refused (returns False)."""
         if result.partial:
             return False
         own = result.model_copy(update={"history": None})  # the pool is recomputed when read
-        db = self._connect()
-        try:
-            with db:
-                db.execute(
-                    "INSERT OR REPLACE INTO recall_results (settings_hash, result_json, created_at, pool_key) "
-                    "VALUES (?, ?, ?, ?)",
-                    (result.settings_hash, own.model_dump_json(), time.time(), result.pool_key),
-                )
-        finally:
-            db.close()
+        with closing(self._connect()) as db, db:
+            db.execute(
+                "INSERT OR REPLACE INTO recall_results (settings_hash, result_json, created_at, pool_key) "
+                "VALUES (?, ?, ?, ?)",
+                (result.settings_hash, own.model_dump_json(), time.time(), result.pool_key),
+            )
         return True
 
     def pooled_with(self, pool_key: str) -> list[RecallResult]:
         """Every stored result with POOL_KEY (unreadable rows skipped), oldest first."""
-        db = self._connect()
-        try:
-            rows = db.execute(
-                "SELECT result_json FROM recall_results WHERE pool_key = ? ORDER BY created_at", (pool_key,)
-            ).fetchall()
-        finally:
-            db.close()
-        out = []
-        for (text,) in rows:
-            try:
-                out.append(RecallResult.model_validate_json(text))
-            except ValidationError:
-                continue
-        return out
+        sql = "SELECT result_json FROM recall_results WHERE pool_key = ? ORDER BY created_at"
+        return _readable(self._query(sql, (pool_key,)))
 
     def __len__(self) -> int:
-        db = self._connect()
+        return int(self._query("SELECT COUNT(*) FROM recall_results")[0][0])
+
+
+def _readable(rows: list[Any]) -> list[RecallResult]:
+    """The results in ROWS (``(result_json,)``); a row an incompatible version wrote is skipped: a
+    miss, which the next run overwrites."""
+    out = []
+    for (text,) in rows:
         try:
-            return db.execute("SELECT COUNT(*) FROM recall_results").fetchone()[0]
-        finally:
-            db.close()
+            out.append(RecallResult.model_validate_json(text))
+        except ValidationError:
+            continue
+    return out

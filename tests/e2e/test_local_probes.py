@@ -9,9 +9,7 @@ of the world); this checks that each style runs through the real pipeline with a
 from __future__ import annotations
 
 import json
-import os
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -19,6 +17,8 @@ import pytest
 from needle_action.recall.probes.absent import ABSENT_ANSWER
 from needle_action.recall.probes.bank import NAMES
 from tests.builders import Project
+from tests.e2e.local_model import local_config, offline_env
+from tests.needle_cli import run_needle
 
 pytestmark = pytest.mark.model
 
@@ -47,48 +47,33 @@ documents:
     text: The cafe by the pier sells tea, soup and fresh bread.
 """
 
-CONFIG = f"""
-[defaults]
-provider = "local"
-model = "gemma3-270m"
-tokenizer = "local"
-reserve_output_tokens = 64
-
-[defaults.recall]
-sizes = [600]
-depths = [0.5]
-trials = 1
-needle = {json.dumps(STYLES)}
-distractors = 1
-similarity = "high"
-scoring = "contains"
-max_output_tokens = 16
-seed = 5
-
-[prompts.docs]
+DOCS_PROMPT = """[prompts.docs]
 template = "docs.j2"
 fixtures = ["docs.yaml"]
 context_var = "documents"
 question_var = "question"
 """
+CONFIG = local_config(
+    DOCS_PROMPT,
+    sizes=[600],
+    trials=1,
+    needle=STYLES,
+    distractors=1,
+    similarity="high",
+    max_output_tokens=16,
+    seed=5,
+)
 
 
 def _needle(*args: str, env: dict) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", "needle_action", *args],
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=900,
-    )
+    return run_needle(args, env=env, timeout=900)
 
 
 def test_every_style_runs_end_to_end_on_the_embedded_model(tmp_path: Path):
     project = Project(tmp_path).template("docs.j2", TEMPLATE).fixture("docs.yaml", FIXTURE)
     config = project.config(CONFIG, dedent=False).config_path
     out = tmp_path / "results.json"
-    env = {**os.environ, "NEEDLE_CACHE_DIR": str(tmp_path / "cache")}
-    env.pop("ANTHROPIC_API_KEY", None)
+    env = offline_env(tmp_path)
     proc = _needle("recall", "--config", str(config), "--json", str(out), "--no-progress", env=env)
     assert proc.returncode in (0, 1), proc.stderr[-2000:]
     assert "Traceback" not in proc.stderr

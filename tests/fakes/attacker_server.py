@@ -10,9 +10,10 @@ leaking client would keep talking to it rather than give up after the first call
 from __future__ import annotations
 
 import json
-import threading
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
+
+from tests.fakes.loopback import Loopback, Served
 
 
 @dataclass
@@ -27,7 +28,7 @@ class Captured:
 
 
 @dataclass
-class Attacker:
+class Attacker(Served):
     """``with Attacker() as evil: evil.url ...; evil.requests``"""
 
     requests: list[Captured] = field(default_factory=list)
@@ -67,18 +68,13 @@ class Attacker:
 
             do_GET = do_POST = do_PUT = do_PATCH = do_DELETE = _any
 
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        threading.Thread(target=self._server.serve_forever, daemon=True).start()
+        self._server = Loopback(Handler)
         return self
-
-    def __exit__(self, *exc) -> None:
-        self._server.shutdown()
-        self._server.server_close()
 
     @property
     def url(self) -> str:
-        host, port = self._server.server_address[:2]
-        return f"http://{host}:{port}"
+        assert self._server is not None, "use the fake in a with block"
+        return self._server.url
 
     def saw(self, secret: str) -> bool:
         """Whether SECRET appears anywhere in what was sent here (headers, path, body)."""

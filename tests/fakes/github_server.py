@@ -37,10 +37,12 @@ import re
 import threading
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from urllib.parse import parse_qs, urlencode, urlsplit
 
 import pytest
+
+from tests.fakes.loopback import Loopback, Served
 
 MAX_BODY = 65536
 
@@ -56,7 +58,7 @@ class LoggedRequest:
 
 
 @dataclass
-class FakeGitHub:
+class FakeGitHub(Served):
     """``with FakeGitHub(tokens={"t": "write"}) as gh: gh.api_url ...``"""
 
     tokens: dict[str, str] = field(default_factory=lambda: {"test-token": "write"})
@@ -95,23 +97,13 @@ class FakeGitHub:
             def do_DELETE(self):
                 fake._handle(self, "DELETE")
 
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        # poll_interval: shutdown() waits for the serve loop's next poll (0.5 s by default, on every
-        # `with FakeGitHub()` exit); 0.05 s keeps that wait out of every test that uses the fake
-        self._thread = threading.Thread(
-            target=self._server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True
-        )
-        self._thread.start()
+        self._server = Loopback(Handler)
         return self
-
-    def __exit__(self, *exc) -> None:
-        self._server.shutdown()
-        self._server.server_close()
 
     @property
     def api_url(self) -> str:
-        host, port = self._server.server_address[:2]
-        return f"http://{host}:{port}{self.prefix}"
+        assert self._server is not None, "use the fake in a with block"
+        return self._server.url + self.prefix
 
     # ------------------------------------------------------------------ helpers for tests
     def seed_comment(

@@ -18,15 +18,12 @@ import threading
 import time
 from collections import Counter
 from collections.abc import Callable, Iterable
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
+
+from tests.fakes.loopback import Loopback, Served
 
 
-class _Server(ThreadingHTTPServer):
-    daemon_threads = True
-    request_queue_size = 256
-
-
-class FakeOpenAI:
+class FakeOpenAI(Served):
     def __init__(
         self,
         responder: Callable[[dict], str] | None = None,
@@ -44,24 +41,16 @@ class FakeOpenAI:
         self.lock = threading.Lock()
         self.requests: list[dict] = []
         self.calls: Counter = Counter()
-        self._server: ThreadingHTTPServer | None = None
+        self._server: Loopback | None = None
 
     def __enter__(self) -> FakeOpenAI:
-        self._server = _Server(("127.0.0.1", 0), type("H", (_Handler,), {"fake": self}))
-        threading.Thread(
-            target=self._server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True
-        ).start()
+        self._server = Loopback(type("H", (_Handler,), {"fake": self}))
         return self
-
-    def __exit__(self, *exc) -> None:
-        assert self._server is not None
-        self._server.shutdown()
-        self._server.server_close()
 
     @property
     def base_url(self) -> str:
-        host, port = self._server.server_address[:2]
-        return f"http://{host}:{port}/v1"
+        assert self._server is not None
+        return self._server.url + "/v1"
 
 
 class _Handler(BaseHTTPRequestHandler):

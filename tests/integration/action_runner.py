@@ -21,7 +21,7 @@ from pathlib import Path
 import yaml
 
 from needle_action.flow.workflow import read_outputs
-from tests.builders import EXAMPLES, Project, pull_request
+from tests.builders import EXAMPLES, Project, prompt_table, pull_request
 from tests.fakes.anthropic_server import FakeAnthropic
 from tests.fakes.github_server import FakeGitHub
 
@@ -30,8 +30,9 @@ REPO = "octo/widgets"
 PR = 17
 MARKER = "<!-- needle-action:comment -->"
 
-CONFIG = """# needle.toml of the test repository: Claude via the fake API, counted with tiktoken
-[defaults]
+# The needle.toml of the test repository (Claude via the fake API, counted with tiktoken), in parts
+# that the tests of the action in a container and on the embedded model put together their own way.
+DEFAULTS = """[defaults]
 model = "claude-sonnet-5-5"
 provider = "anthropic"
 tokenizer = "tiktoken:o200k_base"
@@ -41,30 +42,32 @@ max_growth = "{growth}"
 
 [defaults.recall]
 enabled = false
-
-[prompts.rag_answer]
-template = "prompts/rag_answer.j2"
-fixtures = ["fixtures/rag_answer/typical.yaml"]
-context_var = "documents"
-question_var = "question"
-max_input_tokens = 6000
-
-[prompts.rag_answer.recall]
-enabled = true
-sizes = [1500]
-depths = [0.0, 0.5, 1.0]
-trials = 10
-threshold = 0.8
-max_output_tokens = 32
-seed = 3
-
-[prompts.support_agent]
-template = "prompts/support_agent.j2"
-fixtures = ["fixtures/support_agent/typical.toml"]
-context_var = "history"
-question_var = "customer_message"
-max_input_tokens = 6000
 """
+
+RAG_ANSWER = prompt_table(
+    "rag_answer", "prompts/rag_answer.j2", "fixtures/rag_answer/typical.yaml", "documents", "question", 6000
+)
+SUPPORT_AGENT = prompt_table(
+    "support_agent",
+    "prompts/support_agent.j2",
+    "fixtures/support_agent/typical.toml",
+    "history",
+    "customer_message",
+    6000,
+)
+
+
+def rag_recall(*, size: int, trials: int, seed: int, threshold: float | None = None) -> str:
+    """rag_answer's recall table: SIZE-token prompts at three depths, TRIALS a cell, 32-token answers."""
+    lines = ["[prompts.rag_answer.recall]", "enabled = true", f"sizes = [{size}]", "depths = [0.0, 0.5, 1.0]"]
+    lines += [f"trials = {trials}"] + ([f"threshold = {threshold}"] if threshold is not None else [])
+    return "\n".join([*lines, "max_output_tokens = 32", f"seed = {seed}", ""])
+
+
+# ``CONFIG.format(growth="10%")``: the whole file, with the max_growth the test wants
+CONFIG = "\n".join(
+    [DEFAULTS, RAG_ANSWER, rag_recall(size=1500, trials=10, threshold=0.8, seed=3), SUPPORT_AGENT]
+)
 
 # A "style guide" a PR inserts between the documents and the question: it pushes the documents
 # (and whatever key fact sits near their end) into the middle of the request.
@@ -113,16 +116,11 @@ def make_checkout(
     return Checkout(tmp, pr.origin, pr.workspace, pr.base_sha, pr.head_sha, home)
 
 
-def make_project(
-    tmp: Path,
-    change: Callable[[Path], object] | None = None,
-    *,
-    base_growth: str = "10%",
-    base_config: str | None = None,
-) -> Checkout:
-    """:func:`make_checkout` for CHANGE callbacks that edit the origin folder directly."""
+def make_project(tmp: Path, change: Callable[[Path], object] | None = None, **base: str) -> Checkout:
+    """:func:`make_checkout` (BASE: its ``base_growth``, ``base_config``) for CHANGE callbacks that
+    edit the origin folder directly."""
     edit = (lambda project: change(project.root)) if change else None
-    return make_checkout(tmp, edit, base_growth=base_growth, base_config=base_config)
+    return make_checkout(tmp, edit, **base)
 
 
 def runner_env(
@@ -168,16 +166,23 @@ def runner_env(
         "GITHUB_STEP_SUMMARY": str(p.tmp / "summary"),
         "RUNNER_TEMP": str(p.tmp / "runner_temp"),
     }
-    # every input of action.yml, at its default unless given (the runner sets them all)
+    env.update(action_inputs(token, **inputs))
+    if fake is not None:
+        env["ANTHROPIC_BASE_URL"] = fake.base_url
+        env["ANTHROPIC_API_KEY"] = fake.api_key
+    return env
+
+
+def action_inputs(token: str, **inputs: object) -> dict[str, str]:
+    """``INPUT_*`` for every input of action.yml, as the runner sets them all: the default unless
+    given in INPUTS (``snake_case`` names, written ``kebab-case``), the GitHub token TOKEN."""
+    env: dict[str, str] = {}
     declared = yaml.safe_load((ROOT / "action.yml").read_text())["inputs"]
     for name, spec in declared.items():
         env[f"INPUT_{name.upper()}"] = str(spec.get("default", ""))
     env["INPUT_GITHUB-TOKEN"] = token
     for key, value in inputs.items():
         env[f"INPUT_{key.replace('_', '-').upper()}"] = str(value)
-    if fake is not None:
-        env["ANTHROPIC_BASE_URL"] = fake.base_url
-        env["ANTHROPIC_API_KEY"] = fake.api_key
     return env
 
 

@@ -4,16 +4,16 @@ Anthropic server."""
 
 from __future__ import annotations
 
-import os
 import subprocess
-import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from bench.workload import CLAUDE_DEFAULTS
 from needle_action.config import load_config
 from needle_action.pipeline import RecallOverrides, run_recall
 from needle_action.results import Results
 from tests.builders import Project
+from tests.needle_cli import needle_env, run_needle
 
 if TYPE_CHECKING:
     from tests.fakes.anthropic_server import FakeAnthropic
@@ -52,13 +52,7 @@ def write_project(
     """Write the project; with SEEDS, one prompt per seed (``qa<seed>``, same template and
     fixture, its own recall seed) so many seeds run in one engine call."""
     sizes_toml = f'"{sizes}"' if isinstance(sizes, str) else f"[{', '.join(str(s) for s in sizes)}]"
-    toml = f"""[defaults]
-model = "{model}"
-provider = "anthropic"
-tokenizer = "tiktoken:o200k_base"
-tokenizer_safety_factor = 1.0
-reserve_output_tokens = 256
-
+    toml = f"""{CLAUDE_DEFAULTS.format(model=model)}
 [defaults.recall]
 sizes = {sizes_toml}
 depths = [{", ".join(repr(float(d)) for d in depths)}]
@@ -87,6 +81,16 @@ seed = {s}
 """
     project = Project(root).template("prompts/qa.j2", template).fixture("fixtures/qa.yaml", FIXTURE)
     return project.config(toml, dedent=False).config_path
+
+
+def base_and_head(tmp: Path, sizes=SIZES) -> tuple[Path, Path]:
+    """A pull request's two projects under TMP (``base/``, ``head/``) with auto trials, 16 calls at
+    once: the head rewords the template's instruction, so its prompts differ from the base's."""
+    base_cfg = write_project(tmp / "base", sizes=sizes, trials="auto", concurrency=16)
+    reworded = TEMPLATE.replace("Answer from the notes.", "Answer from the notes, briefly.")
+    return base_cfg, write_project(
+        tmp / "head", sizes=sizes, trials="auto", concurrency=16, template=reworded
+    )
 
 
 def run(
@@ -130,14 +134,10 @@ def middle_minus_30(depth: float, size: int) -> float:
 
 def needle_cli(args: list[str], fake: FakeAnthropic, cache: Path) -> subprocess.CompletedProcess:
     """`needle ARGS` in a real process, pointed at FAKE, with its own recall cache."""
-    env = dict(os.environ)
-    env.update(
+    env = needle_env(
         ANTHROPIC_BASE_URL=fake.base_url,
         ANTHROPIC_API_KEY=fake.api_key,
         NEEDLE_CACHE_DIR=str(cache),
-        PYTHONPATH=str(REPO),
         NO_COLOR="1",
     )
-    return subprocess.run(
-        [sys.executable, "-m", "needle_action", *args], capture_output=True, text=True, env=env, timeout=600
-    )
+    return run_needle(args, env=env, timeout=600)

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import os
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -29,20 +28,14 @@ from tests.integration.action_runner import (
     run_action,
     runner_env,
 )
+from tests.needle_cli import run_needle
 
 ROOT = Path(__file__).resolve().parents[2]
 
 
 def needle(args: list[str], cwd: Path, env: dict[str, str]) -> subprocess.CompletedProcess:
     """The CLI in its own process, as a developer runs it."""
-    return subprocess.run(
-        [sys.executable, "-m", "needle_action.cli", *args],
-        cwd=cwd,
-        env={**env, "PYTHONPATH": str(ROOT)},
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
+    return run_needle(args, env={**env, "PYTHONPATH": str(ROOT)}, cwd=cwd, timeout=600)
 
 
 def _cli_env(tmp: Path, fake: FakeAnthropic | None) -> dict[str, str]:

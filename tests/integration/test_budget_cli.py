@@ -3,9 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -16,6 +13,7 @@ import needle_action.tokens as tokens
 from needle_action.cli import main
 from needle_action.results import SCHEMA_VERSION, load_results
 from tests.builders import Project
+from tests.needle_cli import run_needle
 
 REPO = Path(__file__).resolve().parents[2]
 EXAMPLES = REPO / "examples"
@@ -52,22 +50,7 @@ def budget(*args: str):
 def test_bundled_examples_pass_as_shipped(tmp_path):
     """The README's command, as a user runs it: a real process on the untouched examples/."""
     out = tmp_path / "results.json"
-    proc = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "needle_action",
-            "budget",
-            "--config",
-            str(EXAMPLES / "needle.toml"),
-            "--json",
-            str(out),
-        ],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        env={**os.environ, "PYTHONPATH": str(REPO)},
-    )
+    proc = run_needle(["budget", "--config", str(EXAMPLES / "needle.toml"), "--json", str(out)])
     assert proc.returncode == 0, proc.stdout + proc.stderr
     results = load_results(out)
     cases = [c for p in results.prompts for c in p.cases]

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -21,6 +20,7 @@ from tests.builders import Project
 from tests.fakes.anthropic_server import FakeAnthropic
 from tests.fakes.simulated_model import SimulatedModel, u_shape
 from tests.integration.recall_helpers import FIXTURE, outcomes
+from tests.needle_cli import run_needle
 
 REPO = Path(__file__).resolve().parents[2]
 BUILDER = '''
@@ -73,9 +73,7 @@ RECORDED = {
 @pytest.fixture
 def fake(monkeypatch):
     with FakeAnthropic(SimulatedModel(u_shape(edge=0.97, middle=0.1, margin=0.08), seed=11)) as server:
-        monkeypatch.setenv("ANTHROPIC_BASE_URL", server.base_url)
-        monkeypatch.setenv("ANTHROPIC_API_KEY", server.api_key)
-        yield server
+        yield server.point_env(monkeypatch)
 
 
 @pytest.fixture
@@ -157,25 +155,16 @@ def test_recall_fills_a_recorded_requests_pointer_slot(project, fake):
     assert results.prompt("recorded").cases[0].count.tokens > 20
 
 
+def _render_recorded_json(project: Path) -> subprocess.CompletedProcess:
+    """`needle render recorded --format json` as bytes, in a scrubbed environment."""
+    args = ["render", "recorded", "--config", str(project), "--format", "json"]
+    return run_needle(args, env={"PYTHONPATH": str(REPO), "PATH": "/usr/bin:/bin"}, timeout=120, text=False)
+
+
 def test_render_json_prints_a_recorded_request_byte_for_byte(project):
     path = project.parent / "requests" / "qa.json"
     path.write_bytes(b'{"messages": [{"role": "user",\r\n "content": "caf\xc3\xa9?"}],   "model": "m"}\r\n')
-    run = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "needle_action",
-            "render",
-            "recorded",
-            "--config",
-            str(project),
-            "--format",
-            "json",
-        ],
-        capture_output=True,
-        env={"PYTHONPATH": str(REPO), "PATH": "/usr/bin:/bin"},
-        timeout=120,
-    )
+    run = _render_recorded_json(project)
     assert run.returncode == 2  # the pointers no longer resolve in the new body: an error, at the key
     assert b"does not resolve" in run.stderr
     toml = (
@@ -184,22 +173,7 @@ def test_render_json_prints_a_recorded_request_byte_for_byte(project):
         .replace('question_path = "/messages/0/content"\n', "")
     )
     project.write_text(toml.replace("[prompts.recorded]", "[prompts.recorded]\nrecall.enabled = false"))
-    run = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "needle_action",
-            "render",
-            "recorded",
-            "--config",
-            str(project),
-            "--format",
-            "json",
-        ],
-        capture_output=True,
-        env={"PYTHONPATH": str(REPO), "PATH": "/usr/bin:/bin"},
-        timeout=120,
-    )
+    run = _render_recorded_json(project)
     assert run.returncode == 0, run.stderr
     assert run.stdout == path.read_bytes()
 
@@ -236,8 +210,7 @@ def test_builder_overhead_is_under_a_fifth_of_a_recall_run_at_500_ms(project, mo
     with FakeAnthropic(
         SimulatedModel(u_shape(edge=0.97, middle=0.1, margin=0.08), seed=11), latency_s=0.5
     ) as srv:
-        monkeypatch.setenv("ANTHROPIC_BASE_URL", srv.base_url)
-        monkeypatch.setenv("ANTHROPIC_API_KEY", srv.api_key)
+        srv.point_env(monkeypatch)
         run_check(config, only=["t1", "t2"], cache=False, recall=False)  # tokenizer and render workers warm
         started = time.perf_counter()
         run_check(config, only=["t1", "t2"], cache=False)

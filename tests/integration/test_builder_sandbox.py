@@ -12,7 +12,6 @@ import json
 import os
 import shutil
 import subprocess
-import sys
 import tempfile
 import textwrap
 import uuid
@@ -22,6 +21,7 @@ import pytest
 
 from needle_action.assemble import builder
 from needle_action.config.loader import load_config
+from tests.needle_cli import needle_env, run_needle
 
 REPO = Path(__file__).resolve().parents[2]
 AS_ROOT = os.name == "posix" and os.geteuid() == 0
@@ -89,15 +89,7 @@ def checkout():
 
 
 def _needle(args: list[str], env_extra: dict[str, str], cwd: Path) -> subprocess.CompletedProcess:
-    env = {**os.environ, **env_extra, "PYTHONPATH": str(REPO)}
-    return subprocess.run(
-        [sys.executable, "-m", "needle_action", *args],
-        capture_output=True,
-        text=True,
-        env=env,
-        cwd=cwd,
-        timeout=120,
-    )
+    return run_needle(args, env=needle_env(**env_extra), cwd=cwd, timeout=120)
 
 
 @pytest.mark.skipif(not AS_ROOT, reason="the unprivileged user is taken only when needle runs as root")

@@ -14,10 +14,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
-from click.testing import CliRunner
 
-from needle_action.cli import main
 from tests.builders import Project
+from tests.needle_cli import invoke_in as run_cli
 
 REPO = Path(__file__).resolve().parents[2]
 SECRET = "sk-ant-xyz-needle-test-secret"
@@ -299,15 +298,6 @@ def build(tmp_path: Path, case: Case) -> Path:
     for link, target in case.symlinks.items():
         repo.link(link, tmp_path / target)
     return repo.config(case.toml, dedent=False).root
-
-
-def run_cli(repo: Path, *args: str):
-    cwd = os.getcwd()
-    os.chdir(repo)
-    try:
-        return CliRunner().invoke(main, [*args, "--config", "needle.toml"])
-    finally:
-        os.chdir(cwd)
 
 
 def test_at_least_25_malformed_inputs():

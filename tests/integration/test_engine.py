@@ -24,9 +24,7 @@ U = u_shape(edge=0.97, middle=0.1, margin=0.08)
 @pytest.fixture
 def fake(monkeypatch):
     with FakeAnthropic(SimulatedModel(U, seed=11)) as server:
-        monkeypatch.setenv("ANTHROPIC_BASE_URL", server.base_url)
-        monkeypatch.setenv("ANTHROPIC_API_KEY", server.api_key)
-        yield server
+        yield server.point_env(monkeypatch)
 
 
 def model_calls(server: FakeAnthropic) -> int:

@@ -63,8 +63,7 @@ def client(fake: FakeAnthropic) -> anthropic.Anthropic:
 def test_twelve_tool_schemas_count_exactly_what_count_tokens_returns(monkeypatch):
     prompt = agent_prompt("Record: the vault code is QZT-4821-KLM.")
     with FakeAnthropic() as fake:
-        monkeypatch.setenv("ANTHROPIC_BASE_URL", fake.base_url)
-        monkeypatch.setenv("ANTHROPIC_API_KEY", fake.api_key)
+        fake.point_env(monkeypatch)
         (count,) = count_prompts([prompt], PromptSettings(tokenizer="anthropic", model=MODEL))
         body = next(r["json"] for r in fake.requests if "tools" in r["json"])
         assert len(body["tools"]) == 12 and body["messages"][2]["content"][0]["type"] == "tool_result"
@@ -103,8 +102,7 @@ def test_the_simulated_model_finds_the_needle_inside_a_tool_result(monkeypatch):
         "Filler about the weather. " * 40 + "The vault code is QZT-4821-KLM. " + "More filler text. " * 40
     )
     with FakeAnthropic(model) as fake:
-        monkeypatch.setenv("ANTHROPIC_BASE_URL", fake.base_url)
-        monkeypatch.setenv("ANTHROPIC_API_KEY", fake.api_key)
+        fake.point_env(monkeypatch)
         provider = AnthropicProvider(MODEL, ProviderSettings())
         reply = asyncio.run(_complete(provider, agent_prompt(context)))
     assert reply.text == "QZT-4821-KLM" and reply.tool_call is None
@@ -115,8 +113,7 @@ def test_the_simulated_model_finds_the_needle_inside_a_tool_result(monkeypatch):
 def test_a_tool_call_reply_comes_back_as_one(monkeypatch):
     model = SimulatedModel(flat(1.0), tool_call_rate=1.0)
     with FakeAnthropic(model) as fake:
-        monkeypatch.setenv("ANTHROPIC_BASE_URL", fake.base_url)
-        monkeypatch.setenv("ANTHROPIC_API_KEY", fake.api_key)
+        fake.point_env(monkeypatch)
         provider = AnthropicProvider(MODEL, ProviderSettings())
         reply = asyncio.run(_complete(provider, agent_prompt("The vault code is QZT-4821-KLM.")))
     assert reply.tool_call == "lookup_0" and reply.text == "" and model.tool_calls == 1
@@ -134,8 +131,7 @@ def test_a_breakpoint_inside_a_tool_result_is_written_then_read(monkeypatch):
 
     shared = "Filler about the depot and its ramps. " * 30
     with FakeAnthropic(cache_min_tokens=50) as fake:
-        monkeypatch.setenv("ANTHROPIC_BASE_URL", fake.base_url)
-        monkeypatch.setenv("ANTHROPIC_API_KEY", fake.api_key)
+        fake.point_env(monkeypatch)
         provider = AnthropicProvider(MODEL, ProviderSettings())
 
         async def both():
@@ -177,8 +173,7 @@ def test_a_config_with_twelve_tools_budgets_what_count_tokens_returns(tmp_path, 
         """
     ).config_path
     with FakeAnthropic() as fake:
-        monkeypatch.setenv("ANTHROPIC_BASE_URL", fake.base_url)
-        monkeypatch.setenv("ANTHROPIC_API_KEY", fake.api_key)
+        fake.point_env(monkeypatch)
         out = tmp_path / "r.json"
         result = CliRunner().invoke(main, ["budget", "--config", str(config), "--json", str(out)])
         assert result.exit_code == 0, result.output

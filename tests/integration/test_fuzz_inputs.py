@@ -17,6 +17,7 @@ import os
 import tempfile
 import time
 from collections import Counter
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -60,6 +61,25 @@ def _check(kind: str, started: float, exc: BaseException | None) -> None:
     if any(word in exc.message for word in POSITIONAL):
         assert exc.location.line, exc.format()
     assert "Traceback" not in exc.format()
+
+
+def _attempt(kind: str, load: Callable[[], object], *made: Path) -> BaseException | None:
+    """LOAD (reading the files MADE, removed afterwards), then :func:`_check` its time and error."""
+    started, error = time.perf_counter(), None
+    try:
+        load()
+    except Exception as exc:  # noqa: BLE001 - the property under test
+        error = exc
+    finally:
+        for path in made:
+            path.unlink()
+    _check(kind, started, error)
+    return error
+
+
+def _render(cfg: Path, fixture: Path | None) -> None:
+    config = load_config(cfg)
+    render_case(config, config.prompts["p"], fixture)
 
 
 @pytest.fixture(scope="module")
@@ -144,14 +164,7 @@ toml_file = _mutated(
 def test_fuzz_threshold_file(workdir, text):
     path = workdir / f"needle-{next(_names)}.toml"
     path.write_text(text, encoding="utf-8", errors="surrogatepass")
-    started, error = time.perf_counter(), None
-    try:
-        load_config(path)
-    except Exception as exc:  # noqa: BLE001 - the property under test
-        error = exc
-    finally:
-        path.unlink()
-    _check("needle.toml", started, error)
+    _attempt("needle.toml", lambda: load_config(path), path)
 
 
 # --------------------------------------------------------------------------- templates
@@ -182,16 +195,7 @@ def test_fuzz_template(workdir, source):
         f'[prompts.p]\ntemplate = "prompts/{name}.j2"\nfixtures = ["fx.yaml"]\n'
         'context_var = "items"\nquestion_var = "question"\n'
     )
-    started, error = time.perf_counter(), None
-    try:
-        config = load_config(cfg)
-        render_case(config, config.prompts["p"], workdir / "fx.yaml")
-    except Exception as exc:  # noqa: BLE001 - the property under test
-        error = exc
-    finally:
-        template.unlink()
-        cfg.unlink()
-    _check("template", started, error)
+    error = _attempt("template", lambda: _render(cfg, workdir / "fx.yaml"), template, cfg)
     if error is not None:
         assert "c2VjcmV0" not in error.format()
 
@@ -277,14 +281,7 @@ def test_fuzz_fixture(workdir, case):
     kind, text = case
     path = workdir / f"fx-{next(_names)}.{kind}"
     path.write_bytes(text.encode("utf-8", "surrogatepass"))
-    started, error = time.perf_counter(), None
-    try:
-        load_fixture(path)
-    except Exception as exc:  # noqa: BLE001 - the property under test
-        error = exc
-    finally:
-        path.unlink()
-    _check(f"{kind} fixture", started, error)
+    error = _attempt(f"{kind} fixture", lambda: load_fixture(path), path)
     if error is not None:
         assert path.name in str(error.location.file)
 
@@ -308,13 +305,4 @@ def test_fuzz_prompty(workdir, source):
     template.write_bytes(source.encode("utf-8", "surrogatepass"))
     cfg = workdir / f"{name}.toml"
     cfg.write_text(f'[prompts.p]\ntemplate = "prompts/{name}.prompty"\n')
-    started, error = time.perf_counter(), None
-    try:
-        config = load_config(cfg)
-        render_case(config, config.prompts["p"], None)
-    except Exception as exc:  # noqa: BLE001 - the property under test
-        error = exc
-    finally:
-        template.unlink()
-        cfg.unlink()
-    _check("prompty", started, error)
+    _attempt("prompty", lambda: _render(cfg, None), template, cfg)

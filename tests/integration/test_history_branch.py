@@ -10,9 +10,7 @@ entrypoint against the fake APIs.
 from __future__ import annotations
 
 import json
-import os
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -24,6 +22,7 @@ from tests.fakes.anthropic_server import FakeAnthropic
 from tests.fakes.github_server import FakeGitHub
 from tests.fakes.simulated_model import SimulatedModel, flat
 from tests.integration.action_runner import PR, REPO, make_checkout, run_action, runner_env
+from tests.needle_cli import needle_env, run_needle
 from tests.unit._results_builder import case, grid, prompt, recall, results
 
 BRANCH = "needle-action-data"
@@ -59,15 +58,7 @@ def repo(tmp_path):
 
 
 def needle(args: list[str], cwd: Path) -> subprocess.CompletedProcess:
-    env = {**os.environ, "PYTHONPATH": str(ROOT), "NO_COLOR": "1"}
-    return subprocess.run(
-        [sys.executable, "-m", "needle_action.cli", *args],
-        cwd=cwd,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    return run_needle(args, env=needle_env(NO_COLOR="1"), cwd=cwd, timeout=120)
 
 
 def test_main_results_accumulate_and_needle_history_prints_the_trend(repo, tmp_path):

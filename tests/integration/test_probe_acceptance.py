@@ -38,9 +38,7 @@ P = 0.95
 @pytest.fixture
 def fake(monkeypatch):
     with FakeAnthropic() as server:
-        monkeypatch.setenv("ANTHROPIC_BASE_URL", server.base_url)
-        monkeypatch.setenv("ANTHROPIC_API_KEY", server.api_key)
-        yield server
+        yield server.point_env(monkeypatch)
 
 
 def _styles(results, name: str = "qa") -> dict:

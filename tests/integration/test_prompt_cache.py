@@ -63,9 +63,7 @@ def test_entries_expire_after_their_ttl():
 @pytest.fixture
 def fake(monkeypatch):
     with FakeAnthropic(SimulatedModel(u_shape(edge=0.97, middle=0.1, margin=0.08), seed=2)) as server:
-        monkeypatch.setenv("ANTHROPIC_BASE_URL", server.base_url)
-        monkeypatch.setenv("ANTHROPIC_API_KEY", server.api_key)
-        yield server
+        yield server.point_env(monkeypatch)
 
 
 def test_caching_lowers_the_bill_and_changes_no_verdict(tmp_path, fake):

@@ -53,31 +53,21 @@ def rate_over_seeds(fake, tmp_path, curve, accept, **project) -> tuple[float, di
     return good / SEEDS, kinds
 
 
-@pytest.mark.slow  # SEEDS (>= 50) engine runs
-def test_u_shaped_curve_is_diagnosed_lost_in_the_middle(tmp_path, fake):
-    rate, kinds = rate_over_seeds(
-        fake,
-        tmp_path,
-        U_SHAPE,
-        lambda r: r.diagnosis.kind == "lost-in-the-middle",
-        sizes=(400, 800),
-        depths=(0.0, 0.25, 0.5, 1.0),
-    )
-    print(f"\nU-shape -> lost-in-the-middle in {rate:.0%} of {SEEDS} seeds; all diagnoses: {kinds}")
-    assert rate >= FLOOR
+@pytest.mark.slow  # SEEDS (>= 50) engine runs each
+@pytest.mark.parametrize(
+    ("name", "curve", "kind", "sizes", "depths"),
+    [
+        ("U-shape", U_SHAPE, "lost-in-the-middle", (400, 800), (0.0, 0.25, 0.5, 1.0)),
+        ("flat 0.99", FLAT_HIGH, "all-pass", (400, 1200), (0.0, 0.5, 1.0)),
+    ],
+    ids=["u-shape-is-lost-in-the-middle", "flat-high-is-all-pass"],
+)
+def test_a_curve_is_diagnosed_as_its_kind(tmp_path, fake, name, curve, kind, sizes, depths):
+    def accept(r):
+        return r.diagnosis.kind == kind
 
-
-@pytest.mark.slow  # SEEDS (>= 50) engine runs
-def test_flat_high_curve_is_all_pass(tmp_path, fake):
-    rate, kinds = rate_over_seeds(
-        fake,
-        tmp_path,
-        FLAT_HIGH,
-        lambda r: r.diagnosis.kind == "all-pass",
-        sizes=(400, 1200),
-        depths=(0.0, 0.5, 1.0),
-    )
-    print(f"\nflat 0.99 -> all-pass in {rate:.0%} of {SEEDS} seeds; all diagnoses: {kinds}")
+    rate, kinds = rate_over_seeds(fake, tmp_path, curve, accept, sizes=sizes, depths=depths)
+    print(f"\n{name} -> {kind} in {rate:.0%} of {SEEDS} seeds; all diagnoses: {kinds}")
     assert rate >= FLOOR
 
 
@@ -105,8 +95,7 @@ def test_faults_change_no_verdict_and_lose_no_cell(tmp_path, seed, monkeypatch):
     for rate in (0.0, 0.3):
         faults = {"rate": rate, "hold_s": 0.2, "retry_after_s": 0.01}
         with FakeAnthropic(SimulatedModel(U_SHAPE, seed=seed), faults=faults, seed=seed) as server:
-            monkeypatch.setenv("ANTHROPIC_BASE_URL", server.base_url)
-            monkeypatch.setenv("ANTHROPIC_API_KEY", server.api_key)
+            server.point_env(monkeypatch)
             runs[rate] = run(config, seed=seed)
             injected = server.calls["faults"]
         if rate:

@@ -5,14 +5,13 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
-import sys
 
 import pytest
 
 from tests.fakes.anthropic_server import FakeAnthropic
 from tests.fakes.simulated_model import SimulatedModel, flat, u_shape
 from tests.integration.recall_helpers import write_project
+from tests.needle_cli import run_needle
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
@@ -32,9 +31,7 @@ def needle(args, fake, tmp_path, *, key=None):
         PYTHONPATH=REPO,
         NO_COLOR="1",
     )
-    return subprocess.run(
-        [sys.executable, "-m", "needle_action", *args], capture_output=True, text=True, env=env, timeout=300
-    )
+    return run_needle(args, env=env)
 
 
 @pytest.mark.slow  # three CLI processes, two of them measuring

@@ -9,22 +9,14 @@ import os
 
 import pytest
 
+from examples.agent.tools import TOOLS as AGENT_TOOLS
 from needle_action.recall.needles import VALUE_RE
 from tests.fakes.anthropic_server import FakeAnthropic
 from tests.fakes.simulated_model import SimulatedModel, flat, u_shape
 from tests.integration.recall_helpers import run, write_project
 
-TOOLS = [
-    {
-        "name": "search_notes",
-        "description": "Search the depot's notes and return the matching passages.",
-        "input_schema": {
-            "type": "object",
-            "properties": {"query": {"type": "string", "description": "what to look for"}},
-            "required": ["query"],
-        },
-    }
-]
+TOOLS = AGENT_TOOLS[:1]  # the example agent's search tool, as the application registers it
+SEARCH = TOOLS[0]["name"]
 SEEDS = int(os.environ.get("NEEDLE_TOOL_RESULT_SEEDS", "20"))
 
 
@@ -41,9 +33,7 @@ def agent_project(tmp_path, **kw):
 @pytest.fixture
 def fake(monkeypatch):
     with FakeAnthropic() as server:
-        monkeypatch.setenv("ANTHROPIC_BASE_URL", server.base_url)
-        monkeypatch.setenv("ANTHROPIC_API_KEY", server.api_key)
-        yield server
+        yield server.point_env(monkeypatch)
 
 
 def _tool_result(body: dict) -> str:
@@ -68,10 +58,10 @@ def test_every_trial_sends_the_tools_and_the_needle_in_a_tool_result(tmp_path, f
     assert sent and recall.calls == len(sent) == 2 * 3 * 3
     seen_depths = []
     for body in sent:
-        assert [t["name"] for t in body["tools"]] == ["search_notes"]
+        assert [t["name"] for t in body["tools"]] == [SEARCH]
         assert body["tools"][0]["input_schema"] == TOOLS[0]["input_schema"]
         uses = [b for m in body["messages"] if isinstance(m["content"], list) for b in m["content"]]
-        assert any(b["type"] == "tool_use" and b["name"] == "search_notes" for b in uses)
+        assert any(b["type"] == "tool_use" and b["name"] == SEARCH for b in uses)
         result = _tool_result(body)
         value = VALUE_RE.search(result)
         assert value is not None, "the needle is inside the tool_result"
@@ -115,7 +105,7 @@ def test_replies_that_call_a_tool_are_misses_reported_apart(tmp_path, fake, caps
     answers = [a for c in recall.cells for a in c.answers]
     called = [a for a in answers if a.tool_call is not None]
     assert len(called) == model.tool_calls > 0  # every tool_use reply, and only those
-    assert all(a.tool_call == "search_notes" and not a.hit for a in called)
+    assert all(a.tool_call == SEARCH and not a.hit for a in called)
     assert all(a.hit for a in answers if a.tool_call is None)  # flat(1.0): every text reply hits
     (style,) = recall.styles
     assert style.tool_call_answers == len(called) and style.hits == len(answers) - len(called)

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import os
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -21,6 +20,7 @@ from tests.fakes.anthropic_server import FakeAnthropic
 from tests.fakes.simulated_model import SimulatedModel, flat, u_shape
 from tests.integration.headless import Chromium, find_chromium
 from tests.integration.recall_helpers import write_project
+from tests.needle_cli import run_needle
 
 REPO = Path(__file__).resolve().parents[2]
 XSD = REPO / "tests" / "data" / "junit-10.xsd"
@@ -43,9 +43,7 @@ def needle(args: list[str], fake: FakeAnthropic, tmp: Path) -> subprocess.Comple
         PYTHONPATH=str(REPO),
         NO_COLOR="1",
     )
-    return subprocess.run(
-        [sys.executable, "-m", "needle_action", *args], capture_output=True, text=True, env=env, timeout=300
-    )
+    return run_needle(args, env=env)
 
 
 @pytest.fixture(scope="module")

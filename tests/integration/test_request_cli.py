@@ -5,27 +5,16 @@ query-rewrite prompt's request carries its tool; request errors stop with exit 2
 from __future__ import annotations
 
 import json
-import os
 import shutil
 from pathlib import Path
 
 import pytest
-from click.testing import CliRunner
 
-from needle_action.cli import main
 from needle_action.config import load_config
+from tests.needle_cli import invoke_in as cli
 
 RAG_APP = Path(__file__).resolve().parents[1] / "data" / "rag_app"
 PROMPTS = "app/backend/prompts"
-
-
-def cli(repo: Path, *args: str):
-    cwd = os.getcwd()
-    os.chdir(repo)
-    try:
-        return CliRunner().invoke(main, [*args, "--config", "needle.toml"])
-    finally:
-        os.chdir(cwd)
 
 
 @pytest.fixture

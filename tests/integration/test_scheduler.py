@@ -26,9 +26,7 @@ FAST_RETRIES = "\n[defaults.providers.anthropic]\nmax_retries = 1\n"
 @pytest.fixture
 def fake(monkeypatch):
     with FakeAnthropic(SimulatedModel(U, seed=11), latency_s=0.02) as server:
-        monkeypatch.setenv("ANTHROPIC_BASE_URL", server.base_url)
-        monkeypatch.setenv("ANTHROPIC_API_KEY", server.api_key)
-        yield server
+        yield server.point_env(monkeypatch)
 
 
 def test_speculation_keeps_the_sequential_verdicts_and_answers(tmp_path, fake):
@@ -118,8 +116,7 @@ def test_a_provider_rate_cap_is_followed_not_fought(tmp_path, monkeypatch):
     with FakeAnthropic(
         SimulatedModel(flat(0.97), seed=1), rate_limit_rpm=rpm, rate_limit_burst=burst
     ) as server:
-        monkeypatch.setenv("ANTHROPIC_BASE_URL", server.base_url)
-        monkeypatch.setenv("ANTHROPIC_API_KEY", server.api_key)
+        server.point_env(monkeypatch)
         started = time.perf_counter()
         res = run(write_project(tmp_path, sizes=(400, 600), recall_extra="early_stop = false"))
         took = time.perf_counter() - started

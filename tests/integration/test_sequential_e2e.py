@@ -7,17 +7,21 @@ re-derives the same verdict from the results files; `needle plan` predicts the c
 from __future__ import annotations
 
 import json
-import os
 import resource
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 from tests.fakes.anthropic_server import FakeAnthropic
 from tests.fakes.simulated_model import SimulatedModel
-from tests.integration.recall_helpers import TEMPLATE, flat95, middle_minus_30, needle_cli, write_project
+from tests.integration.recall_helpers import (
+    base_and_head,
+    flat95,
+    middle_minus_30,
+    needle_cli,
+)
+from tests.needle_cli import needle_env, run_needle
 
 REPO = Path(__file__).resolve().parents[2]
 SIZES = (400, 800, 1200)
@@ -32,14 +36,7 @@ def _ok(res: subprocess.CompletedProcess) -> None:
 
 def _pr(tmp: Path, fake: FakeAnthropic, head_curve, pr: int) -> tuple[int, dict, dict, dict]:
     """(head calls at the server, head results, comparison, plan) of one pull request."""
-    base_cfg = write_project(tmp / "base", sizes=SIZES, trials="auto", concurrency=16)
-    head_cfg = write_project(
-        tmp / "head",
-        sizes=SIZES,
-        trials="auto",
-        concurrency=16,
-        template=TEMPLATE.replace("Answer from the notes.", "Answer from the notes, briefly."),
-    )
+    base_cfg, head_cfg = base_and_head(tmp, SIZES)
     fake.responder = SimulatedModel(flat95, seed=1000 * pr, exact_size=False)
     _ok(needle_cli(["check", "--config", str(base_cfg), "--json", str(tmp / "base.json")], fake, tmp / "c1"))
     plan = needle_cli(
@@ -113,23 +110,9 @@ def test_a_drop_stops_early_and_blocks(tmp_path, fake):
 def test_plan_runs_offline_on_the_examples_in_under_two_seconds(tmp_path):
     # CPU seconds of the child, not wall time: the test machine's cores are shared
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
-    env = {**os.environ, "PYTHONPATH": str(REPO), "NO_COLOR": "1", "ANTHROPIC_API_KEY": ""}
-    res = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "needle_action",
-            "plan",
-            "--config",
-            str(REPO / "examples" / "needle.toml"),
-            "--json",
-            str(tmp_path / "plan.json"),
-        ],
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=60,
-    )
+    env = needle_env(NO_COLOR="1", ANTHROPIC_API_KEY="")
+    args = ["plan", "--config", str(REPO / "examples" / "needle.toml"), "--json", str(tmp_path / "plan.json")]
+    res = run_needle(args, env=env, timeout=60)
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     elapsed = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
     assert res.returncode == 0, res.stdout + res.stderr

@@ -14,10 +14,9 @@ import pytest
 
 from needle_action.action.comment import head_of, identity, publish_sticky
 from needle_action.action.github import Comment, GitHubClient
-from needle_action.flow.workflow import read_outputs
 from tests.builders import git
 from tests.fakes.github_server import FakeGitHub
-from tests.integration.action_runner import MARKER, PR, REPO, ROOT, make_project, runner_env
+from tests.integration.action_runner import MARKER, PR, REPO, ROOT, make_project, run_action, runner_env
 
 OLD, NEW = "a" * 40, "b" * 40
 
@@ -194,18 +193,9 @@ def test_a_broken_api_answer_is_a_warning_with_summary_and_outputs(tmp_path, fau
     p = make_project(tmp_path)
     with FakeGitHub(faults=[fault]) as gh:
         env = runner_env(p, gh, None, recall="false")
-        proc = subprocess.run(
-            [sys.executable, str(ROOT / "entrypoint.py")],
-            cwd=p.workspace,
-            env=env,
-            capture_output=True,
-            text=True,
-        )
-        assert proc.returncode == 0 and "Traceback" not in proc.stderr + proc.stdout, (
-            proc.stdout + proc.stderr
-        )
-        assert "internal error" not in proc.stdout
-        assert "::warning::needle:" in proc.stdout
-        outputs = read_outputs(p.tmp / "output")
-        assert outputs["status"] == "pass" and outputs["report-path"]
-        assert "# needle: ✅" in (p.tmp / "summary").read_text()
+        run = run_action(p, env)
+        assert run.code == 0 and "Traceback" not in run.stderr + run.stdout, run.stdout + run.stderr
+        assert "internal error" not in run.stdout
+        assert "::warning::needle:" in run.stdout
+        assert run.outputs["status"] == "pass" and run.outputs["report-path"]
+        assert "# needle: ✅" in run.summary

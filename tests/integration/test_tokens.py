@@ -267,8 +267,7 @@ def _claude(**providers) -> PromptSettings:
 
 
 def test_anthropic_counter_counts_the_whole_request_through_the_sdk(fake, example_cases, monkeypatch):
-    monkeypatch.setenv("ANTHROPIC_BASE_URL", fake.base_url)
-    monkeypatch.setenv("ANTHROPIC_API_KEY", fake.api_key)
+    fake.point_env(monkeypatch)
     counts = count_prompts(example_cases, _claude())
     sent = [r for r in fake.requests if r["path"] == "/v1/messages/count_tokens"]
     # one call per distinct request, and one per section variant (without the system, with the
@@ -333,8 +332,7 @@ def test_anthropic_wrong_key_is_provider_unavailable_and_never_printed(fake, mon
 def test_anthropic_unknown_model_is_a_config_error(fake, monkeypatch):
     from needle_action.errors import ConfigError
 
-    monkeypatch.setenv("ANTHROPIC_BASE_URL", fake.base_url)
-    monkeypatch.setenv("ANTHROPIC_API_KEY", fake.api_key)
+    fake.point_env(monkeypatch)
     settings = PromptSettings(tokenizer="anthropic", model="claude-nonexistent-1")
     with pytest.raises(ConfigError) as err:
         count_prompts([RenderedPrompt(system=None, messages=(Message("user", "hi"),))], settings)
@@ -365,8 +363,7 @@ def test_needle_budget_with_the_anthropic_tokenizer(fake, tmp_path, monkeypatch)
     examples = Project(tmp_path / "ex").examples()
     examples.edit("needle.toml", 'tokenizer = "local"', 'tokenizer = "anthropic"')
     cfg = examples.edit("needle.toml", 'model = "gemma3-270m"', 'model = "claude-haiku-5-5"').config_path
-    monkeypatch.setenv("ANTHROPIC_BASE_URL", fake.base_url)
-    monkeypatch.setenv("ANTHROPIC_API_KEY", fake.api_key)
+    fake.point_env(monkeypatch)
     out = tmp_path / "r.json"
     result = CliRunner().invoke(main, ["budget", "--config", str(cfg), "--json", str(out)])
     assert result.exit_code == 0, result.output

@@ -21,7 +21,12 @@ import pytest
 from bench.verdicts import DROPS, NULLS, replay
 from tests.fakes.anthropic_server import FakeAnthropic
 from tests.fakes.simulated_model import SimulatedModel
-from tests.integration.recall_helpers import TEMPLATE, flat95, middle_minus_30, needle_cli, write_project
+from tests.integration.recall_helpers import (
+    base_and_head,
+    flat95,
+    middle_minus_30,
+    needle_cli,
+)
 
 SIZES = (400, 800, 1200)
 PRS = 3
@@ -31,14 +36,7 @@ pytestmark = pytest.mark.slow
 
 def _pr(tmp: Path, fake: FakeAnthropic, base_curve, head_curve, pr: int) -> tuple[int, dict, dict]:
     """One pull request: (exit code of needle report, comparison, head results)."""
-    base_cfg = write_project(tmp / "base", sizes=SIZES, trials="auto", concurrency=16)
-    head_cfg = write_project(
-        tmp / "head",
-        sizes=SIZES,
-        trials="auto",
-        concurrency=16,
-        template=TEMPLATE.replace("Answer from the notes.", "Answer from the notes, briefly."),
-    )
+    base_cfg, head_cfg = base_and_head(tmp, SIZES)
     out = {}
     for side, cfg, curve in (("base", base_cfg, base_curve), ("head", head_cfg, head_curve)):
         # independent draws per side and per PR, as two runs of a real model give

@@ -55,29 +55,26 @@ def test_fits_with_headroom():
     assert case.content_hash == rendered().content_hash()
 
 
-def test_exactly_full_passes_one_more_token_fails():
+def test_exactly_full_passes():
     s = settings(max_input_tokens=2000, reserve_output_tokens=1024)
     assert evaluate_case(s, rendered(), count(976), None).status == "pass"
-    over = evaluate_case(s, rendered(), count(977), None)
-    assert over.status == "fail"
-    assert over.headroom == -1
-    assert over.reasons == ["977 + 1,024 reserved > 2,000 budget by 1 token"]
 
 
-def test_over_budget_reason_is_a_sentence_with_the_numbers():
+@pytest.mark.parametrize(
+    ("budget", "reserve", "tokens", "reason"),
+    [
+        (2000, 1024, 977, "977 + 1,024 reserved > 2,000 budget by 1 token"),  # one token over full
+        (2000, 1024, 1234, "1,234 + 1,024 reserved > 2,000 budget by 258 tokens"),
+        (1000, 1000, 1, "1 + 1,000 reserved > 1,000 budget by 1 token"),  # the reserve alone
+    ],
+)
+def test_over_budget_fails_with_a_sentence_of_the_numbers(budget, reserve, tokens, reason):
     case = evaluate_case(
-        settings(max_input_tokens=2000, reserve_output_tokens=1024), rendered(), count(1234), None
+        settings(max_input_tokens=budget, reserve_output_tokens=reserve), rendered(), count(tokens), None
     )
     assert case.status == "fail"
-    assert case.headroom == -258
-    assert case.reasons == ["1,234 + 1,024 reserved > 2,000 budget by 258 tokens"]
-
-
-def test_reserve_alone_can_break_the_budget():
-    case = evaluate_case(
-        settings(max_input_tokens=1000, reserve_output_tokens=1000), rendered(), count(1), None
-    )
-    assert case.status == "fail"
+    assert case.headroom == budget - reserve - tokens
+    assert case.reasons == [reason]
 
 
 def test_no_budget_means_no_absolute_check():

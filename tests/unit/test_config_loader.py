@@ -152,37 +152,6 @@ def test_unknown_key_with_did_you_mean(tmp_path):
     assert err.location.line == 3 and "max_input_tokens" in err.hint
 
 
-def test_unknown_key_in_nested_defaults_table(tmp_path):
-    cfg = make_repo(tmp_path, '[defaults.recall]\ntrails = 3\n\n[prompts.rag]\ntemplate = "prompts/a.j2"\n')
-    err = error_of(cfg)
-    assert "unknown key 'trails' in [defaults.recall]" in err.message
-    assert err.location.line == 2 and "'trials'" in err.hint
-
-
-def test_inherited_bad_value_points_at_defaults(tmp_path):
-    cfg = make_repo(
-        tmp_path,
-        '[defaults.recall]\ndepths = [0.0, 1.5]\n\n[prompts.rag]\ntemplate = "prompts/a.j2"\n',
-    )
-    err = error_of(cfg)
-    assert err.location.line == 2 and "between 0" in err.message
-
-
-def test_prompt_value_wins_over_defaults_for_location(tmp_path):
-    cfg = make_repo(
-        tmp_path,
-        '[defaults]\nreserve_output_tokens = 10\n\n[prompts.rag]\ntemplate = "prompts/a.j2"\nreserve_output_tokens = "x"\n',
-    )
-    err = error_of(cfg)
-    assert err.location.line == 6 and "'x'" in err.message and err.hint
-
-
-def test_wrong_type_and_growth(tmp_path):
-    cfg = make_repo(tmp_path, '[prompts.rag]\ntemplate = "prompts/a.j2"\nmax_growth = "ten percent"\n')
-    err = error_of(cfg)
-    assert err.location.line == 3 and "max_growth" in err.message and "10%" in err.hint
-
-
 def test_model_level_validator_points_at_table(tmp_path):
     cfg = make_repo(
         tmp_path, '[prompts.rag]\ntemplate = "prompts/a.j2"\n\n[prompts.rag.recall]\nscoring = "regex"\n'
@@ -201,33 +170,90 @@ def test_array_of_tables_entry_error_line(tmp_path):
     assert "question" in err.message and err.location.line == 1
 
 
-def test_template_key_in_defaults_is_explained(tmp_path):
-    cfg = make_repo(tmp_path, '[defaults]\ntemplate = "x.j2"\n\n[prompts.rag]\ntemplate = "prompts/a.j2"\n')
-    err = error_of(cfg)
-    assert err.location.line == 2 and "[prompts.NAME]" in err.hint
+RAG = '[prompts.rag]\ntemplate = "prompts/a.j2"\n'
 
 
-def test_unknown_provider_table(tmp_path):
-    cfg = make_repo(
-        tmp_path, '[defaults.providers.antropic]\ntimeout_s = 3\n\n[prompts.rag]\ntemplate = "prompts/a.j2"\n'
-    )
-    err = error_of(cfg)
-    assert "antropic" in err.message and "anthropic" in err.hint and err.location.line == 1
-
-
-def test_no_prompts(tmp_path):
-    err = error_of(make_repo(tmp_path, '[defaults]\nmodel = "x"\n'))
-    assert "no prompts" in err.message and err.location.line == 1
-
-
-def test_unknown_top_level_table(tmp_path):
-    err = error_of(make_repo(tmp_path, '[prompt.rag]\ntemplate = "prompts/a.j2"\n'))
-    assert "[prompt]" in err.message and "prompts" in err.hint and err.location.line == 1
-
-
-def test_missing_template_key(tmp_path):
-    err = error_of(make_repo(tmp_path, '[prompts.rag]\nmodel = "m"\n'))
-    assert "template" in err.message and err.location.line == 1
+@pytest.mark.parametrize(
+    ("toml", "files", "words", "line", "hint"),
+    [
+        pytest.param(
+            "[defaults.recall]\ntrails = 3\n\n" + RAG,
+            {},
+            "unknown key 'trails' in [defaults.recall]",
+            2,
+            "'trials'",
+            id="nested-key",
+        ),
+        pytest.param(
+            "[defaults.recall]\ndepths = [0.0, 1.5]\n\n" + RAG, {}, "between 0", 2, None, id="inherited-value"
+        ),
+        pytest.param(
+            "[defaults]\nreserve_output_tokens = 10\n\n" + RAG + 'reserve_output_tokens = "x"\n',
+            {},
+            "'x'",
+            6,
+            "",
+            id="prompt-wins",
+        ),
+        pytest.param(RAG + 'max_growth = "ten percent"\n', {}, "max_growth", 3, "10%", id="wrong-growth"),
+        pytest.param(
+            "[defaults.providers.antropic]\ntimeout_s = 3\n\n" + RAG,
+            {},
+            "antropic",
+            1,
+            "anthropic",
+            id="provider-table",
+        ),
+        pytest.param(
+            '[prompt.rag]\ntemplate = "prompts/a.j2"\n', {}, "[prompt]", 1, "prompts", id="top-level-table"
+        ),
+        pytest.param(
+            '[defaults]\ntemplate = "x.j2"\n\n' + RAG, {}, "", 2, "[prompts.NAME]", id="template-in-defaults"
+        ),
+        pytest.param('[defaults]\nmodel = "x"\n', {}, "no prompts", 1, None, id="no-prompts"),
+        pytest.param('[prompts.rag]\nmodel = "m"\n', {}, "template", 1, None, id="missing-template-key"),
+        pytest.param(
+            RAG + 'fixtures = [\n  "fixtures/a.yaml",\n  "fixtures/missing.yaml",\n]\n',
+            {},
+            "fixtures/missing.yaml",
+            5,
+            None,
+            id="the-entry-in-a-multiline-list",
+        ),
+        pytest.param(
+            RAG + 'fixtures = ["fixtures/*.json"]\n',
+            {},
+            "matches no files",
+            3,
+            None,
+            id="glob-matching-nothing",
+        ),
+        pytest.param(
+            RAG + 'fixtures = ["fixtures/a.yaml", "fixtures/*.yaml"]\n', {}, "twice", 3, None, id="duplicates"
+        ),
+        pytest.param(
+            RAG + 'fixtures = ["fixtures/a.txt"]\n',
+            {"fixtures/a.txt": "x"},
+            "extension",
+            3,
+            None,
+            id="unsupported-extension",
+        ),
+        pytest.param(
+            '[defaults.recall]\nfiller_globs = ["docs/*.md"]\n\n' + RAG,
+            {},
+            "matches no files",
+            2,
+            None,
+            id="filler-globs",
+        ),
+    ],
+)
+def test_a_path_or_table_error_names_the_problem_at_its_line(tmp_path, toml, files, words, line, hint):
+    err = error_of(make_repo(tmp_path, toml, files))
+    assert words in err.message and err.location.line == line
+    if hint is not None:  # "": a hint of any words
+        assert err.hint and hint in err.hint
 
 
 @pytest.mark.parametrize(
@@ -252,68 +278,21 @@ def test_template_missing_suggests_near_name(tmp_path):
     assert "prompts/a.j2" in err.hint
 
 
-def test_symlink_escaping_root_is_refused(tmp_path):
-    secret = tmp_path / "outside" / "secret.j2"
-    secret.parent.mkdir()
-    secret.write_text("secret")
-    root = tmp_path / "repo"
-    cfg = make_repo(root, '[prompts.rag]\ntemplate = "prompts/link.j2"\n')
-    os.symlink(secret, root / "prompts" / "link.j2")
-    err = error_of(cfg)
-    assert "symlink" in err.message and err.location.line == 2
-
-
-def test_fixture_errors_point_at_the_entry_in_a_multiline_list(tmp_path):
-    cfg = make_repo(
-        tmp_path,
-        '[prompts.rag]\ntemplate = "prompts/a.j2"\nfixtures = [\n  "fixtures/a.yaml",\n  "fixtures/missing.yaml",\n]\n',
-    )
-    err = error_of(cfg)
-    assert "fixtures/missing.yaml" in err.message and err.location.line == 5
-
-
-def test_glob_matching_nothing(tmp_path):
-    cfg = make_repo(tmp_path, '[prompts.rag]\ntemplate = "prompts/a.j2"\nfixtures = ["fixtures/*.json"]\n')
-    err = error_of(cfg)
-    assert "matches no files" in err.message and err.location.line == 3
-
-
-def test_duplicate_fixtures(tmp_path):
-    cfg = make_repo(
-        tmp_path,
-        '[prompts.rag]\ntemplate = "prompts/a.j2"\nfixtures = ["fixtures/a.yaml", "fixtures/*.yaml"]\n',
-    )
-    err = error_of(cfg)
-    assert "twice" in err.message and err.location.line == 3
-
-
-def test_fixture_glob_through_symlink_outside(tmp_path):
+@pytest.mark.parametrize(
+    ("toml", "link", "line"),
+    [
+        ('[prompts.rag]\ntemplate = "prompts/link.j2"\n', "prompts/link.j2", 2),  # the template
+        (RAG + 'fixtures = ["fixtures/*.yaml"]\n', "fixtures/z.yaml", 3),  # a file a fixture glob finds
+    ],
+)
+def test_a_symlink_out_of_the_root_is_refused(tmp_path, toml, link, line):
     outside = tmp_path / "outside.yaml"
     outside.write_text("question: leaked\n")
     root = tmp_path / "repo"
-    cfg = make_repo(root, '[prompts.rag]\ntemplate = "prompts/a.j2"\nfixtures = ["fixtures/*.yaml"]\n')
-    os.symlink(outside, root / "fixtures" / "z.yaml")
+    cfg = make_repo(root, toml)
+    os.symlink(outside, root / link)
     err = error_of(cfg)
-    assert "symlink" in err.message and err.location.line == 3
-
-
-def test_unsupported_fixture_extension(tmp_path):
-    cfg = make_repo(
-        tmp_path,
-        '[prompts.rag]\ntemplate = "prompts/a.j2"\nfixtures = ["fixtures/a.txt"]\n',
-        {"fixtures/a.txt": "x"},
-    )
-    err = error_of(cfg)
-    assert "extension" in err.message and err.location.line == 3
-
-
-def test_filler_globs_are_checked(tmp_path):
-    cfg = make_repo(
-        tmp_path,
-        '[defaults.recall]\nfiller_globs = ["docs/*.md"]\n\n[prompts.rag]\ntemplate = "prompts/a.j2"\n',
-    )
-    err = error_of(cfg)
-    assert "matches no files" in err.message and err.location.line == 2
+    assert "symlink" in err.message and err.location.line == line
 
 
 def test_prompt_name_and_name_key(tmp_path):

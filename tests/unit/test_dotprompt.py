@@ -16,9 +16,8 @@ from pathlib import Path
 import pytest
 from dotpromptz import DataArgument, Dotprompt
 
-from needle_action.assemble import dotprompt as dp
 from needle_action.assemble import handlebars as hbs
-from needle_action.assemble import isolate, render_case
+from needle_action.assemble import isolate, render_case, sandbox
 from needle_action.assemble.handlebars import MARK, MAX_OUTPUT_CHARS, MAX_STEPS
 from needle_action.assemble.roles import trim_blank_lines
 from needle_action.config import Config, PromptConfig, load_config
@@ -403,7 +402,7 @@ def test_json_indent_is_bounded(tmp_path):
 
 
 def test_large_template_is_refused(tmp_path, monkeypatch):
-    monkeypatch.setattr(dp, "MAX_TEMPLATE_BYTES", 100)
+    monkeypatch.setattr(sandbox, "MAX_TEMPLATE_BYTES", 100)  # read_template() holds the limit
     e = error(tmp_path, "x" * 200 + "\n")
     assert "larger than 100 bytes" in e.message
 

@@ -11,6 +11,7 @@ import pytest
 import tiktoken
 
 import needle_action.tokens as tokens
+from examples.agent.tools import TOOLS as AGENT_TOOLS
 from needle_action.assemble import Message, RenderedPrompt
 from needle_action.config import PromptSettings
 from needle_action.providers.pricing import price_of
@@ -200,16 +201,7 @@ def test_openai_tool_calls_and_tool_messages_are_kept_and_counted():
 
 
 def test_tools_passed_to_create_are_counted():
-    tools = [
-        {
-            "name": "lookup",
-            "description": "Find a product by SKU",
-            "input_schema": {
-                "type": "object",
-                "properties": {"sku": {"type": "string", "description": "SKU"}},
-            },
-        }
-    ]
+    tools = AGENT_TOOLS[:1]  # the example agent's search tool
     guard = PreflightGuard("gpt-4o")
     bare = guard.estimate(messages=MESSAGES).tokens
     assert guard.estimate(messages=MESSAGES, tools=tools).tokens > bare + 10

@@ -182,15 +182,23 @@ def test_fisher_by_hand():
     assert stats.fisher_drop_pvalue(0, 0, 3, 5) == 1.0
 
 
-def test_fisher_matches_scipy_on_random_tables():
+def _scipy_tables(seed: int, n: int, base_max: int, head_max: int):
+    """N random (base hits, base trials, head hits, head trials) and scipy's one-sided Fisher p-value
+    of each: rows head, base; columns hit, miss; "less": head's odds of a hit are lower."""
     scipy_stats = pytest.importorskip("scipy.stats")
-    rng = random.Random(3)
-    for _ in range(300):
-        bn, hn = rng.randint(1, 40), rng.randint(1, 40)
+    rng = random.Random(seed)
+    for _ in range(n):
+        bn, hn = rng.randint(1, base_max), rng.randint(1, head_max)
         bh, hh = rng.randint(0, bn), rng.randint(0, hn)
-        # rows: head, base; columns: hit, miss. "less": head's odds of a hit are lower
-        ref = scipy_stats.fisher_exact([[hh, hn - hh], [bh, bn - bh]], alternative="less").pvalue
-        assert stats.fisher_drop_pvalue(bh, bn, hh, hn) == pytest.approx(ref, rel=1e-9, abs=1e-12)
+        yield (
+            (bh, bn, hh, hn),
+            scipy_stats.fisher_exact([[hh, hn - hh], [bh, bn - bh]], alternative="less").pvalue,
+        )
+
+
+def test_fisher_matches_scipy_on_random_tables():
+    for counts, ref in _scipy_tables(3, 300, 40, 40):
+        assert stats.fisher_drop_pvalue(*counts) == pytest.approx(ref, rel=1e-9, abs=1e-12)
 
 
 def test_fisher_rejects_impossible_counts():
@@ -236,13 +244,8 @@ def test_stratified_test_is_fisher_for_one_stratum_and_exact_for_several():
 
 
 def test_stratified_test_matches_scipy_fisher_on_one_stratum():
-    scipy_stats = pytest.importorskip("scipy.stats")
-    rng = random.Random(8)
-    for _ in range(100):
-        bn, hn = rng.randint(1, 300), rng.randint(1, 60)
-        bh, hh = rng.randint(0, bn), rng.randint(0, hn)
-        ref = scipy_stats.fisher_exact([[hh, hn - hh], [bh, bn - bh]], alternative="less").pvalue
-        assert stats.stratified_drop_pvalue([(bh, bn, hh, hn)]) == pytest.approx(ref, rel=1e-7, abs=1e-13)
+    for counts, ref in _scipy_tables(8, 100, 300, 60):
+        assert stats.stratified_drop_pvalue([counts]) == pytest.approx(ref, rel=1e-7, abs=1e-13)
 
 
 def test_stratification_keeps_rates_that_differ_by_size_apart():
