@@ -48,7 +48,7 @@ from needle_action.recall.history import pool_history  # noqa: E402
 from needle_action.recall.plan import RecallOverrides, effective_prompt  # noqa: E402
 from needle_action.recall.power import plan_run  # noqa: E402
 from needle_action.recall.scheduler import CellRun, PromptPlan, RunOutcome  # noqa: E402
-from needle_action.recall.sequential import FIXED, Design, PromptData  # noqa: E402
+from needle_action.recall.sequential import FIXED, FUTILITY, Design, PromptData  # noqa: E402
 from needle_action.recall.sequential import replay as sequential_replay  # noqa: E402
 from needle_action.results import PromptResult, RecallAnswer, RecallPower, RecallResult, Results  # noqa: E402
 
@@ -399,7 +399,9 @@ def main(argv: list[str] | None = None) -> int:
     text = (
         f"Defaults: threshold {settings.threshold}, family alpha {settings.alpha}, min_drop {settings.min_drop}, "
         f'trials "auto" = **{plan.trials} per cell**, sizes {SIZES} x depths {DEPTHS}; looks after {list(looks)} '
-        f"trials per cell at alpha {levels}; {HISTORY_RUNS} history runs pooled into every base (the old "
+        f"trials per cell at alpha {levels} (looks before the last test the middle group only; pass when "
+        f"every group's chance to be flagged at the last look, on its trend, is below {FUTILITY:g}); "
+        f"{HISTORY_RUNS} history runs pooled into every base (the old "
         f"pooled test uses them, the new test keeps them out); trial effect sd {TRIAL_SD}. "
         f"{args.prs:,} PRs per row, seed {args.seed}, {sum(t.prs for *_, t in rows):,} PRs replayed in "
         f"{seconds:.0f} s.\n\n" + table(rows)
