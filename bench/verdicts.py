@@ -17,7 +17,7 @@ History runs (other seeds) draw their own effects: a run is a cluster.
 The grid and settings are the defaults a new user gets (``RecallSettings()``: threshold 0.8, family
 alpha 0.01, min_drop 0.2, trials "auto"), on sizes [2000, 8000, 16000] x depths 0-1 by 0.25.
 
-    python3 bench/verdicts.py [--prs 2000] [--seed 1] [--no-docs]
+    python3 bench/verdicts.py [--prs 2000] [--null-prs 5000] [--seed 1] [--no-docs] [--rows 0,3]
 
 writes the table between the markers in docs/benchmarks.md (unless --no-docs) and prints it.
 """
@@ -48,7 +48,7 @@ from needle_action.recall.history import pool_history  # noqa: E402
 from needle_action.recall.plan import RecallOverrides, effective_prompt  # noqa: E402
 from needle_action.recall.power import plan_run  # noqa: E402
 from needle_action.recall.scheduler import CellRun, PromptPlan, RunOutcome  # noqa: E402
-from needle_action.recall.sequential import FIXED, Design, PromptData  # noqa: E402
+from needle_action.recall.sequential import FIXED, FUTILITY, Design, PromptData  # noqa: E402
 from needle_action.recall.sequential import replay as sequential_replay  # noqa: E402
 from needle_action.results import PromptResult, RecallAnswer, RecallPower, RecallResult, Results  # noqa: E402
 
@@ -365,6 +365,12 @@ def write_docs(text: str) -> None:
     DOCS.write_text(doc, encoding="utf-8")
 
 
+def _prs_note(prs: int, null_prs: int | None) -> str:
+    if not null_prs or null_prs == prs:
+        return f"{prs:,} PRs per row"
+    return f"{null_prs:,} PRs per single-prompt no-change row, {prs:,} on the others"
+
+
 def rows_to_run() -> list[tuple[Scenario, float]]:
     nulls = [(sc, sd) for sc in NULLS + [FOUR] for sd in SEED_SDS]
     return nulls + [(sc, 0.3) for sc in DROPS]
@@ -373,6 +379,12 @@ def rows_to_run() -> list[tuple[Scenario, float]]:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--prs", type=int, default=2000, help="pull requests per scenario")
+    parser.add_argument(
+        "--null-prs",
+        type=int,
+        help="pull requests per single-prompt no-change row (default: --prs); the false-block goal is "
+        "an upper bound, which more PRs tighten",
+    )
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--no-docs", action="store_true", help="print only")
     parser.add_argument(
@@ -387,7 +399,8 @@ def main(argv: list[str] | None = None) -> int:
     for i, (sc, sd) in enumerate(rows_to_run()):
         if wanted is not None and i not in wanted:
             continue
-        t = replay(sc, args.prs, args.seed + i, settings, seed_sd=sd)
+        prs = args.null_prs if args.null_prs and sc in NULLS else args.prs
+        t = replay(sc, prs, args.seed + i, settings, seed_sd=sd)
         rows.append((sc, sd, t))
         print(
             f"{sc.name} sd {sd}: {t.blocked}/{t.prs} (fixed {t.fixed_blocked}), {t.seconds:.0f} s",
@@ -399,9 +412,11 @@ def main(argv: list[str] | None = None) -> int:
     text = (
         f"Defaults: threshold {settings.threshold}, family alpha {settings.alpha}, min_drop {settings.min_drop}, "
         f'trials "auto" = **{plan.trials} per cell**, sizes {SIZES} x depths {DEPTHS}; looks after {list(looks)} '
-        f"trials per cell at alpha {levels}; {HISTORY_RUNS} history runs pooled into every base (the old "
+        f"trials per cell at alpha {levels} (looks before the last test the middle group only; pass when "
+        f"every group's chance to be flagged at the last look, on its trend, is below {FUTILITY:g}); "
+        f"{HISTORY_RUNS} history runs pooled into every base (the old "
         f"pooled test uses them, the new test keeps them out); trial effect sd {TRIAL_SD}. "
-        f"{args.prs:,} PRs per row, seed {args.seed}, {sum(t.prs for *_, t in rows):,} PRs replayed in "
+        f"{_prs_note(args.prs, args.null_prs)}, seed {args.seed}, {sum(t.prs for *_, t in rows):,} PRs replayed in "
         f"{seconds:.0f} s.\n\n" + table(rows)
     )
     print(text)

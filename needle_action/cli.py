@@ -340,11 +340,15 @@ def recall(config_path, only, baseline, json_out, junit, overrides, progress, ca
 @handle_errors
 def plan(config_path: Path, only: tuple[str, ...], baseline: Path | None, json_out: Path | None) -> None:
     """Calls, tokens and dollars a compared recall run will spend, before any call (offline)."""
+    from needle_action.recall.cache import ResultCache, default_cache_path
     from needle_action.runplan import as_json, format_plans, plan_prompt
 
     config = _load(config_path)
     base = _baseline(baseline)
-    plans = [plan_prompt(p, base) for p in select_prompts(config, list(only) or None) if p.recall.enabled]
+    path = default_cache_path()  # read only: an absent cache is not created by a plan
+    cache = ResultCache(path) if path.is_file() else None
+    chosen = [p for p in select_prompts(config, list(only) or None) if p.recall.enabled]
+    plans = [plan_prompt(p, base, config=config, cache=cache) for p in chosen]
     click.echo(format_plans(plans))
     if json_out is not None:
         _write_text(json_out, json.dumps(as_json(plans), indent=2) + "\n", "plan")

@@ -10,8 +10,11 @@ Per prompt, from the settings alone (no provider, no tokenizer call, no network)
   price (``data/prices.toml``): uncached, with the prompt cache (a cell's trials share the text
   before the needle: read at the cache price after one write per size), and through the batch API;
 * the **detectable drop** of every group the comparison tests (95% power, Holm at alpha);
-* what the **cache** and the **baseline's history** save: a prompt measured at the same settings
-  before costs nothing; history plans the trials (it never enters the test).
+* what the **cache** and the **baseline's history** save: a prompt whose identical result (same
+  settings hash) is in the baseline or the results cache costs no call (its no-change calls are
+  saved); history plans the trials (it never enters the test): the calls saved are the planned
+  calls of the base's own run alone minus those with its history pooled in (negative when the
+  history shows a lower rate than the run alone).
 
 ``check_cost`` holds a run to ``recall.max_cost_usd`` before it starts.
 """
@@ -24,13 +27,24 @@ import random
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 
-from needle_action.config.model import PromptConfig
+from needle_action.assemble.fixtures import load_fixture
+from needle_action.assemble.render import render_case
+from needle_action.config.model import Config, PromptConfig
 from needle_action.errors import ConfigError
+from needle_action.paths import relative
 from needle_action.providers.pricing import estimate_cost, price_of
+from needle_action.recall.cache import ResultCache
 from needle_action.recall.groups import cell_key, family, planning_group, pooled
 from needle_action.recall.history import base_counts, testable_counts
-from needle_action.recall.plan import auto_sizes, context_window
+from needle_action.recall.plan import (
+    RecallOverrides,
+    auto_sizes,
+    context_window,
+    effective_prompt,
+    settings_hash,
+)
 from needle_action.recall.power import GroupDesign, detectable_drop, plan_for
+from needle_action.recall.probes.gold import answer_keys
 from needle_action.recall.sequential import Design, PromptData, replay
 from needle_action.results import Results
 
@@ -63,6 +77,11 @@ class PromptPlanSummary:
     base_rate: float = 0.0
     base_rate_source: str = "assumed"
     history_runs: int = 0
+    # calls this run will not make: an identical result is stored (in the baseline or the results
+    # cache, CACHE_SOURCE), and the base's history planning fewer trials than its own run alone
+    calls_saved_by_cache: int = 0
+    cache_source: str | None = None
+    calls_saved_by_history: int = 0
 
 
 def _sizes(prompt: PromptConfig) -> list[int]:
@@ -149,8 +168,46 @@ def _answers(keys, outcomes) -> dict:
     return {k: list(enumerate(row)) for k, row in zip(keys, outcomes, strict=True)}
 
 
-def plan_prompt(prompt: PromptConfig, baseline: Results | None = None) -> PromptPlanSummary:
-    """PROMPT's plan; BASELINE (a base results file) gives the base rate and its history."""
+def stored_source(
+    config: Config,
+    prompt: PromptConfig,
+    sizes: list[int],
+    baseline: Results | None,
+    cache: ResultCache | None,
+) -> str | None:
+    """Where a complete result with the settings hash a compared run of PROMPT would look up is
+    stored ("baseline" or "cache"; None: nowhere): such a run makes no call. The hash is the
+    engine's (recall/engine.py): the rendered prompt's content hash, no tokenizer and no provider."""
+    base_pr = baseline.prompt(prompt.name) if baseline is not None else None
+    stored = base_pr.recall if base_pr is not None and base_pr.recall and not base_pr.recall.partial else None
+    if stored is None and cache is None:
+        return None  # nothing to look in: no need to render
+    prompt = effective_prompt(prompt, RecallOverrides(full_trials=True))
+    fixture_path = config.recall_fixture(prompt)
+    fixture = relative(config.root, fixture_path, resolved=True) if fixture_path is not None else None
+    keys = None
+    if "gold" in prompt.recall.styles and fixture_path is not None:
+        keys = answer_keys(load_fixture(fixture_path))
+    content = render_case(config, prompt, fixture_path).content_hash()
+    digest = settings_hash(
+        config, prompt, content_hash=content, fixture=fixture, sizes=sizes, answer_keys=keys
+    )
+    if stored is not None and stored.settings_hash == digest:
+        return "baseline"
+    if cache is not None and cache.get(digest) is not None:
+        return "cache"
+    return None
+
+
+def plan_prompt(
+    prompt: PromptConfig,
+    baseline: Results | None = None,
+    *,
+    config: Config | None = None,
+    cache: ResultCache | None = None,
+) -> PromptPlanSummary:
+    """PROMPT's plan; BASELINE (a base results file) gives the base rate and its history. With
+    CONFIG, what the results cache saves: the baseline or CACHE holding an identical result."""
     rs = prompt.recall
     sizes, depths = _sizes(prompt), list(rs.depths)
     base_pr = baseline.prompt(prompt.name) if baseline is not None else None
@@ -164,10 +221,14 @@ def plan_prompt(prompt: PromptConfig, baseline: Results | None = None) -> Prompt
         base_trials = round(sum(n for _, n in own.values()) / len(own)) if own else 0
     power = plan_for(rs, sizes, depths=depths, base=counts)
     cells = len(sizes) * len(depths) * len(rs.styles)
+    saved_by_history = 0
+    if history_runs and own:  # the trials the base's own run alone would have planned
+        saved_by_history = cells * (plan_for(rs, sizes, depths=depths, base=own).trials - power.trials)
     args = (tuple(sizes), tuple(depths), power.trials, round(power.base_rate, 2))
     rules = (rs.alpha, rs.min_drop, rs.stop_on_drop, rs.stop_on_no_change)
     no_change = expected_trials(*args, 0.0, *rules, base_trials)
     at_drop = expected_trials(*args, rs.min_drop, *rules, base_trials)
+    source = stored_source(config, prompt, sizes, baseline, cache) if config is not None else None
     fam = len(rs.styles) * len(family(sizes, depths))
     detect = {}
     for g in family(sizes, depths):
@@ -191,6 +252,10 @@ def plan_prompt(prompt: PromptConfig, baseline: Results | None = None) -> Prompt
         base_rate=power.base_rate,
         base_rate_source=power.base_rate_source,
         history_runs=history_runs,
+        # an identical result means nothing changed: the run would have cost its no-change calls
+        calls_saved_by_cache=round(cells * no_change) if source else 0,
+        cache_source=source,
+        calls_saved_by_history=saved_by_history,
     )
 
 
@@ -203,7 +268,7 @@ def one_line(plans: Sequence[PromptPlanSummary], calls: int | None = None, usd: 
     """The comment's line: "this run: 128 calls, ~$2.10; full plan 300 calls"."""
     full = sum(p.planned_calls for p in plans)
     if calls is None:
-        calls = sum(p.expected_calls_no_change for p in plans)
+        calls = sum(p.expected_calls_no_change - p.calls_saved_by_cache for p in plans)
     cost = f", ~${usd:.2f}" if usd is not None else ""
     return f"this run: {calls} calls{cost}; full plan {full} calls"
 
@@ -252,7 +317,15 @@ def format_plans(plans: Sequence[PromptPlanSummary]) -> str:
                 f"{k} {v * 100:.0f} pt" if v is not None else f"{k} -" for k, v in p.detectable_drop.items()
             ),
         ]
+        if p.cache_source:
+            where = "the baseline" if p.cache_source == "baseline" else "the results cache"
+            lines.append(
+                f"  saved by the cache: {p.calls_saved_by_cache} calls (an identical result is in {where})"
+            )
         if p.history_runs:
-            lines.append(f"  history: {p.history_runs} earlier base runs plan the trials (not tested)")
+            lines.append(
+                f"  saved by history: {p.calls_saved_by_history} calls ({p.history_runs} earlier base runs "
+                "plan the trials; they are not tested)"
+            )
     lines.append(one_line(plans))
     return "\n".join(lines)

@@ -24,7 +24,6 @@ from needle_action.recall.sequential import (
     PromptData,
     answers_line_up,
     evaluate_look,
-    family_size,
     result_answers,
 )
 from needle_action.results import RecallResult
@@ -114,8 +113,8 @@ class LookGate:
         """Decide the current look for every active plan; stop those decided before their end."""
         active = self._active()
         alpha = min(m.plan.prompt.recall.alpha for m in active)
-        family = sum(family_size(self.data(m)) for m in self.members)  # decided ones count as p = 1
-        decisions = evaluate_look([self.data(m) for m in active], self.look, alpha, family=family)
+        decided = [self.data(m) for m in self.members if m not in active]  # they count as p = 1
+        decisions = evaluate_look([self.data(m) for m in active], self.look, alpha, decided=decided)
         for m in active:
             d = decisions[m.plan.name]
             looks = self._design(m).looks(self._planned(m))

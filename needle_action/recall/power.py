@@ -86,6 +86,23 @@ def fisher_power(base_n: int, base_rate: float, head_n: int, head_rate: float, l
     return min(1.0, power)
 
 
+@functools.lru_cache(maxsize=65536)
+def conditional_power(base: tuple[int, int], head: tuple[int, int], head_total: int, level: float) -> float:
+    """Chance that the one-sided Fisher test at LEVEL flags a drop once the head has HEAD_TOTAL
+    trials, given the BASE (hits, trials: all it will have) and the HEAD (hits, trials) so far, the
+    head's remaining trials drawn at its current rate (stochastic curtailment under the trend)."""
+    (base_hits, base_n), (hits, n) = base, head
+    if base_n <= 0 or n <= 0 or head_total < n:
+        return 0.0
+    bounds = _rejection_bounds(base_n, head_total, level)
+    power = 0.0
+    for more, prob in enumerate(_binomial_pmf(head_total - n, round(hits / n, 6))):
+        if hits + more > bounds[base_hits + hits + more]:
+            break  # bounds grow by at most one per extra hit: no larger count rejects
+        power += prob
+    return min(1.0, power)
+
+
 @dataclass(frozen=True)
 class GroupDesign:
     """The group a run is planned for: how many cells it pools, the family it is tested in."""

@@ -6,35 +6,38 @@ stage (which re-derives the verdict from the results files) reach the same verdi
 
 The design
 ----------
-* **Looks** after ``ceil(f * planned)`` trials per cell for f in ``FRACTIONS`` (5/10/15/20 of 20).
-  At look k the head's first ``n_k`` trials of every cell are tested against everything the base
-  ran with the exact stratified test (strata = cells). At the last look (every planned trial) the
-  test is the fixed design's: paired by trial index (exact stratified McNemar) when both sides
-  asked the same needles (same seed, same trials, answers kept), else the stratified test.
-* **Alpha spending** (block rule): look k tests at ``SPEND[k] * alpha`` (0.04, 0.08, 0.03, 0.85 of the
-  family alpha: .0004, .0008, .0003, .0085 at alpha .01), Holm over every group of every prompt and
-  style the pull request tests. The looks are joined by Bonferroni (the spends add up to alpha), so
-  the family-wise false-block rate is at most alpha whatever the correlation between looks and
-  whatever the pass rule does. Chosen by simulation (bench/verdicts.py, docs/decisions.md).
-* **Pass rule** (non-binding futility): a prompt stops at a look, passing, when no group was blocked
-  and every group's one-sided 99% upper bound on its drop (Newcombe, from Wilson intervals, against
-  everything the base ran) is below the drop the full plan would detect in that group (95% power;
-  where not even a fall to zero is detectable, below that fall: the group's base rate). It can
-  only remove rejections, so it never raises the false-block rate; it costs a little power,
+* **Looks** after ``ceil(f * planned)`` trials per cell for f in ``FRACTIONS`` (6/12/20 of 20).
+  At a look before the last, the head's first ``n_k`` trials of every cell are tested against
+  everything the base ran with the exact stratified test (strata = cells), on the **middle group
+  only** (the group the trials are planned for; every group when the grid has no middle): one test
+  per prompt and style instead of a family of nine, so an early look can block on a clear middle
+  drop at a useful level. At the last look (every planned trial) every group is tested as in the
+  fixed design: paired by trial index (exact stratified McNemar) when both sides asked the same
+  needles (same seed, same trials, answers kept), else the stratified test.
+* **Alpha spending** (block rule): look k tests at ``SPEND[k] * alpha`` (0.04, 0.08, 0.88 of the
+  family alpha: .0004, .0008, .0088 at alpha .01), Holm over the groups every prompt and style of
+  the pull request tests at that look. The looks are joined by Bonferroni (the spends add up to
+  alpha), so the family-wise false-block rate is at most alpha whatever the correlation between
+  looks and whatever the pass rule does. Chosen by simulation (bench/verdicts.py, docs/decisions.md).
+* **Pass rule** (non-binding futility, stochastic curtailment): a prompt stops at a look, passing,
+  when no group was blocked and, for every group, the chance that the last look's test flags it
+  (one-sided Fisher at the last look's strictest Holm level, the base as it is, the head's
+  remaining trials drawn at its rate so far) is below ``FUTILITY`` (1%). Unlike a bound on the
+  drop, this stops groups far below the base rate too (their drop can never reach significance).
+  It can only remove rejections, so it never raises the false-block rate; it costs a little power,
   measured in the benchmark.
 * Both rules off (``stop_on_drop = false``, ``stop_on_no_change = false``): one look at the full
-  plan, at alpha: the fixed design, verdict for verdict.
+  plan, at alpha, every group: the fixed design, verdict for verdict.
 """
 
 from __future__ import annotations
 
-import functools
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from needle_action.recall.groups import CellKey, Group, cell_key, family, pooled
-from needle_action.recall.power import GroupDesign, detectable_drop
+from needle_action.recall.power import conditional_power
 from needle_action.recall.stats import (
     holm_rejections,
     paired_drop_pvalue,
@@ -43,9 +46,10 @@ from needle_action.recall.stats import (
 )
 from needle_action.results import RecallResult
 
-FRACTIONS = (0.25, 0.5, 0.75, 1.0)
-SPEND = (0.04, 0.08, 0.03, 0.85)  # share of alpha spent at each look (adds up to 1)
+FRACTIONS = (0.3, 0.6, 1.0)
+SPEND = (0.04, 0.08, 0.88)  # share of alpha spent at each look (adds up to 1)
 PASS_Z = 2.3263478740408408  # one-sided 99% normal quantile: the pass rule's upper bound
+FUTILITY = 0.01  # pass a group when the last look's chance to flag it, on the trend, is below this
 
 Answers = Mapping[CellKey, Sequence[tuple[int, bool]]]  # cell -> (trial index, hit) in trial order
 
@@ -106,8 +110,12 @@ class GroupResult:
     p_value: float | None
     level: float | None  # Holm's bound for this p-value at this look
     regressed: bool
-    upper: float | None = None  # 99% upper bound on the drop (pass rule)
-    detectable: float | None = None
+    upper: float | None = None  # 99% upper bound on the drop (reported)
+    conditional: float | None = None  # chance the last look flags it on the current trend
+
+    def futile(self) -> bool:
+        """Does the pass rule let this group stop: the last look would almost surely not flag it?"""
+        return self.conditional is not None and self.conditional < FUTILITY
 
 
 @dataclass
@@ -181,26 +189,36 @@ def family_size(data: PromptData) -> int:
     return len(data.grids) * len(family(data.sizes, data.depths))
 
 
-@functools.lru_cache(maxsize=4096)
-def _detectable(cells: int, fam: int, alpha: float, base_n: int, head_n: int, rate: float) -> float | None:
-    design = GroupDesign(cells=cells, family_size=fam, alpha=alpha)
-    return detectable_drop(design, base_n=base_n, head_n=head_n, base_rate=rate)
+def early_groups(data: PromptData) -> list[Group]:
+    """The groups a look before the last tests: the middle (the group the trials are planned for,
+    where a drop is looked for first), or every group when the grid has no middle. The last look
+    tests every group, as the fixed design does."""
+    groups = family(data.sizes, data.depths)
+    middle = [g for g in groups if g.kind == "middle"]
+    return middle or groups
+
+
+def look_family_size(data: PromptData, final: bool) -> int:
+    """Groups of DATA tested at a look (the last look: all of them)."""
+    return family_size(data) if final else len(data.grids) * len(early_groups(data))
 
 
 def _tests(data: PromptData, n: int | None, final: bool) -> list[tuple]:
     """(style, group, base pooled, head pooled, drop, p-value or None) for every group of DATA on
-    the head's first N trials per cell (None: all). Before the final look: the exact stratified test
-    against everything the base ran (more base trials, more power early); at the final look the
-    paired test when the trials line up (``data.paired``), else the same stratified test."""
+    the head's first N trials per cell (None: all); only the groups tested at this look get a
+    p-value (:func:`early_groups` before the final look). Before the final look: the exact
+    stratified test against everything the base ran (more base trials, more power early); at the
+    final look the paired test when the trials line up (``data.paired``), else the same test."""
     out = []
     paired = data.paired and final
+    tested = family(data.sizes, data.depths) if final else early_groups(data)
     for style, (base_answers, head_answers) in data.grids.items():
         head = _truncate(head_answers, n)
         base = _truncate(base_answers, None)
         for g in family(data.sizes, data.depths):
             drop = _mean_drop(base, head, g.cells)
             p = None
-            if drop is not None and drop >= data.floor and drop > 0:
+            if g in tested and drop is not None and drop >= data.floor and drop > 0:
                 if paired:
                     pairs = [_pairs(base_answers, head_answers, k, n) for k in g.cells]
                     p = paired_drop_pvalue(sum(w for w, _ in pairs), sum(b for _, b in pairs))
@@ -223,32 +241,44 @@ def evaluate_look(
     alpha: float,
     *,
     last: Mapping[str, bool] | None = None,
-    family: int = 0,
+    decided: Sequence[PromptData] = (),
 ) -> dict[str, Decision]:
     """Decisions at LOOK (0-based) for PROMPTS still running: Holm at this look's level over every
-    group of every prompt (the pull request's family), then each prompt's pass rule. LAST: prompts
-    whose data end here (their run stopped or this is their final look) are decided now. FAMILY:
-    groups in the whole family, prompts already decided included (they count as p = 1: a family
-    that shrank as prompts pass would be chosen by the data and let noise through)."""
+    group every prompt tests at this look (the pull request's family), then each prompt's pass
+    rule. LAST: prompts whose data end here (their run stopped or this is their final look) are
+    decided now. DECIDED: the prompts of the pull request decided at an earlier look; their groups
+    stay in the family with p = 1 (a family that shrank as prompts pass would be chosen by the
+    data and let noise through)."""
     tests: list[tuple[int, tuple]] = []  # (prompt index, test row)
     levels: list[float] = []
+    fam = 0
     for i, data in enumerate(prompts):
         k, looks = _look(data, look)
         final = k == len(looks) - 1
         tests += [(i, t) for t in _tests(data, None if final else looks[k], final)]
         levels.append(data.design.levels(data.planned, alpha)[k])
+        fam += look_family_size(data, final)
+    for data in decided:
+        k, looks = _look(data, look)
+        fam += look_family_size(data, k == len(looks) - 1)
     level = min(levels, default=alpha)  # one level for the whole family at this look
-    fam = max(family, sum(family_size(d) for d in prompts))
-    as_tested = [1.0 if t[5] is None else t[5] for _, t in tests] + [1.0] * (fam - len(tests))
-    rejected = holm_rejections(as_tested, level) if level > 0 else [False] * fam
-    rank = {j: r for r, j in enumerate(sorted(range(fam), key=lambda j: as_tested[j]))}
+    as_tested = [t[5] for _, t in tests if t[5] is not None]
+    as_tested += [1.0] * max(0, fam - len(as_tested))
+    pvalue_index: dict[int, int] = {}  # row of TESTS -> index in AS_TESTED
+    for j, (_, t) in enumerate(tests):
+        if t[5] is not None:
+            pvalue_index[j] = len(pvalue_index)
+    size = len(as_tested)
+    rejected = holm_rejections(as_tested, level) if level > 0 else [False] * size
+    rank = {j: r for r, j in enumerate(sorted(range(size), key=lambda j: as_tested[j]))}
+    full = sum(family_size(d) for d in [*prompts, *decided])  # the last look's family
     groups: list[list[GroupResult]] = [[] for _ in prompts]
     for j, (i, (style, g, b, h, drop, p)) in enumerate(tests):
-        bound = level / (fam - rank[j]) if p is not None and level > 0 else None
-        upper, detect = _pass_bounds(prompts[i], g, style, h, alpha, fam)
-        groups[i].append(
-            GroupResult(style, g, b, h, drop, p, bound, rejected[j] and p is not None, upper, detect)
-        )
+        x = pvalue_index.get(j)
+        bound = level / (size - rank[x]) if x is not None and level > 0 else None
+        regressed = x is not None and rejected[x]
+        upper, cp = _pass_terms(prompts[i], g, style, h, alpha, full)
+        groups[i].append(GroupResult(style, g, b, h, drop, p, bound, regressed, upper, cp))
     return {
         data.name: _decide(data, look, groups[i], bool(last and last.get(data.name)))
         for i, data in enumerate(prompts)
@@ -260,9 +290,7 @@ def _decide(data: PromptData, look: int, groups: list[GroupResult], ends: bool) 
     last look (ENDS: its data end here), else go on."""
     k, looks = _look(data, look)
     final = k == len(looks) - 1 or ends
-    passes = data.design.pass_early and all(
-        g.upper is not None and g.detectable is not None and g.upper < g.detectable for g in groups
-    )
+    passes = data.design.pass_early and all(g.futile() for g in groups)
     if any(g.regressed for g in groups):
         status = "fail"
     else:
@@ -271,19 +299,17 @@ def _decide(data: PromptData, look: int, groups: list[GroupResult], ends: bool) 
     return Decision(k + 1, looks[k], status != "continue", status, paired, groups)
 
 
-def _pass_bounds(
+def _pass_terms(
     data: PromptData, g: Group, style: str, head: tuple[int, int], alpha: float, fam: int
 ) -> tuple[float | None, float | None]:
-    """(99% upper bound on G's drop, the drop the full plan detects in G): the pass rule's terms."""
+    """(99% upper bound on G's drop, the chance that the last look flags G if the head's remaining
+    trials go as its trials so far): the pass rule's terms (FAM: the last look's family)."""
     full_base = pooled(_truncate(data.grids[style][0], None), g.cells)
     upper = drop_upper(full_base, head)  # against everything the base ran: the tightest bound
-    if not full_base[1]:
+    if not full_base[1] or not head[1]:
         return upper, None
-    head_n = len(g.cells) * data.planned
-    rate = round(full_base[0] / full_base[1], 2)
-    detectable = _detectable(len(g.cells), fam, alpha, full_base[1], head_n, rate)
-    # a group where the full plan cannot even detect a fall to zero: the bar is that fall itself
-    return upper, detectable if detectable is not None else rate
+    final = data.design.levels(data.planned, alpha)[-1] / max(1, fam)  # Holm's strictest step
+    return upper, conditional_power(full_base, head, len(g.cells) * data.planned, final)
 
 
 def replay(
@@ -292,7 +318,7 @@ def replay(
     """Every prompt's decision, look by look, as the scheduler reached it. ENDS: head trials per cell
     each prompt's data run to (a prompt whose data end at a look is decided there)."""
     running = list(prompts)
-    family = sum(family_size(d) for d in prompts)
+    decided: list[PromptData] = []
     out: dict[str, Decision] = {}
     look = 0
     while running:
@@ -301,7 +327,7 @@ def replay(
             looks = d.design.looks(d.planned)
             end = (ends or {}).get(d.name, d.planned)
             last[d.name] = look >= len(looks) - 1 or looks[min(look, len(looks) - 1)] >= end
-        decisions = evaluate_look(running, look, alpha, last=last, family=family)
+        decisions = evaluate_look(running, look, alpha, last=last, decided=decided)
         for d in list(running):
             dec = decisions[d.name]
             if dec.stopped or last[d.name]:
@@ -309,5 +335,6 @@ def replay(
                     dec.status, dec.stopped = "pass", True
                 out[d.name] = dec
                 running.remove(d)
+                decided.append(d)
         look += 1
     return out

@@ -121,3 +121,58 @@ def test_plan_runs_offline_on_the_examples_in_under_two_seconds(tmp_path):
     planned = {p["name"]: p["planned_calls"] for p in plans}
     assert planned == {"rag_answer": 15, "support_agent": 15, "trip_planner": 15, "support_built": 6}
     assert elapsed < 2.0, elapsed
+
+
+def _plan(cfg: Path, out: Path, fake: FakeAnthropic, cache: Path, baseline: Path | None = None) -> dict:
+    args = ["plan", "--config", str(cfg), "--json", str(out)]
+    res = needle_cli([*args, "--baseline", str(baseline)] if baseline else args, fake, cache)
+    assert res.returncode == 0, res.stdout + res.stderr
+    return json.loads(out.read_text())["prompts"][0]
+
+
+def test_plan_counts_what_the_cache_and_history_save_and_the_runs_agree(tmp_path, fake):
+    fake.responder = SimulatedModel(flat95, seed=4242, exact_size=False)
+    cfg = write_project(tmp_path / "p", sizes=SIZES, trials="auto", concurrency=16)
+    cache, base = tmp_path / "cache", tmp_path / "base.json"
+    # an earlier base run at another seed: the next one pools it as history
+    _ok(
+        needle_cli(
+            ["check", "--config", str(cfg), "--seed", "7", "--json", str(tmp_path / "old.json")], fake, cache
+        )
+    )
+    _ok(needle_cli(["check", "--config", str(cfg), "--json", str(base)], fake, cache))
+    plan = _plan(cfg, tmp_path / "plan.json", fake, cache, base)
+    # the prompt is unchanged: its identical result is in the baseline, the run makes no call
+    assert plan["cache_source"] == "baseline"
+    assert plan["calls_saved_by_cache"] == plan["expected_calls_no_change"] > 0
+    before = fake.calls["messages"]
+    args = ["recall", "--config", str(cfg), "--baseline", str(base), "--no-progress"]
+    _ok(needle_cli([*args, "--json", str(tmp_path / "again.json")], fake, cache))
+    assert fake.calls["messages"] == before
+    assert _plan(cfg, tmp_path / "plan2.json", fake, cache)["cache_source"] == "cache"  # no baseline
+    # history: the trials the base's own run alone would plan, minus those planned with it
+    assert plan["history_runs"] == 1
+    data = json.loads(base.read_text())
+    data["prompts"][0]["recall"]["history"] = None
+    alone = tmp_path / "alone.json"
+    alone.write_text(json.dumps(data))
+    without = _plan(cfg, tmp_path / "plan3.json", fake, cache, alone)
+    assert without["history_runs"] == 0 and without["calls_saved_by_history"] == 0
+    assert plan["calls_saved_by_history"] == without["planned_calls"] - plan["planned_calls"]
+    # a changed prompt then runs the trials the plan said (history included), within 10% of its calls
+    head_cfg = write_project(
+        tmp_path / "h",
+        sizes=SIZES,
+        trials="auto",
+        concurrency=16,
+        template=TEMPLATE.replace("Answer from the notes.", "Answer from the notes, briefly."),
+    )
+    head_plan = _plan(head_cfg, tmp_path / "plan4.json", fake, tmp_path / "c2", base)
+    assert head_plan["cache_source"] is None and head_plan["calls_saved_by_cache"] == 0
+    before = fake.calls["messages"]
+    args = ["recall", "--config", str(head_cfg), "--baseline", str(base), "--no-progress"]
+    _ok(needle_cli([*args, "--json", str(tmp_path / "head.json")], fake, tmp_path / "c2"))
+    recall = json.loads((tmp_path / "head.json").read_text())["prompts"][0]["recall"]
+    assert recall["power"]["trials"] == head_plan["trials_per_cell"]
+    calls = fake.calls["messages"] - before
+    assert calls == recall["calls"] and calls <= head_plan["planned_calls"]

@@ -89,3 +89,16 @@ def test_plan_run_on_the_default_grid():
         base={(2000, 0.5): (95, 100)},
     )
     assert known.base_rate_source == "baseline" and known.base_rate == 0.95
+
+
+def test_conditional_power_follows_the_trend_and_is_certain_when_already_settled():
+    level = 0.01 / 9
+    base = (171, 180)  # 95% over 9 cells x 20
+    assert power.conditional_power(base, (43, 45), 180, level) < 0.001  # on the base's trend
+    assert power.conditional_power(base, (29, 45), 180, level) > 0.99  # 30 points down
+    middle = power.conditional_power(base, (36, 45), 180, level)
+    assert 0.001 < middle < 0.99
+    # every head trial already asked: the answer is the test's own verdict
+    done = power.conditional_power(base, (140, 180), 180, level)
+    assert done == 1.0 and power.fisher_power(180, 0.95, 180, 140 / 180, level) > 0.5
+    assert power.conditional_power(base, (0, 0), 180, level) == 0.0
