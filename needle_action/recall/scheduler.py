@@ -67,6 +67,7 @@ from needle_action.recall.gate import LookGate
 from needle_action.recall.haystack import HaystackBuilder, Trial, needle_anchor
 from needle_action.recall.needles import make_needle
 from needle_action.recall.plan import trial_rng
+from needle_action.recall.prebuild import Prebuilder
 from needle_action.recall.prefix import Mark, MarkStates, find_mark, marks_in
 from needle_action.recall.probes.needle import Needle
 from needle_action.recall.scoring import judge
@@ -196,6 +197,7 @@ class Scheduler:
         self._build_wake = asyncio.Event()
         self._builders: list[asyncio.Task[None]] = []
         self._executor: ThreadPoolExecutor | None = None
+        self._prebuild = Prebuilder(trial_needles)  # prompts built in code: a look's inputs in one batch
         self.gate = LookGate()  # compared head runs ask look by look (recall/gate.py)
 
     # ---- feeding ------------------------------------------------------------------------------
@@ -295,12 +297,24 @@ class Scheduler:
             plan, cell, index = job
             self._building.add(id(plan))
             try:
+                await self._ahead(plan, index)
                 await self._build(plan, cell, index)
             except Exception:  # noqa: BLE001 - surfaces (once) when the scheduler asks for that trial
                 pass
             finally:
                 self._building.discard(id(plan))
                 self._build_wake.set()
+
+    async def _ahead(self, plan: PromptPlan, index: int) -> None:
+        """A prompt built in code: its next trial inputs go to the builder in one batch (never fatal:
+        the build itself reports what is wrong)."""
+        if plan.prompt.builder is not None and index > 0:
+            try:
+                await asyncio.get_running_loop().run_in_executor(
+                    self._executor, self._prebuild.ahead, plan, index, self.gate.limit(plan)
+                )
+            except Exception:  # noqa: BLE001, S110 - the build that follows raises it where it belongs
+                pass
 
     def _build(self, plan: PromptPlan, cell: CellRun, index: int) -> asyncio.Future[Trial]:
         key = (id(plan), id(cell), index)

@@ -1,0 +1,61 @@
+"""Trial inputs of a prompt built in code, sent to its builder ahead in one batch.
+
+A builder prompt (``builder = "file.py:function"``) renders every trial by calling the user's
+function in a worker process (:mod:`needle_action.assemble.builder`): one round trip per call when
+trials are built one at a time. Once a cell's first trial is built its filler amount is known, so
+the keyword arguments of its next trials are too (:meth:`HaystackBuilder.trial_variables`). The
+first time a plan builds a later trial, :class:`Prebuilder` computes those inputs for every cell of
+the plan, up to the current look (or :data:`AHEAD` trials on), and hands them to the builder's
+worker in one batch; the builds that follow are answered from its cache. The requests are the same
+as built one by one: the same function over the same inputs.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+from needle_action.assemble.builder import prefetch
+from needle_action.recall.cells import CellRun
+from needle_action.recall.probes.needle import Needle
+
+if TYPE_CHECKING:  # the scheduler imports this module
+    from needle_action.recall.scheduler import PromptPlan
+
+AHEAD = 16  # trials per cell sent ahead at once when no look bounds them (early stopping may end a cell)
+
+TrialNeedles = Callable[["PromptPlan", CellRun, int], tuple[Needle, Needle]]
+
+
+class Prebuilder:
+    """Which trials of each plan went to the builder ahead; ``ahead`` sends the next ones."""
+
+    def __init__(self, trial_needles: TrialNeedles) -> None:
+        self.trial_needles = trial_needles
+        self.covered: dict[int, int] = {}  # id(plan) -> trial indices below this were sent
+
+    def ahead(self, plan: PromptPlan, index: int, look: int | None = None) -> int:
+        """Before trial INDEX of PLAN is built: when it was not sent ahead, send the plan's trial
+        inputs from INDEX up to LOOK (the current look's trial count; None: AHEAD more) in one batch.
+        Returns how many calls went to the worker (0 for prompts not built in code)."""
+        if plan.prompt.builder is None or index == 0:
+            return 0
+        if index < self.covered.get(id(plan), 1):
+            return 0
+        stop = look if look is not None and look > index else index + AHEAD
+        self.covered[id(plan)] = stop
+        calls = []
+        for cell in plan.cells:
+            if cell.settled:
+                continue
+            for i in range(index, min(stop, cell.planned)):
+                needle, reference = self.trial_needles(plan, cell, i)
+                variables = plan.builder.trial_variables(cell.size, cell.depth, needle, i, reference)
+                if variables is not None:
+                    calls.append(variables)
+        if not calls:
+            return 0
+        return prefetch(plan.builder.config, plan.prompt, calls)
+
+
+__all__ = ["AHEAD", "Prebuilder"]
