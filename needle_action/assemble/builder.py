@@ -201,6 +201,7 @@ class _Client:
                 "memory_bytes": MEMORY_BYTES,
                 "file_bytes": FILE_BYTES,
                 "processes": PROCESSES if self.who.drops else None,
+                "site": sandbox.site_folders(),
             }
         )
         try:

@@ -143,6 +143,7 @@ def serve(settings):
     limit_resources(settings["memory_bytes"], settings["file_bytes"], settings["processes"])
     root = settings["root"]
     os.chdir(root)
+    sys.path.extend(settings.get("site") or [])  # the builders' requirements (installed by the action)
     signal.signal(signal.SIGALRM, on_alarm)
     signal.setitimer(signal.ITIMER_REAL, settings["seconds"])
     try:

@@ -62,6 +62,8 @@ class Settings:
     trust_pr_config: bool = False  # measure the PR with its own endpoints, keys and policy (risky)
     post_report: Path | None = None  # workflow_run pattern: only post the comment of this earlier report
     data_branch: str | None = None  # store main-branch results there; PR runs read the base from it
+    requests: Path | None = None  # captured requests (`needle capture`): the head's builders do not run
+    requirements: str | None = None  # builders' dependencies: a file read from the base commit
     # runner
     workspace: Path = field(default_factory=Path.cwd)
     repository: str | None = None
@@ -194,6 +196,8 @@ def load_settings(env: dict[str, str] | None = None) -> Settings:
         ("cache-dir", cache_dir),
         ("post-report", post_report),
         ("config", _get(env, "config")),
+        ("requests", _get(env, "requests")),
+        ("requirements", _get(env, "requirements")),
     ):
         if "\x00" in value:
             raise ConfigError(f"input `{name}` contains a NUL character", file="action inputs")
@@ -213,6 +217,8 @@ def load_settings(env: dict[str, str] | None = None) -> Settings:
         cache_dir=Path(cache_dir) if cache_dir else None,
         trust_pr_config=_bool(env, "trust-pr-config", False),
         data_branch=_get(env, "data-branch") or None,
+        requests=workspace / _get(env, "requests") if _get(env, "requests") else None,
+        requirements=_get(env, "requirements") or None,
         post_report=(Path(post_report) if Path(post_report).is_absolute() else workspace / post_report)
         if post_report
         else None,
