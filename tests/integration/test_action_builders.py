@@ -133,11 +133,8 @@ def test_requests_from_another_checkout_are_a_config_error(tmp_path):
     assert "Traceback" not in run.stderr
 
 
-@pytest.fixture
-def wheel_folder():
-    """A folder every user can read, holding the wheel of ``tinydep`` (VALUE = TINY_VALUE)."""
-    folder = Path(tempfile.mkdtemp(prefix="needle-wheels-", dir="/tmp"))
-    folder.chmod(0o755)
+def write_wheel(folder: Path) -> Path:
+    """The wheel of ``tinydep`` (``VALUE = TINY_VALUE``) in FOLDER, readable by every user."""
     wheel = folder / "tinydep-1.0-py3-none-any.whl"
     with zipfile.ZipFile(wheel, "w") as z:
         z.writestr("tinydep/__init__.py", f'VALUE = "{TINY_VALUE}"\n')
@@ -148,6 +145,15 @@ def wheel_folder():
         )
         z.writestr("tinydep-1.0.dist-info/RECORD", "")
     wheel.chmod(0o644)
+    return wheel
+
+
+@pytest.fixture
+def wheel_folder():
+    """A folder every user can read, holding the wheel of ``tinydep``."""
+    folder = Path(tempfile.mkdtemp(prefix="needle-wheels-", dir="/tmp"))
+    folder.chmod(0o755)
+    wheel = write_wheel(folder)
     yield wheel
     shutil.rmtree(folder, ignore_errors=True)
 
