@@ -20,7 +20,7 @@ from needle_action.errors import ConfigError
 from needle_action.providers.base import Breakpoint, Completion
 from needle_action.recall.cells import CellRun
 from needle_action.recall.haystack import Trial, needle_anchor
-from needle_action.recall.prebuild import Prebuilder
+from needle_action.recall.prebuild import every_trial
 from needle_action.recall.prefix import find_mark
 from needle_action.recall.scheduler import PromptPlan, bill, judged, trial_needles
 
@@ -36,12 +36,7 @@ def _build_all(plan: PromptPlan) -> list[tuple[str, CellRun, int, Trial, tuple[B
     built in code, every other trial's inputs to the builder in one batch, then those trials."""
     rs = plan.prompt.recall
     out: list[tuple[str, CellRun, int, Trial, tuple[Breakpoint, ...]]] = []
-    order = [(cell, 0) for cell in plan.cells if cell.planned]
-    order += [(cell, index) for cell in plan.cells for index in range(1, cell.planned)]
-    ahead = Prebuilder(trial_needles)
-    for cell, index in order:
-        if index:
-            ahead.ahead(plan, 1, max(c.planned for c in plan.cells))
+    for cell, index in every_trial(plan, trial_needles):
         needle, reference = trial_needles(plan, cell, index)
         trial = plan.builder.build(cell.size, cell.depth, needle, index, reference)
         if index == 0:

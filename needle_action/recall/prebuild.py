@@ -12,7 +12,7 @@ as built one by one: the same function over the same inputs.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING
 
 from needle_action.assemble.builder import prefetch
@@ -58,4 +58,17 @@ class Prebuilder:
         return prefetch(plan.builder.config, plan.prompt, calls)
 
 
-__all__ = ["AHEAD", "Prebuilder"]
+def every_trial(plan: PromptPlan, trial_needles: TrialNeedles) -> Iterator[tuple[CellRun, int]]:
+    """(cell, trial index) of every planned trial of PLAN, in the order to build them all at once
+    (``--batch``, ``needle capture``): each cell's first trial (which fixes its filler), then, once
+    the other trials' inputs went to a builder prompt's worker in one batch, the rest cell by cell."""
+    for cell in plan.cells:
+        if cell.planned:
+            yield cell, 0
+    Prebuilder(trial_needles).ahead(plan, 1, max((c.planned for c in plan.cells), default=1))
+    for cell in plan.cells:
+        for index in range(1, cell.planned):
+            yield cell, index
+
+
+__all__ = ["AHEAD", "Prebuilder", "every_trial"]

@@ -12,6 +12,7 @@ from unittest import mock
 import pytest
 
 from needle_action.assemble import builder
+from needle_action.capture import capture
 from needle_action.config import load_config
 from needle_action.pipeline import RecallOverrides, run_recall
 from needle_action.recall import prebuild
@@ -162,3 +163,12 @@ def test_the_batch_api_path_sends_the_builder_every_later_trial_in_one_frame(con
     assert max(c.largest for c in clients) == CELLS * (TRIALS - 1)
     _, live_cells, _ = _run(batched, fake)
     assert _cells(results) == live_cells
+
+
+def test_needle_capture_sends_every_later_trial_input_in_one_frame(config, tmp_path):
+    builder.close_all()
+    counts = capture(config, tmp_path / "captured", overrides=RecallOverrides())
+    clients = list(builder._clients.values())
+    assert builder.workers_started() == 1
+    assert max(c.largest for c in clients) == CELLS * (TRIALS - 1)
+    assert counts["built"] >= CELLS * TRIALS  # every trial input captured (and the fixture's call)
