@@ -16,6 +16,9 @@ from pathlib import Path
 
 import pytest
 
+from needle_action.errors import ConfigError
+from needle_action.flow import builder_env
+from needle_action.flow.settings import Settings
 from tests.builders import Project, pull_request
 from tests.fakes.github_server import FakeGitHub
 from tests.integration.action_runner import CONFIG, ROOT, Checkout, report_json, run_action, runner_env
@@ -183,3 +186,9 @@ def test_requirements_are_not_installed_when_the_base_has_builders_off(tmp_path)
     assert run.code != 2, run.stdout + run.stderr
     assert "built" not in {p["name"] for p in report_json(run, "head")["prompts"]}
     assert "built is built in code" in _plain(run.summary) and "was not measured" in _plain(run.summary)
+
+
+def test_a_requirements_path_outside_the_repository_is_an_input_error(tmp_path):
+    for rel in ("../../etc/passwd", "/etc/passwd"):
+        with pytest.raises(ConfigError, match="a path inside the repository"):
+            builder_env._install(Settings(workspace=tmp_path), rel, None, [])
