@@ -28,26 +28,18 @@ from tests.integration.test_builder_sandbox import HOSTILE, SLOW_AND_BIG
 
 pytestmark = [pytest.mark.container, pytest.mark.slow]
 
-CONFIG = """
-[prompts.hostile]
-builder = "app/hostile.py:build"
-fixtures = ["fixture.yaml"]
-
-[prompts.loop]
-builder = "app/limits.py:loop"
-fixtures = ["limits.yaml"]
-
-[prompts.big]
-builder = "app/limits.py:big"
-fixtures = ["limits.yaml"]
-
-[prompts.dep]
-builder = "app/dep.py:build"
-fixtures = ["limits.yaml"]
-
-[files]
-builders = true
-"""
+CONFIG = (
+    '[prompts.hostile]\nbuilder = "app/hostile.py:build"\nfixtures = ["fixture.yaml"]\n\n'
+    + "".join(
+        f'[prompts.{name}]\nbuilder = "app/{module}.py:{function}"\nfixtures = ["limits.yaml"]\n\n'
+        for name, module, function in (
+            ("loop", "limits", "loop"),
+            ("big", "limits", "big"),
+            ("dep", "dep", "build"),
+        )
+    )
+    + "[files]\nbuilders = true\n"
+)
 SCRIPT = r"""
 section() { echo "@@@ $1"; }
 cd /github/workspace

@@ -19,9 +19,9 @@ import pytest
 from needle_action.errors import ConfigError
 from needle_action.flow import builder_env
 from needle_action.flow.settings import Settings
-from tests.builders import Project, pull_request
+from tests.builders import Project
 from tests.fakes.github_server import FakeGitHub
-from tests.integration.action_runner import CONFIG, ROOT, Checkout, report_json, run_action, runner_env
+from tests.integration.action_runner import CONFIG, ROOT, make_checkout, report_json, run_action, runner_env
 
 BUILDER = '''
 def build(question, chunks):
@@ -66,22 +66,13 @@ def _pull_request(tmp_path, *, builders: bool, builder: str = BUILDER, requireme
     """A PR whose base (main) has the builder prompt, its module and fixture (and REQUIREMENTS)."""
     config, lay_out = _base(builders, builder, requirements)
 
-    def base(project: Project) -> None:
-        project.examples("prompts", "fixtures").config(config, dedent=False)
-        project.file("README.md", "# widgets\n")
-        lay_out(project)
-
     def the_pull_request(project: Project) -> None:
-        project.file("README.md", "# widgets\n\nNow with docs.\n")
-        if not builders:
+        if not builders:  # the base has builders off; the PR turns them on for itself
             project.file("needle.toml", project.config_path.read_text() + BUILDERS_ON)
         if change:
             change(project)
 
-    pr = pull_request(tmp_path, base, the_pull_request)
-    home = tmp_path / "home"
-    home.mkdir()
-    return Checkout(tmp_path, pr.origin, pr.workspace, pr.base_sha, pr.head_sha, home)
+    return make_checkout(tmp_path, the_pull_request, base_config=config, base_files=lay_out)
 
 
 def _plain(markdown: str) -> str:

@@ -17,47 +17,28 @@ from needle_action.config import load_config
 from needle_action.pipeline import RecallOverrides, run_recall
 from needle_action.recall import prebuild
 from tests.builders import Project
-from tests.fakes.anthropic_server import FakeAnthropic
 from tests.fakes.simulated_model import SimulatedModel, u_shape
 from tests.integration.recall_helpers import FIXTURE
+from tests.integration.test_builder_recall import BUILDER as RECALL_BUILDER
+from tests.integration.test_builder_recall import CONFIG as RECALL_CONFIG
 
-BUILDER = '''
-def build(notes, question):
-    """The app's request: the notes, then the question, in one user turn."""
+# the recall test's builder and config, with a builder that never ends for one question, 4 trials a
+# cell and no early stopping (every planned trial is asked)
+BUILDER = (
+    RECALL_BUILDER
+    + """
+def loop(notes, question):
     if question == "loop forever":
         while True:
             pass
-    return {
-        "system": "Answer from the notes.",
-        "messages": [{"role": "user", "content": notes + "\\n\\n" + question}],
-    }
-'''
-CONFIG = """
-[defaults]
-model = "claude-sonnet-5-5"
-provider = "anthropic"
-tokenizer = "tiktoken:o200k_base"
-tokenizer_safety_factor = 1.0
-max_input_tokens = 4000
-
-[defaults.recall]
-sizes = [400, 800]
-depths = [0.0, 0.5, 1.0]
-trials = 4
-early_stop = false
-concurrency = 4
-max_output_tokens = 32
-seed = 5
-
-[prompts.built]
-builder = "app/prompts.py:build"
-fixtures = ["fixtures/qa.yaml"]
-context_var = "notes"
-question_var = "question"
-
-[files]
-builders = true
+    return build(notes, question)
 """
+)
+CONFIG = (
+    RECALL_CONFIG.split("[prompts.recorded]")[0].replace("trials = 3", "trials = 4\nearly_stop = false")
+    + '[prompts.looping]\nbuilder = "app/prompts.py:loop"\nfixtures = ["fixtures/qa.yaml"]\n'
+    + "\n[files]\nbuilders = true\n"
+)
 CELLS, TRIALS = 2 * 3, 4
 
 
@@ -75,18 +56,16 @@ def config(tmp_path):
 
 
 @pytest.fixture
-def fake(monkeypatch):
-    with FakeAnthropic(SimulatedModel(u_shape(edge=0.97, middle=0.1, margin=0.08), seed=11)) as server:
-        monkeypatch.setenv("ANTHROPIC_BASE_URL", server.base_url)
-        monkeypatch.setenv("ANTHROPIC_API_KEY", server.api_key)
-        yield server
+def fake(anthropic_env):
+    anthropic_env.responder = SimulatedModel(u_shape(edge=0.97, middle=0.1, margin=0.08), seed=11)
+    return anthropic_env
 
 
 def _run(config, fake) -> tuple[Counter, list, tuple[int, int, int, int]]:
     """(the request bodies sent, the cells, (worker processes, frames, largest frame, calls))."""
     builder.close_all()
     fake.reset()
-    results = run_recall(config, overrides=RecallOverrides(), cache=False)
+    results = run_recall(config, only=["built"], overrides=RecallOverrides(), cache=False)
     clients = list(builder._clients.values())
     counts = (
         builder.workers_started(),
@@ -132,7 +111,7 @@ def test_each_call_of_a_batch_keeps_its_own_time_limit(config, monkeypatch):
     """A batch of 3 where the middle call never ends: that call fails at 1 s, the others are built,
     and the parent does not wait 3 limits for the frame (each answer has its own deadline)."""
     monkeypatch.setattr(builder, "BUILD_SECONDS", 1.0)
-    prompt = config.prompts["built"]
+    prompt = config.prompts["looping"]
     calls = [{"notes": "n", "question": q} for q in ("first?", "loop forever", "third?")]
     client = builder.client_for(config, prompt)
     started = time.monotonic()
@@ -157,7 +136,7 @@ def test_the_batch_api_path_sends_the_builder_every_later_trial_in_one_frame(con
     )
     batched = load_config(config.path)
     builder.close_all()
-    results = run_recall(batched, cache=str(tmp_path / "cache"), batch=True)
+    results = run_recall(batched, only=["built"], cache=str(tmp_path / "cache"), batch=True)
     clients = list(builder._clients.values())
     assert builder.workers_started() == 1
     assert max(c.largest for c in clients) == CELLS * (TRIALS - 1)
@@ -167,7 +146,7 @@ def test_the_batch_api_path_sends_the_builder_every_later_trial_in_one_frame(con
 
 def test_needle_capture_sends_every_later_trial_input_in_one_frame(config, tmp_path):
     builder.close_all()
-    counts = capture(config, tmp_path / "captured", overrides=RecallOverrides())
+    counts = capture(config, tmp_path / "captured", overrides=RecallOverrides(), only=["built"])
     clients = list(builder._clients.values())
     assert builder.workers_started() == 1
     assert max(c.largest for c in clients) == CELLS * (TRIALS - 1)
