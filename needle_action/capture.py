@@ -41,6 +41,7 @@ from needle_action.recall.cells import CellRun
 from needle_action.recall.haystack import HaystackBuilder
 from needle_action.recall.plan import RecallOverrides, context_window, effective_prompt, skip_reason
 from needle_action.recall.power import plan_for
+from needle_action.recall.prebuild import every_trial
 from needle_action.recall.scheduler import PromptPlan, trial_needles
 from needle_action.tokens import get_counter
 
@@ -105,10 +106,9 @@ def _capture_prompt(config: Config, prompt: PromptConfig) -> None:
     if skip_reason(prompt) is not None:
         return
     plan = _trial_plan(config, prompt)
-    for cell in plan.cells:
-        for index in range(cell.planned):
-            needle, reference = trial_needles(plan, cell, index)
-            plan.builder.build(cell.size, cell.depth, needle, index, reference)
+    for cell, index in every_trial(plan, trial_needles):
+        needle, reference = trial_needles(plan, cell, index)
+        plan.builder.build(cell.size, cell.depth, needle, index, reference)
 
 
 def capture(

@@ -9,11 +9,16 @@ places the haystack.
 The builder is code from the pull request, so it never runs in this process: a long-lived worker
 (:mod:`~needle_action.assemble.builder_worker`, started by
 :mod:`~needle_action.assemble.builder_sandbox`: empty environment, unprivileged user under root, a
-copy of the repository) answers batches of calls over pipes, as JSON only, under a time limit per
-call (:data:`BUILD_SECONDS`) and an address-space cap (:data:`MEMORY_BYTES`). Calls from several
-threads (recall builds trials concurrently across prompts and sides) are gathered into one batch
-while the previous batch runs; identical inputs are answered from a cache. Everything the builder
-does wrong is a :class:`BuilderError` in the user's own file and line, never a traceback of ours.
+copy of the repository) answers batches of calls over pipes, as JSON only. One request frame
+carries a batch (at most :data:`MAX_BATCH` calls, :data:`BATCH_BYTES` of arguments); the worker
+answers each call in a frame of its own as soon as it is built, so the limits stay those of one
+call however large the batch: a time limit per call (:data:`BUILD_SECONDS`, the worker's timer, and
+the parent's deadline for the next answer) and an address-space cap (:data:`MEMORY_BYTES`) that
+only one call's result at a time has to fit in. Recall sends a look's trial inputs ahead in one
+batch (:func:`prefetch`), and calls from several threads (prompts and sides built concurrently)
+are gathered into one batch while the previous batch runs; identical inputs are answered from a
+cache, so the builds that follow cost no round trip. Everything the builder does wrong is a
+:class:`BuilderError` in the user's own file and line, never a traceback of ours.
 """
 
 from __future__ import annotations
@@ -38,7 +43,7 @@ from needle_action.assemble import builder_sandbox as sandbox
 from needle_action.assemble.prompt import RenderedPrompt
 from needle_action.config.model import Config, PromptConfig
 from needle_action.dataformats import DataError, parse_json
-from needle_action.errors import ConfigError, TemplateError
+from needle_action.errors import ConfigError, NeedleError, TemplateError
 from needle_action.pipes import WorkerGone, close_every, receive, send, widen_pipe
 
 BUILD_SECONDS = 10.0
@@ -48,8 +53,10 @@ MEMORY_BYTES = 2 * 1024**3
 FILE_BYTES = 64 * 1024**2
 PROCESSES = 64  # as the unprivileged user only: a fork bomb stops here
 MAX_BATCH = 64
-MAX_ANSWER_BYTES = 256 * 1024**2
+BATCH_BYTES = 16 * 1024**2  # keyword arguments per request frame (a batch ends at the first past it)
+MAX_ANSWER_BYTES = 256 * 1024**2  # one call's answer
 CACHE_ENTRIES = 2048
+CACHE_BYTES = 256 * 1024**2  # of the calls' text: a trial's body is about as large as its inputs
 
 
 class BuilderError(TemplateError):
@@ -107,8 +114,11 @@ class _Client:
         self.pending: list[tuple[str, Future]] = []
         self.cond = threading.Condition()
         self.cache: OrderedDict[str, Any] = OrderedDict()
+        self.cache_bytes = 0
         self.closed = False
+        self.starts = 0  # worker processes started (one per run unless one died)
         self.batches = 0
+        self.largest = 0  # calls in the largest request frame
         self.calls = 0
         self.seconds = 0.0  # wall time of the batches: the overhead builders add, measured
         self.thread = threading.Thread(
@@ -144,7 +154,7 @@ class _Client:
                     self.cond.wait()
                 if self.closed:
                     return
-                batch, self.pending = self.pending[:MAX_BATCH], self.pending[MAX_BATCH:]
+                batch = self._take_batch()
             started = time.perf_counter()
             try:
                 results = self._send([text for text, _ in batch])
@@ -158,11 +168,28 @@ class _Client:
             with self.cond:
                 for (text, _), result in zip(batch, results, strict=True):
                     if "ok" in result:
-                        self.cache[text] = copy.deepcopy(result["ok"])
-                        if len(self.cache) > CACHE_ENTRIES:
-                            self.cache.popitem(last=False)
+                        self._remember(text, result["ok"])
             for (_, fut), result in zip(batch, results, strict=True):
                 fut.set_result(result)
+
+    def _take_batch(self) -> list[tuple[str, Future]]:
+        """The next request frame's calls: up to MAX_BATCH of them and BATCH_BYTES of arguments."""
+        size, n = 0, 0
+        for text, _ in self.pending[:MAX_BATCH]:
+            if n and size + len(text) > BATCH_BYTES:
+                break
+            size, n = size + len(text), n + 1
+        batch, self.pending = self.pending[:n], self.pending[n:]
+        return batch
+
+    def _remember(self, text: str, value: Any) -> None:
+        if text in self.cache:
+            return
+        self.cache[text] = copy.deepcopy(value)
+        self.cache_bytes += len(text)
+        while len(self.cache) > CACHE_ENTRIES or self.cache_bytes > CACHE_BYTES:
+            old, _ = self.cache.popitem(last=False)
+            self.cache_bytes -= len(old)
 
     def _start(self) -> None:
         settings = json.dumps(
@@ -174,6 +201,7 @@ class _Client:
                 "memory_bytes": MEMORY_BYTES,
                 "file_bytes": FILE_BYTES,
                 "processes": PROCESSES if self.who.drops else None,
+                "site": sandbox.site_folders(),
             }
         )
         try:
@@ -184,27 +212,32 @@ class _Client:
                 hint=f"set ${sandbox.PYTHON_ENV} to a Python that user {self.who.name or 'this user'} can run",
             ) from None
         self.first = True
+        self.starts += 1
         widen_pipe(self.proc.stdin)
         widen_pipe(self.proc.stdout)
 
     def _send(self, calls: list[str]) -> list[dict]:
+        """One request frame with CALLS; the worker answers each in a frame of its own, and the
+        deadline is per answer (one call's limit, whatever the batch's length)."""
         if self.proc is None or self.proc.poll() is not None:
             self._start()
         payload = ('{"calls":[' + ",".join(calls) + "]}").encode("utf-8")
-        timeout = BUILD_SECONDS * len(calls) + GRACE_SECONDS + (STARTUP_SECONDS if self.first else 0.0)
-        self.first = False
         self.batches += 1
+        self.largest = max(self.largest, len(calls))
+        results: list[dict] = []
         try:
             send(self.proc, payload)
-            raw = receive(self.proc, time.monotonic() + timeout, max_bytes=MAX_ANSWER_BYTES)
-            answer = parse_json(raw.decode("utf-8"))
+            for _ in calls:
+                timeout = BUILD_SECONDS + GRACE_SECONDS + (STARTUP_SECONDS if self.first else 0.0)
+                raw = receive(self.proc, time.monotonic() + timeout, max_bytes=MAX_ANSWER_BYTES)
+                self.first = False
+                result = parse_json(raw.decode("utf-8"))
+                if not isinstance(result, dict) or not ("ok" in result or "error" in result):
+                    raise WorkerGone("bad answer")
+                results.append(result)
         except (OSError, WorkerGone, DataError, UnicodeDecodeError) as exc:
             self.kill()
             raise self._gone(exc) from None
-        results = answer.get("results") if isinstance(answer, dict) else None
-        if not isinstance(results, list) or len(results) != len(calls):
-            self.kill()
-            raise self._gone(WorkerGone("bad answer"))
         return results
 
     def _gone(self, exc: BaseException) -> BuilderError:
@@ -326,6 +359,31 @@ def call_builder(config: Config, prompt: PromptConfig, kwargs: dict) -> Any:
     return result["ok"]
 
 
+def prefetch(config: Config, prompt: PromptConfig, calls: list[dict]) -> int:
+    """Send PROMPT's builder CALLS (keyword arguments each) ahead, in as few request frames as the
+    batch limits allow, so the builds that follow are answered from the cache without a round trip.
+
+    Returns how many calls went to the worker (those cached already do not). Nothing is raised: a
+    call that fails is not cached, and the build that needs it calls again and reports the error at
+    the user's line. Replaying captured requests, or with builders off, nothing is sent."""
+    if _replay is not None or prompt.builder is None or not config.files.builders:
+        return 0
+    texts = []
+    for kwargs in calls:
+        try:
+            texts.append(canonical(kwargs))
+        except (TypeError, ValueError):
+            continue  # the build itself reports it
+    try:
+        client = client_for(config, prompt)
+        with client.cond:
+            fresh = list(dict.fromkeys(t for t in texts if t not in client.cache))
+        client.build_many(fresh)
+    except NeedleError:
+        return 0
+    return len(fresh)
+
+
 # --------------------------------------------------------------------------- prompts built in code
 
 # captured requests (``needle check --requests DIR``): call key -> body; no code runs while set
@@ -417,6 +475,12 @@ def batches_sent() -> int:
         return sum(c.batches for c in _clients.values())
 
 
+def workers_started() -> int:
+    """How many builder worker processes this process has started (a run reuses one per builder)."""
+    with _clients_lock:
+        return sum(c.starts for c in _clients.values())
+
+
 def usage() -> tuple[int, int, float]:
     """(calls sent to builder workers, batches, seconds spent waiting for them) in this process."""
     with _clients_lock:
@@ -433,6 +497,8 @@ __all__ = [
     "builder_error",
     "built_body",
     "call_builder",
+    "prefetch",
+    "workers_started",
     "recording",
     "render_built",
     "replaying",

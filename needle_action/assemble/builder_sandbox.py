@@ -18,12 +18,16 @@ worker that runs it (:mod:`~needle_action.assemble.builder_worker`) is started h
 * **interpreter**: needle's own Python when the worker's user can execute it; else the first of
   ``$NEEDLE_BUILDER_PYTHON``, ``/usr/local/bin/python3.X``, ``/usr/bin/python3.X`` (same version)
   it can, with a notice that packages installed only beside needle are not importable; if none,
-  the run stops with an error naming the fix (fail closed: never the builder as root).
+  the run stops with an error naming the fix (fail closed: never the builder as root);
+* **dependencies**: in the action, the packages of a requirements file the base branch names are
+  installed (:func:`install_requirements`) as the worker's user, with the same empty environment,
+  into a private folder the worker puts at the end of its ``sys.path`` (:func:`site_folders`).
 """
 
 from __future__ import annotations
 
 import atexit
+import glob
 import os
 import shutil
 import stat
@@ -222,6 +226,81 @@ def shield_git(root: Path) -> None:
         os.chmod(git, mode & 0o700)
         atexit.register(_restore_mode, key, mode)
     _shielded.add(key)
+
+
+# --------------------------------------------------------------------------- dependencies
+
+INSTALL_SECONDS = 600
+_sites: list[str] = []
+
+
+def site_folders() -> list[str]:
+    """The private folders of installed builder dependencies (appended to the worker's sys.path)."""
+    return list(_sites)
+
+
+def _pip(python: str, env: dict[str, str]) -> list[str]:
+    """How PYTHON runs pip: its own module, else the pip wheel Debian ships (the action's image
+    has a venv without pip; ``python path/pip.whl/pip`` runs it, so ``-I`` is replaced by ``-E -s``)."""
+    probe = subprocess.run(
+        [python, "-I", "-c", "import pip"], env=env, capture_output=True, timeout=60, check=False
+    )
+    if probe.returncode == 0:
+        return [python, "-I", "-m", "pip"]
+    wheels = sorted(glob.glob("/usr/share/python-wheels/pip-*.whl"))
+    if wheels:
+        return [python, "-E", "-s", wheels[-1] + "/pip"]
+    raise ConfigError(
+        f"the builders' Python ({python}) has no pip to install their requirements with",
+        hint="install pip for that Python, or set $NEEDLE_BUILDER_PYTHON to one that has it",
+    )
+
+
+def install_requirements(text: str, name: str, who: RunAs, python: str) -> Path:
+    """Install the requirements TEXT (the file NAME, for messages) for the builders: as WHO, with an
+    environment that holds nothing of ours (install-time code of a package is as confined as a
+    builder), ``--no-input``, into a private folder that later workers add to their ``sys.path``."""
+    home = Path(tempfile.mkdtemp(prefix="needle-builder-site-"))
+    atexit.register(shutil.rmtree, home, ignore_errors=True)
+    (home / "requirements.txt").write_text(text, encoding="utf-8")
+    if who.drops:
+        assert who.uid is not None and who.gid is not None
+        os.chown(home, who.uid, who.gid)
+        os.chown(home / "requirements.txt", who.uid, who.gid)
+    env = worker_env(home)
+    env["PIP_NO_INPUT"] = "1"
+    target = home / "site"
+    command = [
+        *_pip(python, env),
+        "install",
+        "--no-input",
+        "--no-cache-dir",
+        "--disable-pip-version-check",
+        "--no-warn-script-location",
+        "--target",
+        str(target),
+        "-r",
+        str(home / "requirements.txt"),
+    ]
+    drop: dict = {"user": who.uid, "group": who.gid, "extra_groups": []} if who.drops else {}
+    try:
+        proc = subprocess.run(
+            command, env=env, cwd=home, capture_output=True, text=True, timeout=INSTALL_SECONDS, **drop
+        )
+    except subprocess.TimeoutExpired:
+        raise ConfigError(
+            f"installing the builders' requirements ({name}) took longer than {INSTALL_SECONDS} s",
+            file=name,
+        ) from None
+    if proc.returncode != 0:
+        tail = "\n".join((proc.stderr or proc.stdout).strip().splitlines()[-6:])
+        raise ConfigError(
+            f"installing the builders' requirements ({name}) failed:\n{tail}",
+            file=name,
+            hint="the base branch names this file; fix it there (pip install -r works the same locally)",
+        )
+    _sites.append(str(target))
+    return target
 
 
 # --------------------------------------------------------------------------- the process

@@ -8,10 +8,12 @@ needle's own environment lives in a folder that user cannot read (``/root/.pyenv
 Before the first line of the builder runs, the worker caps its own address space, file size and
 process count (``setrlimit``: lowering a limit needs no privilege), moves into the temporary copy of
 the repository and silences stdout (a stray ``print`` must not corrupt the answers). Then it answers
-length-prefixed JSON requests on stdin: ``{"calls": [kwargs, ...]}`` -> ``{"results": [...]}``, one
-result per call: ``{"ok": <the JSON return value>}`` or ``{"error": {...}}`` with the builder's own
-traceback frames (files inside the copy only, relative to it). Every call runs under a
-``SIGALRM`` timer; the parent kills the worker if even that does not end it.
+length-prefixed JSON requests on stdin: ``{"calls": [kwargs, ...]}`` (a batch), answered by one
+frame per call, in order, each written as soon as that call returns: ``{"ok": <the JSON return
+value>}`` or ``{"error": {...}}`` with the builder's own traceback frames (files inside the copy
+only, relative to it). Every call runs under a ``SIGALRM`` timer; the parent waits that long (and a
+grace) for each answer and kills the worker if even the timer does not end a call. Only one call's
+result is held at a time, so the memory cap is one call's too.
 """
 
 import importlib
@@ -141,6 +143,7 @@ def serve(settings):
     limit_resources(settings["memory_bytes"], settings["file_bytes"], settings["processes"])
     root = settings["root"]
     os.chdir(root)
+    sys.path.extend(settings.get("site") or [])  # the builders' requirements (installed by the action)
     signal.signal(signal.SIGALRM, on_alarm)
     signal.setitimer(signal.ITIMER_REAL, settings["seconds"])
     try:
@@ -164,20 +167,24 @@ def serve(settings):
         header = inp.read(HEADER.size)
         if len(header) < HEADER.size:
             return
-        request = json.loads(inp.read(HEADER.unpack(header)[0]))
-        if func is None:
-            results = [{"error": loaded} for _ in request["calls"]]
-        else:
-            results = [call_one(func, kwargs, root, settings["seconds"]) for kwargs in request["calls"]]
-        try:
-            answer = json.dumps({"results": results}, ensure_ascii=False, allow_nan=False).encode("utf-8")
-        except (MemoryError, ValueError, RecursionError) as exc:
-            failed = {
-                "error": {"kind": "return", "type": "", "message": f"the answer could not be encoded: {exc}"}
-            }
-            answer = json.dumps({"results": [failed for _ in results]}).encode("utf-8")
-        out.write(HEADER.pack(len(answer)) + answer)
-        out.flush()
+        calls = json.loads(inp.read(HEADER.unpack(header)[0]))["calls"]
+        for kwargs in calls:
+            result = {"error": loaded} if func is None else call_one(func, kwargs, root, settings["seconds"])
+            answer = encode(result)
+            out.write(HEADER.pack(len(answer)) + answer)
+            out.flush()
+            del result, answer
+
+
+def encode(result):
+    """RESULT as one answer frame's bytes (an error in its place when it cannot be encoded)."""
+    try:
+        return json.dumps(result, ensure_ascii=False, allow_nan=False).encode("utf-8")
+    except (MemoryError, ValueError, RecursionError) as exc:
+        failed = {
+            "error": {"kind": "return", "type": "", "message": f"the answer could not be encoded: {exc}"}
+        }
+        return json.dumps(failed).encode("utf-8")
 
 
 if __name__ == "__main__":  # pragma: no cover - the worker process

@@ -63,6 +63,8 @@ class Settings:
     trust_pr_config: bool = False  # measure the PR with its own endpoints, keys and policy (risky)
     post_report: Path | None = None  # workflow_run pattern: only post the comment of this earlier report
     data_branch: str | None = None  # store main-branch results there; PR runs read the base from it
+    requests: Path | None = None  # captured requests (`needle capture`): the head's builders do not run
+    requirements: str | None = None  # builders' dependencies: a file read from the base commit
     # runner
     workspace: Path = field(default_factory=Path.cwd)
     repository: str | None = None
@@ -215,6 +217,8 @@ def load_settings(env: dict[str, str] | None = None) -> Settings:
     cache_dir = _path_input(env, "cache-dir")
     post_report = _path_input(env, "post-report")
     config = _path_input(env, "config")
+    requests = _path_input(env, "requests")
+    requirements = _path_input(env, "requirements")
     temp = env.get("RUNNER_TEMP")
     return Settings(
         config=config or "needle.toml",
@@ -231,6 +235,8 @@ def load_settings(env: dict[str, str] | None = None) -> Settings:
         cache_dir=Path(cache_dir) if cache_dir else None,
         trust_pr_config=_bool(env, "trust-pr-config", False),
         data_branch=_get(env, "data-branch") or None,
+        requests=workspace / requests if requests else None,
+        requirements=requirements or None,
         post_report=(Path(post_report) if Path(post_report).is_absolute() else workspace / post_report)
         if post_report
         else None,

@@ -21,7 +21,7 @@ from pathlib import Path
 from needle_action.compare import Comparison, compare
 from needle_action.config.model import Config
 from needle_action.errors import ConfigError, NeedleError
-from needle_action.flow import databranch, trust, workflow
+from needle_action.flow import builder_env, databranch, trust, workflow
 from needle_action.flow.baseline import (
     BaselineUnavailable,
     base_side,
@@ -116,7 +116,8 @@ def measure_pull_request(settings: Settings) -> Sides:
     trusted = trust.load_trusted(settings, base_sha, notes)
     cache = ResultCache(trust.cache_file(settings, notes))
     head_config = trust.head_config(settings, trusted, notes)
-    head, base = measure_both(settings, head_config, (base_sha, no_base), cache, trusted, notes)
+    with builder_env.head_side(settings, head_config, base_sha, notes) as head_config:
+        head, base = measure_both(settings, head_config, (base_sha, no_base), cache, trusted, notes)
     resolve_auto_budgets(head, base)
     return Sides(head, base, base_sha, head_config, notes)
 
@@ -235,7 +236,7 @@ def _measure_pair(
     with base_side(settings.workspace, base_sha, settings.config_path) as (base_config, note):
         try:
             head, base = measure_sides(
-                [head_config, trust.for_base(base_config, trusted)],
+                [head_config, builder_env.base_side(settings, trust.for_base(base_config, trusted), notes)],
                 measure_how(settings, head_config),
                 env=os.environ,
                 cache=cache,

@@ -20,6 +20,7 @@ from needle_action.errors import ConfigError
 from needle_action.providers.base import Breakpoint, Completion
 from needle_action.recall.cells import CellRun
 from needle_action.recall.haystack import Trial, needle_anchor
+from needle_action.recall.prebuild import every_trial
 from needle_action.recall.prefix import find_mark
 from needle_action.recall.scheduler import PromptPlan, bill, judged, trial_needles
 
@@ -31,19 +32,22 @@ def custom_id(plan: PromptPlan, cell: CellRun, index: int) -> str:
 
 
 def _build_all(plan: PromptPlan) -> list[tuple[str, CellRun, int, Trial, tuple[Breakpoint, ...]]]:
+    """Every planned trial of PLAN: each cell's first (which fixes its filler), then, for a prompt
+    built in code, every other trial's inputs to the builder in one batch, then those trials."""
     rs = plan.prompt.recall
     out: list[tuple[str, CellRun, int, Trial, tuple[Breakpoint, ...]]] = []
-    for cell in plan.cells:
-        for index in range(cell.planned):
-            needle, reference = trial_needles(plan, cell, index)
-            trial = plan.builder.build(cell.size, cell.depth, needle, index, reference)
-            if index == 0:
-                cell.prompt_tokens, cell.token_offset = trial.prompt_tokens, trial.token_offset
-            mark = find_mark(trial.rendered, needle_anchor(needle.facts[0]), trial.token_offset)
-            cached: tuple[Breakpoint, ...] = ()
-            if mark is not None and rs.prompt_cache:
-                cached = (Breakpoint(mark.part, mark.offset, cache=True),)
-            out.append((custom_id(plan, cell, index), cell, index, trial, cached))
+    for cell, index in every_trial(plan, trial_needles):
+        needle, reference = trial_needles(plan, cell, index)
+        trial = plan.builder.build(cell.size, cell.depth, needle, index, reference)
+        if index == 0:
+            cell.prompt_tokens, cell.token_offset = trial.prompt_tokens, trial.token_offset
+        mark = find_mark(trial.rendered, needle_anchor(needle.facts[0]), trial.token_offset)
+        cached: tuple[Breakpoint, ...] = ()
+        if mark is not None and rs.prompt_cache:
+            cached = (Breakpoint(mark.part, mark.offset, cache=True),)
+        out.append((custom_id(plan, cell, index), cell, index, trial, cached))
+    rank = {id(cell): i for i, cell in enumerate(plan.cells)}
+    out.sort(key=lambda item: (rank[id(item[1])], item[2]))  # the requests in cell order, as before
     return out
 
 

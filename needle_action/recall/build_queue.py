@@ -19,6 +19,7 @@ from needle_action.recall.cells import CellRun
 from needle_action.recall.haystack import Trial
 from needle_action.recall.needles import make_needle
 from needle_action.recall.plan import trial_rng
+from needle_action.recall.prebuild import Prebuilder
 from needle_action.recall.probes.needle import Needle
 from needle_action.recall.prompt_plan import PromptPlan
 
@@ -46,8 +47,10 @@ def trial_needles(plan: PromptPlan, cell: CellRun, index: int) -> tuple[Needle, 
 class BuildQueue:
     """Trials to build, best first; ON_BUILT(cell, index, future) runs (on the loop) as each ends."""
 
-    def __init__(self, on_built: OnBuilt) -> None:
+    def __init__(self, on_built: OnBuilt, look: Callable[[PromptPlan], int | None] | None = None) -> None:
         self._on_built = on_built
+        self._look = look or (lambda plan: None)  # a plan's current look (trials per cell), if gated
+        self._prebuild = Prebuilder(trial_needles)  # prompts built in code: a look's inputs in one batch
         self._built: dict[BuildKey, asyncio.Future[Trial]] = {}
         # trials to build, best first: (trial index, plan order, cell rank), so every plan's first
         # trials (which its prefix writer waits for) go before any plan's later ones
@@ -128,12 +131,24 @@ class BuildQueue:
             plan, cell, index = job
             self._building.add(id(plan))
             try:
+                await self._ahead(plan, index)
                 await self._build(plan, cell, index)
             except Exception:  # noqa: S110 - surfaces (once) when the scheduler asks for that trial
                 pass
             finally:
                 self._building.discard(id(plan))
                 self._wake.set()
+
+    async def _ahead(self, plan: PromptPlan, index: int) -> None:
+        """A prompt built in code: its next trial inputs go to the builder in one batch (never fatal:
+        the build itself reports what is wrong)."""
+        if plan.prompt.builder is not None and index > 0:
+            try:
+                await asyncio.get_running_loop().run_in_executor(
+                    self._executor, self._prebuild.ahead, plan, index, self._look(plan)
+                )
+            except Exception:  # noqa: S110 - the build that follows raises it where it belongs
+                pass
 
     def _build(self, plan: PromptPlan, cell: CellRun, index: int) -> asyncio.Future[Trial]:
         key = (id(plan), id(cell), index)

@@ -159,8 +159,11 @@ class HaystackBuilder:
     def _measure(self, rendered: RenderedPrompt) -> int:
         return int(self.counter.count_prompt(rendered))
 
+    def _variables(self, context: Any, question: str) -> dict:
+        return {**self.variables, self.context_var: context, self.question_var: question}
+
     def _render(self, context: Any, question: str) -> RenderedPrompt:
-        variables = {**self.variables, self.context_var: context, self.question_var: question}
+        variables = self._variables(context, question)
         return render_case(self.config, self.prompt, self.fixture_path, variables=variables)
 
     def _default_question(self) -> str:
@@ -226,6 +229,22 @@ class HaystackBuilder:
         """
         with self._lock:
             return self._build(size, depth, needle, trial, reference or needle)
+
+    def trial_variables(
+        self, size: int, depth: float, needle: Needle, trial: int, reference: Needle | None = None
+    ) -> dict | None:
+        """The variables ``build`` renders this trial with, once its cell's filler amount is known
+        (its first trial built), else None: a prompt built in code gets them in one batch ahead."""
+        reference = reference or needle
+        depth = min(1.0, max(0.0, float(depth)))
+        gold = needle.style == "gold"
+        stream_key = trial if gold else SHARED_STREAM
+        with self._lock:
+            words = self._layout.get((size, depth, reference.style, reference.key, stream_key))
+            if words is None:
+                return None
+            context = self._placer.context(self._stream(stream_key, gold=gold).take(words), depth, needle)
+            return self._variables(context, needle.question)
 
     def _build(self, size: int, depth: float, needle: Needle, trial: int, reference: Needle) -> Trial:
         depth = min(1.0, max(0.0, float(depth)))

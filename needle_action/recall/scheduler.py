@@ -125,7 +125,10 @@ class Scheduler:
         self._wake = asyncio.Event()
         self._closed = False
         # a lambda, not the bound method: the callback is looked up when a build ends
-        self._builds = BuildQueue(lambda cell, index, fut: self._built_one(cell, index, fut))
+        self._builds = BuildQueue(
+            lambda cell, index, fut: self._built_one(cell, index, fut),
+            look=lambda plan: self.gate.limit(plan),
+        )
         self.gate = LookGate()  # compared head runs ask look by look (recall/gate.py)
 
     # ---- feeding ------------------------------------------------------------------------------

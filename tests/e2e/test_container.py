@@ -15,6 +15,7 @@ machine can run containers) or, where that tool is absent, ``docker`` (a GitHub-
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import shutil
@@ -82,14 +83,20 @@ def _pick_engine() -> Engine:
     pytest.skip(f"no container engine: neither {SCRIPT} nor a working docker")
 
 
-@pytest.fixture(scope="module")
-def engine() -> Engine:
+@functools.cache
+def built_engine() -> Engine:
+    """The engine with the image built: once per session, for every container test module."""
     eng = _pick_engine()
     proc = eng.build()
     assert proc.returncode == 0, (
         f"image build failed (exit {proc.returncode}):\n{proc.stdout[-6000:]}\n{proc.stderr[-6000:]}"
     )
     return eng
+
+
+@pytest.fixture(scope="module")
+def engine() -> Engine:
+    return built_engine()
 
 
 def _fail(proc: subprocess.CompletedProcess) -> str:

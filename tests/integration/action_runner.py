@@ -96,14 +96,17 @@ def make_checkout(
     *,
     base_growth: str = "10%",
     base_config: str | None = None,
+    base_files: Callable[[Project], object] | None = None,
 ) -> Checkout:
-    """The examples' prompts and fixtures with CONFIG on ``main``; the PR edits the README, then
-    applies CHANGE (given the origin's :class:`~tests.builders.Project`)."""
+    """The examples' prompts and fixtures with CONFIG on ``main`` (and what BASE_FILES adds); the PR
+    edits the README, then applies CHANGE (given the origin's :class:`~tests.builders.Project`)."""
 
     def base(project: Project) -> None:
         config = base_config or CONFIG.format(growth=base_growth)
         project.examples("prompts", "fixtures").config(config, dedent=False)
         project.file("README.md", "# widgets\n")
+        if base_files:
+            base_files(project)
 
     def the_pull_request(project: Project) -> None:
         project.file("README.md", "# widgets\n\nNow with docs.\n")

@@ -16,10 +16,12 @@ import pytest
 from tests.fakes.anthropic_server import FakeAnthropic
 from tests.fakes.simulated_model import SimulatedModel
 from tests.integration.recall_helpers import (
+    TEMPLATE,
     base_and_head,
     flat95,
     middle_minus_30,
     needle_cli,
+    write_project,
 )
 from tests.needle_cli import needle_env, run_needle
 

@@ -112,6 +112,15 @@ def test_settings_from_a_runner_environment(tmp_path):
     assert s.cache_dir is None and s.trust_pr_config is False  # the cache lives outside the checkout
 
 
+def test_builder_inputs_name_a_folder_in_the_workspace_and_a_file(tmp_path):
+    s = load_settings(
+        _env(tmp_path, **{"INPUT_REQUESTS": "captured", "INPUT_REQUIREMENTS": "requirements.txt"})
+    )
+    assert s.requests == tmp_path / "captured" and s.requirements == "requirements.txt"
+    unset = load_settings(_env(tmp_path, **{"INPUT_REQUESTS": "", "INPUT_REQUIREMENTS": " "}))
+    assert unset.requests is None and unset.requirements is None
+
+
 @pytest.mark.parametrize(
     ("name", "value", "words"),
     [
@@ -119,6 +128,7 @@ def test_settings_from_a_runner_environment(tmp_path):
         ("INPUT_SEED", "x", "whole number"),
         ("INPUT_TRIALS", "0", "at least 1"),
         ("INPUT_PROVIDER", "bard", "anthropic, openai or local"),
+        ("INPUT_REQUESTS", "captured\x00", "NUL"),
     ],
 )
 def test_bad_inputs_are_config_errors(tmp_path, name, value, words):
