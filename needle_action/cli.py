@@ -30,6 +30,7 @@ from needle_action.doctor import format_line, run_checks
 from needle_action.errors import EXIT_CONFIG, ConfigError, NeedleError
 from needle_action.flow.comment_body import with_head
 from needle_action.flow.sides import compare_sides, local_settings, measure_pull_request
+from needle_action.names import PROVIDER_NAMES
 from needle_action.paths import UnsafePath, write_user_file
 from needle_action.pipeline import (
     Measure,
@@ -43,7 +44,6 @@ from needle_action.pipeline import (
     select_prompts,
 )
 from needle_action.policy import comparison_exit_code, results_exit_code
-from needle_action.providers.specs import PROVIDER_NAMES
 from needle_action.recall.merge import merge_files
 from needle_action.recall.scheduler import Progress
 from needle_action.report.html import render_html

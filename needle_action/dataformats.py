@@ -28,6 +28,10 @@ import yaml
 
 from needle_action.paths import last_content_line
 
+JSON = dict[str, Any]
+"""A JSON object as parsed (a request body, a content block, a table): its keys are strings, its
+values are checked by whoever reads them. The one spelling for such objects across the package."""
+
 MAX_DEPTH = 100
 MAX_YAML_VALUES = 1_000_000
 _DIGITS_LIMIT = 4300  # CPython's default int <-> str conversion limit (sys.get_int_max_str_digits)
@@ -135,7 +139,7 @@ def toml_error_at(message: str, text: str) -> TomlErrorAt:
 # --------------------------------------------------------------------------- TOML and JSON
 
 
-def parse_toml(text: str) -> dict:
+def parse_toml(text: str) -> dict[str, Any]:
     """``tomllib.loads`` with positions for every failure (see the module docstring)."""
     try:
         data = tomllib.loads(text)

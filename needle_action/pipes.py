@@ -59,7 +59,7 @@ def read_exactly(fd: int, size: int, deadline: float) -> bytes:
     return bytes(buf)
 
 
-def send(proc: subprocess.Popen, payload: bytes) -> None:
+def send(proc: subprocess.Popen[bytes], payload: bytes) -> None:
     """One request frame to the worker's stdin."""
     assert proc.stdin is not None
     try:
@@ -69,7 +69,7 @@ def send(proc: subprocess.Popen, payload: bytes) -> None:
         raise WorkerGone("exited") from None
 
 
-def receive(proc: subprocess.Popen, deadline: float, max_bytes: int | None = None) -> bytes:
+def receive(proc: subprocess.Popen[bytes], deadline: float, max_bytes: int | None = None) -> bytes:
     """One answer frame from the worker's stdout by DEADLINE (at most MAX_BYTES when given)."""
     assert proc.stdout is not None
     fd = proc.stdout.fileno()
@@ -79,7 +79,7 @@ def receive(proc: subprocess.Popen, deadline: float, max_bytes: int | None = Non
     return read_exactly(fd, size, deadline)
 
 
-def exchange(proc: subprocess.Popen, payload: bytes, timeout: float) -> bytes:
+def exchange(proc: subprocess.Popen[bytes], payload: bytes, timeout: float) -> bytes:
     """Send PAYLOAD and return the answer's bytes, within TIMEOUT seconds."""
     send(proc, payload)
     return receive(proc, time.monotonic() + timeout)

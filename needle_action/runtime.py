@@ -120,7 +120,7 @@ def _to_rendered(system: Any, messages: Iterable[Any], extra: Mapping[str, Any] 
         raise ValueError(f"PreflightGuard cannot read this request: {exc}") from None
 
 
-def _has_openai_parts(messages: list) -> bool:
+def _has_openai_parts(messages: list[Any]) -> bool:
     """Whether a message carries OpenAI-only content parts (``image_url``), which the request
     reader's detection by roles and fields alone does not see."""
     return any(
