@@ -14,6 +14,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from typing import Any
 
+from needle_action.dataformats import JSON
+
 BLOCK_TYPES = ("text", "tool_use", "tool_result", "document", "image")
 _IMAGE_SOURCES = ("base64", "url")
 _DOCUMENT_SOURCES = ("text", "content", "base64", "url")
@@ -37,7 +39,7 @@ def _need(cond: bool, path: str, message: str, hint: str | None = None) -> None:
         raise RequestShapeError(path, message, hint)
 
 
-def check_block(block: Any, path: str) -> dict:
+def check_block(block: Any, path: str) -> JSON:
     """BLOCK if it is a well-formed content block, else RequestShapeError at PATH."""
     _need(isinstance(block, dict), path, "a content block must be a mapping with a `type`")
     kind = block.get("type")
@@ -114,7 +116,7 @@ def check_tool_pairs(messages: Sequence[Any], path: str = "messages") -> None:
         previous = ids
 
 
-def block_text(block: dict) -> str:
+def block_text(block: JSON) -> str:
     """The plain text a block carries (empty for images and tool_use)."""
     kind = block.get("type")
     if kind == "text":
@@ -127,7 +129,7 @@ def block_text(block: dict) -> str:
     return ""
 
 
-def document_text(block: dict) -> str:
+def document_text(block: JSON) -> str:
     source = block.get("source") or {}
     if source.get("type") == "text":
         return str(source.get("data", ""))
@@ -137,18 +139,18 @@ def document_text(block: dict) -> str:
     return ""
 
 
-def blocks_text(blocks: Iterable[dict]) -> str:
+def blocks_text(blocks: Iterable[JSON]) -> str:
     """The joined plain text of BLOCKS (blank-line separated, empty ones skipped)."""
     return "\n\n".join(t for t in (block_text(b) for b in blocks) if t)
 
 
-def text_block(text: str) -> dict:
+def text_block(text: str) -> JSON:
     return {"type": "text", "text": text}
 
 
-def document_block(text: str, title: str | None = None, *, citations: bool = False) -> dict:
+def document_block(text: str, title: str | None = None, *, citations: bool = False) -> JSON:
     """A plain-text document block (the shape RAG apps with citations send)."""
-    block: dict = {"type": "document", "source": {"type": "text", "media_type": "text/plain", "data": text}}
+    block: JSON = {"type": "document", "source": {"type": "text", "media_type": "text/plain", "data": text}}
     if title:
         block["title"] = title
     if citations:

@@ -34,6 +34,7 @@ import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from needle_action.errors import ConfigError
 from needle_action.paths import is_inside, is_visible
@@ -237,10 +238,10 @@ def worker_env(home: Path) -> dict[str, str]:
     }
 
 
-def start_worker(python: str, settings: str, home: Path, who: RunAs) -> subprocess.Popen:
+def start_worker(python: str, settings: str, home: Path, who: RunAs) -> subprocess.Popen[bytes]:
     """The worker process: ``python -I -c <builder_worker's source> SETTINGS`` as WHO."""
     source = (Path(__file__).parent / "builder_worker.py").read_text(encoding="utf-8")
-    drop: dict = {}
+    drop: dict[str, Any] = {}
     if who.drops:
         drop = {"user": who.uid, "group": who.gid, "extra_groups": []}
     return subprocess.Popen(

@@ -24,6 +24,7 @@ from typing import Any
 
 from needle_action.assemble.blocks import document_block, text_block
 from needle_action.assemble.prompt import SYSTEM_PART, ContextSlot, Message, RenderedPrompt
+from needle_action.dataformats import JSON
 from needle_action.errors import ConfigError
 
 CONTEXT_TOOL_ID = "toolu_needle_context"
@@ -172,7 +173,7 @@ def place(
     return _as_documents(p, value)
 
 
-def _context_tool(p: RenderedPrompt, name: str | None, where: Where) -> dict:
+def _context_tool(p: RenderedPrompt, name: str | None, where: Where) -> JSON:
     if not p.tools:
         raise ConfigError(
             'context_as = "tool_result" needs a tool the context comes back from; the prompt declares none',
@@ -192,11 +193,11 @@ def _context_tool(p: RenderedPrompt, name: str | None, where: Where) -> dict:
     )
 
 
-def _call_input(tool: dict, question: Any) -> dict:
+def _call_input(tool: JSON, question: Any) -> JSON:
     """The call's input: the schema's required properties, strings holding the question."""
     schema = tool.get("input_schema") or {}
     props = schema.get("properties") or {}
-    out: dict = {}
+    out: JSON = {}
     for key in schema.get("required") or []:
         kind = str((props.get(key) or {}).get("type"))
         defaults: dict[str, Any] = {"integer": 0, "number": 0, "boolean": False, "array": [], "object": {}}
@@ -204,7 +205,7 @@ def _call_input(tool: dict, question: Any) -> dict:
     return out
 
 
-def _as_tool_result(p: RenderedPrompt, tool: dict, question: Any) -> RenderedPrompt:
+def _as_tool_result(p: RenderedPrompt, tool: JSON, question: Any) -> RenderedPrompt:
     assert p.context_slot is not None and p.context_span is not None
     i = p.context_slot.message
     text = p.messages[i].text

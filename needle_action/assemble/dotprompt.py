@@ -39,6 +39,7 @@ from needle_action.assemble.limits import SIZE_HINT
 from needle_action.assemble.prompt import Message, RenderedPrompt
 from needle_action.assemble.roles import trim_blank_lines
 from needle_action.assemble.sandbox import MAX_TEMPLATE_BYTES
+from needle_action.dataformats import JSON
 from needle_action.errors import ConfigError, TemplateError
 from needle_action.paths import (
     ESCAPE_REASONS,
@@ -63,8 +64,8 @@ _MARKER_RE = re.compile(f"{MARK}(role:[^{MARK}]*|history){MARK}")
 class DotpromptFile:
     """A ``.prompt`` file: its front matter (raw), ``input.default``, and the body with its first line."""
 
-    front: dict
-    defaults: dict
+    front: JSON
+    defaults: JSON
     schema: Any
     body: str
     body_line: int
@@ -121,7 +122,7 @@ class Compiled:
     program: list[Node]
     partials: dict[str, list[Node]] = field(default_factory=dict)
     tags: dict[str, list[Tag]] = field(default_factory=dict)  # display path -> tags, template first
-    stamps: tuple = ()
+    stamps: tuple[Any, ...] = ()
 
 
 def _compile(text: str, tags: list[Tag], file: str, *, partial: bool) -> list[Node]:
@@ -229,7 +230,7 @@ def _compile_file(root: Path, path: Path, file: str, allow_hidden: Sequence[str]
     return out
 
 
-_cache: OrderedDict[tuple, Compiled] = OrderedDict()
+_cache: OrderedDict[tuple[Any, ...], Compiled] = OrderedDict()
 _cache_lock = threading.Lock()
 _CACHE_SIZE = 64
 
@@ -290,7 +291,7 @@ def _runtime_error(exc: BaseException, compiled: Compiled, file: str) -> Templat
 def render_raw(
     root: Path,
     path: Path,
-    variables: dict,
+    variables: JSON,
     *,
     file: str,
     allow_hidden: Sequence[str] = (),
@@ -316,7 +317,7 @@ class _Source:
     role: str
     text: str = ""
     history: bool = False
-    blocks: tuple[dict, ...] | None = None  # a history turn with tool requests/responses or media
+    blocks: tuple[JSON, ...] | None = None  # a history turn with tool requests/responses or media
 
 
 def _role_line(tags: list[Tag], role: str) -> int | None:
@@ -351,14 +352,14 @@ def _history_messages(value: Any, file: str) -> list[_Source]:
     return out
 
 
-def _part_blocks(parts: list, calls: dict[str, str]) -> tuple[dict, ...] | None:
+def _part_blocks(parts: list[Any], calls: dict[str, str]) -> tuple[JSON, ...] | None:
     """Dotprompt parts as content blocks, when there is more than text: ``toolRequest`` ->
     ``tool_use``, ``toolResponse`` -> ``tool_result``, ``media`` -> an image (None: text only)."""
     if not any(
         isinstance(p, dict) and ("toolRequest" in p or "toolResponse" in p or "media" in p) for p in parts
     ):
         return None
-    out: list[dict] = []
+    out: list[JSON] = []
     for p in parts:
         if not isinstance(p, dict):
             continue
@@ -443,7 +444,7 @@ def _to_prompt(sources: list[_Source], tags: list[Tag], file: str) -> tuple[str 
 
 
 def to_rendered(
-    raw: str, source_text: str, variables: dict, *, path: Path, source: str, fixture: str | None
+    raw: str, source_text: str, variables: JSON, *, path: Path, source: str, fixture: str | None
 ) -> RenderedPrompt:
     """The request the ``.prompt`` at PATH (whose text is SOURCE_TEXT) makes, from its raw render
     RAW: messages split at the markers, the fixture's ``messages`` as history, front-matter meta."""
@@ -489,7 +490,7 @@ def declared_by(source_text: str, path: Path, *, file: str) -> Declared:
     output, and ``config``'s sampling keys as request parameters."""
     front = parse(source_text, file).front
     defs = {d.get("name"): d for d in front.get("toolDefs") or [] if isinstance(d, dict)}
-    tools: list[dict] = []
+    tools: list[JSON] = []
     unresolved: list[str] = []
     for name in front.get("tools") or []:
         d = defs.get(name)

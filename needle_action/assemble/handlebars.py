@@ -256,7 +256,7 @@ HELPERS: dict[str, Callable[[list[Any], HelperOptions], Any]] = {
 
 
 def render(
-    program: list[Node], context: dict, partials: dict[str, list[Node]], *, strict: bool = True
+    program: list[Node], context: dict[str, Any], partials: dict[str, list[Node]], *, strict: bool = True
 ) -> str:
     """The raw output of PROGRAM with CONTEXT (already :func:`prepare`\\ d), within a fresh budget.
 

@@ -194,7 +194,13 @@ def available() -> bool:
 
 
 def render(
-    root: Path, allow_hidden: Sequence[str], name: str, variables: dict, *, file: str, lenient: bool = False
+    root: Path,
+    allow_hidden: Sequence[str],
+    name: str,
+    variables: dict[str, Any],
+    *,
+    file: str,
+    lenient: bool = False,
 ) -> str:
     """The raw output of template NAME under ROOT with VARIABLES, rendered in a worker process.
 
@@ -261,7 +267,7 @@ def _limit_memory() -> None:
     resource.setrlimit(resource.RLIMIT_AS, (cap, hard))
 
 
-def _answer(request: tuple) -> tuple:
+def _answer(request: tuple[Any, ...]) -> tuple[Any, ...]:
     root, allow, name, variables, file, cwd, lenient = request
     if os.getcwd() != cwd:
         os.chdir(cwd)  # display paths in messages are relative to the parent's working directory

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from needle_action.assemble.blocks import RequestShapeError, check_block, text_block
 from needle_action.assemble.prompt import Message
 from needle_action.assemble.sandbox import BLOCKS_CLOSE, BLOCKS_OPEN, CLOSE, OPEN, strip_sentinels
-from needle_action.dataformats import DataError, parse_json
+from needle_action.dataformats import JSON, DataError, parse_json
 from needle_action.errors import TemplateError
 
 _PAD = f"[ \\t\\r{OPEN}{CLOSE}]*"
@@ -179,12 +179,12 @@ def trim_blank_lines(text: str) -> str:
     return "\n".join(lines)
 
 
-def content_of(text: str) -> str | tuple[dict, ...]:
+def content_of(text: str) -> str | tuple[JSON, ...]:
     """A section's content: its text, or blocks where it printed a list of content blocks (the
     text around them becomes text blocks). Blocks are checked: RequestShapeError names the bad one."""
     if BLOCKS_OPEN not in text:
         return text
-    blocks: list[dict] = []
+    blocks: list[JSON] = []
     pos = 0
     for m in [*_BLOCKS_RE.finditer(text), None]:
         piece = trim_blank_lines(text[pos : m.start() if m else len(text)])
@@ -247,7 +247,7 @@ class _Turns:
         self.source_text, self.file = source_text, file
         self.system: str | None = None
         self.messages: list[Message] = []
-        self.pending: list[dict] = []  # calls of the last assistant turn not answered yet
+        self.pending: list[JSON] = []  # calls of the last assistant turn not answered yet
         self.seen: dict[str, int] = {}
         self.calls = 0
 
