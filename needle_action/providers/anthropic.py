@@ -30,6 +30,7 @@ import anthropic
 
 from needle_action.assemble import RenderedPrompt
 from needle_action.config import ProviderSettings
+from needle_action.dataformats import JSON
 from needle_action.errors import ConfigError, ProviderUnavailable
 from needle_action.providers import specs
 from needle_action.providers.anthropic_cache import MAX_BREAKPOINTS, own_markers, split_content
@@ -141,7 +142,7 @@ class AnthropicProvider(RetryingProvider):
 MAX_POLL_S = 300.0
 
 
-def batch_state_path(state_dir: Path, model: str, bodies: list[dict]) -> Path:
+def batch_state_path(state_dir: Path, model: str, bodies: list[JSON]) -> Path:
     """Where the batch id of exactly these requests is kept."""
     digest = hashlib.sha256(json.dumps([model, bodies], sort_keys=True).encode()).hexdigest()[:32]
     return state_dir / f"anthropic-{digest}.json"
@@ -192,7 +193,7 @@ def find_key(api_key_env: str | None) -> tuple[str, str]:
     )
 
 
-def client_auth(key_env: str, key: str) -> dict:
+def client_auth(key_env: str, key: str) -> JSON:
     """SDK keyword for the key: ANTHROPIC_AUTH_TOKEN is a bearer token, the others API keys."""
     return {"auth_token": key} if key_env == "ANTHROPIC_AUTH_TOKEN" else {"api_key": key}
 
@@ -204,7 +205,7 @@ SAMPLING_PARAMS = ("temperature", "top_p", "top_k")
 
 def build_request(
     model: str, prompt: RenderedPrompt, max_output_tokens: int, breakpoints: tuple[Breakpoint, ...] = ()
-) -> dict:
+) -> JSON:
     """The exact keyword arguments for ``messages.create``: the prompt's own request body
     (``to_anthropic_body``: system blocks, tools, tool_choice, its parameters, content blocks), with
     needle's BREAKPOINTS applied (:mod:`needle_action.providers.anthropic_cache`: blocks split

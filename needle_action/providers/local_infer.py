@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from typing import Any
 
 from needle_action.errors import ProviderUnavailable
 from needle_action.providers.kv_reuse import prepare, prompt_tokens
@@ -40,7 +41,7 @@ class Window:
     fixed: bool
 
 
-def complete(request: dict) -> dict:
+def complete(request: dict[str, Any]) -> dict[str, Any]:
     """Answer one request: ``model_path``, ``messages``, ``max_output_tokens``, ``reuse_prefix`` and
     the window (``n_ctx``, ``max_ctx``, ``fixed_ctx``). Returns ``text``, ``usage``, ``reused`` (prompt
     tokens not evaluated) and the window's sizes after the call."""
@@ -67,7 +68,7 @@ def complete(request: dict) -> dict:
             llm = get_llama(window.n_ctx, path)
 
 
-def _fit(llm, window: Window, path: str, messages: list[dict], max_output: int):
+def _fit(llm, window: Window, path: str, messages: list[dict[str, Any]], max_output: int):
     """Grow the window before the call when the prompt plus answer clearly will not fit."""
     if window.fixed:
         return llm
@@ -85,7 +86,7 @@ def _fit(llm, window: Window, path: str, messages: list[dict], max_output: int):
     return llm
 
 
-def _infer(llm, messages: list[dict], max_output: int, reuse_prefix: bool) -> dict:
+def _infer(llm, messages: list[dict[str, Any]], max_output: int, reuse_prefix: bool) -> dict[str, Any]:
     if has_chat_template(llm):
         llm.reset()  # the template tokenises inside llama-cpp-python: no aligned reuse there
         resp = llm.create_chat_completion(messages=messages, max_tokens=max_output, temperature=0.0, seed=0)

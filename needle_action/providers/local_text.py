@@ -6,13 +6,15 @@ from __future__ import annotations
 
 import json
 
+from needle_action.dataformats import JSON
+
 
 def round_ctx(tokens: int) -> int:
     """Round up to a multiple of 1024 (llama.cpp allocates the KV cache for the whole window)."""
     return max(1024, -(-int(tokens) // 1024) * 1024)
 
 
-def transcript(messages: list[dict]) -> str:
+def transcript(messages: list[JSON]) -> str:
     """Plain-text rendering of a chat for a base model: system text, user turns as written,
     assistant turns as ``Answer: ...``, ending with ``Answer:`` for the model to complete.
 

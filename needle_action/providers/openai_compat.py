@@ -21,6 +21,7 @@ import openai
 
 from needle_action.assemble import RenderedPrompt
 from needle_action.config import ProviderSettings
+from needle_action.dataformats import JSON
 from needle_action.errors import ConfigError, ProviderUnavailable
 from needle_action.providers import specs
 from needle_action.providers.base import Breakpoint, Completion
@@ -78,7 +79,7 @@ class OpenAICompatProvider(RetryingProvider):
             api_key=key or PLACEHOLDER_KEY, base_url=self.base_url, max_retries=0, timeout=settings.timeout_s
         )
 
-    def build_request(self, prompt: RenderedPrompt, max_output_tokens: int) -> dict:
+    def build_request(self, prompt: RenderedPrompt, max_output_tokens: int) -> JSON:
         """The chat body (``RenderedPrompt.to_openai_body``: tools as functions, assistant
         ``tool_calls``, ``role: "tool"`` messages, the prompt's parameters), with the token limit
         under the name this server takes and, for a self-hosted server, greedy decoding."""

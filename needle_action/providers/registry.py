@@ -9,9 +9,10 @@ from pathlib import Path
 
 from needle_action.config.model import PromptSettings, ProviderSettings
 from needle_action.errors import ConfigError
+from needle_action.names import PROVIDER_NAMES
 from needle_action.providers.base import Provider
 from needle_action.providers.local import DEFAULT_MODEL, round_ctx
-from needle_action.providers.specs import PROVIDER_NAMES, SPECS
+from needle_action.providers.specs import SPECS
 
 OUTPUT_MARGIN = 512  # chat-template tokens, question and instructions around the context slot
 
