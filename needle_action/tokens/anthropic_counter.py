@@ -9,6 +9,7 @@ import inspect
 
 from needle_action.assemble.prompt import RenderedPrompt
 from needle_action.config.model import ProviderSettings
+from needle_action.dataformats import JSON
 from needle_action.errors import ConfigError, ProviderUnavailable
 
 
@@ -47,7 +48,7 @@ class AnthropicCounter:
         self._anthropic = anthropic
         self._fields: frozenset[str] | None = None
 
-    def _count_body(self, body: dict) -> int:
+    def _count_body(self, body: JSON) -> int:
         a = self._anthropic
         try:
             return int(self._client.messages.count_tokens(**body).input_tokens)
@@ -71,7 +72,7 @@ class AnthropicCounter:
         except a.APIStatusError as exc:
             raise ProviderUnavailable(f"Anthropic token count failed with HTTP {exc.status_code}") from None
 
-    def count_body(self, prompt: RenderedPrompt) -> dict:
+    def count_body(self, prompt: RenderedPrompt) -> JSON:
         """What is sent to count_tokens: the request body (``to_anthropic_body``: system blocks,
         tools, tool_choice, content blocks with documents and images, parameters) without what the
         endpoint does not take (``max_tokens``, ``metadata``, sampling, ...: none of it is input)."""

@@ -21,6 +21,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from needle_action.dataformats import JSON
 from needle_action.tokens.images import (
     ANTHROPIC_MAX_TOKENS,
     OPENAI_MAX_TOKENS,
@@ -66,7 +67,7 @@ def _no_period(text: str) -> str:
     return text[:-1] if text.endswith(".") else text
 
 
-def tools_tokens(tools: list[dict], count: Encode, model: str) -> int:
+def tools_tokens(tools: list[JSON], count: Encode, model: str) -> int:
     """What OpenAI's chat tools (``{"type": "function", "function": {...}}``) cost MODEL."""
     if not tools:
         return 0
@@ -90,7 +91,7 @@ def tools_tokens(tools: list[dict], count: Encode, model: str) -> int:
     return total + o.func_end
 
 
-def image_tokens(part: dict, images: str) -> int:
+def image_tokens(part: JSON, images: str) -> int:
     """An ``image_url`` part: from its pixels by IMAGES' rule ("openai", or "anthropic" when a
     Claude model is counted with tiktoken); the rule's ceiling when the size is unknown (a URL)."""
     size = image_block_size(part)
@@ -115,7 +116,7 @@ def content_tokens(content, count: Encode, images: str = "openai") -> int:
     return total
 
 
-def message_tokens(message: dict, count: Encode, images: str = "openai") -> int:
+def message_tokens(message: JSON, count: Encode, images: str = "openai") -> int:
     """One chat message, framing included (not the reply priming)."""
     total = TOKENS_PER_MESSAGE + count(str(message.get("role", "")))
     total += content_tokens(message.get("content") or "", count, images)
@@ -129,7 +130,7 @@ def message_tokens(message: dict, count: Encode, images: str = "openai") -> int:
     return total
 
 
-def chat_tokens(body: dict, count: Encode, model: str, *, images: str = "openai") -> int:
+def chat_tokens(body: JSON, count: Encode, model: str, *, images: str = "openai") -> int:
     """The whole request: messages, reply priming, tools."""
     messages = body.get("messages") or []
     total = sum(message_tokens(m, count, images) for m in messages) + TOKENS_REPLY_PRIMING

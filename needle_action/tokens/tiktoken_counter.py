@@ -19,6 +19,7 @@ import tiktoken
 from tiktoken.model import encoding_name_for_model
 
 from needle_action.assemble.prompt import RenderedPrompt
+from needle_action.dataformats import JSON
 from needle_action.errors import TokenizerError
 from needle_action.tokens import tiktoken_cache
 from needle_action.tokens.base import is_claude
@@ -161,7 +162,7 @@ class TiktokenCounter:
         return [self.count_prompt(p) for p in prompts]
 
 
-def schema_text(body: dict) -> str:
+def schema_text(body: JSON) -> str:
     """The JSON schema of a chat body's structured-output ``response_format``, or ""."""
     fmt = body.get("response_format")
     if not isinstance(fmt, dict) or fmt.get("type") != "json_schema":
