@@ -335,7 +335,7 @@ class PromptSettings(Strict):
 
     @field_validator("tool_choice")
     @classmethod
-    def _tool_choice(cls, v: dict | None):
+    def _tool_choice(cls, v: dict[str, Any] | None):
         if v is None:
             return v
         kind = v.get("type")
@@ -353,7 +353,7 @@ class PromptSettings(Strict):
 
     @field_validator("request_params")
     @classmethod
-    def _request_params(cls, v: dict):
+    def _request_params(cls, v: dict[str, Any]):
         for key in v:
             if key in REQUEST_CORE:
                 raise ValueError(

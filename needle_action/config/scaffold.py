@@ -403,7 +403,9 @@ def _found(template: Path, rel: str, name: str, config_dir: Path, fixture_files:
     return f
 
 
-def write_starter(root: str | os.PathLike, config_path: str | os.PathLike, force: bool = False) -> Path:
+def write_starter(
+    root: str | os.PathLike[str], config_path: str | os.PathLike[str], force: bool = False
+) -> Path:
     """Scan ROOT for templates and write a commented starter threshold file at CONFIG_PATH.
 
     CONFIG_PATH is taken as given (relative to the working directory); every template must sit
