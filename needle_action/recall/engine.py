@@ -31,6 +31,7 @@ from needle_action.providers.registry import import_ahead, make_provider
 from needle_action.recall.batch import run_batch
 from needle_action.recall.cache import ResultCache, default_cache_path
 from needle_action.recall.cells import CellRun
+from needle_action.recall.groups import CellKey
 from needle_action.recall.haystack import HaystackBuilder
 from needle_action.recall.history import base_counts, pool_history
 from needle_action.recall.plan import (
@@ -243,7 +244,7 @@ class RecallJob:
             return reused(hit, "cache")
         return None
 
-    def known_base(self, prompt: PromptConfig) -> dict | None:
+    def known_base(self, prompt: PromptConfig) -> dict[CellKey, tuple[int, int]] | None:
         """The baseline's sample of PROMPT (history included) when it measured the same model and
         needles: its rates plan this run's trials (recall/power.py). With several needle styles the
         first one's rates plan them (every style runs the same trials per cell)."""

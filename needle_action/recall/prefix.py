@@ -30,6 +30,7 @@ from dataclasses import dataclass, field, replace
 
 from needle_action.assemble import Message, RenderedPrompt
 from needle_action.assemble.blocks import block_text
+from needle_action.dataformats import JSON
 from needle_action.providers.base import Breakpoint
 
 CACHE_TTL_S = 300.0  # Anthropic's default ephemeral cache lives 5 minutes from its last use
@@ -100,14 +101,14 @@ def cut_before(rendered: RenderedPrompt, part: int, offset: int) -> RenderedProm
     if part < 0:
         return replace(rendered, system=(rendered.system or "")[:offset], system_blocks=(), messages=())
     m = rendered.messages[part]
-    content: str | tuple[dict, ...] = (
+    content: str | tuple[JSON, ...] = (
         m.text[:offset] if isinstance(m.content, str) else _cut_blocks(m.blocks, offset)
     )
     return replace(rendered, messages=(*rendered.messages[:part], Message(m.role, content)))
 
 
-def _cut_blocks(blocks: tuple[dict, ...], offset: int) -> tuple[dict, ...]:
-    out: list[dict] = []
+def _cut_blocks(blocks: tuple[JSON, ...], offset: int) -> tuple[JSON, ...]:
+    out: list[JSON] = []
     pos, first = 0, True
     for b in blocks:
         text = block_text(b)
@@ -125,7 +126,7 @@ def _cut_blocks(blocks: tuple[dict, ...], offset: int) -> tuple[dict, ...]:
     return tuple(out)
 
 
-def _cut_block(b: dict, at: int) -> dict:
+def _cut_block(b: JSON, at: int) -> JSON:
     text = block_text(b)[:at]
     if b.get("type") == "tool_result":
         return {**b, "content": text}

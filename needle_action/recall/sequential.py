@@ -32,6 +32,7 @@ import functools
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 from needle_action.recall.groups import CellKey, Group, cell_key, family, pooled
 from needle_action.recall.power import GroupDesign, detectable_drop
@@ -162,7 +163,9 @@ def _pairs(base: Answers, head: Answers, key: CellKey, n: int | None) -> tuple[i
     return worse, better
 
 
-def _mean_drop(base: Mapping, head: Mapping, cells: Sequence[CellKey]) -> float | None:
+def _mean_drop(
+    base: Mapping[CellKey, tuple[int, int]], head: Mapping[CellKey, tuple[int, int]], cells: Sequence[CellKey]
+) -> float | None:
     drops = [base[k][0] / base[k][1] - head[k][0] / head[k][1] for k in cells if k in base and k in head]
     return sum(drops) / len(drops) if drops else None
 
@@ -187,7 +190,7 @@ def _detectable(cells: int, fam: int, alpha: float, base_n: int, head_n: int, ra
     return detectable_drop(design, base_n=base_n, head_n=head_n, base_rate=rate)
 
 
-def _tests(data: PromptData, n: int | None, final: bool) -> list[tuple]:
+def _tests(data: PromptData, n: int | None, final: bool) -> list[tuple[Any, ...]]:
     """(style, group, base pooled, head pooled, drop, p-value or None) for every group of DATA on
     the head's first N trials per cell (None: all). Before the final look: the exact stratified test
     against everything the base ran (more base trials, more power early); at the final look the
@@ -230,7 +233,7 @@ def evaluate_look(
     whose data end here (their run stopped or this is their final look) are decided now. FAMILY:
     groups in the whole family, prompts already decided included (they count as p = 1: a family
     that shrank as prompts pass would be chosen by the data and let noise through)."""
-    tests: list[tuple[int, tuple]] = []  # (prompt index, test row)
+    tests: list[tuple[int, tuple[Any, ...]]] = []  # (prompt index, test row)
     levels: list[float] = []
     for i, data in enumerate(prompts):
         k, looks = _look(data, look)
