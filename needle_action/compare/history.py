@@ -105,7 +105,7 @@ def pr_trends(runs: list[Results], head: Results) -> list[PromptTrend]:
 # --------------------------------------------------------------------------- reading
 
 
-def _git(repo: Path, *args: str) -> subprocess.CompletedProcess:
+def _git(repo: Path, *args: str) -> subprocess.CompletedProcess[bytes]:
     return subprocess.run(["git", *args], cwd=str(repo), capture_output=True, timeout=120)
 
 
