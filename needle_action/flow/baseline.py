@@ -37,7 +37,7 @@ class BaselineUnavailable(Exception):
 
 def git(
     args: list[str], cwd: Path, *, check: bool = True, timeout: float = 300
-) -> subprocess.CompletedProcess:
+) -> subprocess.CompletedProcess[str]:
     proc = subprocess.run(["git", *args], cwd=str(cwd), capture_output=True, text=True, timeout=timeout)
     if check and proc.returncode != 0:
         raise BaselineUnavailable(f"git {' '.join(args[:3])} failed: {proc.stderr.strip()[:300]}")
