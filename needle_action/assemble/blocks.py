@@ -67,7 +67,8 @@ def check_block(block: Any, path: str) -> JSON:
         _check_source(block.get("source"), f"{path}.source", _DOCUMENT_SOURCES)
     else:
         _check_source(block.get("source"), f"{path}.source", _IMAGE_SOURCES)
-    return block
+    checked: JSON = block
+    return checked
 
 
 def _nonempty_str(value: Any) -> bool:
@@ -120,7 +121,8 @@ def block_text(block: JSON) -> str:
     """The plain text a block carries (empty for images and tool_use)."""
     kind = block.get("type")
     if kind == "text":
-        return block["text"]
+        text: str = block["text"]
+        return text
     if kind == "tool_result":
         content = block.get("content", "")
         return content if isinstance(content, str) else blocks_text(content)

@@ -44,8 +44,9 @@ def item_text(item: Any) -> str:
         return item
     if isinstance(item, dict):
         for key in _BODY_KEYS:
-            if isinstance(item.get(key), str) and item[key].strip():
-                return item[key]
+            body = item.get(key)
+            if isinstance(body, str) and body.strip():
+                return body
         strings = [v for v in item.values() if isinstance(v, str)]
         return max(strings, key=len) if strings else ""
     return "" if item is None else str(item)

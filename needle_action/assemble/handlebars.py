@@ -270,8 +270,8 @@ def render(
             program,
             context,
             data=None,
-            helpers=HELPERS,  # type: ignore[arg-type]
-            partials=partials,  # type: ignore[arg-type]  # compiled programs are accepted too
+            helpers=HELPERS,
+            partials=partials,  # compiled programs are accepted too
             escape_html=False,  # Dotprompt renders with NO_ESCAPE: prompts are not HTML
             strict=strict,
             max_depth=MAX_DEPTH,

@@ -228,7 +228,8 @@ def render(
     reply = PlainData(io.BytesIO(answer)).load()
     if reply[0] == "ok":
         _pool.release(worker)
-        return reply[1]
+        rendered: str = reply[1]
+        return rendered
     _, cls, message, efile, line, column, hint, restart = reply
     if restart:
         _pool.discard(worker)

@@ -209,7 +209,8 @@ def _join(eval_ctx: Any, value: Iterable[Any], d: str = "", attribute: Any = Non
     items = list(value)
     if attribute is None:
         check_chars(_join_size(str(d), items), "|join")
-    return jinja_filters.do_join(eval_ctx, items, d, attribute)
+    joined: str = jinja_filters.do_join(eval_ctx, items, d, attribute)
+    return joined
 
 
 def _tojson(eval_ctx: Any, value: Any, indent: int | None = None) -> Any:

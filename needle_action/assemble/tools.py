@@ -18,7 +18,7 @@ from __future__ import annotations
 import copy
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 from needle_action.assemble.blocks import RequestShapeError
 from needle_action.dataformats import JSON, DataError, parse_json
@@ -34,7 +34,7 @@ _TOOLS_HINT = (
 )
 
 
-def _fail(path: str, message: str) -> Any:
+def _fail(path: str, message: str) -> NoReturn:
     raise RequestShapeError(path, message, _TOOLS_HINT)
 
 

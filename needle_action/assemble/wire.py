@@ -119,7 +119,8 @@ def _anthropic_system(p: RenderedPrompt) -> str | list[JSON] | None:
     if not blocks:
         return None
     if len(blocks) == 1 and set(blocks[0]) == {"type", "text"}:
-        return blocks[0]["text"]
+        text: str = blocks[0]["text"]
+        return text
     return copy.deepcopy(blocks)
 
 
