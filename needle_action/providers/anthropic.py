@@ -24,9 +24,12 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+from collections.abc import Awaitable, Callable, Mapping
 from pathlib import Path
+from typing import Any, TypeVar
 
 import anthropic
+from anthropic.types.messages import MessageBatchIndividualResponse
 
 from needle_action.assemble import RenderedPrompt
 from needle_action.config import ProviderSettings
@@ -48,12 +51,14 @@ from needle_action.providers.specs import SPECS
 
 DEFAULT_KEY_ENVS = SPECS["anthropic"].key_envs
 
+T = TypeVar("T")
+
 
 class AnthropicProvider(RetryingProvider):
     name = "anthropic"
     prompt_cache = True  # caches shared prefixes: here explicitly, at the breakpoints' cache_control
 
-    def __init__(self, model: str, settings: ProviderSettings | None = None, **retry_kw) -> None:
+    def __init__(self, model: str, settings: ProviderSettings | None = None, **retry_kw: Any) -> None:
         super().__init__(model, settings, **retry_kw)  # retry_kw: sleep=, rng= (tests inject them)
         self.key_env, key = find_key(self.settings.api_key_env)
         base_url = specs.base_url("anthropic", self.settings.base_url, os.environ)
@@ -132,7 +137,7 @@ class AnthropicProvider(RetryingProvider):
         state.unlink(missing_ok=True)
         return out
 
-    async def _retrying(self, call):
+    async def _retrying(self, call: Callable[[], Awaitable[T]]) -> T:
         result, _ = await call_with_retries(
             call, self._classify, policy=self.policy, provider=self.name, sleep=self._sleep, rng=self._rng
         )
@@ -150,7 +155,8 @@ def batch_state_path(state_dir: Path, model: str, bodies: list[JSON]) -> Path:
 
 def read_batch_id(state: Path) -> str | None:
     try:
-        return json.loads(state.read_text())["batch_id"]
+        batch_id: str | None = json.loads(state.read_text())["batch_id"]
+        return batch_id
     except (OSError, ValueError, KeyError, TypeError):
         return None
 
@@ -162,7 +168,7 @@ def write_batch_id(state: Path, batch_id: str) -> None:
     os.replace(tmp, state)
 
 
-def batch_entry(entry) -> Completion | Exception:
+def batch_entry(entry: MessageBatchIndividualResponse) -> Completion | Exception:
     """One line of a batch's results: a Completion when it succeeded, else why it did not."""
     result = entry.result
     if result.type != "succeeded":
@@ -252,7 +258,7 @@ def _at_block_ends(prompt: RenderedPrompt, breakpoints: tuple[Breakpoint, ...]) 
     return out
 
 
-def parse_message(message, headers=None) -> Reply:
+def parse_message(message: object, headers: Mapping[str, str] | None = None) -> Reply:
     content = getattr(message, "content", None)
     if not isinstance(message, anthropic.types.Message) or not isinstance(content, list):
         raise MalformedResponse("response is not a Message with a content list")

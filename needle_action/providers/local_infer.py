@@ -68,7 +68,7 @@ def complete(request: dict[str, Any]) -> dict[str, Any]:
             llm = get_llama(window.n_ctx, path)
 
 
-def _fit(llm, window: Window, path: str, messages: list[dict[str, Any]], max_output: int):
+def _fit(llm: Any, window: Window, path: str, messages: list[dict[str, Any]], max_output: int) -> Any:
     """Grow the window before the call when the prompt plus answer clearly will not fit."""
     if window.fixed:
         return llm
@@ -86,7 +86,7 @@ def _fit(llm, window: Window, path: str, messages: list[dict[str, Any]], max_out
     return llm
 
 
-def _infer(llm, messages: list[dict[str, Any]], max_output: int, reuse_prefix: bool) -> dict[str, Any]:
+def _infer(llm: Any, messages: list[dict[str, Any]], max_output: int, reuse_prefix: bool) -> dict[str, Any]:
     if has_chat_template(llm):
         llm.reset()  # the template tokenises inside llama-cpp-python: no aligned reuse there
         resp = llm.create_chat_completion(messages=messages, max_tokens=max_output, temperature=0.0, seed=0)

@@ -5,6 +5,7 @@ its start-up time is every run's."""
 from __future__ import annotations
 
 import json
+from typing import Any
 
 from needle_action.dataformats import JSON
 
@@ -33,7 +34,7 @@ def transcript(messages: list[JSON]) -> str:
     return "\n\n".join(parts).rstrip() + "\nAnswer:"
 
 
-def _readable(content) -> str:
+def _readable(content: Any) -> str:
     """CONTENT (a string or content blocks) as plain text for a base model."""
     if isinstance(content, str):
         return content
@@ -63,6 +64,6 @@ def first_line(text: str) -> str:
     return ""
 
 
-def has_chat_template(llm) -> bool:
+def has_chat_template(llm: Any) -> bool:
     """Whether the loaded GGUF carries a chat template (instruction models do)."""
     return "tokenizer.chat_template" in (getattr(llm, "metadata", None) or {})

@@ -239,7 +239,8 @@ def _crash_error(returncode: int, restarts: int) -> ProviderUnavailable:
 
 def _unpack(reply: tuple[Any, ...]) -> dict[str, Any]:
     if reply[0] == "ok":
-        return reply[1]
+        result: dict[str, Any] = reply[1]
+        return result
     _, cls, message, hint = reply
     if cls == "TooLong":  # the prompt beyond the largest window: refused for good, the run goes on
         raise RequestRejected(message, status=None, hint=hint)

@@ -15,6 +15,8 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
+from typing import Any
 from urllib.parse import urlparse
 
 import openai
@@ -62,7 +64,7 @@ class OpenAICompatProvider(RetryingProvider):
     # explicit caching -- each prefix's first request alone, the ones that share it after it
     prompt_cache = True
 
-    def __init__(self, model: str, settings: ProviderSettings | None = None, **retry_kw) -> None:
+    def __init__(self, model: str, settings: ProviderSettings | None = None, **retry_kw: Any) -> None:
         super().__init__(model, settings, **retry_kw)  # retry_kw: sleep=, rng= (tests inject them)
         settings = self.settings
         self.base_url = specs.base_url("openai", settings.base_url, os.environ)
@@ -139,7 +141,7 @@ class OpenAICompatProvider(RetryingProvider):
         await self._client.close()
 
 
-def parse_completion(resp, headers=None) -> Reply:
+def parse_completion(resp: object, headers: Mapping[str, str] | None = None) -> Reply:
     choices = getattr(resp, "choices", None)
     if not isinstance(choices, list) or not choices:
         raise MalformedResponse("response has no choices")

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import importlib
 import threading
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from pathlib import Path
+from typing import Any
 
 from needle_action.config.model import PromptSettings, ProviderSettings
 from needle_action.errors import ConfigError
@@ -28,7 +29,7 @@ def local_n_ctx(settings: PromptSettings) -> int | None:
 
 
 def make_provider(
-    prompt_settings: PromptSettings, *, model: str | None = None, provider: str | None = None, **kwargs
+    prompt_settings: PromptSettings, *, model: str | None = None, provider: str | None = None, **kwargs: Any
 ) -> Provider:
     """The provider for these settings; ``model``/``provider`` override them (CLI flags).
 
@@ -49,10 +50,11 @@ def make_provider(
     return cls(chosen, settings, n_ctx=local_n_ctx(prompt_settings))
 
 
-def _provider_class(name: str) -> type:
+def _provider_class(name: str) -> Callable[..., Provider]:
     """The class named in the provider's spec, imported now (each SDK is slow to import)."""
     module, _, attr = SPECS[name].factory.partition(":")
-    return getattr(importlib.import_module(module), attr)
+    factory: Callable[..., Provider] = getattr(importlib.import_module(module), attr)
+    return factory
 
 
 def import_ahead(names: Iterable[str]) -> threading.Thread | None:
