@@ -104,10 +104,11 @@ class AnthropicCounter:
 _SDK_ONLY = frozenset({"extra_headers", "extra_query", "extra_body", "timeout", "betas"})
 
 
-def _api_message(exc) -> str:
+def _api_message(exc: Exception) -> str:
     body = getattr(exc, "body", None)
     if isinstance(body, dict):
         err = body.get("error")
         if isinstance(err, dict) and isinstance(err.get("message"), str):
-            return err["message"][:300]
+            message: str = err["message"][:300]
+            return message
     return f"HTTP {getattr(exc, 'status_code', '?')}"

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 from needle_action.dataformats import JSON
 from needle_action.tokens.images import (
@@ -101,7 +102,7 @@ def image_tokens(part: JSON, images: str) -> int:
     return openai_image_tokens(*size, detail) if size else OPENAI_MAX_TOKENS
 
 
-def content_tokens(content, count: Encode, images: str = "openai") -> int:
+def content_tokens(content: str | list[Any] | None, count: Encode, images: str = "openai") -> int:
     """A message's content: a string, or parts (``text``, ``image_url``)."""
     if isinstance(content, str):
         return count(content)

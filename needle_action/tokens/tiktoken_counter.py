@@ -53,7 +53,7 @@ def _tiktoken_fix_hint() -> str:
 
 
 @cache
-def load_encoding(encoding: str):
+def load_encoding(encoding: str) -> tiktoken.Encoding:
     """Load a tiktoken encoding without ever touching the network.
 
     tiktoken downloads a missing encoding and only fails after a network timeout on an offline
@@ -83,7 +83,7 @@ def load_encoding(encoding: str):
         ) from None
 
 
-def _parsed(encoding: str):
+def _parsed(encoding: str) -> tiktoken.Encoding | None:
     """The encoding from a parsed copy of tiktoken's cache file, written the first time.
 
     tiktoken parses its base64 file on every start: about 1.1-1.7 s of a 2-core machine for
