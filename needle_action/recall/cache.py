@@ -157,6 +157,7 @@ class ResultCache:
     def __len__(self) -> int:
         db = self._connect()
         try:
-            return db.execute("SELECT COUNT(*) FROM recall_results").fetchone()[0]
+            count: int = db.execute("SELECT COUNT(*) FROM recall_results").fetchone()[0]
+            return count
         finally:
             db.close()

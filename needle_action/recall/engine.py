@@ -435,7 +435,13 @@ def run_recall_jobs(
     asyncio.run(_run_all(run, work, (start, ceiling), shard, batch))
 
 
-async def _run_all(run: _Run, work, window: tuple[int, int], shard: Shard | None, batch: bool) -> None:
+async def _run_all(
+    run: _Run,
+    work: list[tuple[RecallJob, PromptConfig, PromptResult]],
+    window: tuple[int, int],
+    shard: Shard | None,
+    batch: bool,
+) -> None:
     scheduler = Scheduler(window[1], start=window[0])
     planned: list[tuple[RecallJob, PromptPlan, PromptResult]] = []
     arms: dict[int, PromptPlan] = {}  # id(plan) -> its recall.reorder_ab arm, in the same scheduler

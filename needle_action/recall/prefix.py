@@ -26,6 +26,7 @@ from __future__ import annotations
 import hashlib
 import json
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
 from needle_action.assemble import Message, RenderedPrompt
@@ -75,7 +76,7 @@ def _head(rendered: RenderedPrompt) -> str:
     return json.dumps([rendered.tools, rendered.tool_choice, rendered.params], sort_keys=True, default=str)
 
 
-def _message_key(m) -> str:
+def _message_key(m: Message) -> str:
     """A whole message as it is sent: its blocks (tool_use ids and inputs included), not only its text."""
     return m.content if isinstance(m.content, str) else json.dumps(m.content, sort_keys=True, default=str)
 
@@ -171,14 +172,14 @@ class MarkStates:
     """cold / warming / warm per (provider, digest), shared by every plan of a run."""
 
     min_tokens: dict[int, int] = field(default_factory=dict)  # id(provider) -> shortest cached prefix
-    clock: object = time.monotonic
+    clock: Callable[[], float] = time.monotonic
     # (provider, digest) -> {ladder: its writers in flight}
     _warming: dict[tuple[int, str], dict[object, int]] = field(default_factory=dict)
     _warm_until: dict[tuple[int, str], float] = field(default_factory=dict)
 
     def now(self) -> float:
         """The clock's time (injectable for tests)."""
-        return self.clock()  # type: ignore[operator]
+        return self.clock()
 
     def cacheable(self, provider: int, mark: Mark) -> bool:
         """Is MARK's prefix long enough for PROVIDER to cache it?"""
