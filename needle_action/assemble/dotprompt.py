@@ -36,7 +36,7 @@ from needle_action.assemble import handlebars as hbs
 from needle_action.assemble.declared import Declared
 from needle_action.assemble.handlebars import MARK, RenderLimit, Tag
 from needle_action.assemble.limits import SIZE_HINT
-from needle_action.assemble.prompt import Message, RenderedPrompt
+from needle_action.assemble.prompt import Message, RenderedPrompt, Role
 from needle_action.assemble.roles import trim_blank_lines
 from needle_action.assemble.sandbox import MAX_TEMPLATE_BYTES
 from needle_action.dataformats import JSON
@@ -53,7 +53,7 @@ from needle_action.paths import (
 )
 
 MAX_PARTIALS = 200
-ROLES = {"system": "system", "user": "user", "model": "assistant"}
+ROLES: dict[str, Role] = {"system": "system", "user": "user", "model": "assistant"}
 _MARKER_RE = re.compile(f"{MARK}(role:[^{MARK}]*|history){MARK}")
 
 
@@ -424,7 +424,7 @@ def _to_prompt(sources: list[_Source], tags: list[Tag], file: str) -> tuple[str 
         text = s.text if s.history else trim_blank_lines(s.text)
         if s.role != "system":
             content = s.blocks if s.blocks is not None else text
-            messages.append(Message(role=ROLES[s.role], content=content))  # type: ignore[arg-type]
+            messages.append(Message(role=ROLES[s.role], content=content))
             continue
         if system is not None or i != 0:
             raise TemplateError(

@@ -114,7 +114,7 @@ class _Step(Text):
         pass
 
     @property
-    def value(self) -> str:  # type: ignore[override]
+    def value(self) -> str:  # type: ignore[override]  # as Text.value above: read per output
         budget = _budget.get()
         if budget is not None:
             budget.step()

@@ -18,12 +18,13 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
 from needle_action.assemble.blocks import RequestShapeError, check_block, text_block
-from needle_action.assemble.prompt import Message
+from needle_action.assemble.prompt import Message, Role
 from needle_action.assemble.sandbox import BLOCKS_CLOSE, BLOCKS_OPEN, CLOSE, OPEN, strip_sentinels
 from needle_action.dataformats import JSON, DataError, parse_json
 from needle_action.errors import TemplateError
 
 _PAD = f"[ \\t\\r{OPEN}{CLOSE}]*"
+_TURN_ROLES: dict[str, Role] = {"user": "user", "assistant": "assistant"}  # a section that is a turn
 _NAME = "[A-Za-z0-9_-]{1,64}"  # a tool name, as both APIs accept them
 _ROLE_RE = re.compile(rf"^{_PAD}(system|user|assistant){_PAD}:{_PAD}$", re.IGNORECASE)
 _TOOL_USE_RE = re.compile(rf"^{_PAD}(tool_use){_PAD}:{_PAD}({_NAME}){_PAD}$")
@@ -269,7 +270,7 @@ class _Turns:
                 "user", (*last.blocks, *Message("user", content_of(part.content)).blocks)
             )
         else:
-            self.messages.append(Message(role=part.role, content=content_of(part.content)))  # type: ignore[arg-type]
+            self.messages.append(Message(role=_TURN_ROLES[part.role], content=content_of(part.content)))
             self.pending = []
 
     def _results_open(self) -> bool:

@@ -260,6 +260,7 @@ class PromptEnvironment(ImmutableSandboxedEnvironment):
         }
         self.filters.update(limits.GUARDED_FILTERS)
         # the join of every render, macro body and {% set %} block: bounded output
+        # jinja2 declares concat a method; its compiled templates call the instance's attribute
         self.concat = limits.bounded_concat  # type: ignore[method-assign]
         self.concat_values = limits.guarded_str_join
 

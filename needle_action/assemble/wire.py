@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import copy
 import json
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from needle_action.assemble.blocks import (
     RequestShapeError,
@@ -30,7 +30,7 @@ from needle_action.assemble.tools import to_anthropic_tools, to_openai_tools
 from needle_action.dataformats import JSON, DataError, parse_json
 
 if TYPE_CHECKING:
-    from needle_action.assemble.prompt import Message, RenderedPrompt
+    from needle_action.assemble.prompt import Message, RenderedPrompt, Role
 
     Kinds = tuple[type[Message], type[RenderedPrompt]]
 
@@ -83,6 +83,8 @@ OPENAI_PARAMS = frozenset(
 _ANTHROPIC_CORE = ("model", "max_tokens", "system", "messages", "tools", "tool_choice", "stream")
 _OPENAI_CORE = ("model", "max_tokens", "max_completion_tokens", "messages", "tools", "tool_choice", "stream")
 _SCHEMA_NAME = "output"
+_ANTHROPIC_ROLES: tuple[Role, ...] = ("user", "assistant")  # system is a field of its own
+R = TypeVar("R", bound=str)  # the role names a reader accepts
 
 
 def known_param(name: str) -> bool:
@@ -289,10 +291,10 @@ def _from_anthropic(body: JSON, source: str, kinds: Kinds) -> RenderedPrompt:
         raise RequestShapeError("system", "`system` must be a string or a list of text blocks")
     messages = []
     for i, m in enumerate(body["messages"]):
-        role, content = _role_and_content(m, f"messages[{i}]", ("user", "assistant"))
+        role, content = _role_and_content(m, f"messages[{i}]", _ANTHROPIC_ROLES)
         if isinstance(content, list):
             content = tuple(check_block(b, f"messages[{i}].content[{j}]") for j, b in enumerate(content))
-        messages.append(make_message(role, copy.deepcopy(content)))  # type: ignore[arg-type]
+        messages.append(make_message(role, copy.deepcopy(content)))
     return make_prompt(
         system=None,
         messages=tuple(messages),
@@ -304,7 +306,7 @@ def _from_anthropic(body: JSON, source: str, kinds: Kinds) -> RenderedPrompt:
     )
 
 
-def _role_and_content(m: Any, path: str, roles: tuple[str, ...]) -> tuple[str, Any]:
+def _role_and_content(m: Any, path: str, roles: tuple[R, ...]) -> tuple[R, Any]:
     if not isinstance(m, dict):
         raise RequestShapeError(path, "a message must be a mapping with `role` and `content`")
     if m.get("role") not in roles:

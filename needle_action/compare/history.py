@@ -87,7 +87,8 @@ def trends(history: Iterable[Results], only: Iterable[str] | None = None) -> lis
             point = _point(results.commit or "?", results, name)
             if point is None:
                 continue
-            recall = results.prompt(name).recall  # type: ignore[union-attr]  # _point found it
+            found = results.prompt(name)  # never None here: _point found it
+            recall = found.recall if found is not None else None
             if last is not None and recall is not None:
                 point.drift = drift(last, recall)
             last = recall or last

@@ -120,6 +120,7 @@ class AnthropicProvider(RetryingProvider):
         state = batch_state_path(state_dir, self.model, bodies)
         batch_id = read_batch_id(state)
         if batch_id is None:
+            # bodies are plain JSON built by build_request; the SDK's TypedDicts cannot be inferred from it
             batch = await self._retrying(lambda: self._client.messages.batches.create(requests=bodies))  # type: ignore[arg-type]
             batch_id = batch.id
             write_batch_id(state, batch_id)
