@@ -112,11 +112,14 @@ class Killer(threading.Thread):
 def run_and_kill(cmd: list[str], *, times: int, budget_marker: str, **popen) -> tuple[int, str, str, Killer]:
     """Run CMD; after a stdout line starting with BUDGET_MARKER, kill its model worker TIMES times."""
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, **popen)
+    assert proc.stdout is not None
+    assert proc.stderr is not None
+    stderr = proc.stderr
     go = threading.Event()
     killer = Killer(proc.pid, go, times)
     killer.start()
     err: list[str] = []
-    reader = threading.Thread(target=lambda: err.append(proc.stderr.read()), daemon=True)
+    reader = threading.Thread(target=lambda: err.append(stderr.read()), daemon=True)
     reader.start()
     out = []
     for line in proc.stdout:

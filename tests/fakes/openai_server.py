@@ -60,6 +60,7 @@ class FakeOpenAI:
 
     @property
     def base_url(self) -> str:
+        assert self._server is not None, "start the fake first"
         host, port = self._server.server_address[:2]
         return f"http://{host}:{port}/v1"
 

@@ -210,4 +210,5 @@ def run_action(p: Checkout, env: dict) -> Run:
 
 def report_json(run: Run, side: str) -> dict:
     """``head.json``, ``base.json`` or ``comparison.json`` from the run's report folder, parsed."""
+    assert run.report is not None, "the run wrote no report folder"
     return json.loads((run.report / f"{side}.json").read_text())

@@ -286,7 +286,9 @@ def _put_many(path: str, worker: int) -> int:
                 calls=i,
             )
         )
-        assert store.get(f"{worker}-{i}").calls == i
+        stored = store.get(f"{worker}-{i}")
+        assert stored is not None
+        assert stored.calls == i
     return worker
 
 

@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from needle_action.config import PromptConfig, load_config
+from needle_action.config.model import NeedleStyle
 from needle_action.errors import ConfigError, TemplateError
 from needle_action.recall.haystack import HaystackBuilder, SizeTooSmall, Trial
 from needle_action.recall.needles import BRIDGE_RE, VALUE_RE, Needle, make_needle
@@ -30,7 +31,7 @@ def _builder(config, name: str, *, seed: int = 1, **recall) -> HaystackBuilder:
     return HaystackBuilder(config, prompt, counter, seed=seed)
 
 
-def _needle(style: str = "codeword", key: object = 0) -> Needle:
+def _needle(style: NeedleStyle = "codeword", key: object = 0) -> Needle:
     from needle_action.config import RecallSettings
 
     return make_needle(RecallSettings(needle=style), random.Random(f"test:{style}:{key}"))

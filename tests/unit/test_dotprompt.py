@@ -12,6 +12,7 @@ import asyncio
 import os
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 from dotpromptz import DataArgument, Dotprompt
@@ -71,7 +72,7 @@ def official(text: str, data: dict, partials: dict[str, str] | None = None, hist
     """What dotpromptz itself renders: [(role, text)] with our trimming and role names applied."""
     doc = Dotprompt(partials=partials or {})
     arg = DataArgument(input=data, messages=history)
-    out = asyncio.run(doc.render(text, arg))
+    out: Any = asyncio.run(doc.render(text, arg))  # its parts are read as text below
     names = {"model": "assistant"}
     pairs = [
         (names.get(m.role.value, m.role.value), "".join(p.text for p in m.content)) for m in out.messages

@@ -27,7 +27,7 @@ def parse(text: str) -> ET.Element:
     return ET.fromstring(text.encode("utf-8"))
 
 
-def cases(root: ET.Element, suite: str) -> dict[tuple[str, str], ET.Element]:
+def cases(root: ET.Element, suite: str) -> dict[tuple[str | None, str | None], ET.Element]:
     s = root.find(f"testsuite[@name='{suite}']")
     assert s is not None, suite
     return {(c.get("classname"), c.get("name")): c for c in s.findall("testcase")}
@@ -44,10 +44,13 @@ def assert_counts_add_up(root: ET.Element) -> None:
     """junit-10.xsd types the counts as strings: check them against the testcases ourselves."""
     for s in root.findall("testsuite"):
         tcs = s.findall("testcase")
-        assert int(s.get("tests")) == len(tcs)
+        assert int(s.attrib["tests"]) == len(tcs)
         for tag, attr in (("failure", "failures"), ("error", "errors"), ("skipped", "skipped")):
-            assert int(s.get(attr)) == sum(1 for t in tcs if t.find(tag) is not None), (s.get("name"), attr)
-    assert int(root.get("tests")) == sum(int(s.get("tests")) for s in root.findall("testsuite"))
+            assert int(s.attrib[attr]) == sum(1 for t in tcs if t.find(tag) is not None), (
+                s.get("name"),
+                attr,
+            )
+    assert int(root.attrib["tests"]) == sum(int(s.attrib["tests"]) for s in root.findall("testsuite"))
 
 
 def test_the_schema_catches_a_broken_document(schema):

@@ -7,13 +7,14 @@ import random
 import pytest
 
 from needle_action.config import NeedleSpec, RecallSettings
+from needle_action.config.model import NeedleStyle
 from needle_action.errors import ConfigError
 from needle_action.recall.needles import BRIDGE_RE, VALUE_RE, Needle, make_needle, make_value
 
 STYLES = ("codeword", "sentence", "distractors", "multihop")
 
 
-def _needles(style: str, seed: int, n: int) -> list[Needle]:
+def _needles(style: NeedleStyle, seed: int, n: int) -> list[Needle]:
     settings = RecallSettings(needle=style)
     return [make_needle(settings, random.Random(f"{seed}:{i}")) for i in range(n)]
 

@@ -9,6 +9,7 @@ import statistics
 import pytest
 
 from needle_action.config import RecallSettings
+from needle_action.config.model import NeedleStyle
 from needle_action.recall.needles import VALUE_RE, make_needle
 from needle_action.recall.probes.absent import ABSENT_ANSWER
 from needle_action.recall.probes.families import FAMILIES
@@ -19,7 +20,7 @@ from needle_action.recall.scoring import judge
 VALUE_STYLES = ("codeword", "sentence", "distractors", "absent")
 
 
-def _needles(style: str, n: int = 300, **settings) -> list[Needle]:
+def _needles(style: NeedleStyle, n: int = 300, **settings) -> list[Needle]:
     rs = RecallSettings(needle=style, **settings)
     return [make_needle(rs, random.Random(f"probe:{style}:{i}")) for i in range(n)]
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import base64
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -14,7 +15,7 @@ from needle_action.config import load_config
 from needle_action.errors import ConfigError, TemplateError
 from tests.builders import Project
 
-SEARCH_OPENAI = [
+SEARCH_OPENAI: list[dict[str, Any]] = [
     {
         "type": "function",
         "function": {

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Literal
+
 import pytest
 
 from needle_action.config import RecallSettings
@@ -16,7 +18,7 @@ NEEDLE = Needle(
 )
 
 
-def _s(mode: str, regex: str | None = None) -> RecallSettings:
+def _s(mode: Literal["strict", "contains", "regex"], regex: str | None = None) -> RecallSettings:
     return RecallSettings(scoring=mode, answer_regex=regex)
 
 
@@ -67,7 +69,7 @@ def test_regex_without_group_compares_the_whole_match():
 def test_normalise():
     assert normalise("  Hello,   WORLD!! ") == "hello world"
     assert normalise("ＱＺＴ－４８２１") == "qzt 4821"  # full-width forms fold to ASCII
-    assert normalise(None) == ""  # type: ignore[arg-type]
+    assert normalise(None) == ""
 
 
 def test_oversized_answers_are_bounded():

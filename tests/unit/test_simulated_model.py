@@ -9,6 +9,7 @@ from itertools import islice
 import pytest
 
 from needle_action.config import RecallSettings
+from needle_action.config.model import NeedleStyle
 from needle_action.recall.filler import generated_passages
 from needle_action.recall.needles import VALUE_RE, make_needle
 from needle_action.recall.scoring import score
@@ -35,7 +36,7 @@ def _body(facts: list[tuple[float, str]], question: str, *, filler: str = FILLER
     }
 
 
-def _needle(style: str, i: int):
+def _needle(style: NeedleStyle, i: int):
     return make_needle(RecallSettings(needle=style), random.Random(f"sim:{style}:{i}"))
 
 
