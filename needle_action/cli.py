@@ -688,4 +688,4 @@ def report(
 if __name__ == "__main__":  # pragma: no cover
     main()
 
-__all__ = ["main", "EXIT_CONFIG"]
+__all__ = ["EXIT_CONFIG", "main"]

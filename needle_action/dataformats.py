@@ -295,12 +295,12 @@ def _yaml_error(exc: yaml.YAMLError, text: str) -> DataError:
 
 
 __all__ = [
-    "TomlErrorAt",
-    "toml_error_at",
-    "DataError",
     "MAX_DEPTH",
     "MAX_YAML_VALUES",
+    "DataError",
+    "TomlErrorAt",
     "parse_json",
     "parse_toml",
     "parse_yaml",
+    "toml_error_at",
 ]

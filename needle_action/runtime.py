@@ -34,7 +34,7 @@ if TYPE_CHECKING:  # imported lazily at run time (see _to_rendered)
 
 T = TypeVar("T")
 
-__all__ = ["edge_order", "PreflightGuard", "Estimate", "BudgetExceeded"]
+__all__ = ["BudgetExceeded", "Estimate", "PreflightGuard", "edge_order"]
 
 
 # --------------------------------------------------------------------------- pre-flight guard

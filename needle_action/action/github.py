@@ -136,9 +136,10 @@ class GitHubClient:
             headers["Content-Type"] = "application/json"
         attempt = 0
         while True:
-            req = urllib.request.Request(url, data=data, method=method, headers=headers)
+            # the API URL is the runner's (GITHUB_API_URL, https), never the pull request's
+            req = urllib.request.Request(url, data=data, method=method, headers=headers)  # noqa: S310
             try:
-                with urllib.request.urlopen(req, timeout=self.timeout_s) as resp:
+                with urllib.request.urlopen(req, timeout=self.timeout_s) as resp:  # noqa: S310 - as above
                     body = resp.read(MAX_ANSWER_BYTES)
                     return resp.status, dict(resp.headers.items()), _json(body, url)
             except urllib.error.HTTPError as exc:

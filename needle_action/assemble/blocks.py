@@ -163,11 +163,11 @@ def document_block(text: str, title: str | None = None, *, citations: bool = Fal
 __all__ = [
     "BLOCK_TYPES",
     "RequestShapeError",
-    "check_block",
-    "check_tool_pairs",
     "block_text",
     "blocks_text",
+    "check_block",
+    "check_tool_pairs",
+    "document_block",
     "document_text",
     "text_block",
-    "document_block",
 ]

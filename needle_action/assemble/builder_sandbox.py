@@ -24,6 +24,7 @@ worker that runs it (:mod:`~needle_action.assemble.builder_worker`) is started h
 from __future__ import annotations
 
 import atexit
+import contextlib
 import os
 import shutil
 import stat
@@ -170,7 +171,8 @@ def copy_repository(root: Path, allow_hidden: Sequence[str], who: RunAs) -> Path
         dest.parent.mkdir(parents=True, exist_ok=True)
         shutil.copyfile(path, dest)  # contents only: never the source's owner or mode bits
     if who.drops:
-        assert who.uid is not None and who.gid is not None
+        assert who.uid is not None
+        assert who.gid is not None
         for folder, _dirs, names in os.walk(target):
             os.chown(folder, who.uid, who.gid)
             for name in names:
@@ -197,10 +199,8 @@ _shielded: set[str] = set()
 
 
 def _restore_mode(path: str, mode: int) -> None:
-    try:
+    with contextlib.suppress(OSError):  # removed meanwhile (a base worktree): nothing to restore
         os.chmod(path, mode)
-    except OSError:
-        pass  # removed meanwhile (a base worktree): nothing to restore
 
 
 def shield_git(root: Path) -> None:
@@ -244,7 +244,8 @@ def start_worker(python: str, settings: str, home: Path, who: RunAs) -> subproce
     drop: dict[str, Any] = {}
     if who.drops:
         drop = {"user": who.uid, "group": who.gid, "extra_groups": []}
-    return subprocess.Popen(
+    # our own worker's source and settings, argv without a shell; PYTHON is the interpreter we chose
+    return subprocess.Popen(  # noqa: S603
         [python, "-I", "-c", source, settings],
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,

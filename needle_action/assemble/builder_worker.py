@@ -47,7 +47,7 @@ def limit_resources(memory_bytes: int | None, file_bytes: int | None, processes:
     ):
         if which is None or cap is None:
             continue
-        soft, hard = resource.getrlimit(which)
+        _soft, hard = resource.getrlimit(which)
         cap = cap if hard == resource.RLIM_INFINITY else min(cap, hard)
         resource.setrlimit(which, (cap, cap))
 

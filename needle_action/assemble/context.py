@@ -207,7 +207,8 @@ def _call_input(tool: JSON, question: Any) -> JSON:
 
 
 def _as_tool_result(p: RenderedPrompt, tool: JSON, question: Any) -> RenderedPrompt:
-    assert p.context_slot is not None and p.context_span is not None
+    assert p.context_slot is not None
+    assert p.context_span is not None
     i = p.context_slot.message
     text = p.messages[i].text
     start, end = p.context_span
@@ -232,7 +233,8 @@ def _as_tool_result(p: RenderedPrompt, tool: JSON, question: Any) -> RenderedPro
 
 
 def _as_documents(p: RenderedPrompt, value: Any) -> RenderedPrompt:
-    assert p.context_slot is not None and p.context_span is not None
+    assert p.context_slot is not None
+    assert p.context_span is not None
     i = p.context_slot.message
     text = p.messages[i].text
     start, end = p.context_span

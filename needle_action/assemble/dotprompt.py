@@ -575,10 +575,10 @@ def is_partial(path: Path) -> bool:
 
 __all__ = [
     "DotpromptFile",
-    "parse",
-    "load",
-    "render_raw",
-    "to_rendered",
-    "template_variables",
     "is_partial",
+    "load",
+    "parse",
+    "render_raw",
+    "template_variables",
+    "to_rendered",
 ]

@@ -228,7 +228,7 @@ def _unless_equals(params: list[Any], options: HelperOptions) -> str:
 
 
 def _lookup(params: list[Any], options: HelperOptions) -> Any:
-    collection, key = (params + [None, None])[:2]
+    collection, key = [*params, None, None][:2]
     if isinstance(collection, dict):
         return collection.get(key)
     if isinstance(collection, list) and isinstance(key, int | str) and str(key).isdigit():
@@ -437,7 +437,7 @@ __all__ = [
     "compile_program",
     "prepare",
     "render",
+    "runtime_error_tag",
     "scan_tags",
     "syntax_error_tag",
-    "runtime_error_tag",
 ]

@@ -85,7 +85,8 @@ class _Worker:
         widen_pipe(self.proc.stdout)
 
     def call(self, payload: bytes, timeout: float) -> bytes:
-        assert self.proc.stdin is not None and self.proc.stdout is not None
+        assert self.proc.stdin is not None
+        assert self.proc.stdout is not None
         if self.first:  # the first call also waits for the interpreter to start and import Jinja
             timeout += STARTUP_SECONDS
             self.first = False
@@ -263,7 +264,7 @@ def _on_alarm(signum: int, frame: Any) -> None:
 def _limit_memory() -> None:
     import resource  # POSIX only, and needed only in the worker process
 
-    soft, hard = resource.getrlimit(resource.RLIMIT_AS)
+    _soft, hard = resource.getrlimit(resource.RLIMIT_AS)
     cap = MEMORY_BYTES if hard == resource.RLIM_INFINITY else min(MEMORY_BYTES, hard)
     resource.setrlimit(resource.RLIMIT_AS, (cap, hard))
 

@@ -134,7 +134,7 @@ def _count(s: Any, sub: Any) -> int:
 def _replace_size(s: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> int:
     old: Any
     new: Any
-    old, new = (list(args) + [None, None])[:2]
+    old, new = [*args, None, None][:2]
     if not isinstance(old, str | bytes) or not isinstance(new, str | bytes):
         return len(s)
     count = args[2] if len(args) > 2 else kwargs.get("count", -1)

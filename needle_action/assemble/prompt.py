@@ -268,4 +268,4 @@ def _cut_context(p: RenderedPrompt, slot: ContextSlot) -> list[str]:
     return _message_texts(Message(m.role, keep))
 
 
-__all__ = ["ContextSlot", "Message", "RenderedPrompt", "RequestShapeError", "Role", "SYSTEM_PART"]
+__all__ = ["SYSTEM_PART", "ContextSlot", "Message", "RenderedPrompt", "RequestShapeError", "Role"]

@@ -174,4 +174,4 @@ def _image(src: str, prompty_path: Path, root: Path, file: str, allow_hidden: Se
     }
 
 
-__all__ = ["Prompty", "split_prompty", "prompty_defaults", "with_images"]
+__all__ = ["Prompty", "prompty_defaults", "split_prompty", "with_images"]

@@ -181,4 +181,4 @@ def referenced_templates(env: jinja2.Environment, source: str) -> list[str]:
     return [t for t in jinja_meta.find_referenced_templates(env.parse(source)) if t]
 
 
-__all__ = ["render_case", "render_raw", "lenient_undefined", "undeclared_variables", "referenced_templates"]
+__all__ = ["lenient_undefined", "referenced_templates", "render_case", "render_raw", "undeclared_variables"]

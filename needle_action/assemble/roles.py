@@ -339,4 +339,4 @@ def _check_system_place(seen_system: int, position: int, source_text: str, file:
         )
 
 
-__all__ = ["Section", "split_sections", "split_messages", "to_prompt", "trim_blank_lines"]
+__all__ = ["Section", "split_messages", "split_sections", "to_prompt", "trim_blank_lines"]

@@ -334,16 +334,16 @@ def environment_for(
 
 
 __all__ = [
-    "OPEN",
-    "CLOSE",
-    "BLOCKS_OPEN",
     "BLOCKS_CLOSE",
-    "is_block_list",
-    "strip_sentinels",
-    "scrub",
-    "finalize",
+    "BLOCKS_OPEN",
+    "CLOSE",
+    "OPEN",
     "AccessDenied",
-    "RootLoader",
     "PromptEnvironment",
+    "RootLoader",
     "environment_for",
+    "finalize",
+    "is_block_list",
+    "scrub",
+    "strip_sentinels",
 ]

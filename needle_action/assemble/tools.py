@@ -181,11 +181,11 @@ def _top_level_item_starts(text: str) -> list[int]:
 
 
 __all__ = [
-    "tool_format",
+    "item_line",
+    "load_tools",
     "to_anthropic_tool",
     "to_anthropic_tools",
     "to_openai_tool",
     "to_openai_tools",
-    "load_tools",
-    "item_line",
+    "tool_format",
 ]

@@ -124,4 +124,4 @@ def _block_view(b: JSON) -> str:
     return f"--- {kind} ---\n{block_text(b)}"
 
 
-__all__ = ["request_view", "pretty"]
+__all__ = ["pretty", "request_view"]

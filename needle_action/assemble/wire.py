@@ -456,13 +456,13 @@ def anthropic_tool_choice(choice: Any) -> JSON | None:
 __all__ = [
     "ANTHROPIC_PARAMS",
     "OPENAI_PARAMS",
-    "known_param",
     "anthropic_body",
     "anthropic_params",
+    "anthropic_tool_choice",
+    "from_body",
+    "is_openai_body",
+    "known_param",
     "openai_body",
     "openai_params",
     "openai_tool_choice",
-    "is_openai_body",
-    "from_body",
-    "anthropic_tool_choice",
 ]

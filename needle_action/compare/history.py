@@ -107,7 +107,7 @@ def pr_trends(runs: list[Results], head: Results) -> list[PromptTrend]:
 
 
 def _git(repo: Path, *args: str) -> subprocess.CompletedProcess[bytes]:
-    return subprocess.run(["git", *args], cwd=str(repo), capture_output=True, timeout=120)
+    return subprocess.run(["git", *args], cwd=str(repo), capture_output=True, timeout=120)  # noqa: S603, S607 - git from PATH with a fixed argv (no shell); the path is the runner's choice
 
 
 def read_index(raw: bytes | None) -> list[str]:
@@ -205,10 +205,10 @@ def from_folder(folder: Path) -> list[Results]:
 __all__ = [
     "PromptTrend",
     "TrendPoint",
-    "pr_trends",
     "drift",
     "from_data_branch",
     "from_folder",
+    "pr_trends",
     "read_index",
     "trends",
 ]

@@ -309,4 +309,4 @@ def load_config(
     return loader.validate(defaults, prompts)
 
 
-__all__ = ["load_config", "FIXTURE_SUFFIXES"]
+__all__ = ["FIXTURE_SUFFIXES", "load_config"]

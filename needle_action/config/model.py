@@ -247,9 +247,8 @@ class RecallSettings(Strict):
         styles = self.styles
         if "custom" in styles and not self.needles:
             raise ValueError('needle = "custom" needs at least one [[...recall.needles]] entry')
-        if self.scoring == "regex":
-            if not self.answer_regex:
-                raise ValueError('scoring = "regex" needs answer_regex')
+        if self.scoring == "regex" and not self.answer_regex:
+            raise ValueError('scoring = "regex" needs answer_regex')
         return self
 
 

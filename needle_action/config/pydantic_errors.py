@@ -58,9 +58,9 @@ def _depth_present(raw: Any, loc: tuple[Any, ...]) -> int:
     """How many leading elements of LOC can be followed through RAW (dicts by key, lists by index)."""
     cur = raw
     for i, part in enumerate(loc):
-        if isinstance(cur, dict) and part in cur:
-            cur = cur[part]
-        elif isinstance(cur, list) and isinstance(part, int) and 0 <= part < len(cur):
+        if (isinstance(cur, dict) and part in cur) or (
+            isinstance(cur, list) and isinstance(part, int) and 0 <= part < len(cur)
+        ):
             cur = cur[part]
         else:
             return i
@@ -214,4 +214,4 @@ def _fields_at(model: type[BaseModel], path: tuple[Any, ...]) -> list[str]:
     return names
 
 
-__all__ = ["Problem", "describe", "origin_key", "did_you_mean"]
+__all__ = ["Problem", "describe", "did_you_mean", "origin_key"]

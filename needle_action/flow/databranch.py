@@ -105,8 +105,14 @@ def _env(settings: Settings, **extra: str) -> dict[str, str]:
 def _git(
     args: list[str], cwd: Path, env: dict[str, str], *, check: bool = True, input: bytes | None = None
 ) -> subprocess.CompletedProcess[bytes]:
-    proc = subprocess.run(
-        ["git", *args], cwd=str(cwd), env=env, input=input, capture_output=True, timeout=300
+    # git from PATH with a fixed argv (no shell); the path is the runner's choice
+    proc = subprocess.run(  # noqa: S603
+        ["git", *args],  # noqa: S607
+        cwd=str(cwd),
+        env=env,
+        input=input,
+        capture_output=True,
+        timeout=300,
     )
     if check and proc.returncode != 0:
         raise DataBranchError(f"git {' '.join(args[:2])} failed: {_err(proc)}")

@@ -15,6 +15,7 @@ there (a miscompiled CPU path, an out-of-memory kill) ends the worker, never the
 
 from __future__ import annotations
 
+import contextlib
 import re
 from dataclasses import dataclass
 from typing import Any
@@ -72,10 +73,10 @@ def _fit(llm: Any, window: Window, path: str, messages: list[dict[str, Any]], ma
     """Grow the window before the call when the prompt plus answer clearly will not fit."""
     if window.fixed:
         return llm
-    try:  # the model's own training window bounds the growth
+    # the model's own training window bounds the growth; a private API: if it fails, keep the
+    # bound the provider sent
+    with contextlib.suppress(Exception):
         window.max_ctx = max(window.n_ctx, int(llm._model.n_ctx_train()))  # noqa: SLF001
-    except Exception:  # noqa: BLE001 - private API; keep the bound the provider sent
-        pass
     text = "\n".join(m["content"] for m in messages)
     # the chat template adds a few tokens per turn; 16 each is generous for Gemma's markers
     estimate = len(llm.tokenize(text.encode("utf-8"), add_bos=True, special=False))

@@ -96,8 +96,8 @@ class _Process:
             # llama.cpp's OpenMP threads spin at every barrier by default: on a busy machine the
             # spinning thread takes the core its partner needs (measured 5x slower, docs/decisions.md)
             env["OMP_WAIT_POLICY"] = "PASSIVE"
-        self.log = tempfile.TemporaryFile()
-        self.proc = subprocess.Popen(
+        self.log = tempfile.TemporaryFile()  # noqa: SIM115 - the worker's stderr for its life; stop() closes it
+        self.proc = subprocess.Popen(  # noqa: S603 - our own worker module, a fixed argv
             worker_command(),
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import threading
 from collections.abc import Callable, Iterable
@@ -72,7 +73,5 @@ def import_ahead(names: Iterable[str]) -> threading.Thread | None:
 
 def _try_imports(modules: list[str]) -> None:
     for module in modules:
-        try:
+        with contextlib.suppress(Exception):  # make_provider imports it again and reports what is missing
             importlib.import_module(module)
-        except Exception:  # make_provider imports it again and reports what is missing
-            pass

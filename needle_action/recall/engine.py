@@ -15,6 +15,7 @@ the CLI can exit 3 when nothing at all could run.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import itertools
 import json
 from dataclasses import dataclass
@@ -212,10 +213,8 @@ class _Run:
     async def close(self) -> None:
         """Close every provider's client."""
         for provider in self.providers.values():
-            try:
+            with contextlib.suppress(Exception):  # closing is best effort; the results are already written
                 await provider.aclose()
-            except Exception:  # closing is best effort; the results are already written
-                pass
 
 
 @dataclass

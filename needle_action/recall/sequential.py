@@ -72,7 +72,7 @@ class Design:
         """Alpha spent at each look of :meth:`looks` (looks that coincide pool their spends)."""
         looks = self.looks(planned)
         if not self.block:
-            return tuple(0.0 for _ in looks[:-1]) + (alpha,)
+            return (*(0.0 for _ in looks[:-1]), alpha)
         spent = dict.fromkeys(looks, 0.0)
         for f, share in zip(FRACTIONS, SPEND, strict=True):
             spent[max(1, math.ceil(f * planned - 1e-9))] += share * alpha
@@ -266,7 +266,7 @@ def _decide(data: PromptData, look: int, groups: list[GroupResult], ends: bool) 
     passes = data.design.pass_early and all(
         g.upper is not None and g.detectable is not None and g.upper < g.detectable for g in groups
     )
-    if any(g.regressed for g in groups):
+    if any(g.regressed for g in groups):  # noqa: SIM108 - a nested conditional expression reads worse
         status = "fail"
     else:
         status = "pass" if passes or final else "continue"

@@ -250,7 +250,7 @@ def _money(x: float | None) -> Trusted:
 def _environment() -> jinja2.Environment:
     env = jinja2.Environment(
         loader=jinja2.FileSystemLoader(str(TEMPLATES)),
-        autoescape=False,  # Markdown, not HTML; finalize sanitises instead
+        autoescape=False,  # noqa: S701 - Markdown, not HTML; finalize sanitises instead
         finalize=_finalize,
         trim_blocks=True,
         lstrip_blocks=True,

@@ -95,7 +95,7 @@ def _parsed(encoding: str) -> tiktoken.Encoding | None:
     parsed = src.with_name(src.name + ".ranks.marshal")
     try:
         if parsed.is_file() and parsed.stat().st_mtime >= src.stat().st_mtime:
-            data = marshal.loads(parsed.read_bytes())
+            data = marshal.loads(parsed.read_bytes())  # noqa: S302 - our own cache of plain data (see above)
             return tiktoken.Encoding(
                 name=data["name"],
                 pat_str=data["pat_str"],

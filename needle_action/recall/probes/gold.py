@@ -298,4 +298,4 @@ def answer_keys(variables: dict[str, Any]) -> dict[str, Any]:
     return {k: variables.get(k) for k in (EXPECTED_KEY, GOLD_KEY)}
 
 
-__all__ = ["Expected", "Gold", "resolve_gold", "answer_keys", "parse_expected"]
+__all__ = ["Expected", "Gold", "answer_keys", "parse_expected", "resolve_gold"]
