@@ -116,7 +116,7 @@ DROPS = [
         True,
     ),
 ]
-SCENARIOS = NULLS + [FOUR] + DROPS
+SCENARIOS = [*NULLS, FOUR, *DROPS]
 SEQUENTIAL = Design()
 
 
@@ -366,7 +366,7 @@ def write_docs(text: str) -> None:
 
 
 def rows_to_run() -> list[tuple[Scenario, float]]:
-    nulls = [(sc, sd) for sc in NULLS + [FOUR] for sd in SEED_SDS]
+    nulls = [(sc, sd) for sc in [*NULLS, FOUR] for sd in SEED_SDS]
     return nulls + [(sc, 0.3) for sc in DROPS]
 
 
