@@ -66,8 +66,17 @@ question: When does the harbour office open?
 
 def _needle_recall(config: Path, out: Path, env: dict) -> subprocess.CompletedProcess:
     return subprocess.run(
-        [sys.executable, "-m", "needle_action", "recall", "--config", str(config)]
-        + ["--json", str(out), "--no-progress"],
+        [
+            sys.executable,
+            "-m",
+            "needle_action",
+            "recall",
+            "--config",
+            str(config),
+            "--json",
+            str(out),
+            "--no-progress",
+        ],
         capture_output=True,
         text=True,
         env=env,

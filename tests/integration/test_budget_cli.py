@@ -199,7 +199,7 @@ def test_absolute_growth_limit_and_a_new_prompt(examples, tmp_path):
 
 
 @pytest.mark.parametrize(
-    "content, message",
+    ("content", "message"),
     [
         ("{not json", "not valid JSON"),
         ('{"prompts": []}', "no schema_version"),

@@ -131,14 +131,18 @@ def test_capture_then_check_requests_equals_running_the_builders(project, fake, 
 def test_captured_requests_from_another_seed_are_refused(project, fake, tmp_path):
     config = load_config(project)
     capture(config, tmp_path / "captured", overrides=RecallOverrides(trials=1))
-    with pytest.raises(ConfigError) as err:
-        with measuring_captured(config, tmp_path / "captured", RecallOverrides(seed=9, trials=1)):
-            pass
+    with (
+        pytest.raises(ConfigError) as err,
+        measuring_captured(config, tmp_path / "captured", RecallOverrides(seed=9, trials=1)),
+    ):
+        pass
     assert "another recall seed" in err.value.message
     (project.parent / "fixtures" / "qa.yaml").write_text(FIXTURE.replace("nine", "ten"))
-    with pytest.raises(ConfigError) as err:
-        with measuring_captured(load_config(project), tmp_path / "captured", RecallOverrides(trials=1)):
-            pass
+    with (
+        pytest.raises(ConfigError) as err,
+        measuring_captured(load_config(project), tmp_path / "captured", RecallOverrides(trials=1)),
+    ):
+        pass
     assert "another threshold file, fixtures or builder module" in err.value.message
 
 

@@ -143,7 +143,7 @@ def _commit_on_data_branch(tmp: Path, bare: Path, path: str, text: str) -> None:
 
 @pytest.mark.slow  # two action runs and a push each
 @pytest.mark.parametrize(
-    "path, text, why",
+    ("path", "text", "why"),
     [
         ("results/{sha}.json", '{"schema_version": 1, "prompts": "oops"', "invalid"),
         ("results/{sha}.meta.json", '{"fingerprint": {"config_sha256": "0"}}', "another threshold file"),

@@ -8,6 +8,7 @@ last test puts the simulated model behind it and sends it the haystacks the engi
 from __future__ import annotations
 
 import asyncio
+import json
 import random
 import socket
 
@@ -149,15 +150,17 @@ def test_x_api_key_header_is_accepted():
 
 
 def test_prompt_beyond_the_context_window_is_refused():
-    with FakeAnthropic(context_window=50) as fake:
-        with pytest.raises(anthropic.BadRequestError, match="prompt is too long"):
-            client(fake).messages.create(
-                model=MODEL, max_tokens=10, messages=[{"role": "user", "content": "lorem ipsum " * 40}]
-            )
+    with (
+        FakeAnthropic(context_window=50) as fake,
+        pytest.raises(anthropic.BadRequestError, match="prompt is too long"),
+    ):
+        client(fake).messages.create(
+            model=MODEL, max_tokens=10, messages=[{"role": "user", "content": "lorem ipsum " * 40}]
+        )
 
 
 @pytest.mark.parametrize(
-    "kind,exc",
+    ("kind", "exc"),
     [
         ("429", anthropic.RateLimitError),
         ("529", anthropic.OverloadedError),
@@ -183,7 +186,8 @@ def test_each_fault_kind_surfaces_as_the_sdk_error(kind, exc):
 
 def test_malformed_body_fails_to_parse():
     with FakeAnthropic(faults=Faults(rate=1.0, kinds=("malformed",))) as fake:
-        with pytest.raises(ValueError):  # json.JSONDecodeError from the SDK's response.json()
+        # json.JSONDecodeError from the SDK's response.json()
+        with pytest.raises(json.JSONDecodeError):
             client(fake).messages.create(
                 model=MODEL, max_tokens=5, messages=[{"role": "user", "content": "hi"}]
             )
@@ -252,7 +256,7 @@ def test_server_stops_and_frees_its_port():
     fake = FakeAnthropic().start()
     host, port = fake.base_url.rsplit(":", 1)[0][7:], int(fake.base_url.rsplit(":", 1)[1])
     fake.stop()
-    with pytest.raises(OSError):
+    with pytest.raises(OSError):  # noqa: PT011 - refused or timed out: either shows the port is closed
         socket.create_connection((host, port), timeout=0.5)
 
 

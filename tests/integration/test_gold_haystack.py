@@ -81,7 +81,7 @@ def test_a_gold_passage_moves_through_a_string_slot(project):
 
 
 @pytest.mark.parametrize(
-    "edit, where, words",
+    ("edit", "where", "words"),
     [
         (('expected: ["14 days", "fourteen days"]\n', ""), "typical.yaml:", "has no 'expected'"),
         (("gold: 0\n", "gold: 9\n"), "typical.yaml:7:", "gold = 9 is out of range"),

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import random
 from pathlib import Path
 
@@ -148,7 +149,7 @@ def test_distractors_are_spread_at_other_depths(examples):
     where = {f: text.index(f) for f in (*needle.facts, *needle.distractors)}
     positions = sorted(where.values())
     assert len(positions) == 4
-    gaps = [b - a for a, b in zip(positions, positions[1:], strict=False)]
+    gaps = [b - a for a, b in itertools.pairwise(positions)]
     assert min(gaps) > 0.1 * len(text)  # well apart, not clumped next to the needle
 
 

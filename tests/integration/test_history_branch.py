@@ -71,7 +71,7 @@ def needle(args: list[str], cwd: Path) -> subprocess.CompletedProcess:
 
 
 def test_main_results_accumulate_and_needle_history_prints_the_trend(repo, tmp_path):
-    p, bare = repo
+    _p, bare = repo
     files = git(bare, "ls-tree", "-r", "--name-only", BRANCH).splitlines()
     assert all(f"results/{sha}.json" in files for sha in SHAS)  # appended, not overwritten
     assert git(bare, "rev-list", "--count", BRANCH) == "3"

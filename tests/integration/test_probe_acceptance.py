@@ -12,6 +12,7 @@ overlap (tests/fakes/lexical_model.py) behind the fake Anthropic API (real HTTP,
 
 from __future__ import annotations
 
+import itertools
 import json
 import math
 import os
@@ -104,7 +105,7 @@ def _by_cell(observations, cells, trials: int) -> list[tuple]:
         seen = sorted((o for o in observations if in_band(o)), key=lambda o: o.depth)
         row = sorted((c for c in cells if c.size == size), key=lambda c: c.depth)
         chunks = [seen[i * trials : (i + 1) * trials] for i in range(len(row))]
-        for left, right in zip(chunks, chunks[1:], strict=False):
+        for left, right in itertools.pairwise(chunks):
             assert max(o.depth for o in left) <= min(o.depth for o in right)  # ties sit at one place
         pairs += list(zip(row, chunks, strict=True))
     return pairs

@@ -49,10 +49,9 @@ def lost_in_the_middle(depth: float, size: int) -> float:
 def test_auto_budget_and_the_reorder_ab_appear_in_the_comment(tmp_path):
     assert 'max_input_tokens = "auto"' in AUTO_AB and "reorder_ab = true" in AUTO_AB
     p = make_checkout(tmp_path, base_config=AUTO_AB)
-    with FakeAnthropic(SimulatedModel(lost_in_the_middle, seed=5)) as fake:
-        with FakeGitHub() as gh:
-            run = run_action(p, runner_env(p, gh, fake))
-            (comment,) = gh.issue_comments(REPO, PR)
+    with FakeAnthropic(SimulatedModel(lost_in_the_middle, seed=5)) as fake, FakeGitHub() as gh:
+        run = run_action(p, runner_env(p, gh, fake))
+        (comment,) = gh.issue_comments(REPO, PR)
     assert run.code == 0, run.stdout + run.stderr
     body = comment["body"]
     head = report_json(run, "head")

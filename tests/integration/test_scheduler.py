@@ -160,7 +160,7 @@ def test_shards_of_several_styles_merge_into_the_unsharded_run(tmp_path, fake):
     parts = [(tmp_path / f"{i}.json", run_recall(cfg, cache=False, shard=Shard(i, 2))) for i in (1, 2)]
     merged = merge(parts).prompt("qa").recall
     one = whole.prompt("qa").recall
-    assert [c.style for c in one.cells][0] == "codeword" and {c.style for c in one.cells} == {
+    assert next(c.style for c in one.cells) == "codeword" and {c.style for c in one.cells} == {
         "codeword",
         "absent",
     }

@@ -3,6 +3,7 @@ the anthropic counter through the real SDK against the loopback fake, and the lo
 
 from __future__ import annotations
 
+import itertools
 import json
 import math
 import os
@@ -67,7 +68,7 @@ def test_examples_render_to_eight_real_chat_cases(example_cases):
     long_support = next(c for c in example_cases if c.fixture and c.fixture.endswith("long.yaml"))
     roles = [m.role for m in long_support.messages]
     assert len(roles) == 37 and roles[-1] == "user"
-    assert all(a != b for a, b in zip(roles, roles[1:], strict=False))
+    assert all(a != b for a, b in itertools.pairwise(roles))
 
 
 @pytest.mark.parametrize("encoding", ["o200k_base", "cl100k_base"])

@@ -348,7 +348,7 @@ def test_sandbox_refuses(tmp_path, payload):
 
 
 @pytest.mark.parametrize(
-    "name, text, line",
+    ("name", "text", "line"),
     [
         ("f.yaml", "question: ok\ndocs: [a, b\nx: 1\n", 3),
         ("f.yaml", "a: 1\n  b: 2\n", 2),

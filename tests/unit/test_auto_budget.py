@@ -41,7 +41,7 @@ def test_auto_takes_the_base_effective_context_and_fails_over_it():
 
 
 @pytest.mark.parametrize(
-    "base, why",
+    ("base", "why"),
     [
         (None, "no base results"),
         (_base(None), "held at none of the measured sizes"),
@@ -65,7 +65,7 @@ def test_a_case_with_a_budget_is_left_alone_and_auto_is_the_only_word_allowed():
     assert fixed.max_input_tokens == 20_000 and fixed.budget_source is None
     assert auto_budget(None, 10, None)[0] is None
     assert PromptSettings(max_input_tokens="auto").max_input_tokens == "auto"
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match="unable to parse string"):
         PromptSettings(max_input_tokens="lots")
     with pytest.raises(ValueError, match="at least 1"):
         PromptSettings(max_input_tokens=0)

@@ -35,7 +35,7 @@ def test_the_bank_is_big_and_varied():
     assert len({(x, key) for _, x, key in items}) == len(items)  # no item twice
 
 
-@pytest.mark.parametrize("relation, fact, question", list(_pairs()))
+@pytest.mark.parametrize(("relation", "fact", "question"), list(_pairs()))
 def test_fact_and_question_share_no_content_word(relation, fact, question):
     assert overlap(fact, question) == set(), (relation, fact, question)
 

@@ -27,7 +27,7 @@ def answer(i: int, hit: bool) -> RecallAnswer:
     return RecallAnswer(trial=i, needle="V", answer="V" if hit else "x", hit=hit)
 
 
-@pytest.mark.parametrize("planned,threshold", [(3, 0.8), (5, 0.8), (6, 0.5), (8, 0.9)])
+@pytest.mark.parametrize(("planned", "threshold"), [(3, 0.8), (5, 0.8), (6, 0.5), (8, 0.9)])
 def test_any_arrival_order_settles_where_sequential_early_stopping_does(planned, threshold):
     rng = random.Random(planned)
     for outcomes in itertools.product([False, True], repeat=planned):

@@ -231,7 +231,7 @@ def test_missing_template_key(tmp_path):
 
 
 @pytest.mark.parametrize(
-    "template, words",
+    ("template", "words"),
     [
         ("prompts/b.j2", "not found"),
         ("/etc/passwd", "absolute"),

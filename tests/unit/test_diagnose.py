@@ -47,7 +47,7 @@ def test_all_pass():
 
 def test_one_unlucky_cell_does_not_change_the_class():
     # 13/20 alone would be a failing cell; pooled with its neighbours the depth holds
-    reading, d = run(grid(lambda s, d: 13 if (s, d) == (8000, 0.25) else 20))
+    _reading, d = run(grid(lambda s, d: 13 if (s, d) == (8000, 0.25) else 20))
     assert d.kind == "all-pass"
 
 

@@ -209,7 +209,7 @@ def test_dotprompt_literal_markers_in_template_text_are_honoured(tmp_path):
 
 
 @pytest.mark.parametrize(
-    "text, line, words",
+    ("text", "line", "words"),
     [
         ("a\n{{#each xs}}\n{{this}}\nb\n", 2, "unclosed block"),
         ("a\n{{#if x}}\nb\n{{/each}}\n", 4, "unexpected closing tag"),
@@ -237,7 +237,7 @@ def test_undefined_variable_prints_nothing_as_in_dotprompt_unless_strict(tmp_pat
 
 
 @pytest.mark.parametrize(
-    "front, line, words",
+    ("front", "line", "words"),
     [
         ("model: [unclosed\n", 2, "invalid YAML"),
         ("a: &anchor 1\nb: *anchor\n", 2, "anchors are not allowed"),
@@ -255,7 +255,7 @@ def test_unclosed_front_matter(tmp_path):
 
 
 @pytest.mark.parametrize(
-    "text, line, words",
+    ("text", "line", "words"),
     [
         ('{{role "system"}}\nS\n{{role "tool"}}\nT\n', 3, "tool messages are not supported"),
         ('{{role "user"}}\nU\n{{role "system"}}\nS\n', 3, "system message must come first"),

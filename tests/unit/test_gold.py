@@ -82,7 +82,7 @@ def test_a_string_slot_moves_the_paragraph_that_holds_the_answer(tmp_path):
 
 
 @pytest.mark.parametrize(
-    "extra, line, words, hint",
+    ("extra", "line", "words", "hint"),
     [
         ("", 1, "has no 'expected'", "add expected next to question"),
         ("expected: 14\n", 9, "expected must be a non-empty string", 'expected: "14 days"'),

@@ -106,7 +106,7 @@ def test_custom_answer_template_is_honoured():
 
 
 @pytest.mark.parametrize(
-    "spec, message",
+    ("spec", "message"),
     [
         (
             NeedleSpec(fact="The password is secret.", question="What is the password?"),

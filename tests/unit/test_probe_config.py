@@ -53,7 +53,7 @@ def test_look_alike_counts_default_per_style():
 
 
 @pytest.mark.parametrize(
-    "recall, line, words",
+    ("recall", "line", "words"),
     [
         (
             'needle = ["codeword", "nonlexicl"]',

@@ -96,7 +96,7 @@ ABSENT = Needle(
 
 
 @pytest.mark.parametrize(
-    "answer, hit, distractor",
+    ("answer", "hit", "distractor"),
     [
         ("I could not find that in the documentation.", True, False),
         ("The context does not mention the harbour warehouse.", True, False),
@@ -134,7 +134,7 @@ GOLD = Needle(
 
 
 @pytest.mark.parametrize(
-    "answer, hit",
+    ("answer", "hit"),
     [
         ("Deleted objects are kept for 14 days by default.", True),
         ("About two weeks; support cannot restore them after that.", True),

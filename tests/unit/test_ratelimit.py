@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import itertools
 from datetime import UTC, datetime, timedelta
 
 from needle_action.providers.ratelimit import AdaptiveLimit
@@ -61,7 +62,7 @@ def test_pacing_follows_the_bucket_the_headers_describe():
     starts = asyncio.run(go(12))
     assert starts[:2] == [0.0, 0.0]
     # then one request per half second: exactly the refill rate, no faster
-    gaps = [b - a for a, b in zip(starts[2:], starts[3:], strict=False)]
+    gaps = [b - a for a, b in itertools.pairwise(starts)]
     assert all(abs(g - 0.5) < 1e-6 for g in gaps), gaps
 
 

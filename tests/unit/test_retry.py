@@ -105,7 +105,7 @@ def test_non_retryable_error_raises_at_once():
 
 
 @pytest.mark.parametrize(
-    "headers,expected",
+    ("headers", "expected"),
     [
         ({"retry-after": "2"}, 2.0),
         ({"Retry-After": "0.25"}, 0.25),

@@ -5,6 +5,7 @@ tests/integration/test_runtime_sdk.py."""
 
 from __future__ import annotations
 
+import itertools
 import math
 
 import pytest
@@ -42,7 +43,7 @@ def test_edge_order_relevance_falls_from_both_edges(n):
     out = edge_order(ranked)
     assert sorted(out) == ranked
     edge_distance = {item: min(i, n - 1 - i) for i, item in enumerate(out)}
-    for better, worse in zip(ranked, ranked[1:], strict=False):
+    for better, worse in itertools.pairwise(ranked):
         assert edge_distance[better] <= edge_distance[worse]
     if n >= 3:  # the least relevant chunk sits in the middle
         assert edge_distance[ranked[-1]] == (n - 1) // 2
@@ -64,7 +65,7 @@ def test_edge_order_accepts_iterables_and_does_not_mutate():
 
 
 @pytest.mark.parametrize(
-    "scores, match",
+    ("scores", "match"),
     [
         ([1.0, 2.0], "3 chunks but 2 scores"),
         ([1.0, float("nan"), 2.0], "number"),
@@ -158,7 +159,7 @@ def test_unpriced_model_fails_closed_only_when_a_dollar_cap_is_set():
     "kwargs", [{"max_input_tokens": 0}, {"max_cost_usd": 0}, {"reserve_output_tokens": -1}]
 )
 def test_guard_rejects_nonsense_limits(kwargs):
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match=r"must be a positive|must not be negative"):
         PreflightGuard("gpt-4o", **kwargs)
 
 
@@ -185,7 +186,8 @@ def test_openai_tool_calls_and_tool_messages_are_kept_and_counted():
         "function": {"name": "lookup", "arguments": '{"sku": "A-17"}'},
     }
     base = [{"role": "user", "content": "Where is A-17?"}]
-    turns = base + [
+    turns = [
+        *base,
         {"role": "assistant", "content": None, "tool_calls": [call]},
         {"role": "tool", "tool_call_id": "call_7", "content": "Aisle 4, shelf 2."},
     ]

@@ -23,7 +23,7 @@ def _s(mode: Literal["strict", "contains", "regex"], regex: str | None = None) -
 
 
 @pytest.mark.parametrize(
-    "answer, strict, contains",
+    ("answer", "strict", "contains"),
     [
         ("QZT-4821-KLM", True, True),
         ("  qzt-4821-klm\n", True, True),

@@ -30,7 +30,7 @@ def test_paired_test_is_an_exact_sign_test_on_discordant_pairs():
     assert paired_drop_pvalue(5, 0) == pytest.approx(1 / 32)
     assert paired_drop_pvalue(0, 4) == 1.0 and paired_drop_pvalue(0, 0) == 1.0
     assert paired_drop_pvalue(9, 1) == pytest.approx(11 / 1024)
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match="pair counts must be >= 0"):
         paired_drop_pvalue(-1, 2)
 
 
