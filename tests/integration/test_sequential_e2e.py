@@ -27,7 +27,8 @@ pytestmark = pytest.mark.slow
 
 
 def _ok(res: subprocess.CompletedProcess) -> None:
-    assert res.returncode in (0, 1) and "Traceback" not in res.stderr, res.stdout + res.stderr
+    assert res.returncode in (0, 1), res.stdout + res.stderr
+    assert "Traceback" not in res.stderr, res.stdout + res.stderr
 
 
 def _pr(tmp: Path, fake: FakeAnthropic, head_curve, pr: int) -> tuple[int, dict, dict, dict]:
@@ -81,7 +82,8 @@ def test_no_change_stops_early_and_plan_predicts_the_run(tmp_path, fake):
         n, head, comparison, plan = _pr(tmp_path / str(pr), fake, flat95, pr)
         recall = head["prompts"][0]["recall"]
         rc = comparison["prompts"][0]["recall"]
-        assert comparison["verdict"] == "pass" and rc["status"] == "pass"
+        assert comparison["verdict"] == "pass"
+        assert rc["status"] == "pass"
         assert recall["calls"] == n  # the server saw exactly the counted calls: none beyond a look
         p = plan["prompts"][0]
         # the base's measured rate plans the trials on both (fewer than the assumed 90%'s 20)
@@ -105,9 +107,12 @@ def test_no_change_stops_early_and_plan_predicts_the_run(tmp_path, fake):
 def test_a_drop_stops_early_and_blocks(tmp_path, fake):
     n, head, comparison, _ = _pr(tmp_path, fake, middle_minus_30, 7)
     rc = comparison["prompts"][0]["recall"]
-    assert comparison["verdict"] == "fail-recall" and rc["status"] == "fail"
-    assert n < 300 and head["prompts"][0]["recall"]["look"] is not None
-    assert rc["stopped_early"] and any("Stopped at look" in note for note in rc["notes"])
+    assert comparison["verdict"] == "fail-recall"
+    assert rc["status"] == "fail"
+    assert n < 300
+    assert head["prompts"][0]["recall"]["look"] is not None
+    assert rc["stopped_early"]
+    assert any("Stopped at look" in note for note in rc["notes"])
 
 
 def test_plan_runs_offline_on_the_examples_in_under_two_seconds(tmp_path):

@@ -40,12 +40,14 @@ def test_noise_blocks_at_most_one_pr_in_a_hundred_even_with_seed_effects(seed_sd
 
 def test_middle_drops_are_caught_early():
     t = replay(DROPS[0], 100, seed=200, seed_sd=0.3, check=10)  # flat .95, middle -30 pt
-    assert t.blocked / t.prs >= 0.95 and t.head_calls <= 0.5 * t.fixed_calls
+    assert t.blocked / t.prs >= 0.95
+    assert t.head_calls <= 0.5 * t.fixed_calls
     assert t.disagreements == 0
 
 
 def test_both_stop_rules_off_is_the_fixed_design_verdict_for_verdict():
     for i, sc in enumerate([NULLS[3], DROPS[5]]):
         t = replay(sc, 80, seed=300 + i, seed_sd=0.3, design=FIXED, check=10)
-        assert t.blocked == t.fixed_blocked and t.head_calls == t.fixed_calls
+        assert t.blocked == t.fixed_blocked
+        assert t.head_calls == t.fixed_calls
         assert t.disagreements == 0

@@ -63,7 +63,8 @@ def test_stop_commands_wraps_untrusted_text():
         out.write("::error::fake\n")
     lines = out.getvalue().splitlines()
     token = lines[0].removeprefix("::stop-commands::")
-    assert len(token) == 32 and lines[-1] == f"::{token}::"
+    assert len(token) == 32
+    assert lines[-1] == f"::{token}::"
 
 
 def test_input_names_keep_hyphens():
@@ -105,11 +106,16 @@ def test_settings_from_a_runner_environment(tmp_path):
             },
         )
     )
-    assert s.github_token == "t" and s.fail_on_budget is False and s.fail_on_recall_regression is True
-    assert s.seed == 12 and s.api_url == "https://ghe.example/api/v3"
-    assert s.pull_request.number == 5 and s.pull_request.from_fork
+    assert s.github_token == "t"
+    assert s.fail_on_budget is False
+    assert s.fail_on_recall_regression is True
+    assert s.seed == 12
+    assert s.api_url == "https://ghe.example/api/v3"
+    assert s.pull_request.number == 5
+    assert s.pull_request.from_fork
     assert s.summary_url == "https://github.com/o/r/actions/runs/7"
-    assert s.cache_dir is None and s.trust_pr_config is False  # the cache lives outside the checkout
+    assert s.cache_dir is None
+    assert s.trust_pr_config is False
 
 
 @pytest.mark.parametrize(

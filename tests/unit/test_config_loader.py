@@ -63,14 +63,19 @@ GOOD = """
 def test_defaults_merge_key_by_key_into_every_prompt(tmp_path):
     config = load_config(make_repo(tmp_path, GOOD))
     rag, plain = config.prompts["rag"], config.prompts["plain"]
-    assert rag.name == "rag" and plain.name == "plain"
-    assert rag.model == "claude-haiku-5-5" and rag.max_input_tokens == 6000 and plain.max_input_tokens == 4000
+    assert rag.name == "rag"
+    assert plain.name == "plain"
+    assert rag.model == "claude-haiku-5-5"
+    assert rag.max_input_tokens == 6000
+    assert plain.max_input_tokens == 4000
     assert str(rag.max_growth) == "10%"
     # recall merged key by key: trials from the prompt, sizes from defaults
-    assert rag.recall.trials == 3 and rag.recall.sizes == [2000, 8000]
+    assert rag.recall.trials == 3
+    assert rag.recall.sizes == [2000, 8000]
     assert plain.recall.trials == 7
     # providers.NAME merged key by key too
-    assert rag.providers["anthropic"].timeout_s == 5 and rag.providers["anthropic"].max_retries == 2
+    assert rag.providers["anthropic"].timeout_s == 5
+    assert rag.providers["anthropic"].max_retries == 2
     assert plain.providers["anthropic"].timeout_s == 30
     assert config.root == tmp_path.absolute()
     assert [p.name for p in config.fixture_paths(rag)] == ["a.yaml"]
@@ -123,7 +128,8 @@ def test_scanner_handles_arrays_of_tables_multiline_values_and_inline_tables():
     lines = scan_lines(text)
     assert lines["defaults.recall.sizes"] == 2
     assert lines["defaults.recall.note"] == 6
-    assert "prompts.fake" not in lines and "prompts.fake.key" not in lines
+    assert "prompts.fake" not in lines
+    assert "prompts.fake.key" not in lines
     assert lines["defaults.recall.needles"] == 11
     assert lines["defaults.recall.needles.0.question"] == 13
     assert lines["defaults.recall.needles.1"] == 15
@@ -135,28 +141,33 @@ def test_scanner_handles_arrays_of_tables_multiline_values_and_inline_tables():
 
 def test_missing_file_suggests_init(tmp_path):
     err = error_of(tmp_path / "needle.toml")
-    assert "not found" in err.message and "needle init" in err.hint
+    assert "not found" in err.message
+    assert "needle init" in err.hint
 
 
 def test_toml_syntax_error_line_and_column(tmp_path):
     cfg = make_repo(tmp_path, '[prompts.a]\ntemplate = "prompts/a.j2"\nmodel = \n')
     err = error_of(cfg)
-    assert err.location.line == 3 and err.location.column
-    assert "(at line" not in err.message and "TOML" in err.message
+    assert err.location.line == 3
+    assert err.location.column
+    assert "(at line" not in err.message
+    assert "TOML" in err.message
 
 
 def test_unknown_key_with_did_you_mean(tmp_path):
     cfg = make_repo(tmp_path, '[prompts.rag]\ntemplate = "prompts/a.j2"\nmax_input_tokns = 5\n')
     err = error_of(cfg)
     assert err.message.startswith("unknown key 'max_input_tokns' in [prompts.rag]")
-    assert err.location.line == 3 and "max_input_tokens" in err.hint
+    assert err.location.line == 3
+    assert "max_input_tokens" in err.hint
 
 
 def test_unknown_key_in_nested_defaults_table(tmp_path):
     cfg = make_repo(tmp_path, '[defaults.recall]\ntrails = 3\n\n[prompts.rag]\ntemplate = "prompts/a.j2"\n')
     err = error_of(cfg)
     assert "unknown key 'trails' in [defaults.recall]" in err.message
-    assert err.location.line == 2 and "'trials'" in err.hint
+    assert err.location.line == 2
+    assert "'trials'" in err.hint
 
 
 def test_inherited_bad_value_points_at_defaults(tmp_path):
@@ -165,7 +176,8 @@ def test_inherited_bad_value_points_at_defaults(tmp_path):
         '[defaults.recall]\ndepths = [0.0, 1.5]\n\n[prompts.rag]\ntemplate = "prompts/a.j2"\n',
     )
     err = error_of(cfg)
-    assert err.location.line == 2 and "between 0" in err.message
+    assert err.location.line == 2
+    assert "between 0" in err.message
 
 
 def test_prompt_value_wins_over_defaults_for_location(tmp_path):
@@ -174,13 +186,17 @@ def test_prompt_value_wins_over_defaults_for_location(tmp_path):
         '[defaults]\nreserve_output_tokens = 10\n\n[prompts.rag]\ntemplate = "prompts/a.j2"\nreserve_output_tokens = "x"\n',
     )
     err = error_of(cfg)
-    assert err.location.line == 6 and "'x'" in err.message and err.hint
+    assert err.location.line == 6
+    assert "'x'" in err.message
+    assert err.hint
 
 
 def test_wrong_type_and_growth(tmp_path):
     cfg = make_repo(tmp_path, '[prompts.rag]\ntemplate = "prompts/a.j2"\nmax_growth = "ten percent"\n')
     err = error_of(cfg)
-    assert err.location.line == 3 and "max_growth" in err.message and "10%" in err.hint
+    assert err.location.line == 3
+    assert "max_growth" in err.message
+    assert "10%" in err.hint
 
 
 def test_model_level_validator_points_at_table(tmp_path):
@@ -188,7 +204,8 @@ def test_model_level_validator_points_at_table(tmp_path):
         tmp_path, '[prompts.rag]\ntemplate = "prompts/a.j2"\n\n[prompts.rag.recall]\nscoring = "regex"\n'
     )
     err = error_of(cfg)
-    assert "answer_regex" in err.message and err.location.line == 4
+    assert "answer_regex" in err.message
+    assert err.location.line == 4
 
 
 def test_array_of_tables_entry_error_line(tmp_path):
@@ -198,13 +215,15 @@ def test_array_of_tables_entry_error_line(tmp_path):
         '[prompts.rag]\ntemplate = "prompts/a.j2"\n',
     )
     err = error_of(cfg)
-    assert "question" in err.message and err.location.line == 1
+    assert "question" in err.message
+    assert err.location.line == 1
 
 
 def test_template_key_in_defaults_is_explained(tmp_path):
     cfg = make_repo(tmp_path, '[defaults]\ntemplate = "x.j2"\n\n[prompts.rag]\ntemplate = "prompts/a.j2"\n')
     err = error_of(cfg)
-    assert err.location.line == 2 and "[prompts.NAME]" in err.hint
+    assert err.location.line == 2
+    assert "[prompts.NAME]" in err.hint
 
 
 def test_unknown_provider_table(tmp_path):
@@ -212,22 +231,28 @@ def test_unknown_provider_table(tmp_path):
         tmp_path, '[defaults.providers.antropic]\ntimeout_s = 3\n\n[prompts.rag]\ntemplate = "prompts/a.j2"\n'
     )
     err = error_of(cfg)
-    assert "antropic" in err.message and "anthropic" in err.hint and err.location.line == 1
+    assert "antropic" in err.message
+    assert "anthropic" in err.hint
+    assert err.location.line == 1
 
 
 def test_no_prompts(tmp_path):
     err = error_of(make_repo(tmp_path, '[defaults]\nmodel = "x"\n'))
-    assert "no prompts" in err.message and err.location.line == 1
+    assert "no prompts" in err.message
+    assert err.location.line == 1
 
 
 def test_unknown_top_level_table(tmp_path):
     err = error_of(make_repo(tmp_path, '[prompt.rag]\ntemplate = "prompts/a.j2"\n'))
-    assert "[prompt]" in err.message and "prompts" in err.hint and err.location.line == 1
+    assert "[prompt]" in err.message
+    assert "prompts" in err.hint
+    assert err.location.line == 1
 
 
 def test_missing_template_key(tmp_path):
     err = error_of(make_repo(tmp_path, '[prompts.rag]\nmodel = "m"\n'))
-    assert "template" in err.message and err.location.line == 1
+    assert "template" in err.message
+    assert err.location.line == 1
 
 
 @pytest.mark.parametrize(
@@ -244,7 +269,8 @@ def test_bad_template_paths(tmp_path, template, words):
     root = tmp_path / "repo"
     cfg = make_repo(root, f'[prompts.rag]\n\ntemplate = "{template}"\n')
     err = error_of(cfg)
-    assert words in err.message and err.location.line == 3
+    assert words in err.message
+    assert err.location.line == 3
 
 
 def test_template_missing_suggests_near_name(tmp_path):
@@ -260,7 +286,8 @@ def test_symlink_escaping_root_is_refused(tmp_path):
     cfg = make_repo(root, '[prompts.rag]\ntemplate = "prompts/link.j2"\n')
     os.symlink(secret, root / "prompts" / "link.j2")
     err = error_of(cfg)
-    assert "symlink" in err.message and err.location.line == 2
+    assert "symlink" in err.message
+    assert err.location.line == 2
 
 
 def test_fixture_errors_point_at_the_entry_in_a_multiline_list(tmp_path):
@@ -269,13 +296,15 @@ def test_fixture_errors_point_at_the_entry_in_a_multiline_list(tmp_path):
         '[prompts.rag]\ntemplate = "prompts/a.j2"\nfixtures = [\n  "fixtures/a.yaml",\n  "fixtures/missing.yaml",\n]\n',
     )
     err = error_of(cfg)
-    assert "fixtures/missing.yaml" in err.message and err.location.line == 5
+    assert "fixtures/missing.yaml" in err.message
+    assert err.location.line == 5
 
 
 def test_glob_matching_nothing(tmp_path):
     cfg = make_repo(tmp_path, '[prompts.rag]\ntemplate = "prompts/a.j2"\nfixtures = ["fixtures/*.json"]\n')
     err = error_of(cfg)
-    assert "matches no files" in err.message and err.location.line == 3
+    assert "matches no files" in err.message
+    assert err.location.line == 3
 
 
 def test_duplicate_fixtures(tmp_path):
@@ -284,7 +313,8 @@ def test_duplicate_fixtures(tmp_path):
         '[prompts.rag]\ntemplate = "prompts/a.j2"\nfixtures = ["fixtures/a.yaml", "fixtures/*.yaml"]\n',
     )
     err = error_of(cfg)
-    assert "twice" in err.message and err.location.line == 3
+    assert "twice" in err.message
+    assert err.location.line == 3
 
 
 def test_fixture_glob_through_symlink_outside(tmp_path):
@@ -294,7 +324,8 @@ def test_fixture_glob_through_symlink_outside(tmp_path):
     cfg = make_repo(root, '[prompts.rag]\ntemplate = "prompts/a.j2"\nfixtures = ["fixtures/*.yaml"]\n')
     os.symlink(outside, root / "fixtures" / "z.yaml")
     err = error_of(cfg)
-    assert "symlink" in err.message and err.location.line == 3
+    assert "symlink" in err.message
+    assert err.location.line == 3
 
 
 def test_unsupported_fixture_extension(tmp_path):
@@ -304,7 +335,8 @@ def test_unsupported_fixture_extension(tmp_path):
         {"fixtures/a.txt": "x"},
     )
     err = error_of(cfg)
-    assert "extension" in err.message and err.location.line == 3
+    assert "extension" in err.message
+    assert err.location.line == 3
 
 
 def test_filler_globs_are_checked(tmp_path):
@@ -313,14 +345,17 @@ def test_filler_globs_are_checked(tmp_path):
         '[defaults.recall]\nfiller_globs = ["docs/*.md"]\n\n[prompts.rag]\ntemplate = "prompts/a.j2"\n',
     )
     err = error_of(cfg)
-    assert "matches no files" in err.message and err.location.line == 2
+    assert "matches no files" in err.message
+    assert err.location.line == 2
 
 
 def test_prompt_name_and_name_key(tmp_path):
     err = error_of(make_repo(tmp_path, '[prompts."has space"]\ntemplate = "prompts/a.j2"\n'))
-    assert "not usable" in err.message and err.location.line == 1
+    assert "not usable" in err.message
+    assert err.location.line == 1
     err = error_of(make_repo(tmp_path, '[prompts.rag]\ntemplate = "prompts/a.j2"\nname = "other"\n'))
-    assert err.location.line == 3 and "table name" in err.hint
+    assert err.location.line == 3
+    assert "table name" in err.hint
 
 
 def test_error_format_is_file_line_message_and_hint(tmp_path):
@@ -337,14 +372,17 @@ def test_list_entries_and_union_types_read_naturally(tmp_path):
             '[prompts.rag]\ntemplate = "prompts/a.j2"\n\n[prompts.rag.recall]\ndepths = [0.1, "x"]\n',
         )
     )
-    assert err.message.startswith("entry 2 of 'depths' in [prompts.rag.recall]") and err.location.line == 5
+    assert err.message.startswith("entry 2 of 'depths' in [prompts.rag.recall]")
+    assert err.location.line == 5
     err = error_of(
         make_repo(
             tmp_path, '[prompts.rag]\ntemplate = "prompts/a.j2"\n\n[prompts.rag.recall]\nsizes = "big"\n'
         )
     )
-    assert err.message.startswith("'sizes' in [prompts.rag.recall]") and "list[int]" not in err.message
-    assert "more problem" not in err.message and "auto" in err.hint
+    assert err.message.startswith("'sizes' in [prompts.rag.recall]")
+    assert "list[int]" not in err.message
+    assert "more problem" not in err.message
+    assert "auto" in err.hint
 
 
 def test_a_key_pasted_into_api_key_env_is_refused_without_echoing_it(tmp_path):
@@ -355,7 +393,8 @@ def test_a_key_pasted_into_api_key_env_is_refused_without_echoing_it(tmp_path):
         f'[prompts.rag.providers.anthropic]\napi_key_env = "{secret}"\n',
     )
     err = error_of(cfg)
-    assert err.location.line == 5 and "api_key_env must name an environment variable" in err.message
+    assert err.location.line == 5
+    assert "api_key_env must name an environment variable" in err.message
     assert secret not in err.format()
     # a plain variable name is still accepted
     make_repo(

@@ -79,9 +79,8 @@ def test_regression_against_a_base(schema):
     budget = cases(root, "needle.budget")
     assert outcome(budget[("budget.rag", "fx/a.yaml")]) == "pass"
     over = budget[("budget.rag", "fx/b.yaml")]
-    assert outcome(over) == "failure" and "exceed max_input_tokens 8000" in over.find("failure").get(
-        "message"
-    )
+    assert outcome(over) == "failure"
+    assert "exceed max_input_tokens 8000" in over.find("failure").get("message")
     assert over.get("file") == "prompts/rag.j2"
     rec = cases(root, "needle.recall")
     # the groups the comparison tested: the middle, each depth, each size
@@ -90,7 +89,8 @@ def test_regression_against_a_base(schema):
         for name in ("middle depth (50%)", "depth 0%", "depth 100%", "2,000 tokens", "8,000 tokens")
     }
     middle = rec[("recall.rag", "middle depth (50%)")]
-    assert outcome(middle) == "failure" and "Holm bound" in middle.find("failure").get("message")
+    assert outcome(middle) == "failure"
+    assert "Holm bound" in middle.find("failure").get("message")
     assert outcome(rec[("recall.rag", "depth 0%")]) == "pass"
     # the same verdicts as the comparison: each regressed group fails, nothing else
     groups = comparison.prompts[0].recall.groups
@@ -129,10 +129,13 @@ def test_skipped_unchanged_and_partial_recall(schema):
     schema.validate(text)
     rec = cases(parse(text), "needle.recall")
     skipped = rec[("recall.nokey", "recall")].find("skipped")
-    assert skipped is not None and "ANTHROPIC_API_KEY" in skipped.get("message")
+    assert skipped is not None
+    assert "ANTHROPIC_API_KEY" in skipped.get("message")
     assert "unchanged since the base" in rec[("recall.same", "recall")].find("skipped").get("message")
     error = rec[("recall.cut", "complete run")].find("error")
-    assert error is not None and error.get("type") == "underpowered" and "max_calls" in error.get("message")
+    assert error is not None
+    assert error.get("type") == "underpowered"
+    assert "max_calls" in error.get("message")
     assert_counts_add_up(parse(text))
 
 
@@ -155,4 +158,5 @@ def test_hostile_text_is_escaped_and_xml_safe(schema):
     root = parse(text)  # well-formed despite the control characters and the lone surrogate
     tc = next(iter(cases(root, "needle.budget").values()))
     assert tc.get("name") == 'fx/a"b<c>&d]]>[31m <script>.yaml'
-    assert "<script>" not in text and "\x00" not in text
+    assert "<script>" not in text
+    assert "\x00" not in text

@@ -31,7 +31,8 @@ def test_every_style_hides_its_answer_in_a_fact_and_asks_for_it_alone(style):
         assert needle.question.count("?") == 1
         for d in needle.distractors:
             m = VALUE_RE.search(d)
-            assert m and m.group(0) != needle.answer
+            assert m
+            assert m.group(0) != needle.answer
 
 
 @pytest.mark.parametrize("style", STYLES)
@@ -91,7 +92,8 @@ def test_custom_needles_substitute_a_fresh_value():
     assert a.style == "custom"
     assert a.facts == (f"The staging password is {a.answer}.",)
     assert a.question == "What is the staging password?"
-    assert VALUE_RE.fullmatch(a.answer) and a.answer != b.answer
+    assert VALUE_RE.fullmatch(a.answer)
+    assert a.answer != b.answer
 
 
 def test_custom_answer_template_is_honoured():
@@ -102,7 +104,8 @@ def test_custom_answer_template_is_honoured():
         ],
     )
     needle = make_needle(settings, random.Random(3))
-    assert needle.answer.startswith("room ") and VALUE_RE.search(needle.answer)
+    assert needle.answer.startswith("room ")
+    assert VALUE_RE.search(needle.answer)
 
 
 @pytest.mark.parametrize(

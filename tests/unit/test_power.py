@@ -74,11 +74,17 @@ def test_plan_run_on_the_default_grid():
         alpha=0.01,
         min_drop=0.2,
     )
-    assert plan.auto and plan.base_rate_source == "assumed" and plan.base_rate == 0.9
+    assert plan.auto
+    assert plan.base_rate_source == "assumed"
+    assert plan.base_rate == 0.9
     assert plan.group == "middle depths (25%-75%)"
-    assert plan.power >= power.POWER_TARGET and 15 * plan.trials <= 320
+    assert plan.power >= power.POWER_TARGET
+    assert 15 * plan.trials <= 320
     fixed = power.plan_run(sizes=[2000], depths=[0.0, 1.0], trials=5, threshold=0.8, alpha=0.01, min_drop=0.2)
-    assert fixed.trials == 5 and not fixed.auto and fixed.group == "all cells" and fixed.power < 0.95
+    assert fixed.trials == 5
+    assert not fixed.auto
+    assert fixed.group == "all cells"
+    assert fixed.power < 0.95
     known = power.plan_run(
         sizes=[2000],
         depths=[0.0, 0.5, 1.0],
@@ -88,4 +94,5 @@ def test_plan_run_on_the_default_grid():
         min_drop=0.2,
         base={(2000, 0.5): (95, 100)},
     )
-    assert known.base_rate_source == "baseline" and known.base_rate == 0.95
+    assert known.base_rate_source == "baseline"
+    assert known.base_rate == 0.95

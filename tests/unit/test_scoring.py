@@ -81,5 +81,8 @@ def test_a_tool_call_is_a_miss_of_its_own_kind():
 
     plain = judge_answer(NEEDLE.answer, NEEDLE, RecallSettings())
     called = judge_answer(NEEDLE.answer, NEEDLE, RecallSettings(), tool_call="search")
-    assert plain.hit and not plain.tool_call
-    assert not called.hit and called.tool_call and not called.distractor
+    assert plain.hit
+    assert not plain.tool_call
+    assert not called.hit
+    assert called.tool_call
+    assert not called.distractor
