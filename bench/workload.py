@@ -12,6 +12,7 @@ Counting is offline (tiktoken o200k_base, the fake's own count), the provider is
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 
 DEPTHS = (0.0, 0.25, 0.5, 0.75, 1.0)
@@ -107,7 +108,7 @@ reserve_output_tokens = 256
 """
 
 
-def _defaults(sizes, trials: int, extra: str, model: str) -> str:
+def _defaults(sizes: Sequence[int], trials: int, extra: str, model: str) -> str:
     return f"""{CLAUDE_DEFAULTS.format(model=model)}
 [defaults.recall]
 sizes = [{", ".join(str(s) for s in sizes)}]
@@ -147,7 +148,9 @@ def write_speed_project(
     return root / "needle.toml"
 
 
-def write_cache_project(root: Path, *, extra: str = "", sizes=(8000, 32000), trials: int = 20) -> Path:
+def write_cache_project(
+    root: Path, *, extra: str = "", sizes: tuple[int, ...] = (8000, 32000), trials: int = 20
+) -> Path:
     """One prompt with a ~3K-token system prompt, SIZES x 5 depths x TRIALS."""
     (root / "prompts").mkdir(parents=True, exist_ok=True)
     (root / "fixtures").mkdir(parents=True, exist_ok=True)

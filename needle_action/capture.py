@@ -125,7 +125,7 @@ def capture(
         )
     calls: dict[str, dict[str, Any]] = {p.name: {} for p in prompts}
 
-    def record(name: str, key: str, kwargs: dict, body: Any) -> None:
+    def record(name: str, key: str, kwargs: dict[str, Any], body: Any) -> None:
         calls.setdefault(name, {})[key] = body
 
     with builders.recording(record):
@@ -175,7 +175,7 @@ def _read(path: Path, max_bytes: int) -> str:
     return read_text(path, what="the captured file", file=display_path(path), max_bytes=max_bytes)
 
 
-def _manifest(folder: Path) -> dict:
+def _manifest(folder: Path) -> dict[str, Any]:
     path = folder / MANIFEST
     if not path.exists():
         raise ConfigError(
@@ -191,7 +191,7 @@ def _manifest(folder: Path) -> dict:
     return manifest
 
 
-def _check_manifest(config: Config, manifest: dict, overrides: RecallOverrides, file: str) -> None:
+def _check_manifest(config: Config, manifest: dict[str, Any], overrides: RecallOverrides, file: str) -> None:
     """The captured folder matches this config, seed and needle version, or an error says which not."""
     expected: dict[str, Any] = {
         "needle_version": __version__,

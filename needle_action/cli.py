@@ -13,7 +13,9 @@ import dataclasses
 import functools
 import json
 import sys
+from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar
 
 import click
 
@@ -30,6 +32,7 @@ from needle_action.doctor import format_line, run_checks
 from needle_action.errors import EXIT_CONFIG, ConfigError, NeedleError
 from needle_action.flow.comment_body import with_head
 from needle_action.flow.sides import compare_sides, local_settings, measure_pull_request
+from needle_action.names import PROVIDER_NAMES
 from needle_action.paths import UnsafePath, write_user_file
 from needle_action.pipeline import (
     Measure,
@@ -43,7 +46,6 @@ from needle_action.pipeline import (
     select_prompts,
 )
 from needle_action.policy import comparison_exit_code, results_exit_code
-from needle_action.providers.specs import PROVIDER_NAMES
 from needle_action.recall.merge import merge_files
 from needle_action.recall.scheduler import Progress
 from needle_action.report.html import render_html
@@ -58,12 +60,19 @@ from needle_action.report.terminal import (
 )
 from needle_action.results import Results, load_results
 
+if TYPE_CHECKING:
+    from needle_action.recall.engine import CacheArg
+    from needle_action.recall.scheduler import ProgressFactory
 
-def handle_errors(fn):
+P = ParamSpec("P")
+R = TypeVar("R")
+
+
+def handle_errors(fn: Callable[P, R]) -> Callable[P, R]:
     """Turn NeedleError into its exit code with a clean message on stderr."""
 
     @functools.wraps(fn)
-    def wrapper(*args, **kwargs):
+    def wrapper(*args: P.args, **kwargs: P.kwargs) -> R:
         try:
             return fn(*args, **kwargs)
         except NeedleError as exc:
@@ -103,7 +112,7 @@ baseline_option = click.option(
 )
 
 
-def measure_options(fn):
+def measure_options(fn: Callable[..., R]) -> Callable[..., R]:
     """The options of every command that measures prompts and writes a results file, in this order
     in its --help: the threshold file, the prompts, the baseline, the results and JUnit files."""
     for option in reversed((config_option, only_option, baseline_option, json_option, junit_option)):
@@ -111,7 +120,7 @@ def measure_options(fn):
     return fn
 
 
-def recall_options(fn):
+def recall_options(fn: Callable[..., R]) -> Callable[..., R]:
     """Options shared by `recall` and `check`; they arrive as one RecallOverrides (``overrides``)."""
     options = [
         click.option(
@@ -127,9 +136,18 @@ def recall_options(fn):
     ]
 
     @functools.wraps(fn)
-    def wrapper(*args, seed, provider, model, trials, no_progress, no_cache, **kwargs):
+    def wrapper(
+        *args: Any,
+        seed: int | None,
+        provider: str | None,
+        model: str | None,
+        trials: int | None,
+        no_progress: bool,
+        no_cache: bool,
+        **kwargs: Any,
+    ) -> R:
         overrides = RecallOverrides(seed=seed, provider=provider, model=model, trials=trials)
-        progress = None if no_progress else _progress_bar
+        progress: ProgressFactory | None = None if no_progress else _progress_bar
         return fn(*args, overrides=overrides, progress=progress, cache=False if no_cache else None, **kwargs)
 
     for option in reversed(options):
@@ -149,7 +167,7 @@ def _baseline(path: Path | None) -> Results | None:
     return load_results(path) if path is not None else None
 
 
-def _write_output(path: Path, write) -> None:
+def _write_output(path: Path, write: Callable[[Path], object]) -> None:
     """Write a file the user named on the command line; a bad path is a usage error, not a traceback."""
     try:
         write(path)
@@ -309,7 +327,18 @@ def budget(
     "--shard", metavar="I/N", help="Measure only slice I of N of the cells (join with `needle merge`)."
 )
 @handle_errors
-def recall(config_path, only, baseline, json_out, junit, overrides, progress, cache, batch, shard) -> None:
+def recall(
+    config_path: Path,
+    only: tuple[str, ...],
+    baseline: Path | None,
+    json_out: Path | None,
+    junit: Path | None,
+    overrides: RecallOverrides,
+    progress: ProgressFactory | None,
+    cache: CacheArg,
+    batch: bool,
+    shard: str | None,
+) -> None:
     """Probe positional recall: needles at several depths and context sizes.
 
     Cells stop early once their verdict is settled (``early_stop``), except with --baseline: a run
@@ -401,18 +430,18 @@ comment_option = click.option(
 )
 @handle_errors
 def check(
-    config_path,
-    only,
-    baseline,
-    json_out,
-    junit,
-    overrides,
-    progress,
-    cache,
-    no_recall,
-    base_ref,
-    comment_out,
-    requests_dir,
+    config_path: Path,
+    only: tuple[str, ...],
+    baseline: Path | None,
+    json_out: Path | None,
+    junit: Path | None,
+    overrides: RecallOverrides,
+    progress: ProgressFactory | None,
+    cache: CacheArg,
+    no_recall: bool,
+    base_ref: str | None,
+    comment_out: Path | None,
+    requests_dir: Path | None,
 ) -> None:
     """Budgets and recall together: what the GitHub Action runs on each side.
 
@@ -471,7 +500,9 @@ def check(
 @click.option("--seed", type=int, help="Override the seed (use the same with `check --requests`).")
 @click.option("--trials", type=int, help="Override trials per cell (the same with `check --requests`).")
 @handle_errors
-def capture(config_path, only, out_dir, seed, trials) -> None:
+def capture(
+    config_path: Path, only: tuple[str, ...], out_dir: Path, seed: int | None, trials: int | None
+) -> None:
     """Run every builder over its fixtures and recall trial inputs; write the requests to a folder.
 
     Run it where no secret is (builders are pull request code); measure the folder elsewhere with
@@ -507,14 +538,26 @@ def doctor() -> None:
 @click.option("--no-recall", is_flag=True, help="Budgets only.")
 @comment_option
 @handle_errors
-def diff(ref, config_path, json_out, junit, overrides, progress, cache, no_recall, comment_out) -> None:
+def diff(
+    ref: str,
+    config_path: Path,
+    json_out: Path | None,
+    junit: Path | None,
+    overrides: RecallOverrides,
+    progress: ProgressFactory | None,
+    cache: CacheArg,
+    no_recall: bool,
+    comment_out: Path | None,
+) -> None:
     """Compare the working tree with REF as the action compares a pull request with its base
     (the same as `needle check --base-ref REF`)."""
     _refuse_with_base_ref(only=(), baseline=None, overrides=overrides, cache=cache)
     _compare_with_ref(config_path, ref, overrides, not no_recall, comment_out, json_out, junit)
 
 
-def _refuse_with_base_ref(*, only, baseline, overrides: RecallOverrides, cache) -> None:
+def _refuse_with_base_ref(
+    *, only: tuple[str, ...], baseline: Path | None, overrides: RecallOverrides, cache: CacheArg
+) -> None:
     """Options the action has no input for would make the preview differ from the PR's verdict."""
     given = [
         name
@@ -533,7 +576,15 @@ def _refuse_with_base_ref(*, only, baseline, overrides: RecallOverrides, cache) 
         )
 
 
-def _compare_with_ref(config_path, ref, overrides, recall, comment_out, json_out, junit) -> None:
+def _compare_with_ref(
+    config_path: Path,
+    ref: str,
+    overrides: RecallOverrides,
+    recall: bool,
+    comment_out: Path | None,
+    json_out: Path | None,
+    junit: Path | None,
+) -> None:
     """Measure the working tree and REF with the action's code (needle_action/flow/sides.py), print the
     comparison, write the comment the action would post; exit by the action's default policy."""
     settings = local_settings(config_path, ref, Measure(recall=recall, overrides=overrides))
@@ -578,15 +629,20 @@ def _compare_with_ref(config_path, ref, overrides, recall, comment_out, json_out
     "--json", "json_out", type=click.Path(dir_okay=False, path_type=Path), help="Write the trends here."
 )
 @handle_errors
-def history(data_branch, folder, repo, only, json_out) -> None:
+def history(
+    data_branch: str | None, folder: Path | None, repo: Path, only: tuple[str, ...], json_out: Path | None
+) -> None:
     """The trend per prompt over main-branch commits: tokens, effective context and mid-depth
     recall; a recall drop with an unchanged prompt fingerprint is called out as model drift."""
-    if (data_branch is None) == (folder is None):
+    if folder is not None and data_branch is None:
+        runs = from_folder(folder)
+    elif data_branch is not None and folder is None:
+        runs = from_data_branch(repo, data_branch)
+    else:
         raise ConfigError(
             "needle history reads either --data-branch BRANCH or --dir FOLDER",
             hint="e.g. `needle history --data-branch needle-action-data` (the action's `data-branch` input)",
         )
-    runs = from_folder(folder) if folder is not None else from_data_branch(repo, data_branch)
     found = trends(runs, only=list(only) or None)
     print_history(found)
     if json_out is not None:
@@ -632,4 +688,4 @@ def report(
 if __name__ == "__main__":  # pragma: no cover
     main()
 
-__all__ = ["main", "EXIT_CONFIG"]
+__all__ = ["EXIT_CONFIG", "main"]

@@ -22,11 +22,18 @@ import json
 import re
 import tomllib
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any, NoReturn
 
 import yaml
 
 from needle_action.paths import last_content_line
+
+if TYPE_CHECKING:  # libyaml's marks: an event's start_mark may be one
+    from yaml._yaml import Mark as CMark
+
+JSON = dict[str, Any]
+"""A JSON object as parsed (a request body, a content block, a table): its keys are strings, its
+values are checked by whoever reads them. The one spelling for such objects across the package."""
 
 MAX_DEPTH = 100
 MAX_YAML_VALUES = 1_000_000
@@ -135,7 +142,7 @@ def toml_error_at(message: str, text: str) -> TomlErrorAt:
 # --------------------------------------------------------------------------- TOML and JSON
 
 
-def parse_toml(text: str) -> dict:
+def parse_toml(text: str) -> dict[str, Any]:
     """``tomllib.loads`` with positions for every failure (see the module docstring)."""
     try:
         data = tomllib.loads(text)
@@ -166,7 +173,7 @@ def parse_json(text: str) -> Any:
     return data
 
 
-def _raise(error: DataError) -> Any:
+def _raise(error: DataError) -> NoReturn:
     raise error
 
 
@@ -179,10 +186,10 @@ class _Loader(yaml.SafeLoader):
     def __init__(self, stream: str) -> None:
         super().__init__(stream)
         self._depth = 0
-        self._first_alias: yaml.Mark | None = None
+        self._first_alias: yaml.Mark | CMark | None = None
 
-    def compose_node(self, parent, index):  # type: ignore[no-untyped-def]
-        event = self.peek_event()
+    def compose_node(self, parent: yaml.Node | None, index: int) -> yaml.Node | None:
+        event = self.peek_event()  # type: ignore[no-untyped-call]  # types-PyYAML: Parser's is unannotated
         if isinstance(event, yaml.AliasEvent) and self._first_alias is None:
             self._first_alias = event.start_mark
         self._depth += 1
@@ -195,7 +202,7 @@ class _Loader(yaml.SafeLoader):
         finally:
             self._depth -= 1
 
-    def construct_object(self, node, deep=False):  # type: ignore[no-untyped-def]
+    def construct_object(self, node: yaml.Node, deep: bool = False) -> Any:
         try:
             return super().construct_object(node, deep=deep)
         except yaml.YAMLError:
@@ -288,12 +295,12 @@ def _yaml_error(exc: yaml.YAMLError, text: str) -> DataError:
 
 
 __all__ = [
-    "TomlErrorAt",
-    "toml_error_at",
-    "DataError",
     "MAX_DEPTH",
     "MAX_YAML_VALUES",
+    "DataError",
+    "TomlErrorAt",
     "parse_json",
     "parse_toml",
     "parse_yaml",
+    "toml_error_at",
 ]

@@ -42,8 +42,8 @@ def join(tokens: list[str]) -> str:
     return "".join("/" + t.replace("~", "~0").replace("/", "~1") for t in tokens)
 
 
-def _index(container: list, token: str, pointer: str) -> int:
-    if not token.isdigit() or (token != "0" and token.startswith("0")):
+def _index(container: list[Any], token: str, pointer: str) -> int:
+    if not token.isdigit() or (token != "0" and token.startswith("0")):  # noqa: S105 - a pointer token
         raise PointerError(pointer, f"{token!r} is not an array index")
     i = int(token)
     if i >= len(container):

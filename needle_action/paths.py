@@ -42,7 +42,7 @@ _DRIVE = re.compile(r"^[A-Za-z]:")
 # --------------------------------------------------------------------------- display
 
 
-def display_path(path: str | os.PathLike) -> str:
+def display_path(path: str | os.PathLike[str]) -> str:
     """A path as the user should read it: relative to the working directory when below it."""
     p = Path(path)
     if not p.is_absolute():

@@ -60,7 +60,7 @@ def read_exactly(fd: int, size: int, deadline: float) -> bytes:
     return bytes(buf)
 
 
-def send(proc: subprocess.Popen, payload: bytes) -> None:
+def send(proc: subprocess.Popen[bytes], payload: bytes) -> None:
     """One request frame to the worker's stdin."""
     assert proc.stdin is not None
     try:
@@ -70,7 +70,7 @@ def send(proc: subprocess.Popen, payload: bytes) -> None:
         raise WorkerGone("exited") from None
 
 
-def receive(proc: subprocess.Popen, deadline: float, max_bytes: int | None = None) -> bytes:
+def receive(proc: subprocess.Popen[bytes], deadline: float, max_bytes: int | None = None) -> bytes:
     """One answer frame from the worker's stdout by DEADLINE (at most MAX_BYTES when given)."""
     assert proc.stdout is not None
     fd = proc.stdout.fileno()
@@ -80,7 +80,7 @@ def receive(proc: subprocess.Popen, deadline: float, max_bytes: int | None = Non
     return read_exactly(fd, size, deadline)
 
 
-def exchange(proc: subprocess.Popen, payload: bytes, timeout: float) -> bytes:
+def exchange(proc: subprocess.Popen[bytes], payload: bytes, timeout: float) -> bytes:
     """Send PAYLOAD and return the answer's bytes, within TIMEOUT seconds."""
     send(proc, payload)
     return receive(proc, time.monotonic() + timeout)
@@ -98,7 +98,7 @@ def serve(answer: Callable[[Any], Any]) -> None:
         header = inp.read(HEADER.size)
         if len(header) < HEADER.size:
             return
-        request = pickle.loads(inp.read(HEADER.unpack(header)[0]))
+        request = pickle.loads(inp.read(HEADER.unpack(header)[0]))  # noqa: S301 - from our own parent process
         reply = pickle.dumps(answer(request), protocol=5)
         out.write(HEADER.pack(len(reply)) + reply)
         out.flush()

@@ -423,7 +423,7 @@ class PromptResult(Model):
     @model_serializer(mode="wrap")
     def _omit_unset_skip_kind(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
         # the kind exists only for skipped prompts: results files of prompts that ran stay as they were
-        data = handler(self)
+        data: dict[str, Any] = handler(self)
         if data.get("recall_skip_kind") is None:
             data.pop("recall_skip_kind", None)
         return data

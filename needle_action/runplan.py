@@ -26,6 +26,7 @@ import math
 import random
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
+from typing import Any
 
 from needle_action.assemble.fixtures import load_fixture
 from needle_action.assemble.render import render_case
@@ -34,7 +35,7 @@ from needle_action.errors import ConfigError
 from needle_action.paths import relative
 from needle_action.providers.pricing import estimate_cost, price_of
 from needle_action.recall.cache import ResultCache
-from needle_action.recall.groups import cell_key, family, planning_group, pooled
+from needle_action.recall.groups import CellKey, cell_key, family, planning_group, pooled
 from needle_action.recall.history import base_counts, testable_counts
 from needle_action.recall.plan import (
     RecallOverrides,
@@ -164,7 +165,7 @@ def expected_trials(
     return total / SIMULATED_RUNS
 
 
-def _answers(keys, outcomes) -> dict:
+def _answers(keys: list[CellKey], outcomes: list[list[bool]]) -> dict[CellKey, list[tuple[int, bool]]]:
     return {k: list(enumerate(row)) for k, row in zip(keys, outcomes, strict=True)}
 
 
@@ -259,7 +260,7 @@ def plan_prompt(
     )
 
 
-def as_json(plans: Sequence[PromptPlanSummary]) -> dict:
+def as_json(plans: Sequence[PromptPlanSummary]) -> dict[str, Any]:
     """The ``--json`` document: per prompt, the fields above."""
     return {"prompts": [asdict(p) for p in plans]}
 

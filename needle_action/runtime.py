@@ -23,14 +23,18 @@ import inspect
 import math
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from needle_action.errors import EXIT_CHECKS_FAILED, NeedleError
 from needle_action.ordering import edge_order  # re-exported: part of this module's API
 
+if TYPE_CHECKING:  # imported lazily at run time (see _to_rendered)
+    from needle_action.assemble import RenderedPrompt
+    from needle_action.tokens import TokenCounter
+
 T = TypeVar("T")
 
-__all__ = ["edge_order", "PreflightGuard", "Estimate", "BudgetExceeded"]
+__all__ = ["BudgetExceeded", "Estimate", "PreflightGuard", "edge_order"]
 
 
 # --------------------------------------------------------------------------- pre-flight guard
@@ -95,7 +99,9 @@ def _plain(obj: Any) -> Any:
     return obj
 
 
-def _to_rendered(system: Any, messages: Iterable[Any], extra: Mapping[str, Any] | None = None):
+def _to_rendered(
+    system: Any, messages: Iterable[Any], extra: Mapping[str, Any] | None = None
+) -> RenderedPrompt:
     """The request as the checker's ``RenderedPrompt``, so the same counters apply.
 
     Accepts the Anthropic shape (``system`` apart, content as string or blocks: tool_use,
@@ -120,7 +126,7 @@ def _to_rendered(system: Any, messages: Iterable[Any], extra: Mapping[str, Any] 
         raise ValueError(f"PreflightGuard cannot read this request: {exc}") from None
 
 
-def _has_openai_parts(messages: list) -> bool:
+def _has_openai_parts(messages: list[Any]) -> bool:
     """Whether a message carries OpenAI-only content parts (``image_url``), which the request
     reader's detection by roles and fields alone does not see."""
     return any(
@@ -181,7 +187,7 @@ class PreflightGuard:
 
     # -- internals kept small so the contract with tokens/pricing is in one place
 
-    def _make_counter(self):
+    def _make_counter(self) -> TokenCounter:
         # on first use: an app that imports runtime for edge_order skips Jinja2 and tiktoken
         from needle_action.tokens import get_counter
 
@@ -286,14 +292,16 @@ class PreflightGuard:
         if inspect.iscoroutinefunction(create):
 
             @functools.wraps(create)
-            async def guarded_async(*args, **kwargs):
+            async def guarded_async(*args: Any, **kwargs: Any) -> Any:
                 self._check_call(kwargs)
                 return await create(*args, **kwargs)
 
-            return guarded_async  # type: ignore[return-value]
+            # awaiting the guarded call gives what awaiting create's gives: T, seen from outside
+            wrapped: Callable[..., Any] = guarded_async
+            return wrapped
 
         @functools.wraps(create)
-        def guarded(*args, **kwargs):
+        def guarded(*args: Any, **kwargs: Any) -> T:
             self._check_call(kwargs)
             return create(*args, **kwargs)
 

@@ -19,7 +19,7 @@ LOCKS = {"runtime.txt": (), "runtime-local.txt": ("local",), "dev.txt": ("local"
 
 def pins(lock: Path) -> dict[str, str]:
     """{canonical name: version} of every ``name==version`` line of LOCK."""
-    out = {}
+    out: dict[str, str] = {}
     for line in lock.read_text(encoding="utf-8").splitlines():
         m = PIN.match(line)
         if m:

@@ -20,6 +20,7 @@ Only comments that are ours are ever edited or deleted.
 
 from __future__ import annotations
 
+import contextlib
 from dataclasses import dataclass
 
 from needle_action.action.github import Comment, GitHubClient, GitHubError, GitHubNotFound
@@ -74,10 +75,8 @@ def ours(client: GitHubClient, issue: int, marker: str, login: str | None) -> li
 
 def _delete_all(client: GitHubClient, comments: list[Comment]) -> None:
     for c in comments:
-        try:
+        with contextlib.suppress(GitHubNotFound):  # the other run deleted it first
             client.delete_comment(c.id)
-        except GitHubNotFound:
-            pass  # the other run deleted it first
 
 
 def publish_sticky(

@@ -28,6 +28,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from needle_action import __version__
+from needle_action.dataformats import JSON
 
 API_VERSION = "2022-11-28"
 _LINK = re.compile(r'<([^>]+)>\s*;\s*rel="([^"]+)"')
@@ -119,7 +120,7 @@ class GitHubClient:
         self._origin = urlsplit(self.api_url)[:2]
 
     # ---------------------------------------------------------------- transport
-    def _request(self, method: str, url: str, payload: dict | None = None) -> tuple[int, dict, Any]:
+    def _request(self, method: str, url: str, payload: JSON | None = None) -> tuple[int, JSON, Any]:
         if not url.startswith(("http://", "https://")):
             url = self.api_url + url
         if urlsplit(url)[:2] != self._origin:
@@ -135,9 +136,10 @@ class GitHubClient:
             headers["Content-Type"] = "application/json"
         attempt = 0
         while True:
-            req = urllib.request.Request(url, data=data, method=method, headers=headers)
+            # the API URL is the runner's (GITHUB_API_URL, https), never the pull request's
+            req = urllib.request.Request(url, data=data, method=method, headers=headers)  # noqa: S310
             try:
-                with urllib.request.urlopen(req, timeout=self.timeout_s) as resp:
+                with urllib.request.urlopen(req, timeout=self.timeout_s) as resp:  # noqa: S310 - as above
                     body = resp.read(MAX_ANSWER_BYTES)
                     return resp.status, dict(resp.headers.items()), _json(body, url)
             except urllib.error.HTTPError as exc:
@@ -188,7 +190,7 @@ class GitHubClient:
         """DELETE one issue comment (callers only ever pass comments of their own)."""
         self._request("DELETE", f"/repos/{self.repository}/issues/comments/{comment_id}")
 
-    def get_pull(self, number: int) -> dict:
+    def get_pull(self, number: int) -> JSON:
         """The pull request (``head.sha``, ``base.sha``, ...)."""
         _, _, data = self._request("GET", f"/repos/{self.repository}/pulls/{int(number)}")
         if not isinstance(data, dict):

@@ -14,6 +14,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from typing import Any
 
+from needle_action.dataformats import JSON
+
 BLOCK_TYPES = ("text", "tool_use", "tool_result", "document", "image")
 _IMAGE_SOURCES = ("base64", "url")
 _DOCUMENT_SOURCES = ("text", "content", "base64", "url")
@@ -37,7 +39,7 @@ def _need(cond: bool, path: str, message: str, hint: str | None = None) -> None:
         raise RequestShapeError(path, message, hint)
 
 
-def check_block(block: Any, path: str) -> dict:
+def check_block(block: Any, path: str) -> JSON:
     """BLOCK if it is a well-formed content block, else RequestShapeError at PATH."""
     _need(isinstance(block, dict), path, "a content block must be a mapping with a `type`")
     kind = block.get("type")
@@ -65,7 +67,8 @@ def check_block(block: Any, path: str) -> dict:
         _check_source(block.get("source"), f"{path}.source", _DOCUMENT_SOURCES)
     else:
         _check_source(block.get("source"), f"{path}.source", _IMAGE_SOURCES)
-    return block
+    checked: JSON = block
+    return checked
 
 
 def _nonempty_str(value: Any) -> bool:
@@ -114,11 +117,12 @@ def check_tool_pairs(messages: Sequence[Any], path: str = "messages") -> None:
         previous = ids
 
 
-def block_text(block: dict) -> str:
+def block_text(block: JSON) -> str:
     """The plain text a block carries (empty for images and tool_use)."""
     kind = block.get("type")
     if kind == "text":
-        return block["text"]
+        text: str = block["text"]
+        return text
     if kind == "tool_result":
         content = block.get("content", "")
         return content if isinstance(content, str) else blocks_text(content)
@@ -127,7 +131,7 @@ def block_text(block: dict) -> str:
     return ""
 
 
-def document_text(block: dict) -> str:
+def document_text(block: JSON) -> str:
     source = block.get("source") or {}
     if source.get("type") == "text":
         return str(source.get("data", ""))
@@ -137,18 +141,18 @@ def document_text(block: dict) -> str:
     return ""
 
 
-def blocks_text(blocks: Iterable[dict]) -> str:
+def blocks_text(blocks: Iterable[JSON]) -> str:
     """The joined plain text of BLOCKS (blank-line separated, empty ones skipped)."""
     return "\n\n".join(t for t in (block_text(b) for b in blocks) if t)
 
 
-def text_block(text: str) -> dict:
+def text_block(text: str) -> JSON:
     return {"type": "text", "text": text}
 
 
-def document_block(text: str, title: str | None = None, *, citations: bool = False) -> dict:
+def document_block(text: str, title: str | None = None, *, citations: bool = False) -> JSON:
     """A plain-text document block (the shape RAG apps with citations send)."""
-    block: dict = {"type": "document", "source": {"type": "text", "media_type": "text/plain", "data": text}}
+    block: JSON = {"type": "document", "source": {"type": "text", "media_type": "text/plain", "data": text}}
     if title:
         block["title"] = title
     if citations:
@@ -159,11 +163,11 @@ def document_block(text: str, title: str | None = None, *, citations: bool = Fal
 __all__ = [
     "BLOCK_TYPES",
     "RequestShapeError",
-    "check_block",
-    "check_tool_pairs",
     "block_text",
     "blocks_text",
+    "check_block",
+    "check_tool_pairs",
+    "document_block",
     "document_text",
     "text_block",
-    "document_block",
 ]

@@ -96,7 +96,7 @@ def canonical(value: Any) -> str:
     return json.dumps(value, sort_keys=True, ensure_ascii=False, separators=(",", ":"), default=_jsonable)
 
 
-def call_key(prompt_name: str, kwargs: dict) -> str:
+def call_key(prompt_name: str, kwargs: dict[str, Any]) -> str:
     """The digest naming one builder call of PROMPT_NAME (captured requests are filed under it)."""
     return hashlib.sha256(canonical({"prompt": prompt_name, "kwargs": kwargs}).encode("utf-8")).hexdigest()
 
@@ -111,7 +111,7 @@ class _Client:
         self.spec, self.home, self.python, self.who = spec, home, python, who
         self.proc: Any = None
         self.first = True
-        self.pending: list[tuple[str, Future]] = []
+        self.pending: list[tuple[str, Future[dict[str, Any]]]] = []
         self.cond = threading.Condition()
         self.cache: OrderedDict[str, Any] = OrderedDict()
         self.cache_bytes = 0
@@ -127,10 +127,10 @@ class _Client:
         self.thread.start()
 
     # ---- the callers' side
-    def build_many(self, calls: list[str]) -> list[dict]:
+    def build_many(self, calls: list[str]) -> list[dict[str, Any]]:
         """The worker's result per call (each canonical JSON kwargs): ``{"ok": value}`` or ``{"error": ...}``."""
-        futures: list[Future | None] = []
-        out: list[dict | None] = []
+        futures: list[Future[dict[str, Any]] | None] = []
+        out: list[dict[str, Any] | None] = []
         with self.cond:
             for text in calls:
                 hit = self.cache.get(text)
@@ -139,7 +139,7 @@ class _Client:
                     out.append({"ok": copy.deepcopy(hit)})
                     futures.append(None)
                 else:
-                    fut: Future = Future()
+                    fut: Future[dict[str, Any]] = Future()
                     self.pending.append((text, fut))
                     out.append(None)
                     futures.append(fut)
@@ -172,7 +172,7 @@ class _Client:
             for (_, fut), result in zip(batch, results, strict=True):
                 fut.set_result(result)
 
-    def _take_batch(self) -> list[tuple[str, Future]]:
+    def _take_batch(self) -> list[tuple[str, Future[dict[str, Any]]]]:
         """The next request frame's calls: up to MAX_BATCH of them and BATCH_BYTES of arguments."""
         size, n = 0, 0
         for text, _ in self.pending[:MAX_BATCH]:
@@ -216,7 +216,7 @@ class _Client:
         widen_pipe(self.proc.stdin)
         widen_pipe(self.proc.stdout)
 
-    def _send(self, calls: list[str]) -> list[dict]:
+    def _send(self, calls: list[str]) -> list[dict[str, Any]]:
         """One request frame with CALLS; the worker answers each in a frame of its own, and the
         deadline is per answer (one call's limit, whatever the batch's length)."""
         if self.proc is None or self.proc.poll() is not None:
@@ -224,7 +224,7 @@ class _Client:
         payload = ('{"calls":[' + ",".join(calls) + "]}").encode("utf-8")
         self.batches += 1
         self.largest = max(self.largest, len(calls))
-        results: list[dict] = []
+        results: list[dict[str, Any]] = []
         try:
             send(self.proc, payload)
             for _ in calls:
@@ -274,7 +274,7 @@ class _Client:
         self.kill()
 
 
-_clients: dict[tuple, _Client] = {}
+_clients: dict[tuple[Any, ...], _Client] = {}
 _clients_lock = threading.Lock()
 _notices: set[str] = set()
 
@@ -301,7 +301,7 @@ def client_for(config: Config, prompt: PromptConfig) -> _Client:
 # --------------------------------------------------------------------------- errors, the user's
 
 
-def _frames_text(frames: list) -> str:
+def _frames_text(frames: list[Any]) -> str:
     lines = []
     for frame in frames[-8:]:
         try:
@@ -312,7 +312,7 @@ def _frames_text(frames: list) -> str:
     return "\n".join(lines)
 
 
-def builder_error(spec: BuilderSpec, error: dict) -> BuilderError:
+def builder_error(spec: BuilderSpec, error: dict[str, Any]) -> BuilderError:
     """The worker's report of a failed call as the user's error, at the innermost line of theirs."""
     kind = error.get("kind")
     frames = error.get("frames") or []
@@ -346,7 +346,7 @@ def builder_error(spec: BuilderSpec, error: dict) -> BuilderError:
     return BuilderError(message, file=file, line=line if isinstance(line, int) else None, hint=hint)
 
 
-def call_builder(config: Config, prompt: PromptConfig, kwargs: dict) -> Any:
+def call_builder(config: Config, prompt: PromptConfig, kwargs: dict[str, Any]) -> Any:
     """PROMPT's builder called with KWARGS (in its worker): the JSON value it returned."""
     spec = BuilderSpec.parse(prompt.builder or "")
     try:
@@ -359,7 +359,7 @@ def call_builder(config: Config, prompt: PromptConfig, kwargs: dict) -> Any:
     return result["ok"]
 
 
-def prefetch(config: Config, prompt: PromptConfig, calls: list[dict]) -> int:
+def prefetch(config: Config, prompt: PromptConfig, calls: list[dict[str, Any]]) -> int:
     """Send PROMPT's builder CALLS (keyword arguments each) ahead, in as few request frames as the
     batch limits allow, so the builds that follow are answered from the cache without a round trip.
 
@@ -389,7 +389,7 @@ def prefetch(config: Config, prompt: PromptConfig, calls: list[dict]) -> int:
 # captured requests (``needle check --requests DIR``): call key -> body; no code runs while set
 _replay: dict[str, Any] | None = None
 # ``needle capture``: called with (prompt name, call key, kwargs, body) after every build
-_recorder: Callable[[str, str, dict, Any], None] | None = None
+_recorder: Callable[[str, str, dict[str, Any], Any], None] | None = None
 
 
 @contextmanager
@@ -404,7 +404,7 @@ def replaying(bodies: dict[str, Any]) -> Iterator[None]:
 
 
 @contextmanager
-def recording(record: Callable[[str, str, dict, Any], None]) -> Iterator[None]:
+def recording(record: Callable[[str, str, dict[str, Any], Any], None]) -> Iterator[None]:
     """Within the block, every builder call is also handed to RECORD(prompt, key, kwargs, body)."""
     global _recorder
     before, _recorder = _recorder, record
@@ -425,7 +425,7 @@ def _enabled(config: Config, prompt: PromptConfig) -> None:
         )
 
 
-def built_body(config: Config, prompt: PromptConfig, kwargs: dict) -> Any:
+def built_body(config: Config, prompt: PromptConfig, kwargs: dict[str, Any]) -> Any:
     """What PROMPT's builder returns for KWARGS: from the captured requests when replaying, else
     from its worker (recorded when capturing)."""
     key = call_key(prompt.name, kwargs)
@@ -446,7 +446,7 @@ def built_body(config: Config, prompt: PromptConfig, kwargs: dict) -> Any:
 
 
 def render_built(
-    config: Config, prompt: PromptConfig, variables: dict, fixture: str | None
+    config: Config, prompt: PromptConfig, variables: dict[str, Any], fixture: str | None
 ) -> RenderedPrompt:
     """PROMPT's builder called with VARIABLES, as the request every stage measures."""
     from needle_action.assemble.recorded import as_rendered  # recorded imports fixtures: keep this light
@@ -497,14 +497,14 @@ __all__ = [
     "builder_error",
     "built_body",
     "call_builder",
-    "prefetch",
-    "workers_started",
-    "recording",
-    "render_built",
-    "replaying",
-    "usage",
     "call_key",
     "canonical",
     "client_for",
     "close_all",
+    "prefetch",
+    "recording",
+    "render_built",
+    "replaying",
+    "usage",
+    "workers_started",
 ]

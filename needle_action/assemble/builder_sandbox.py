@@ -27,6 +27,7 @@ worker that runs it (:mod:`~needle_action.assemble.builder_worker`) is started h
 from __future__ import annotations
 
 import atexit
+import contextlib
 import glob
 import os
 import shutil
@@ -38,6 +39,7 @@ import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from needle_action.errors import ConfigError
 from needle_action.paths import is_inside, is_visible
@@ -173,7 +175,8 @@ def copy_repository(root: Path, allow_hidden: Sequence[str], who: RunAs) -> Path
         dest.parent.mkdir(parents=True, exist_ok=True)
         shutil.copyfile(path, dest)  # contents only: never the source's owner or mode bits
     if who.drops:
-        assert who.uid is not None and who.gid is not None
+        assert who.uid is not None
+        assert who.gid is not None
         for folder, _dirs, names in os.walk(target):
             os.chown(folder, who.uid, who.gid)
             for name in names:
@@ -200,10 +203,8 @@ _shielded: set[str] = set()
 
 
 def _restore_mode(path: str, mode: int) -> None:
-    try:
+    with contextlib.suppress(OSError):  # removed meanwhile (a base worktree): nothing to restore
         os.chmod(path, mode)
-    except OSError:
-        pass  # removed meanwhile (a base worktree): nothing to restore
 
 
 def shield_git(root: Path) -> None:
@@ -242,7 +243,7 @@ def site_folders() -> list[str]:
 def _pip(python: str, env: dict[str, str]) -> list[str]:
     """How PYTHON runs pip: its own module, else the pip wheel Debian ships (the action's image
     has a venv without pip; ``python path/pip.whl/pip`` runs it, so ``-I`` is replaced by ``-E -s``)."""
-    probe = subprocess.run(
+    probe = subprocess.run(  # noqa: S603 - fixed argv: the interpreter we chose, no user input
         [python, "-I", "-c", "import pip"], env=env, capture_output=True, timeout=60, check=False
     )
     if probe.returncode == 0:
@@ -264,7 +265,8 @@ def install_requirements(text: str, name: str, who: RunAs, python: str) -> Path:
     atexit.register(shutil.rmtree, home, ignore_errors=True)
     (home / "requirements.txt").write_text(text, encoding="utf-8")
     if who.drops:
-        assert who.uid is not None and who.gid is not None
+        assert who.uid is not None
+        assert who.gid is not None
         os.chown(home, who.uid, who.gid)
         os.chown(home / "requirements.txt", who.uid, who.gid)
     env = worker_env(home)
@@ -282,9 +284,9 @@ def install_requirements(text: str, name: str, who: RunAs, python: str) -> Path:
         "-r",
         str(home / "requirements.txt"),
     ]
-    drop: dict = {"user": who.uid, "group": who.gid, "extra_groups": []} if who.drops else {}
+    drop: dict[str, Any] = {"user": who.uid, "group": who.gid, "extra_groups": []} if who.drops else {}
     try:
-        proc = subprocess.run(
+        proc = subprocess.run(  # noqa: S603 - fixed pip argv; the file is the base branch's
             command, env=env, cwd=home, capture_output=True, text=True, timeout=INSTALL_SECONDS, **drop
         )
     except subprocess.TimeoutExpired:
@@ -316,13 +318,14 @@ def worker_env(home: Path) -> dict[str, str]:
     }
 
 
-def start_worker(python: str, settings: str, home: Path, who: RunAs) -> subprocess.Popen:
+def start_worker(python: str, settings: str, home: Path, who: RunAs) -> subprocess.Popen[bytes]:
     """The worker process: ``python -I -c <builder_worker's source> SETTINGS`` as WHO."""
     source = (Path(__file__).parent / "builder_worker.py").read_text(encoding="utf-8")
-    drop: dict = {}
+    drop: dict[str, Any] = {}
     if who.drops:
         drop = {"user": who.uid, "group": who.gid, "extra_groups": []}
-    return subprocess.Popen(
+    # our own worker's source and settings, argv without a shell; PYTHON is the interpreter we chose
+    return subprocess.Popen(  # noqa: S603
         [python, "-I", "-c", source, settings],
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,

@@ -16,6 +16,8 @@ grace) for each answer and kills the worker if even the timer does not end a cal
 result is held at a time, so the memory cap is one call's too.
 """
 
+from __future__ import annotations
+
 import importlib
 import importlib.util
 import json
@@ -25,6 +27,9 @@ import signal
 import struct
 import sys
 import traceback
+from collections.abc import Callable
+from types import FrameType, TracebackType
+from typing import Any
 
 HEADER = struct.Struct("!Q")
 
@@ -33,7 +38,7 @@ class BuildTimeout(BaseException):
     """The call's timer went off (a BaseException: ``except Exception`` in the builder cannot eat it)."""
 
 
-def limit_resources(memory_bytes, file_bytes, processes):
+def limit_resources(memory_bytes: int | None, file_bytes: int | None, processes: int | None) -> None:
     import resource
 
     for which, cap in (
@@ -44,12 +49,12 @@ def limit_resources(memory_bytes, file_bytes, processes):
     ):
         if which is None or cap is None:
             continue
-        soft, hard = resource.getrlimit(which)
+        _soft, hard = resource.getrlimit(which)
         cap = cap if hard == resource.RLIM_INFINITY else min(cap, hard)
         resource.setrlimit(which, (cap, cap))
 
 
-def load_builder(root, rel_file, func_name):
+def load_builder(root: str, rel_file: str, func_name: str) -> Callable[..., Any]:
     """The builder function: ``app/prompts.py`` imports as ``app.prompts`` when its folders are
     packages (so its relative imports work), else by file name from its own folder."""
     parts = rel_file[:-3].split("/")
@@ -62,15 +67,15 @@ def load_builder(root, rel_file, func_name):
     else:
         sys.path.insert(0, os.path.join(root, *parts[:-1]))
         module = importlib.import_module(parts[-1])
-    func = getattr(module, func_name, None)
+    func: object = getattr(module, func_name, None)
     if not callable(func):
         raise LookupError(f"{rel_file} defines no function {func_name!r}")
     return func
 
 
-def user_frames(tb, root):
+def user_frames(tb: TracebackType | None, root: str) -> list[list[Any]]:
     """The traceback's frames in the user's files (inside ROOT), as [file, line, function, code]."""
-    out = []
+    out: list[list[Any]] = []
     prefix = root.rstrip("/") + "/"
     for frame in traceback.extract_tb(tb):
         if frame.filename.startswith(prefix):
@@ -78,7 +83,7 @@ def user_frames(tb, root):
     return out
 
 
-def describe(exc, root, kind):
+def describe(exc: BaseException, root: str, kind: str) -> dict[str, Any]:
     return {
         "kind": kind,
         "type": type(exc).__name__,
@@ -87,7 +92,7 @@ def describe(exc, root, kind):
     }
 
 
-def not_json(value, path="", depth=0):
+def not_json(value: Any, path: str = "", depth: int = 0) -> tuple[str, str] | None:
     """The JSON Pointer and type of the first value in VALUE that JSON cannot carry, or None."""
     if depth > 100:
         return path, "nesting deeper than 100 levels"
@@ -112,7 +117,7 @@ def not_json(value, path="", depth=0):
     return path, f"a {type(value).__name__}"
 
 
-def call_one(func, kwargs, root, seconds):
+def call_one(func: Callable[..., Any], kwargs: dict[str, Any], root: str, seconds: float) -> dict[str, Any]:
     signal.setitimer(signal.ITIMER_REAL, seconds)
     try:
         value = func(**kwargs)
@@ -133,11 +138,11 @@ def call_one(func, kwargs, root, seconds):
     return {"ok": value}
 
 
-def on_alarm(signum, frame):
+def on_alarm(signum: int, frame: FrameType | None) -> None:
     raise BuildTimeout("the time limit of one call")
 
 
-def serve(settings):
+def serve(settings: dict[str, Any]) -> None:
     out = os.fdopen(os.dup(1), "wb")
     os.dup2(2, 1)  # a stray print in the builder goes to stderr, not into the answers
     limit_resources(settings["memory_bytes"], settings["file_bytes"], settings["processes"])
@@ -147,8 +152,8 @@ def serve(settings):
     signal.signal(signal.SIGALRM, on_alarm)
     signal.setitimer(signal.ITIMER_REAL, settings["seconds"])
     try:
-        func = load_builder(root, settings["file"], settings["function"])
-        loaded = None
+        func: Callable[..., Any] | None = load_builder(root, settings["file"], settings["function"])
+        loaded: dict[str, Any] | None = None
     except BaseException as exc:  # noqa: BLE001 - the import of the user's module failed: report it
         kind = (
             "timeout"
@@ -176,7 +181,7 @@ def serve(settings):
             del result, answer
 
 
-def encode(result):
+def encode(result: Any) -> bytes:
     """RESULT as one answer frame's bytes (an error in its place when it cannot be encoded)."""
     try:
         return json.dumps(result, ensure_ascii=False, allow_nan=False).encode("utf-8")

@@ -24,6 +24,7 @@ from typing import Any
 
 from needle_action.assemble.blocks import document_block, text_block
 from needle_action.assemble.prompt import SYSTEM_PART, ContextSlot, Message, RenderedPrompt
+from needle_action.dataformats import JSON
 from needle_action.errors import ConfigError
 
 CONTEXT_TOOL_ID = "toolu_needle_context"
@@ -43,8 +44,9 @@ def item_text(item: Any) -> str:
         return item
     if isinstance(item, dict):
         for key in _BODY_KEYS:
-            if isinstance(item.get(key), str) and item[key].strip():
-                return item[key]
+            body = item.get(key)
+            if isinstance(body, str) and body.strip():
+                return body
         strings = [v for v in item.values() if isinstance(v, str)]
         return max(strings, key=len) if strings else ""
     return "" if item is None else str(item)
@@ -172,7 +174,7 @@ def place(
     return _as_documents(p, value)
 
 
-def _context_tool(p: RenderedPrompt, name: str | None, where: Where) -> dict:
+def _context_tool(p: RenderedPrompt, name: str | None, where: Where) -> JSON:
     if not p.tools:
         raise ConfigError(
             'context_as = "tool_result" needs a tool the context comes back from; the prompt declares none',
@@ -192,11 +194,11 @@ def _context_tool(p: RenderedPrompt, name: str | None, where: Where) -> dict:
     )
 
 
-def _call_input(tool: dict, question: Any) -> dict:
+def _call_input(tool: JSON, question: Any) -> JSON:
     """The call's input: the schema's required properties, strings holding the question."""
     schema = tool.get("input_schema") or {}
     props = schema.get("properties") or {}
-    out: dict = {}
+    out: JSON = {}
     for key in schema.get("required") or []:
         kind = str((props.get(key) or {}).get("type"))
         defaults: dict[str, Any] = {"integer": 0, "number": 0, "boolean": False, "array": [], "object": {}}
@@ -204,8 +206,9 @@ def _call_input(tool: dict, question: Any) -> dict:
     return out
 
 
-def _as_tool_result(p: RenderedPrompt, tool: dict, question: Any) -> RenderedPrompt:
-    assert p.context_slot is not None and p.context_span is not None
+def _as_tool_result(p: RenderedPrompt, tool: JSON, question: Any) -> RenderedPrompt:
+    assert p.context_slot is not None
+    assert p.context_span is not None
     i = p.context_slot.message
     text = p.messages[i].text
     start, end = p.context_span
@@ -230,7 +233,8 @@ def _as_tool_result(p: RenderedPrompt, tool: dict, question: Any) -> RenderedPro
 
 
 def _as_documents(p: RenderedPrompt, value: Any) -> RenderedPrompt:
-    assert p.context_slot is not None and p.context_span is not None
+    assert p.context_slot is not None
+    assert p.context_span is not None
     i = p.context_slot.message
     text = p.messages[i].text
     start, end = p.context_span

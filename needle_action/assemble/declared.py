@@ -26,6 +26,7 @@ from needle_action.assemble.blocks import RequestShapeError
 from needle_action.assemble.fixtures import load_fixture
 from needle_action.assemble.tools import load_tools, to_anthropic_tools
 from needle_action.assemble.wire import anthropic_tool_choice
+from needle_action.dataformats import JSON
 from needle_action.errors import ConfigError, TemplateError
 from needle_action.paths import confine, display_path
 
@@ -34,7 +35,7 @@ _ENV_REF = re.compile(r"\$\{env:([^}]*)\}")
 # keys of model.parameters that are the request itself: needle sets them (max tokens from the
 # prompt's settings), or reads them apart (tools, tool_choice)
 _PROMPTY_CORE = ("max_tokens", "max_completion_tokens", "stream", "model", "messages")
-_tools_cache: dict[tuple[str, int, int], tuple[dict, ...]] = {}
+_tools_cache: dict[tuple[str, int, int], tuple[JSON, ...]] = {}
 _tools_lock = threading.Lock()
 
 
@@ -42,9 +43,9 @@ _tools_lock = threading.Lock()
 class Declared:
     """Tools (Anthropic dicts), tool choice (Anthropic form) and request parameters."""
 
-    tools: tuple[dict, ...] = ()
-    tool_choice: dict | None = None
-    params: dict = field(default_factory=dict)
+    tools: tuple[JSON, ...] = ()
+    tool_choice: JSON | None = None
+    params: JSON = field(default_factory=dict)
     unresolved: tuple[str, ...] = ()  # tools named without a definition (Dotprompt's ``tools``)
 
     def over(self, base: Declared) -> Declared:
@@ -58,7 +59,7 @@ class Declared:
         )
 
 
-def cached_tools(path: Path, *, file: str | None = None) -> tuple[dict, ...]:
+def cached_tools(path: Path, *, file: str | None = None) -> tuple[JSON, ...]:
     """:func:`load_tools` of PATH, read again only when the file changes."""
     stat = path.stat()
     key = (str(path.resolve()), stat.st_mtime_ns, stat.st_size)
@@ -72,10 +73,10 @@ def cached_tools(path: Path, *, file: str | None = None) -> tuple[dict, ...]:
 
 
 def from_config(
-    root: Path, tools: str | None, tool_choice: dict | None, params: dict, *, allow_hidden: Sequence[str] = ()
+    root: Path, tools: str | None, tool_choice: JSON | None, params: JSON, *, allow_hidden: Sequence[str] = ()
 ) -> Declared:
     """The declarations of a ``[prompts.NAME]`` table (paths were checked when it was loaded)."""
-    loaded: tuple[dict, ...] = ()
+    loaded: tuple[JSON, ...] = ()
     if tools:
         full = confine(root, root / tools, what="tools file", allow_hidden=allow_hidden)
         loaded = cached_tools(full, file=display_path(full))
@@ -83,7 +84,7 @@ def from_config(
 
 
 def from_prompty(
-    front: dict, source_text: str, path: Path, root: Path, file: str, *, allow_hidden: Sequence[str] = ()
+    front: JSON, source_text: str, path: Path, root: Path, file: str, *, allow_hidden: Sequence[str] = ()
 ) -> Declared:
     """The declarations of a ``.prompty`` front matter's ``model.parameters``."""
     model = front.get("model")
@@ -94,9 +95,9 @@ def from_prompty(
     if not isinstance(parameters, dict):
         raise TemplateError("model.parameters must be a mapping", file=file, line=line)
     _refuse_env(parameters, source_text, file)
-    tools: tuple[dict, ...] = ()
-    choice: dict | None = None
-    params: dict = {}
+    tools: tuple[JSON, ...] = ()
+    choice: JSON | None = None
+    params: JSON = {}
     for key, value in parameters.items():
         if key == "tools":
             tools = _prompty_tools(value, source_text, path, root, file, allow_hidden)
@@ -111,7 +112,7 @@ def from_prompty(
 
 def _prompty_tools(
     value: Any, source_text: str, path: Path, root: Path, file: str, allow_hidden: Sequence[str]
-) -> tuple[dict, ...]:
+) -> tuple[JSON, ...]:
     line = _key_line(source_text, "tools")
     if isinstance(value, str):
         m = _FILE_REF.match(value)
@@ -132,7 +133,7 @@ def _prompty_tools(
         ) from None
 
 
-def _prompty_choice(value: Any, file: str, line: int | None) -> dict | None:
+def _prompty_choice(value: Any, file: str, line: int | None) -> JSON | None:
     if isinstance(value, dict) and value.get("type") in ("auto", "any", "tool", "none"):
         return dict(value)  # already Anthropic's form
     try:

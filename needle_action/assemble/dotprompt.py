@@ -36,9 +36,10 @@ from needle_action.assemble import handlebars as hbs
 from needle_action.assemble.declared import Declared
 from needle_action.assemble.handlebars import MARK, RenderLimit, Tag
 from needle_action.assemble.limits import SIZE_HINT
-from needle_action.assemble.prompt import Message, RenderedPrompt
+from needle_action.assemble.prompt import Message, RenderedPrompt, Role
 from needle_action.assemble.roles import trim_blank_lines
 from needle_action.assemble.sandbox import read_template
+from needle_action.dataformats import JSON
 from needle_action.errors import ConfigError, TemplateError
 from needle_action.paths import (
     ESCAPE_REASONS,
@@ -50,7 +51,7 @@ from needle_action.paths import (
 )
 
 MAX_PARTIALS = 200
-ROLES = {"system": "system", "user": "user", "model": "assistant"}
+ROLES: dict[str, Role] = {"system": "system", "user": "user", "model": "assistant"}
 _MARKER_RE = re.compile(f"{MARK}(role:[^{MARK}]*|history){MARK}")
 
 
@@ -61,8 +62,8 @@ _MARKER_RE = re.compile(f"{MARK}(role:[^{MARK}]*|history){MARK}")
 class DotpromptFile:
     """A ``.prompt`` file: its front matter (raw), ``input.default``, and the body with its first line."""
 
-    front: dict
-    defaults: dict
+    front: JSON
+    defaults: JSON
     schema: Any
     body: str
     body_line: int
@@ -108,7 +109,7 @@ class Compiled:
     program: list[Node]
     partials: dict[str, list[Node]] = field(default_factory=dict)
     tags: dict[str, list[Tag]] = field(default_factory=dict)  # display path -> tags, template first
-    stamps: tuple = ()
+    stamps: tuple[Any, ...] = ()
 
 
 def _compile(text: str, tags: list[Tag], file: str, *, partial: bool) -> list[Node]:
@@ -215,7 +216,7 @@ def _compile_file(root: Path, path: Path, file: str, allow_hidden: Sequence[str]
     return out
 
 
-_cache: OrderedDict[tuple, Compiled] = OrderedDict()
+_cache: OrderedDict[tuple[Any, ...], Compiled] = OrderedDict()
 _cache_lock = threading.Lock()
 _CACHE_SIZE = 64
 
@@ -276,7 +277,7 @@ def _runtime_error(exc: BaseException, compiled: Compiled, file: str) -> Templat
 def render_raw(
     root: Path,
     path: Path,
-    variables: dict,
+    variables: JSON,
     *,
     file: str,
     allow_hidden: Sequence[str] = (),
@@ -302,7 +303,7 @@ class _Source:
     role: str
     text: str = ""
     history: bool = False
-    blocks: tuple[dict, ...] | None = None  # a history turn with tool requests/responses or media
+    blocks: tuple[JSON, ...] | None = None  # a history turn with tool requests/responses or media
 
 
 def _role_line(tags: list[Tag], role: str) -> int | None:
@@ -337,14 +338,14 @@ def _history_messages(value: Any, file: str) -> list[_Source]:
     return out
 
 
-def _part_blocks(parts: list, calls: dict[str, str]) -> tuple[dict, ...] | None:
+def _part_blocks(parts: list[Any], calls: dict[str, str]) -> tuple[JSON, ...] | None:
     """Dotprompt parts as content blocks, when there is more than text: ``toolRequest`` ->
     ``tool_use``, ``toolResponse`` -> ``tool_result``, ``media`` -> an image (None: text only)."""
     if not any(
         isinstance(p, dict) and ("toolRequest" in p or "toolResponse" in p or "media" in p) for p in parts
     ):
         return None
-    out: list[dict] = []
+    out: list[JSON] = []
     for p in parts:
         if not isinstance(p, dict):
             continue
@@ -409,7 +410,7 @@ def _to_prompt(sources: list[_Source], tags: list[Tag], file: str) -> tuple[str 
         text = s.text if s.history else trim_blank_lines(s.text)
         if s.role != "system":
             content = s.blocks if s.blocks is not None else text
-            messages.append(Message(role=ROLES[s.role], content=content))  # type: ignore[arg-type]
+            messages.append(Message(role=ROLES[s.role], content=content))
             continue
         if system is not None or i != 0:
             raise TemplateError(
@@ -429,7 +430,7 @@ def _to_prompt(sources: list[_Source], tags: list[Tag], file: str) -> tuple[str 
 
 
 def to_rendered(
-    raw: str, source_text: str, variables: dict, *, path: Path, source: str, fixture: str | None
+    raw: str, source_text: str, variables: JSON, *, path: Path, source: str, fixture: str | None
 ) -> RenderedPrompt:
     """The request the ``.prompt`` at PATH (whose text is SOURCE_TEXT) makes, from its raw render
     RAW: messages split at the markers, the fixture's ``messages`` as history, front-matter meta."""
@@ -475,7 +476,7 @@ def declared_by(source_text: str, path: Path, *, file: str) -> Declared:
     output, and ``config``'s sampling keys as request parameters."""
     front = parse(source_text, file).front
     defs = {d.get("name"): d for d in front.get("toolDefs") or [] if isinstance(d, dict)}
-    tools: list[dict] = []
+    tools: list[JSON] = []
     unresolved: list[str] = []
     for name in front.get("tools") or []:
         d = defs.get(name)
@@ -560,10 +561,10 @@ def is_partial(path: Path) -> bool:
 
 __all__ = [
     "DotpromptFile",
-    "parse",
-    "load",
-    "render_raw",
-    "to_rendered",
-    "template_variables",
     "is_partial",
+    "load",
+    "parse",
+    "render_raw",
+    "template_variables",
+    "to_rendered",
 ]

@@ -14,7 +14,7 @@ from typing import Any
 
 import yaml
 
-from needle_action.dataformats import DataError, parse_json, parse_toml, parse_yaml
+from needle_action.dataformats import JSON, DataError, parse_json, parse_toml, parse_yaml
 from needle_action.errors import ConfigError
 from needle_action.paths import display_path, read_text
 
@@ -63,7 +63,7 @@ def _parse_fixture_text(text: str, suffix: str, file: str) -> Any:
         ) from None
 
 
-def load_fixture(path: str | os.PathLike) -> dict:
+def load_fixture(path: str | os.PathLike[str]) -> JSON:
     """A fixture file's variables. YAML, JSON or TOML; the top level must be a mapping."""
     p = Path(path)
     file = display_path(p)

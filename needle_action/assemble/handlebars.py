@@ -114,7 +114,7 @@ class _Step(Text):
         pass
 
     @property
-    def value(self) -> str:  # type: ignore[override]
+    def value(self) -> str:  # type: ignore[override]  # as Text.value above: read per output
         budget = _budget.get()
         if budget is not None:
             budget.step()
@@ -228,7 +228,7 @@ def _unless_equals(params: list[Any], options: HelperOptions) -> str:
 
 
 def _lookup(params: list[Any], options: HelperOptions) -> Any:
-    collection, key = (params + [None, None])[:2]
+    collection, key = [*params, None, None][:2]
     if isinstance(collection, dict):
         return collection.get(key)
     if isinstance(collection, list) and isinstance(key, int | str) and str(key).isdigit():
@@ -256,7 +256,7 @@ HELPERS: dict[str, Callable[[list[Any], HelperOptions], Any]] = {
 
 
 def render(
-    program: list[Node], context: dict, partials: dict[str, list[Node]], *, strict: bool = True
+    program: list[Node], context: dict[str, Any], partials: dict[str, list[Node]], *, strict: bool = True
 ) -> str:
     """The raw output of PROGRAM with CONTEXT (already :func:`prepare`\\ d), within a fresh budget.
 
@@ -270,8 +270,8 @@ def render(
             program,
             context,
             data=None,
-            helpers=HELPERS,  # type: ignore[arg-type]
-            partials=partials,  # type: ignore[arg-type]  # compiled programs are accepted too
+            helpers=HELPERS,
+            partials=partials,  # compiled programs are accepted too
             escape_html=False,  # Dotprompt renders with NO_ESCAPE: prompts are not HTML
             strict=strict,
             max_depth=MAX_DEPTH,
@@ -437,7 +437,7 @@ __all__ = [
     "compile_program",
     "prepare",
     "render",
+    "runtime_error_tag",
     "scan_tags",
     "syntax_error_tag",
-    "runtime_error_tag",
 ]

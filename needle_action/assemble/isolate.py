@@ -85,7 +85,8 @@ class _Worker:
         widen_pipe(self.proc.stdout)
 
     def call(self, payload: bytes, timeout: float) -> bytes:
-        assert self.proc.stdin is not None and self.proc.stdout is not None
+        assert self.proc.stdin is not None
+        assert self.proc.stdout is not None
         if self.first:  # the first call also waits for the interpreter to start and import Jinja
             timeout += STARTUP_SECONDS
             self.first = False
@@ -194,7 +195,13 @@ def available() -> bool:
 
 
 def render(
-    root: Path, allow_hidden: Sequence[str], name: str, variables: dict, *, file: str, lenient: bool = False
+    root: Path,
+    allow_hidden: Sequence[str],
+    name: str,
+    variables: dict[str, Any],
+    *,
+    file: str,
+    lenient: bool = False,
 ) -> str:
     """The raw output of template NAME under ROOT with VARIABLES, rendered in a worker process.
 
@@ -222,7 +229,8 @@ def render(
     reply = PlainData(io.BytesIO(answer)).load()
     if reply[0] == "ok":
         _pool.release(worker)
-        return reply[1]
+        rendered: str = reply[1]
+        return rendered
     _, cls, message, efile, line, column, hint, restart = reply
     if restart:
         _pool.discard(worker)
@@ -256,12 +264,12 @@ def _on_alarm(signum: int, frame: Any) -> None:
 def _limit_memory() -> None:
     import resource  # POSIX only, and needed only in the worker process
 
-    soft, hard = resource.getrlimit(resource.RLIMIT_AS)
+    _soft, hard = resource.getrlimit(resource.RLIMIT_AS)
     cap = MEMORY_BYTES if hard == resource.RLIM_INFINITY else min(MEMORY_BYTES, hard)
     resource.setrlimit(resource.RLIMIT_AS, (cap, hard))
 
 
-def _answer(request: tuple) -> tuple:
+def _answer(request: tuple[Any, ...]) -> tuple[Any, ...]:
     root, allow, name, variables, file, cwd, lenient = request
     if os.getcwd() != cwd:
         os.chdir(cwd)  # display paths in messages are relative to the parent's working directory

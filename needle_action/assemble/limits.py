@@ -122,7 +122,7 @@ def guarded_str_join(values: Iterable[Any]) -> str:
 # --------------------------------------------------------------------------- str and bytes methods
 
 
-def _join_size(sep: Any, items: list) -> int:
+def _join_size(sep: Any, items: list[Any]) -> int:
     size = sum(len(x) if isinstance(x, str | bytes) else len(str(x)) for x in items)
     return size + len(sep) * max(0, len(items) - 1)
 
@@ -131,10 +131,10 @@ def _count(s: Any, sub: Any) -> int:
     return int(s.count(sub))  # str or bytes, SUB of the same type (checked by the caller)
 
 
-def _replace_size(s: Any, args: tuple, kwargs: dict) -> int:
+def _replace_size(s: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> int:
     old: Any
     new: Any
-    old, new = (list(args) + [None, None])[:2]
+    old, new = [*args, None, None][:2]
     if not isinstance(old, str | bytes) or not isinstance(new, str | bytes):
         return len(s)
     count = args[2] if len(args) > 2 else kwargs.get("count", -1)
@@ -144,7 +144,7 @@ def _replace_size(s: Any, args: tuple, kwargs: dict) -> int:
     return len(s) + n * max(0, len(new) - len(old))
 
 
-def check_method(method: Any, args: tuple, kwargs: dict) -> None:
+def check_method(method: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
     """Before a template calls a ``str``/``bytes`` method: refuse results beyond the string limit."""
     if not isinstance(method, types.BuiltinMethodType):
         return
@@ -205,11 +205,12 @@ def _replace(eval_ctx: Any, s: str, old: str, new: str, count: int | None = None
     return jinja_filters.do_replace(eval_ctx, s, old, new, count)
 
 
-def _join(eval_ctx: Any, value: Iterable, d: str = "", attribute: Any = None) -> str:
+def _join(eval_ctx: Any, value: Iterable[Any], d: str = "", attribute: Any = None) -> str:
     items = list(value)
     if attribute is None:
         check_chars(_join_size(str(d), items), "|join")
-    return jinja_filters.do_join(eval_ctx, items, d, attribute)
+    joined: str = jinja_filters.do_join(eval_ctx, items, d, attribute)
+    return joined
 
 
 def _tojson(eval_ctx: Any, value: Any, indent: int | None = None) -> Any:
@@ -235,7 +236,7 @@ def _slice(value: Any, slices: int, fill_with: Any = None) -> Any:
     return jinja_filters.do_slice(value, slices, fill_with)
 
 
-def _keep_pass_arg(guard: Callable, original: Callable) -> Callable:
+def _keep_pass_arg(guard: Callable[..., Any], original: Callable[..., Any]) -> Callable[..., Any]:
     """GUARD with ORIGINAL's ``jinja_pass_arg`` marker, so Jinja passes the same first argument."""
     marker = getattr(original, "jinja_pass_arg", None)
     wrapped = functools.wraps(original)(guard)

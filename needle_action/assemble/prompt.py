@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal, NamedTuple
 
 from needle_action.assemble.blocks import RequestShapeError, block_text, blocks_text, check_block, text_block
+from needle_action.dataformats import JSON
 
 Role = Literal["system", "user", "assistant"]
 SYSTEM_PART = -1  # ContextSlot.message for a context held in the system text
@@ -45,7 +46,7 @@ class Message:
     """One turn: ``content`` is a string or a tuple of content blocks (Anthropic shapes)."""
 
     role: Role
-    content: str | tuple[dict, ...]
+    content: str | tuple[JSON, ...]
 
     def __post_init__(self) -> None:
         if isinstance(self.content, list):  # accept a list, hold a tuple (the dataclass is frozen)
@@ -60,11 +61,11 @@ class Message:
         return self.content if isinstance(self.content, str) else blocks_text(self.content)
 
     @property
-    def blocks(self) -> tuple[dict, ...]:
+    def blocks(self) -> tuple[JSON, ...]:
         """The content as blocks (a string is one text block)."""
         return (text_block(self.content),) if isinstance(self.content, str) else self.content
 
-    def wire_content(self) -> str | list[dict]:
+    def wire_content(self) -> str | list[JSON]:
         return self.content if isinstance(self.content, str) else list(self.content)
 
 
@@ -82,11 +83,11 @@ class RenderedPrompt:
     messages: tuple[Message, ...]
     source: str = ""  # template path, for messages and annotations
     fixture: str | None = None
-    meta: dict = field(default_factory=dict, compare=False, hash=False)
-    system_blocks: tuple[dict, ...] = ()
-    tools: tuple[dict, ...] = ()
-    tool_choice: dict | None = None
-    params: dict = field(default_factory=dict, hash=False)
+    meta: JSON = field(default_factory=dict, compare=False, hash=False)
+    system_blocks: tuple[JSON, ...] = ()
+    tools: tuple[JSON, ...] = ()
+    tool_choice: JSON | None = None
+    params: JSON = field(default_factory=dict, hash=False)
     context_slot: ContextSlot | None = None
     context_span: tuple[int, int] | None = None
     context_blocks: int = 1
@@ -108,9 +109,9 @@ class RenderedPrompt:
 
     # ------------------------------------------------------------------ identity
 
-    def to_json(self) -> dict:
+    def to_json(self) -> JSON:
         """Everything the provider receives (tools, choice and params only when present)."""
-        out: dict = {
+        out: JSON = {
             "system": self.system,
             "messages": [{"role": m.role, "content": m.wire_content()} for m in self.messages],
         }
@@ -201,13 +202,13 @@ class RenderedPrompt:
 
     # ------------------------------------------------------------------ wire bodies
 
-    def to_anthropic_body(self, model: str, max_tokens: int) -> dict:
+    def to_anthropic_body(self, model: str, max_tokens: int) -> JSON:
         """The exact Anthropic Messages request body."""
         from needle_action.assemble.wire import anthropic_body
 
         return anthropic_body(self, model, max_tokens)
 
-    def to_openai_body(self, model: str, max_tokens: int) -> dict:
+    def to_openai_body(self, model: str, max_tokens: int) -> JSON:
         """The OpenAI chat completions body: tools as functions, assistant ``tool_calls``,
         ``role: "tool"`` messages, documents as text."""
         from needle_action.assemble.wire import openai_body
@@ -215,7 +216,7 @@ class RenderedPrompt:
         return openai_body(self, model, max_tokens)
 
     @classmethod
-    def from_body(cls, body: dict, *, source: str = "") -> RenderedPrompt:
+    def from_body(cls, body: JSON, *, source: str = "") -> RenderedPrompt:
         """An Anthropic Messages body or an OpenAI chat body (detected) as a RenderedPrompt;
         a bad shape raises :class:`RequestShapeError` naming the field."""
         from needle_action.assemble.wire import from_body
@@ -267,4 +268,4 @@ def _cut_context(p: RenderedPrompt, slot: ContextSlot) -> list[str]:
     return _message_texts(Message(m.role, keep))
 
 
-__all__ = ["ContextSlot", "Message", "RenderedPrompt", "RequestShapeError", "Role", "SYSTEM_PART"]
+__all__ = ["SYSTEM_PART", "ContextSlot", "Message", "RenderedPrompt", "RequestShapeError", "Role"]

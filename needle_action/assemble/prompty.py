@@ -15,7 +15,7 @@ from pathlib import Path
 
 from needle_action.assemble.fixtures import load_fixture
 from needle_action.assemble.prompt import Message
-from needle_action.dataformats import DataError, parse_yaml
+from needle_action.dataformats import JSON, DataError, parse_yaml
 from needle_action.errors import TemplateError
 from needle_action.paths import confine
 
@@ -26,7 +26,7 @@ _FILE_REF = re.compile(r"\$\{file:(.+)\}")
 class Prompty:
     """A ``.prompty`` file split into its front matter and its template body."""
 
-    front: dict
+    front: JSON
     body: str  # the file with front matter lines blanked, so body line N is file line N
 
 
@@ -51,7 +51,7 @@ def split_prompty(text: str, file: str) -> Prompty:
     return Prompty(front, body)
 
 
-def _front_matter(front_text: str, file: str) -> dict:
+def _front_matter(front_text: str, file: str) -> JSON:
     try:
         front = parse_yaml(front_text) or {}
     except DataError as exc:
@@ -68,8 +68,8 @@ def _front_matter(front_text: str, file: str) -> dict:
 
 
 def prompty_defaults(
-    front: dict, prompty_path: Path, root: Path, file: str, *, allow_hidden: Sequence[str] = ()
-) -> dict:
+    front: JSON, prompty_path: Path, root: Path, file: str, *, allow_hidden: Sequence[str] = ()
+) -> JSON:
     """Default inputs from ``sample`` (mapping or file reference) and ``inputs.X.default/sample``.
 
     A sample file must stay inside ROOT and out of hidden folders (ALLOW_HIDDEN excepted)."""
@@ -92,9 +92,9 @@ def prompty_defaults(
     return out
 
 
-def _input_defaults(inputs: object) -> dict:
+def _input_defaults(inputs: object) -> JSON:
     """``inputs.X.default`` (else ``inputs.X.sample``) for each declared input that has one."""
-    out: dict = {}
+    out: JSON = {}
     if not isinstance(inputs, dict):
         return out
     for name, spec in inputs.items():
@@ -135,8 +135,8 @@ def with_images(
 
 def _image_blocks(
     text: str, prompty_path: Path, root: Path, file: str, allow_hidden: Sequence[str]
-) -> str | tuple[dict, ...]:
-    blocks: list[dict] = []
+) -> str | tuple[JSON, ...]:
+    blocks: list[JSON] = []
     pos = 0
     for m in _IMAGE.finditer(text):
         if text[pos : m.start()].strip():
@@ -150,7 +150,7 @@ def _image_blocks(
     return tuple(blocks)
 
 
-def _image(src: str, prompty_path: Path, root: Path, file: str, allow_hidden: Sequence[str]) -> dict:
+def _image(src: str, prompty_path: Path, root: Path, file: str, allow_hidden: Sequence[str]) -> JSON:
     if src.startswith("http"):
         return {"type": "image", "source": {"type": "url", "url": src}}
     if src.startswith("data:") and ";base64," in src:
@@ -174,4 +174,4 @@ def _image(src: str, prompty_path: Path, root: Path, file: str, allow_hidden: Se
     }
 
 
-__all__ = ["Prompty", "split_prompty", "prompty_defaults", "with_images"]
+__all__ = ["Prompty", "prompty_defaults", "split_prompty", "with_images"]

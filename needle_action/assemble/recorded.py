@@ -20,17 +20,17 @@ from needle_action.assemble.fixtures import load_fixture
 from needle_action.assemble.prompt import SYSTEM_PART, ContextSlot, RenderedPrompt
 from needle_action.assemble.wire import is_openai_body
 from needle_action.config.model import Config, PromptConfig
-from needle_action.dataformats import DataError, parse_json
+from needle_action.dataformats import JSON, DataError, parse_json
 from needle_action.errors import ConfigError, TemplateError
 from needle_action.jsonpointer import PointerError, parse, resolve, set_value
 from needle_action.paths import confine, display_path, read_text, relative
 
 MAX_REQUEST_BYTES = 20_000_000
-_bodies: dict[tuple[str, int, int], tuple[str, dict]] = {}
+_bodies: dict[tuple[str, int, int], tuple[str, JSON]] = {}
 _lock = threading.Lock()
 
 
-def load_request(config: Config, prompt: PromptConfig) -> tuple[str, dict]:
+def load_request(config: Config, prompt: PromptConfig) -> tuple[str, JSON]:
     """(the file's text, the parsed body) of PROMPT's recorded request, read once per file version."""
     assert prompt.request is not None
     path = confine(
@@ -54,7 +54,9 @@ def load_request(config: Config, prompt: PromptConfig) -> tuple[str, dict]:
     return text, body
 
 
-def prompt_variables(config: Config, prompt: PromptConfig, fixture_path: str | os.PathLike | None) -> dict:
+def prompt_variables(
+    config: Config, prompt: PromptConfig, fixture_path: str | os.PathLike[str] | None
+) -> JSON:
     """The variables recall varies: the fixture's (templates, builders), or for a recorded request
     the values its pointers name, keyed by the pointers."""
     if prompt.request is None:
@@ -67,7 +69,7 @@ def prompt_variables(config: Config, prompt: PromptConfig, fixture_path: str | o
     return out
 
 
-def _resolve(body: dict, pointer: str, key: str, prompt: PromptConfig) -> Any:
+def _resolve(body: JSON, pointer: str, key: str, prompt: PromptConfig) -> Any:
     try:
         return resolve(body, pointer)
     except PointerError as exc:
@@ -75,7 +77,7 @@ def _resolve(body: dict, pointer: str, key: str, prompt: PromptConfig) -> Any:
 
 
 def render_recorded(
-    config: Config, prompt: PromptConfig, variables: dict | None, fixture: str | None
+    config: Config, prompt: PromptConfig, variables: JSON | None, fixture: str | None
 ) -> RenderedPrompt:
     """PROMPT's recorded request, with the slots VARIABLES names (by pointer) replaced."""
     text, body = load_request(config, prompt)
@@ -150,7 +152,7 @@ def _slot_of(pointer: str | None) -> tuple[int, int | None] | None:
     return int(tokens[1]), block
 
 
-def fixture_name(config: Config, fixture_path: str | os.PathLike | None) -> str | None:
+def fixture_name(config: Config, fixture_path: str | os.PathLike[str] | None) -> str | None:
     """FIXTURE_PATH relative to the config root (None without one)."""
     return relative(config.root, Path(fixture_path)) if fixture_path is not None else None
 

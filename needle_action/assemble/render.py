@@ -12,6 +12,7 @@ from __future__ import annotations
 import os
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 import jinja2
 from jinja2 import meta as jinja_meta
@@ -36,8 +37,8 @@ _FRONT_MATTER_META = ("name", "description", "model")
 def render_case(
     config: Config,
     prompt: PromptConfig,
-    fixture_path_or_None: str | os.PathLike | None,
-    variables: dict | None = None,
+    fixture_path_or_None: str | os.PathLike[str] | None,
+    variables: dict[str, Any] | None = None,
 ) -> RenderedPrompt:
     """Render PROMPT with one fixture (or VARIABLES, which then replace the fixture's contents).
 
@@ -56,7 +57,7 @@ def render_case(
     variables, fixture_rel = _case_variables(root, fixture_path_or_None, variables, allow)
     kind = template_path.suffix.lower()
 
-    front: dict = {}
+    front: dict[str, Any] = {}
     declared = Declared()
     try:
         source_text = read_template(template_path, template_file)
@@ -96,7 +97,10 @@ def render_case(
 
 
 def _render_data(
-    config: Config, prompt: PromptConfig, fixture_path: str | os.PathLike | None, variables: dict | None
+    config: Config,
+    prompt: PromptConfig,
+    fixture_path: str | os.PathLike[str] | None,
+    variables: dict[str, Any] | None,
 ) -> RenderedPrompt:
     """A recorded request (its pointer slots replaced by VARIABLES), or a builder's return value."""
     if prompt.request is not None:
@@ -140,8 +144,11 @@ def lenient_undefined(prompt: PromptConfig, kind: str) -> bool:
 
 
 def _case_variables(
-    root: Path, fixture_path: str | os.PathLike | None, variables: dict | None, allow_hidden: Sequence[str]
-) -> tuple[dict, str | None]:
+    root: Path,
+    fixture_path: str | os.PathLike[str] | None,
+    variables: dict[str, Any] | None,
+    allow_hidden: Sequence[str],
+) -> tuple[dict[str, Any], str | None]:
     """(the variables to render with, the fixture's name relative to ROOT or None)."""
     if variables is not None:
         return variables, relative(root, Path(fixture_path)) if fixture_path is not None else None
@@ -165,4 +172,4 @@ def referenced_templates(env: jinja2.Environment, source: str) -> list[str]:
     return [t for t in jinja_meta.find_referenced_templates(env.parse(source)) if t]
 
 
-__all__ = ["render_case", "render_raw", "lenient_undefined", "undeclared_variables", "referenced_templates"]
+__all__ = ["lenient_undefined", "referenced_templates", "render_case", "render_raw", "undeclared_variables"]

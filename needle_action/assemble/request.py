@@ -14,11 +14,12 @@ from needle_action.assemble.context import locate, place
 from needle_action.assemble.declared import Declared, from_config
 from needle_action.assemble.prompt import RenderedPrompt
 from needle_action.config.model import Config, PromptConfig
+from needle_action.dataformats import JSON
 from needle_action.errors import ConfigError, TemplateError
 
 
 def complete(
-    config: Config, prompt: PromptConfig, rendered: RenderedPrompt, front: Declared, variables: dict
+    config: Config, prompt: PromptConfig, rendered: RenderedPrompt, front: Declared, variables: JSON
 ) -> RenderedPrompt:
     """RENDERED with the prompt's tools, tool choice and request parameters (the config's over the
     template's front matter's), checked, and its context slot located and placed."""

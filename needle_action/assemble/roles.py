@@ -18,12 +18,13 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
 from needle_action.assemble.blocks import RequestShapeError, check_block, text_block
-from needle_action.assemble.prompt import Message
+from needle_action.assemble.prompt import Message, Role
 from needle_action.assemble.sandbox import BLOCKS_CLOSE, BLOCKS_OPEN, CLOSE, OPEN, strip_sentinels
-from needle_action.dataformats import DataError, parse_json
+from needle_action.dataformats import JSON, DataError, parse_json
 from needle_action.errors import TemplateError
 
 _PAD = f"[ \\t\\r{OPEN}{CLOSE}]*"
+_TURN_ROLES: dict[str, Role] = {"user": "user", "assistant": "assistant"}  # a section that is a turn
 _NAME = "[A-Za-z0-9_-]{1,64}"  # a tool name, as both APIs accept them
 _ROLE_RE = re.compile(rf"^{_PAD}(system|user|assistant){_PAD}:{_PAD}$", re.IGNORECASE)
 _TOOL_USE_RE = re.compile(rf"^{_PAD}(tool_use){_PAD}:{_PAD}({_NAME}){_PAD}$")
@@ -179,12 +180,12 @@ def trim_blank_lines(text: str) -> str:
     return "\n".join(lines)
 
 
-def content_of(text: str) -> str | tuple[dict, ...]:
+def content_of(text: str) -> str | tuple[JSON, ...]:
     """A section's content: its text, or blocks where it printed a list of content blocks (the
     text around them becomes text blocks). Blocks are checked: RequestShapeError names the bad one."""
     if BLOCKS_OPEN not in text:
         return text
-    blocks: list[dict] = []
+    blocks: list[JSON] = []
     pos = 0
     for m in [*_BLOCKS_RE.finditer(text), None]:
         piece = trim_blank_lines(text[pos : m.start() if m else len(text)])
@@ -247,7 +248,7 @@ class _Turns:
         self.source_text, self.file = source_text, file
         self.system: str | None = None
         self.messages: list[Message] = []
-        self.pending: list[dict] = []  # calls of the last assistant turn not answered yet
+        self.pending: list[JSON] = []  # calls of the last assistant turn not answered yet
         self.seen: dict[str, int] = {}
         self.calls = 0
 
@@ -269,7 +270,7 @@ class _Turns:
                 "user", (*last.blocks, *Message("user", content_of(part.content)).blocks)
             )
         else:
-            self.messages.append(Message(role=part.role, content=content_of(part.content)))  # type: ignore[arg-type]
+            self.messages.append(Message(role=_TURN_ROLES[part.role], content=content_of(part.content)))
             self.pending = []
 
     def _results_open(self) -> bool:
@@ -338,4 +339,4 @@ def _check_system_place(seen_system: int, position: int, source_text: str, file:
         )
 
 
-__all__ = ["Section", "split_sections", "split_messages", "to_prompt", "trim_blank_lines"]
+__all__ = ["Section", "split_messages", "split_sections", "to_prompt", "trim_blank_lines"]

@@ -267,6 +267,7 @@ class PromptEnvironment(ImmutableSandboxedEnvironment):
         }
         self.filters.update(limits.GUARDED_FILTERS)
         # the join of every render, macro body and {% set %} block: bounded output
+        # jinja2 declares concat a method; its compiled templates call the instance's attribute
         self.concat = limits.bounded_concat  # type: ignore[method-assign]
         self.concat_values = limits.guarded_str_join
 
@@ -340,16 +341,16 @@ def environment_for(
 
 
 __all__ = [
-    "OPEN",
-    "CLOSE",
-    "BLOCKS_OPEN",
     "BLOCKS_CLOSE",
-    "is_block_list",
-    "strip_sentinels",
-    "scrub",
-    "finalize",
+    "BLOCKS_OPEN",
+    "CLOSE",
+    "OPEN",
     "AccessDenied",
-    "RootLoader",
     "PromptEnvironment",
+    "RootLoader",
     "environment_for",
+    "finalize",
+    "is_block_list",
+    "scrub",
+    "strip_sentinels",
 ]

@@ -18,10 +18,10 @@ from __future__ import annotations
 import copy
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 from needle_action.assemble.blocks import RequestShapeError
-from needle_action.dataformats import DataError, parse_json
+from needle_action.dataformats import JSON, DataError, parse_json
 from needle_action.errors import ConfigError
 from needle_action.paths import display_path, read_text
 
@@ -34,7 +34,7 @@ _TOOLS_HINT = (
 )
 
 
-def _fail(path: str, message: str) -> Any:
+def _fail(path: str, message: str) -> NoReturn:
     raise RequestShapeError(path, message, _TOOLS_HINT)
 
 
@@ -54,7 +54,7 @@ def tool_format(tool: Any, path: str = "tools[0]") -> str:
     return _fail(path, "not a tool: expected `input_schema` (Anthropic) or `function`/`parameters` (OpenAI)")
 
 
-def _anthropic_tool(name: Any, description: Any, schema: Any, extra: dict, path: str) -> dict:
+def _anthropic_tool(name: Any, description: Any, schema: Any, extra: JSON, path: str) -> JSON:
     if not isinstance(name, str) or not name:
         _fail(f"{path}.name", "a tool needs a non-empty string `name`")
     if description is not None and not isinstance(description, str):
@@ -62,7 +62,7 @@ def _anthropic_tool(name: Any, description: Any, schema: Any, extra: dict, path:
     schema = _EMPTY_SCHEMA if schema is None else schema
     if not isinstance(schema, dict):
         _fail(path, "the tool's schema (`input_schema` / `parameters`) must be a JSON object")
-    out: dict = {"name": name}
+    out: JSON = {"name": name}
     if description is not None:
         out["description"] = description
     out["input_schema"] = copy.deepcopy(schema)
@@ -72,7 +72,7 @@ def _anthropic_tool(name: Any, description: Any, schema: Any, extra: dict, path:
     return out
 
 
-def to_anthropic_tool(tool: Any, path: str = "tools[0]") -> dict:
+def to_anthropic_tool(tool: Any, path: str = "tools[0]") -> JSON:
     """One tool in any accepted format, as an Anthropic tool dict."""
     kind = tool_format(tool, path)
     if kind == "anthropic_server":
@@ -86,7 +86,7 @@ def to_anthropic_tool(tool: Any, path: str = "tools[0]") -> dict:
     return _anthropic_tool(spec.get("name"), spec.get("description"), spec.get("parameters"), spec, where)
 
 
-def to_anthropic_tools(tools: Any, path: str = "tools") -> tuple[dict, ...]:
+def to_anthropic_tools(tools: Any, path: str = "tools") -> tuple[JSON, ...]:
     """A tool list in either format (or ``{"tools": [...]}``) as Anthropic tool dicts; names unique."""
     if isinstance(tools, dict) and "tools" in tools:
         tools, path = tools["tools"], f"{path}.tools"
@@ -101,9 +101,9 @@ def to_anthropic_tools(tools: Any, path: str = "tools") -> tuple[dict, ...]:
     return out
 
 
-def to_openai_tool(tool: dict) -> dict:
+def to_openai_tool(tool: JSON) -> JSON:
     """An Anthropic tool dict as an OpenAI chat ``{"type": "function", "function": ...}`` tool."""
-    function: dict = {"name": tool["name"]}
+    function: JSON = {"name": tool["name"]}
     if "description" in tool:
         function["description"] = tool["description"]
     function["parameters"] = copy.deepcopy(tool.get("input_schema", _EMPTY_SCHEMA))
@@ -112,12 +112,12 @@ def to_openai_tool(tool: dict) -> dict:
     return {"type": "function", "function": function}
 
 
-def to_openai_tools(tools: Sequence[dict]) -> list[dict]:
+def to_openai_tools(tools: Sequence[JSON]) -> list[JSON]:
     """Anthropic tool dicts as OpenAI chat tools (Anthropic server tools have no OpenAI form: left out)."""
     return [to_openai_tool(t) for t in tools if "input_schema" in t]
 
 
-def load_tools(path: Path, *, file: str | None = None) -> tuple[dict, ...]:
+def load_tools(path: Path, *, file: str | None = None) -> tuple[JSON, ...]:
     """The tools in the JSON file PATH (either format), as Anthropic tool dicts.
 
     Errors are ConfigError at the file and line: invalid JSON, a value that is not a tool list, a
@@ -181,11 +181,11 @@ def _top_level_item_starts(text: str) -> list[int]:
 
 
 __all__ = [
-    "tool_format",
+    "item_line",
+    "load_tools",
     "to_anthropic_tool",
     "to_anthropic_tools",
     "to_openai_tool",
     "to_openai_tools",
-    "load_tools",
-    "item_line",
+    "tool_format",
 ]

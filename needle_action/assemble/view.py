@@ -20,6 +20,7 @@ import json
 from typing import TYPE_CHECKING, Any
 
 from needle_action.assemble.blocks import block_text
+from needle_action.dataformats import JSON
 
 if TYPE_CHECKING:
     from needle_action.assemble.prompt import Message, RenderedPrompt
@@ -100,7 +101,7 @@ def _message_view(p: RenderedPrompt, index: int, m: Message, collapse: bool) -> 
     return out
 
 
-def _block_view(b: dict) -> str:
+def _block_view(b: JSON) -> str:
     kind = b.get("type")
     if kind == "tool_use":
         return f"--- tool_use {b.get('name')} ---\n{pretty(b.get('input', {}))}"
@@ -123,4 +124,4 @@ def _block_view(b: dict) -> str:
     return f"--- {kind} ---\n{block_text(b)}"
 
 
-__all__ = ["request_view", "pretty"]
+__all__ = ["pretty", "request_view"]

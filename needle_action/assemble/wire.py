@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import copy
 import json
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from needle_action.assemble.blocks import (
     RequestShapeError,
@@ -27,10 +27,10 @@ from needle_action.assemble.blocks import (
     text_block,
 )
 from needle_action.assemble.tools import to_anthropic_tools, to_openai_tools
-from needle_action.dataformats import DataError, parse_json
+from needle_action.dataformats import JSON, DataError, parse_json
 
 if TYPE_CHECKING:
-    from needle_action.assemble.prompt import Message, RenderedPrompt
+    from needle_action.assemble.prompt import Message, RenderedPrompt, Role
 
     Kinds = tuple[type[Message], type[RenderedPrompt]]
 
@@ -83,6 +83,8 @@ OPENAI_PARAMS = frozenset(
 _ANTHROPIC_CORE = ("model", "max_tokens", "system", "messages", "tools", "tool_choice", "stream")
 _OPENAI_CORE = ("model", "max_tokens", "max_completion_tokens", "messages", "tools", "tool_choice", "stream")
 _SCHEMA_NAME = "output"
+_ANTHROPIC_ROLES: tuple[Role, ...] = ("user", "assistant")  # system is a field of its own
+R = TypeVar("R", bound=str)  # the role names a reader accepts
 
 
 def known_param(name: str) -> bool:
@@ -93,10 +95,10 @@ def known_param(name: str) -> bool:
 # --------------------------------------------------------------------------- Anthropic
 
 
-def anthropic_body(p: RenderedPrompt, model: str, max_tokens: int) -> dict:
+def anthropic_body(p: RenderedPrompt, model: str, max_tokens: int) -> JSON:
     """The Messages request body: system apart (a string unless its blocks carry more than text),
     system-role turns folded into it, tools, tool_choice and parameters."""
-    body: dict = {"model": model, "max_tokens": max_tokens}
+    body: JSON = {"model": model, "max_tokens": max_tokens}
     system = _anthropic_system(p)
     if system is not None:
         body["system"] = system
@@ -111,7 +113,7 @@ def anthropic_body(p: RenderedPrompt, model: str, max_tokens: int) -> dict:
     return body
 
 
-def _anthropic_system(p: RenderedPrompt) -> str | list[dict] | None:
+def _anthropic_system(p: RenderedPrompt) -> str | list[JSON] | None:
     extra = [m.text for m in p.messages if m.role == "system"]
     blocks = list(p.system_blocks)
     if extra:  # the Messages API has no system role among the turns
@@ -119,13 +121,14 @@ def _anthropic_system(p: RenderedPrompt) -> str | list[dict] | None:
     if not blocks:
         return None
     if len(blocks) == 1 and set(blocks[0]) == {"type", "text"}:
-        return blocks[0]["text"]
+        text: str = blocks[0]["text"]
+        return text
     return copy.deepcopy(blocks)
 
 
-def anthropic_params(params: dict) -> dict:
+def anthropic_params(params: JSON) -> JSON:
     """PARAMS for the Messages API: OpenAI-only ones translated or left out."""
-    out: dict = {}
+    out: JSON = {}
     for key, value in params.items():
         if key == "response_format":
             fmt = _anthropic_format(value)
@@ -142,7 +145,7 @@ def anthropic_params(params: dict) -> dict:
     return out
 
 
-def _anthropic_format(response_format: Any) -> dict | None:
+def _anthropic_format(response_format: Any) -> JSON | None:
     if not isinstance(response_format, dict) or response_format.get("type") != "json_schema":
         return None
     spec = response_format.get("json_schema") or {}
@@ -152,14 +155,14 @@ def _anthropic_format(response_format: Any) -> dict | None:
 # --------------------------------------------------------------------------- OpenAI
 
 
-def openai_body(p: RenderedPrompt, model: str, max_tokens: int) -> dict:
+def openai_body(p: RenderedPrompt, model: str, max_tokens: int) -> JSON:
     """The chat completions body (see the module docstring)."""
-    messages: list[dict] = []
+    messages: list[JSON] = []
     if p.system:
         messages.append({"role": "system", "content": p.system})
     for m in p.messages:
         messages.extend(_openai_messages(m))
-    body: dict = {"model": model, "messages": messages, "max_completion_tokens": max_tokens}
+    body: JSON = {"model": model, "messages": messages, "max_completion_tokens": max_tokens}
     if p.tools:
         body["tools"] = to_openai_tools(p.tools)
     if p.tool_choice is not None:
@@ -168,7 +171,7 @@ def openai_body(p: RenderedPrompt, model: str, max_tokens: int) -> dict:
     return body
 
 
-def _openai_messages(m: Message) -> list[dict]:
+def _openai_messages(m: Message) -> list[JSON]:
     if isinstance(m.content, str):
         return [{"role": m.role, "content": m.content}]
     if m.role == "assistant":
@@ -187,7 +190,7 @@ def _openai_messages(m: Message) -> list[dict]:
     return out
 
 
-def _openai_assistant(blocks: tuple[dict, ...]) -> dict:
+def _openai_assistant(blocks: tuple[JSON, ...]) -> JSON:
     text = "\n\n".join(b["text"] for b in blocks if b.get("type") == "text")
     calls = [
         {
@@ -198,13 +201,13 @@ def _openai_assistant(blocks: tuple[dict, ...]) -> dict:
         for b in blocks
         if b.get("type") == "tool_use"
     ]
-    out: dict = {"role": "assistant", "content": text or None}
+    out: JSON = {"role": "assistant", "content": text or None}
     if calls:
         out["tool_calls"] = calls
     return out
 
 
-def _openai_part(b: dict) -> dict:
+def _openai_part(b: JSON) -> JSON:
     if b.get("type") == "image":
         source = b.get("source") or {}
         url = source.get("url") if source.get("type") == "url" else _data_url(source)
@@ -215,11 +218,11 @@ def _openai_part(b: dict) -> dict:
     return {"type": "text", "text": text}
 
 
-def _data_url(source: dict) -> str:
+def _data_url(source: JSON) -> str:
     return f"data:{source.get('media_type', 'image/png')};base64,{source.get('data', '')}"
 
 
-def openai_tool_choice(choice: dict) -> Any:
+def openai_tool_choice(choice: JSON) -> Any:
     """An Anthropic tool_choice in OpenAI's words."""
     kind = choice.get("type")
     if kind == "tool":
@@ -227,9 +230,9 @@ def openai_tool_choice(choice: dict) -> Any:
     return {"auto": "auto", "any": "required", "none": "none"}.get(str(kind), "auto")
 
 
-def openai_params(params: dict) -> dict:
+def openai_params(params: JSON) -> JSON:
     """PARAMS for chat completions: Anthropic-only ones translated or left out."""
-    out: dict = {}
+    out: JSON = {}
     for key, value in params.items():
         if key == "output_config":
             fmt = value.get("format") if isinstance(value, dict) else None
@@ -250,7 +253,7 @@ def openai_params(params: dict) -> dict:
 # --------------------------------------------------------------------------- reading a body
 
 
-def is_openai_body(body: dict) -> bool:
+def is_openai_body(body: JSON) -> bool:
     """Whether BODY is an OpenAI chat body (else it is read as an Anthropic Messages body)."""
     if "max_completion_tokens" in body or "response_format" in body:
         return True
@@ -275,11 +278,11 @@ def from_body(body: Any, kinds: Kinds, *, source: str = "") -> RenderedPrompt:
     return prompt
 
 
-def _from_anthropic(body: dict, source: str, kinds: Kinds) -> RenderedPrompt:
+def _from_anthropic(body: JSON, source: str, kinds: Kinds) -> RenderedPrompt:
     make_message, make_prompt = kinds
 
     system = body.get("system")
-    system_blocks: tuple[dict, ...] = ()
+    system_blocks: tuple[JSON, ...] = ()
     if isinstance(system, str):
         system_blocks = (text_block(system),)
     elif isinstance(system, list):
@@ -288,10 +291,10 @@ def _from_anthropic(body: dict, source: str, kinds: Kinds) -> RenderedPrompt:
         raise RequestShapeError("system", "`system` must be a string or a list of text blocks")
     messages = []
     for i, m in enumerate(body["messages"]):
-        role, content = _role_and_content(m, f"messages[{i}]", ("user", "assistant"))
+        role, content = _role_and_content(m, f"messages[{i}]", _ANTHROPIC_ROLES)
         if isinstance(content, list):
             content = tuple(check_block(b, f"messages[{i}].content[{j}]") for j, b in enumerate(content))
-        messages.append(make_message(role, copy.deepcopy(content)))  # type: ignore[arg-type]
+        messages.append(make_message(role, copy.deepcopy(content)))
     return make_prompt(
         system=None,
         messages=tuple(messages),
@@ -303,7 +306,7 @@ def _from_anthropic(body: dict, source: str, kinds: Kinds) -> RenderedPrompt:
     )
 
 
-def _role_and_content(m: Any, path: str, roles: tuple[str, ...]) -> tuple[str, Any]:
+def _role_and_content(m: Any, path: str, roles: tuple[R, ...]) -> tuple[R, Any]:
     if not isinstance(m, dict):
         raise RequestShapeError(path, "a message must be a mapping with `role` and `content`")
     if m.get("role") not in roles:
@@ -314,13 +317,13 @@ def _role_and_content(m: Any, path: str, roles: tuple[str, ...]) -> tuple[str, A
     return m["role"], content
 
 
-def _choice(choice: Any) -> dict | None:
+def _choice(choice: Any) -> JSON | None:
     if choice is None or isinstance(choice, dict):
         return copy.deepcopy(choice)
     raise RequestShapeError("tool_choice", "tool_choice must be a mapping such as {type = 'auto'}")
 
 
-def _from_openai(body: dict, source: str, kinds: Kinds) -> RenderedPrompt:
+def _from_openai(body: JSON, source: str, kinds: Kinds) -> RenderedPrompt:
     make_message, make_prompt = kinds
 
     system: list[str] = []
@@ -371,7 +374,7 @@ def _openai_text(content: Any, path: str) -> str:
     return "\n\n".join(parts)
 
 
-def _tool_result(m: dict, path: str) -> dict:
+def _tool_result(m: JSON, path: str) -> JSON:
     call_id = m.get("tool_call_id")
     if not isinstance(call_id, str) or not call_id:
         raise RequestShapeError(f"{path}.tool_call_id", "a tool message needs the `tool_call_id` it answers")
@@ -382,12 +385,12 @@ def _tool_result(m: dict, path: str) -> dict:
     }
 
 
-def _assistant_blocks(m: dict, path: str) -> str | tuple[dict, ...]:
+def _assistant_blocks(m: JSON, path: str) -> str | tuple[JSON, ...]:
     content = m.get("content")
     calls = m.get("tool_calls") or []
     if not calls:
         return _openai_text(content, f"{path}.content") if content is not None else ""
-    blocks: list[dict] = []
+    blocks: list[JSON] = []
     text = _openai_text(content, f"{path}.content") if content else ""
     if text:
         blocks.append(text_block(text))
@@ -396,7 +399,7 @@ def _assistant_blocks(m: dict, path: str) -> str | tuple[dict, ...]:
     return tuple(blocks)
 
 
-def _tool_use(call: Any, path: str) -> dict:
+def _tool_use(call: Any, path: str) -> JSON:
     fn = call.get("function") if isinstance(call, dict) else None
     if not isinstance(fn, dict) or not isinstance(fn.get("name"), str) or not isinstance(call.get("id"), str):
         raise RequestShapeError(path, "a tool call needs an `id` and a `function` with a `name`")
@@ -411,10 +414,10 @@ def _tool_use(call: Any, path: str) -> dict:
     return {"type": "tool_use", "id": call["id"], "name": fn["name"], "input": args}
 
 
-def _user_content(content: Any, path: str) -> str | tuple[dict, ...]:
+def _user_content(content: Any, path: str) -> str | tuple[JSON, ...]:
     if isinstance(content, str):
         return content
-    blocks: list[dict] = []
+    blocks: list[JSON] = []
     for j, part in enumerate(content):
         kind = part.get("type") if isinstance(part, dict) else None
         if kind == "text" and isinstance(part.get("text"), str):
@@ -428,14 +431,14 @@ def _user_content(content: Any, path: str) -> str | tuple[dict, ...]:
     return tuple(blocks)
 
 
-def _image_block(url: str) -> dict:
+def _image_block(url: str) -> JSON:
     if url.startswith("data:") and ";base64," in url:
         head, data = url[5:].split(";base64,", 1)
         return {"type": "image", "source": {"type": "base64", "media_type": head, "data": data}}
     return {"type": "image", "source": {"type": "url", "url": url}}
 
 
-def anthropic_tool_choice(choice: Any) -> dict | None:
+def anthropic_tool_choice(choice: Any) -> JSON | None:
     """An OpenAI tool_choice in Anthropic's words."""
     if choice is None:
         return None
@@ -453,13 +456,13 @@ def anthropic_tool_choice(choice: Any) -> dict | None:
 __all__ = [
     "ANTHROPIC_PARAMS",
     "OPENAI_PARAMS",
-    "known_param",
     "anthropic_body",
     "anthropic_params",
+    "anthropic_tool_choice",
+    "from_body",
+    "is_openai_body",
+    "known_param",
     "openai_body",
     "openai_params",
     "openai_tool_choice",
-    "is_openai_body",
-    "from_body",
-    "anthropic_tool_choice",
 ]

@@ -34,7 +34,9 @@ def _headings(lines: Sequence[str]) -> list[str]:
     return out
 
 
-def _hunk(group: list[tuple[str, int, int, int, int]], base: list[str], head: list[str], where) -> DiffHunk:
+def _hunk(
+    group: list[tuple[str, int, int, int, int]], base: list[str], head: list[str], where: dict[str, list[str]]
+) -> DiffHunk:
     lines: list[str] = []
     section: str | None = None
     for tag, b1, b2, h1, h2 in group:

@@ -87,7 +87,8 @@ def trends(history: Iterable[Results], only: Iterable[str] | None = None) -> lis
             point = _point(results.commit or "?", results, name)
             if point is None:
                 continue
-            recall = results.prompt(name).recall  # type: ignore[union-attr]  # _point found it
+            found = results.prompt(name)  # never None here: _point found it
+            recall = found.recall if found is not None else None
             if last is not None and recall is not None:
                 point.drift = drift(last, recall)
             last = recall or last
@@ -105,8 +106,8 @@ def pr_trends(runs: list[Results], head: Results) -> list[PromptTrend]:
 # --------------------------------------------------------------------------- reading
 
 
-def _git(repo: Path, *args: str) -> subprocess.CompletedProcess:
-    return subprocess.run(["git", *args], cwd=str(repo), capture_output=True, timeout=120)
+def _git(repo: Path, *args: str) -> subprocess.CompletedProcess[bytes]:
+    return subprocess.run(["git", *args], cwd=str(repo), capture_output=True, timeout=120)  # noqa: S603, S607 - git from PATH with a fixed argv (no shell); the path is the runner's choice
 
 
 def read_index(raw: bytes | None) -> list[str]:
@@ -204,10 +205,10 @@ def from_folder(folder: Path) -> list[Results]:
 __all__ = [
     "PromptTrend",
     "TrendPoint",
-    "pr_trends",
     "drift",
     "from_data_branch",
     "from_folder",
+    "pr_trends",
     "read_index",
     "trends",
 ]

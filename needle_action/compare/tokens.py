@@ -15,12 +15,19 @@ from needle_action.tokens.budget import judge
 def _tier(t: TokenDelta) -> Tier:
     if not (t.budget_ok and t.growth_ok):
         return "red"
-    if t.growth_allowed is not None and t.delta is not None and t.delta > 0:
-        if t.growth_allowed == 0 or t.delta > YELLOW_GROWTH_SHARE * t.growth_allowed:
-            return "yellow"
-    if t.headroom is not None and t.max_input_tokens:
-        if t.headroom < YELLOW_HEADROOM_SHARE * t.max_input_tokens:
-            return "yellow"
+    if (
+        t.growth_allowed is not None
+        and t.delta is not None
+        and t.delta > 0
+        and (t.growth_allowed == 0 or t.delta > YELLOW_GROWTH_SHARE * t.growth_allowed)
+    ):
+        return "yellow"
+    if (
+        t.headroom is not None
+        and t.max_input_tokens
+        and t.headroom < YELLOW_HEADROOM_SHARE * t.max_input_tokens
+    ):
+        return "yellow"
     return "green"
 
 

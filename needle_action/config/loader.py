@@ -25,6 +25,7 @@ import os
 import re
 import sys
 from pathlib import Path
+from typing import Any
 
 from pydantic import BaseModel, ValidationError
 
@@ -43,7 +44,7 @@ _TOP_LEVEL = ("defaults", "prompts", "files")
 MAX_CONFIG_BYTES = 1_000_000
 
 
-def _merge(defaults: dict, prompt: dict) -> dict:
+def _merge(defaults: dict[str, Any], prompt: dict[str, Any]) -> dict[str, Any]:
     """Key by key, the prompt winning; ``recall`` and each ``providers.NAME`` merged one level deeper."""
     out = dict(defaults)
     for key, value in prompt.items():
@@ -91,7 +92,7 @@ class _Loader:
         return ConfigError(message, file=self.file, line=line, hint=hint)
 
     # ---- reading
-    def read(self, text: str | None = None) -> dict:
+    def read(self, text: str | None = None) -> dict[str, Any]:
         """The parsed TOML (of TEXT, else of the file); remembers the text and the line of every key."""
         if text is not None:
             self.text = text
@@ -135,7 +136,7 @@ class _Loader:
         )
 
     # ---- structure
-    def split(self, data: dict) -> tuple[dict, dict[str, dict]]:
+    def split(self, data: dict[str, Any]) -> tuple[dict[str, Any], dict[str, dict[str, Any]]]:
         """([defaults] as written, {prompt name: its table as written}), the shape checked."""
         for key in data:
             if key not in _TOP_LEVEL:
@@ -205,7 +206,7 @@ class _Loader:
             )
 
     # ---- validation
-    def validate(self, defaults_raw: dict, prompts_raw: dict[str, dict]) -> Config:
+    def validate(self, defaults_raw: dict[str, Any], prompts_raw: dict[str, dict[str, Any]]) -> Config:
         """The validated Config: defaults merged into each prompt, every path checked."""
         self._check_provider_names(defaults_raw, "defaults")
         try:
@@ -234,7 +235,9 @@ class _Loader:
             warnings=self.warnings,
         )
 
-    def _warn_unknown_params(self, prompt: PromptConfig, raw: dict, defaults_raw: dict) -> None:
+    def _warn_unknown_params(
+        self, prompt: PromptConfig, raw: dict[str, Any], defaults_raw: dict[str, Any]
+    ) -> None:
         """Request parameters neither API lists are sent as written (never dropped), with a warning."""
         from needle_action.assemble.wire import known_param  # plain data work, no Jinja
 
@@ -261,12 +264,17 @@ class _Loader:
         )
 
     def _invalid(
-        self, exc: ValidationError, model: type[BaseModel], prompt_raw: dict, defaults_raw: dict, base: str
+        self,
+        exc: ValidationError,
+        model: type[BaseModel],
+        prompt_raw: dict[str, Any],
+        defaults_raw: dict[str, Any],
+        base: str,
     ) -> ConfigError:
         problem = describe(exc, model, prompt_raw, defaults_raw, base)
         return self.error(problem.message, key=problem.key, hint=problem.hint)
 
-    def _check_provider_names(self, table: dict, base: str) -> None:
+    def _check_provider_names(self, table: dict[str, Any], base: str) -> None:
         providers = table.get("providers")
         if not isinstance(providers, dict):
             return
@@ -282,7 +290,7 @@ class _Loader:
 
 
 def load_config(
-    path: str | os.PathLike,
+    path: str | os.PathLike[str],
     *,
     text: str | None = None,
     check_paths: bool = True,
@@ -301,4 +309,4 @@ def load_config(
     return loader.validate(defaults, prompts)
 
 
-__all__ = ["load_config", "FIXTURE_SUFFIXES"]
+__all__ = ["FIXTURE_SUFFIXES", "load_config"]

@@ -25,7 +25,7 @@ from __future__ import annotations
 import difflib
 import re
 from pathlib import Path
-from typing import Annotated, Any, Literal, get_args
+from typing import Annotated, Any, Literal, Self, get_args
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
 
@@ -151,7 +151,7 @@ class RecallSettings(Strict):
 
     @field_validator("sizes")
     @classmethod
-    def _sizes(cls, v):
+    def _sizes(cls, v: list[int] | Literal["auto"]) -> list[int] | Literal["auto"]:
         if v == "auto":
             return v
         if not v:
@@ -162,14 +162,14 @@ class RecallSettings(Strict):
 
     @field_validator("trials")
     @classmethod
-    def _trials(cls, v):
+    def _trials(cls, v: int | Literal["auto"]) -> int | Literal["auto"]:
         if v != "auto" and not 1 <= v <= 1000:
             raise ValueError('trials must be "auto" or a whole number from 1 to 1000')
         return v
 
     @field_validator("depths")
     @classmethod
-    def _depths(cls, v):
+    def _depths(cls, v: list[float]) -> list[float]:
         if not v:
             raise ValueError("depths must list at least one depth between 0 and 1")
         if any(d < 0 or d > 1 for d in v):
@@ -196,7 +196,7 @@ class RecallSettings(Strict):
 
     @field_validator("needle", mode="before")
     @classmethod
-    def _styles(cls, v):
+    def _styles(cls, v: object) -> object:  # before validation: any TOML value
         # before the Literal check, so the message names the word that is wrong
         names = v if isinstance(v, list) else [v]
         for name in names:
@@ -215,7 +215,7 @@ class RecallSettings(Strict):
 
     @field_validator("distractors")
     @classmethod
-    def _look_alikes(cls, v, info: ValidationInfo):
+    def _look_alikes(cls, v: int | None, info: ValidationInfo) -> int | None:
         needle = info.data.get("needle", "codeword")
         styles = [needle] if isinstance(needle, str) else list(needle)
         if v and not set(styles) & set(LOOK_ALIKE_STYLES):
@@ -227,14 +227,14 @@ class RecallSettings(Strict):
 
     @field_validator("abstain_phrases")
     @classmethod
-    def _phrases(cls, v):
+    def _phrases(cls, v: list[str] | None) -> list[str] | None:
         if v is not None and not all(p.strip() for p in v):
             raise ValueError("abstain_phrases must not contain an empty phrase (it would match every reply)")
         return v
 
     @field_validator("answer_regex", "abstain_regex")
     @classmethod
-    def _compiles(cls, v, info: ValidationInfo):
+    def _compiles(cls, v: str | None, info: ValidationInfo) -> str | None:
         if v is not None:
             try:
                 re.compile(v)
@@ -243,13 +243,12 @@ class RecallSettings(Strict):
         return v
 
     @model_validator(mode="after")
-    def _combinations(self):
+    def _combinations(self) -> Self:
         styles = self.styles
         if "custom" in styles and not self.needles:
             raise ValueError('needle = "custom" needs at least one [[...recall.needles]] entry')
-        if self.scoring == "regex":
-            if not self.answer_regex:
-                raise ValueError('scoring = "regex" needs answer_regex')
+        if self.scoring == "regex" and not self.answer_regex:
+            raise ValueError('scoring = "regex" needs answer_regex')
         return self
 
 
@@ -268,7 +267,7 @@ class ProviderSettings(Strict):
 
     @field_validator("api_key_env")
     @classmethod
-    def _key_env_is_a_name(cls, v: str | None):
+    def _key_env_is_a_name(cls, v: str | None) -> str | None:
         # a key pasted here by mistake would otherwise be echoed as "$<key> is not set" in logs and
         # in the PR comment; the message deliberately does not repeat the value
         if v is not None and not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", v):
@@ -323,19 +322,19 @@ class PromptSettings(Strict):
 
     @field_validator("max_input_tokens")
     @classmethod
-    def _budget(cls, v):
+    def _budget(cls, v: int | Literal["auto"] | None) -> int | Literal["auto"] | None:
         if isinstance(v, int) and v < 1:
             raise ValueError('max_input_tokens must be at least 1, or "auto"')
         return v
 
     @field_validator("max_growth", mode="before")
     @classmethod
-    def _growth(cls, v):
+    def _growth(cls, v: object) -> Growth | None:
         return parse_growth(v)
 
     @field_validator("tool_choice")
     @classmethod
-    def _tool_choice(cls, v: dict | None):
+    def _tool_choice(cls, v: dict[str, Any] | None) -> dict[str, Any] | None:
         if v is None:
             return v
         kind = v.get("type")
@@ -353,7 +352,7 @@ class PromptSettings(Strict):
 
     @field_validator("request_params")
     @classmethod
-    def _request_params(cls, v: dict):
+    def _request_params(cls, v: dict[str, Any]) -> dict[str, Any]:
         for key in v:
             if key in REQUEST_CORE:
                 raise ValueError(
@@ -369,7 +368,7 @@ class PromptSettings(Strict):
 
     @field_validator("tokenizer")
     @classmethod
-    def _tokenizer(cls, v: str):
+    def _tokenizer(cls, v: str) -> str:
         # only the encodings whose files ship with bpe-openai: anything else could not load offline
         ok = v in ("anthropic", "local", "tiktoken:o200k_base", "tiktoken:cl100k_base")
         if not ok:
@@ -395,7 +394,7 @@ class PromptConfig(PromptSettings):
 
     @field_validator("builder")
     @classmethod
-    def _builder_spec(cls, v: str | None):
+    def _builder_spec(cls, v: str | None) -> str | None:
         if v is not None and not _BUILDER_RE.match(v):
             raise ValueError(
                 'builder must name a Python file and a function in it, like "app/prompts.py:build_support"'
@@ -404,7 +403,7 @@ class PromptConfig(PromptSettings):
 
     @field_validator("context_path", "question_path")
     @classmethod
-    def _pointer(cls, v: str | None, info: ValidationInfo):
+    def _pointer(cls, v: str | None, info: ValidationInfo) -> str | None:
         if v is not None and not v.startswith("/"):
             raise ValueError(
                 f"{info.field_name} is a JSON Pointer (RFC 6901) starting with '/', like "
@@ -413,7 +412,7 @@ class PromptConfig(PromptSettings):
         return v
 
     @model_validator(mode="after")
-    def _one_source(self):
+    def _one_source(self) -> Self:
         given = [k for k in ("template", "request", "builder") if getattr(self, k)]
         if len(given) != 1:
             what = " and ".join(given) if given else "none of them"
@@ -459,7 +458,7 @@ class FileAccess(Strict):
 
     @field_validator("allow_hidden")
     @classmethod
-    def _plain_relative(cls, v: list[str]):
+    def _plain_relative(cls, v: list[str]) -> list[str]:
         for entry in v:
             parts = entry.replace("\\", "/").strip("/").split("/")
             if not entry.strip() or entry.startswith(("/", "\\")) or ".." in parts or "\x00" in entry:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from pathlib import Path, PurePosixPath
+from typing import Any
 
 from needle_action.config.model import PromptConfig
 from needle_action.config.pydantic_errors import did_you_mean, origin_key
@@ -63,7 +64,7 @@ class PathChecks:
             return None, f"{verb}: {ESCAPE_REASONS[exc.kind]}"
         return full, None
 
-    def check_prompt(self, prompt: PromptConfig, raw: dict, defaults_raw: dict) -> None:
+    def check_prompt(self, prompt: PromptConfig, raw: dict[str, Any], defaults_raw: dict[str, Any]) -> None:
         """Every path PROMPT names (RAW: its table as written; DEFAULTS_RAW: [defaults] as written)."""
         base = f"prompts.{prompt.name}"
         if prompt.request is not None:

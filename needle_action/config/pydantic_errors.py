@@ -38,7 +38,9 @@ def did_you_mean(word: str, choices: Iterable[str]) -> str | None:
     return close[0] if close else None
 
 
-def origin_key(loc: tuple, prompt_raw: dict, defaults_raw: dict, base: str) -> str:
+def origin_key(
+    loc: tuple[Any, ...], prompt_raw: dict[str, Any], defaults_raw: dict[str, Any], base: str
+) -> str:
     """Dotted key where the value at LOC was written: in the prompt's table (BASE), or in [defaults].
 
     Whichever table holds more of LOC wrote it; the prompt wins a tie, since it overrides defaults.
@@ -52,13 +54,13 @@ def origin_key(loc: tuple, prompt_raw: dict, defaults_raw: dict, base: str) -> s
     return ".".join([base, *map(str, loc[:own])])
 
 
-def _depth_present(raw: Any, loc: tuple) -> int:
+def _depth_present(raw: Any, loc: tuple[Any, ...]) -> int:
     """How many leading elements of LOC can be followed through RAW (dicts by key, lists by index)."""
     cur = raw
     for i, part in enumerate(loc):
-        if isinstance(cur, dict) and part in cur:
-            cur = cur[part]
-        elif isinstance(cur, list) and isinstance(part, int) and 0 <= part < len(cur):
+        if (isinstance(cur, dict) and part in cur) or (
+            isinstance(cur, list) and isinstance(part, int) and 0 <= part < len(cur)
+        ):
             cur = cur[part]
         else:
             return i
@@ -66,7 +68,11 @@ def _depth_present(raw: Any, loc: tuple) -> int:
 
 
 def describe(
-    exc: ValidationError, model: type[BaseModel], prompt_raw: dict, defaults_raw: dict, base: str
+    exc: ValidationError,
+    model: type[BaseModel],
+    prompt_raw: dict[str, Any],
+    defaults_raw: dict[str, Any],
+    base: str,
 ) -> Problem:
     """The first problem in EXC, worded against the table the user wrote (BASE or [defaults])."""
     errors = _distinct_errors(exc)
@@ -87,10 +93,10 @@ def describe(
     return _bad_value(err, loc, origin, base, origin_base, more)
 
 
-def _distinct_errors(exc: ValidationError) -> list[dict]:
+def _distinct_errors(exc: ValidationError) -> list[dict[str, Any]]:
     # Union members add tags such as 'list[int]' to the loc; they are not keys the user wrote.
-    errors: list[dict] = []
-    seen: set[tuple] = set()
+    errors: list[dict[str, Any]] = []
+    seen: set[tuple[Any, ...]] = set()
     for e in exc.errors(include_url=False):
         clean = tuple(p for p in e["loc"] if not (isinstance(p, str) and ("[" in p or "(" in p)))
         if clean not in seen:
@@ -100,7 +106,7 @@ def _distinct_errors(exc: ValidationError) -> list[dict]:
 
 
 def _unknown_key(
-    loc: tuple, origin: str, origin_base: str, where_model: type[BaseModel], more: str
+    loc: tuple[Any, ...], origin: str, origin_base: str, where_model: type[BaseModel], more: str
 ) -> Problem:
     key = str(loc[-1])
     table = ".".join([origin_base, *map(str, loc[:-1])])
@@ -120,7 +126,7 @@ def _allowed_keys_hint(key: str, fields: list[str]) -> str | None:
     return f"keys allowed here: {', '.join(sorted(fields))}"
 
 
-def _missing_key(loc: tuple, origin: str, base: str, more: str) -> Problem:
+def _missing_key(loc: tuple[Any, ...], origin: str, base: str, more: str) -> Problem:
     key = str(loc[-1])
     table = ".".join([base, *map(str, loc[:-1])])
     hint = (
@@ -129,7 +135,9 @@ def _missing_key(loc: tuple, origin: str, base: str, more: str) -> Problem:
     return Problem(f"[{table}] is missing the required key '{key}'{more}", origin, hint)
 
 
-def _bad_value(err: dict, loc: tuple, origin: str, base: str, origin_base: str, more: str) -> Problem:
+def _bad_value(
+    err: dict[str, Any], loc: tuple[Any, ...], origin: str, base: str, origin_base: str, more: str
+) -> Problem:
     kind = err["type"]
     msg = err["msg"].removeprefix("Value error, ")
     got = err.get("input")
@@ -152,7 +160,7 @@ def _short(value: Any) -> str:
     return text if len(text) <= 60 else text[:57] + "..."
 
 
-def _type_hint(loc: tuple, kind: str) -> str | None:
+def _type_hint(loc: tuple[Any, ...], kind: str) -> str | None:
     last = str(loc[-1]) if loc else ""
     if last == "max_growth":
         return 'write max_growth = "10%" (percent of the base) or max_growth = 500 (tokens)'
@@ -186,7 +194,7 @@ def _model_of(annotation: Any) -> tuple[type[BaseModel] | None, bool]:
     return None, False
 
 
-def _fields_at(model: type[BaseModel], path: tuple) -> list[str]:
+def _fields_at(model: type[BaseModel], path: tuple[Any, ...]) -> list[str]:
     """Field names of the sub-model reached by walking PATH (a pydantic loc) from MODEL."""
     cur: type[BaseModel] | None = model
     i = 0
@@ -206,4 +214,4 @@ def _fields_at(model: type[BaseModel], path: tuple) -> list[str]:
     return names
 
 
-__all__ = ["Problem", "describe", "origin_key", "did_you_mean"]
+__all__ = ["Problem", "describe", "did_you_mean", "origin_key"]

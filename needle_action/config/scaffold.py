@@ -144,9 +144,7 @@ def _fixture_candidates(template: Path, config_dir: Path, fixture_files: list[Pa
         named = any(fstem == k or fstem.startswith(k + "_") or fstem.startswith(k + "-") for k in keys)
         if p.parent == template.parent and named:
             return True
-        if in_fixture_dir and (named or p.parent.name.lower().replace("-", "_") in keys):
-            return True
-        return False
+        return in_fixture_dir and (named or p.parent.name.lower().replace("-", "_") in keys)
 
     return [p.relative_to(config_dir).as_posix() for p in fixture_files if matches(p)]
 
@@ -206,7 +204,7 @@ def _partials(templates: list[Path], config_dir: Path) -> set[Path]:
             continue
         try:
             refs = referenced_templates(env, t.read_text(encoding="utf-8"))
-        except Exception:  # noqa: BLE001
+        except Exception:  # noqa: BLE001, S112 - a template that does not parse refers to nothing
             continue
         for ref in refs:
             for candidate in (t.parent / ref, config_dir / ref):
@@ -249,10 +247,10 @@ def _split_tools(found: FoundTemplate, config_dir: Path) -> None:
     for rel in found.fixtures:
         if rel == found.tools_declared:
             continue
-        if found.tools is None and "tools" in Path(rel).name.lower() and rel.lower().endswith(".json"):
-            if _is_tool_list(config_dir / rel):
-                found.tools = rel
-                continue
+        tools_name = "tools" in Path(rel).name.lower() and rel.lower().endswith(".json")
+        if found.tools is None and tools_name and _is_tool_list(config_dir / rel):
+            found.tools = rel
+            continue
         keep.append(rel)
     found.fixtures = keep
 
@@ -403,7 +401,9 @@ def _found(template: Path, rel: str, name: str, config_dir: Path, fixture_files:
     return f
 
 
-def write_starter(root: str | os.PathLike, config_path: str | os.PathLike, force: bool = False) -> Path:
+def write_starter(
+    root: str | os.PathLike[str], config_path: str | os.PathLike[str], force: bool = False
+) -> Path:
     """Scan ROOT for templates and write a commented starter threshold file at CONFIG_PATH.
 
     CONFIG_PATH is taken as given (relative to the working directory); every template must sit
@@ -461,4 +461,4 @@ def write_starter(root: str | os.PathLike, config_path: str | os.PathLike, force
     return config_path
 
 
-__all__ = ["write_starter", "render_starter", "guess_var", "TEMPLATE_SUFFIXES"]
+__all__ = ["TEMPLATE_SUFFIXES", "guess_var", "render_starter", "write_starter"]

@@ -180,4 +180,4 @@ def value_line(text_lines: list[str], key_line: int | None, value: str) -> int |
     return key_line
 
 
-__all__ = ["scan_lines", "nearest_line", "value_line", "TomlErrorAt", "toml_error_at"]
+__all__ = ["TomlErrorAt", "nearest_line", "scan_lines", "toml_error_at", "value_line"]

@@ -35,7 +35,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, Literal
 
 from needle_action.config.model import Config, FileAccess, PromptConfig, PromptSettings
 
@@ -167,7 +167,7 @@ def _differences(base: PromptSettings, head: PromptSettings) -> Iterator[tuple[s
 
 def _with_trusted(head: PromptConfig, source: PromptSettings) -> PromptConfig:
     """HEAD with every endpoint and policy setting taken from SOURCE."""
-    updates: dict = {k: getattr(source, k) for k in (*ENDPOINT_KEYS, *POLICY_KEYS)}
+    updates: dict[str, Any] = {k: getattr(source, k) for k in (*ENDPOINT_KEYS, *POLICY_KEYS)}
     updates["providers"] = {k: v.model_copy() for k, v in source.providers.items()}
     recall = {k: getattr(source.recall, k) for k in RECALL_POLICY_KEYS}
     updates["recall"] = head.recall.model_copy(update=recall)

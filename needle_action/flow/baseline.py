@@ -37,8 +37,8 @@ class BaselineUnavailable(Exception):
 
 def git(
     args: list[str], cwd: Path, *, check: bool = True, timeout: float = 300
-) -> subprocess.CompletedProcess:
-    proc = subprocess.run(["git", *args], cwd=str(cwd), capture_output=True, text=True, timeout=timeout)
+) -> subprocess.CompletedProcess[str]:
+    proc = subprocess.run(["git", *args], cwd=str(cwd), capture_output=True, text=True, timeout=timeout)  # noqa: S603, S607 - git from PATH with a fixed argv (no shell); the path is the runner's choice
     if check and proc.returncode != 0:
         raise BaselineUnavailable(f"git {' '.join(args[:3])} failed: {proc.stderr.strip()[:300]}")
     return proc

@@ -33,6 +33,7 @@ import re
 import subprocess
 import tempfile
 from pathlib import Path
+from typing import Any
 
 from needle_action import __version__
 from needle_action.compare import history
@@ -68,7 +69,7 @@ def is_default_branch_push(settings: Settings) -> bool:
     return settings.event_name == "push" and bool(default) and settings.ref == f"refs/heads/{default}"
 
 
-def fingerprint(config_bytes: bytes, settings: Settings) -> dict:
+def fingerprint(config_bytes: bytes, settings: Settings) -> dict[str, Any]:
     return {
         "config_sha256": hashlib.sha256(config_bytes).hexdigest(),
         "inputs": {
@@ -103,20 +104,26 @@ def _env(settings: Settings, **extra: str) -> dict[str, str]:
 
 def _git(
     args: list[str], cwd: Path, env: dict[str, str], *, check: bool = True, input: bytes | None = None
-) -> subprocess.CompletedProcess:
-    proc = subprocess.run(
-        ["git", *args], cwd=str(cwd), env=env, input=input, capture_output=True, timeout=300
+) -> subprocess.CompletedProcess[bytes]:
+    # git from PATH with a fixed argv (no shell); the path is the runner's choice
+    proc = subprocess.run(  # noqa: S603
+        ["git", *args],  # noqa: S607
+        cwd=str(cwd),
+        env=env,
+        input=input,
+        capture_output=True,
+        timeout=300,
     )
     if check and proc.returncode != 0:
         raise DataBranchError(f"git {' '.join(args[:2])} failed: {_err(proc)}")
     return proc
 
 
-def _err(proc: subprocess.CompletedProcess) -> str:
+def _err(proc: subprocess.CompletedProcess[bytes]) -> str:
     return proc.stderr.decode("utf-8", "replace").strip()[:300]
 
 
-def _out(proc: subprocess.CompletedProcess) -> str:
+def _out(proc: subprocess.CompletedProcess[bytes]) -> str:
     return proc.stdout.decode("utf-8", "replace").strip()
 
 

@@ -65,8 +65,9 @@ def read_base_file(settings: Settings, base_sha: str) -> bytes | None:
     rel = _config_rel(settings)
     if rel is None:
         return None
-    proc = subprocess.run(
-        ["git", "cat-file", "blob", f"{base_sha}:{rel}"],
+    # git from PATH with a fixed argv (no shell); the path is the runner's choice
+    proc = subprocess.run(  # noqa: S603
+        ["git", "cat-file", "blob", f"{base_sha}:{rel}"],  # noqa: S607
         cwd=str(settings.workspace),
         capture_output=True,
         timeout=60,

@@ -24,12 +24,16 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+from collections.abc import Awaitable, Callable, Mapping
 from pathlib import Path
+from typing import Any, TypeVar
 
 import anthropic
+from anthropic.types.messages import MessageBatchIndividualResponse
 
 from needle_action.assemble import RenderedPrompt
 from needle_action.config import ProviderSettings
+from needle_action.dataformats import JSON
 from needle_action.errors import ConfigError, ProviderUnavailable
 from needle_action.providers import specs
 from needle_action.providers.anthropic_cache import MAX_BREAKPOINTS, own_markers, split_content
@@ -47,12 +51,14 @@ from needle_action.providers.specs import SPECS
 
 DEFAULT_KEY_ENVS = SPECS["anthropic"].key_envs
 
+T = TypeVar("T")
+
 
 class AnthropicProvider(RetryingProvider):
     name = "anthropic"
     prompt_cache = True  # caches shared prefixes: here explicitly, at the breakpoints' cache_control
 
-    def __init__(self, model: str, settings: ProviderSettings | None = None, **retry_kw) -> None:
+    def __init__(self, model: str, settings: ProviderSettings | None = None, **retry_kw: Any) -> None:
         super().__init__(model, settings, **retry_kw)  # retry_kw: sleep=, rng= (tests inject them)
         self.key_env, key = find_key(self.settings.api_key_env)
         base_url = specs.base_url("anthropic", self.settings.base_url, os.environ)
@@ -114,6 +120,7 @@ class AnthropicProvider(RetryingProvider):
         state = batch_state_path(state_dir, self.model, bodies)
         batch_id = read_batch_id(state)
         if batch_id is None:
+            # bodies are plain JSON built by build_request; the SDK's TypedDicts cannot be inferred from it
             batch = await self._retrying(lambda: self._client.messages.batches.create(requests=bodies))  # type: ignore[arg-type]
             batch_id = batch.id
             write_batch_id(state, batch_id)
@@ -131,7 +138,7 @@ class AnthropicProvider(RetryingProvider):
         state.unlink(missing_ok=True)
         return out
 
-    async def _retrying(self, call):
+    async def _retrying(self, call: Callable[[], Awaitable[T]]) -> T:
         result, _ = await call_with_retries(
             call, self._classify, policy=self.policy, provider=self.name, sleep=self._sleep, rng=self._rng
         )
@@ -141,7 +148,7 @@ class AnthropicProvider(RetryingProvider):
 MAX_POLL_S = 300.0
 
 
-def batch_state_path(state_dir: Path, model: str, bodies: list[dict]) -> Path:
+def batch_state_path(state_dir: Path, model: str, bodies: list[JSON]) -> Path:
     """Where the batch id of exactly these requests is kept."""
     digest = hashlib.sha256(json.dumps([model, bodies], sort_keys=True).encode()).hexdigest()[:32]
     return state_dir / f"anthropic-{digest}.json"
@@ -149,7 +156,8 @@ def batch_state_path(state_dir: Path, model: str, bodies: list[dict]) -> Path:
 
 def read_batch_id(state: Path) -> str | None:
     try:
-        return json.loads(state.read_text())["batch_id"]
+        batch_id: str | None = json.loads(state.read_text())["batch_id"]
+        return batch_id
     except (OSError, ValueError, KeyError, TypeError):
         return None
 
@@ -161,7 +169,7 @@ def write_batch_id(state: Path, batch_id: str) -> None:
     os.replace(tmp, state)
 
 
-def batch_entry(entry) -> Completion | Exception:
+def batch_entry(entry: MessageBatchIndividualResponse) -> Completion | Exception:
     """One line of a batch's results: a Completion when it succeeded, else why it did not."""
     result = entry.result
     if result.type != "succeeded":
@@ -184,7 +192,7 @@ def find_key(api_key_env: str | None) -> tuple[str, str]:
     )
 
 
-def client_auth(key_env: str, key: str) -> dict:
+def client_auth(key_env: str, key: str) -> JSON:
     """SDK keyword for the key: ANTHROPIC_AUTH_TOKEN is a bearer token, the others API keys."""
     return {"auth_token": key} if key_env == "ANTHROPIC_AUTH_TOKEN" else {"api_key": key}
 
@@ -196,7 +204,7 @@ SAMPLING_PARAMS = ("temperature", "top_p", "top_k")
 
 def build_request(
     model: str, prompt: RenderedPrompt, max_output_tokens: int, breakpoints: tuple[Breakpoint, ...] = ()
-) -> dict:
+) -> JSON:
     """The exact keyword arguments for ``messages.create``: the prompt's own request body
     (``to_anthropic_body``: system blocks, tools, tool_choice, its parameters, content blocks), with
     needle's BREAKPOINTS applied (:mod:`needle_action.providers.anthropic_cache`: blocks split
@@ -243,7 +251,7 @@ def _at_block_ends(prompt: RenderedPrompt, breakpoints: tuple[Breakpoint, ...]) 
     return out
 
 
-def parse_message(message, headers=None) -> Reply:
+def parse_message(message: object, headers: Mapping[str, str] | None = None) -> Reply:
     content = getattr(message, "content", None)
     if not isinstance(message, anthropic.types.Message) or not isinstance(content, list):
         raise MalformedResponse("response is not a Message with a content list")

@@ -19,8 +19,10 @@ four per request: needle only uses what they leave.
 from __future__ import annotations
 
 import copy
+from typing import Any
 
 from needle_action.assemble.blocks import block_text
+from needle_action.dataformats import JSON
 from needle_action.providers.base import Breakpoint
 
 MAX_BREAKPOINTS = 4  # cache_control blocks the Messages API accepts per request
@@ -28,7 +30,7 @@ EPHEMERAL = {"type": "ephemeral"}
 _SEPARATOR = 2  # Message.text joins text-bearing blocks with "\n\n"
 
 
-def own_markers(body: dict) -> int:
+def own_markers(body: JSON) -> int:
     """How many cache_control markers the request carries already (tools, system, messages)."""
     n = sum(1 for t in body.get("tools") or [] if isinstance(t, dict) and "cache_control" in t)
     system = body.get("system")
@@ -42,7 +44,9 @@ def own_markers(body: dict) -> int:
     return n
 
 
-def split_content(content: str | list | tuple, cuts: list[Breakpoint], budget: list[int]) -> str | list[dict]:
+def split_content(
+    content: str | list[Any] | tuple[Any, ...], cuts: list[Breakpoint], budget: list[int]
+) -> str | list[JSON]:
     """CONTENT split at the CUTS' offsets (into its plain text); BUDGET[0] counts the cache markers
     left for the request and is decreased for every marker placed."""
     points = sorted({(bp.offset, bp.cache) for bp in cuts if bp.offset > 0})
@@ -50,7 +54,7 @@ def split_content(content: str | list | tuple, cuts: list[Breakpoint], budget: l
         return content if isinstance(content, str) else list(content)
     blocks = [{"type": "text", "text": content}] if isinstance(content, str) else copy.deepcopy(list(content))
     spans = _spans(blocks)
-    out: list[dict] = []
+    out: list[JSON] = []
     for i, block in enumerate(blocks):
         span = spans[i]
         inner = [(o - span[0], c) for o, c in points if span and span[0] < o <= span[1]]
@@ -61,7 +65,7 @@ def split_content(content: str | list | tuple, cuts: list[Breakpoint], budget: l
     return out
 
 
-def _spans(blocks: list[dict]) -> list[tuple[int, int] | None]:
+def _spans(blocks: list[JSON]) -> list[tuple[int, int] | None]:
     """(start, end) of each block's text in the joined text; None for a block without text."""
     spans: list[tuple[int, int] | None] = []
     pos, first = 0, True
@@ -76,15 +80,15 @@ def _spans(blocks: list[dict]) -> list[tuple[int, int] | None]:
     return spans
 
 
-def _mark(block: dict, budget: list[int]) -> None:
+def _mark(block: JSON, budget: list[int]) -> None:
     if budget[0] > 0 and "cache_control" not in block:
         block["cache_control"] = dict(EPHEMERAL)
         budget[0] -= 1
 
 
 def _split_block(
-    block: dict, points: list[tuple[int, bool]], budget: list[int], before: list[dict]
-) -> list[dict]:
+    block: JSON, points: list[tuple[int, bool]], budget: list[int], before: list[JSON]
+) -> list[JSON]:
     """BLOCK split at POINTS (offsets into its own text); BEFORE: the blocks already out, where a
     point in an unsplittable block moves to."""
     kind = block.get("type")
@@ -103,9 +107,9 @@ def _split_block(
     return [block]
 
 
-def _split_text(text: str, points: list[tuple[int, bool]], budget: list[int], template: dict) -> list[dict]:
+def _split_text(text: str, points: list[tuple[int, bool]], budget: list[int], template: JSON) -> list[JSON]:
     """TEXT as text blocks cut at POINTS; the last piece keeps TEMPLATE's other keys."""
-    pieces: list[dict] = []
+    pieces: list[JSON] = []
     start = 0
     for offset, cache in points:
         offset = min(offset, len(text))

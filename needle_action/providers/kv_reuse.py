@@ -23,15 +23,19 @@ that consecutive ones share the longest prefix (a cell's trials back to back).
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from typing import Any
 
-def prompt_tokens(llm, prompt: str) -> list[int] | None:
+
+def prompt_tokens(llm: Any, prompt: str) -> list[int] | None:
     """PROMPT's tokens exactly as ``create_completion(prompt=str)`` builds them; None when the model
     adds an end-of-sequence token (then the string path is used, without reuse)."""
     model = llm._model  # noqa: SLF001 - the same private calls create_completion makes
     if model.add_eos_token():
         return None
     bos = [llm.token_bos()] if model.add_bos_token() and llm.token_bos() != -1 else []
-    return bos + llm.tokenize(prompt.encode("utf-8"), add_bos=False, special=True)
+    tokens: list[int] = llm.tokenize(prompt.encode("utf-8"), add_bos=False, special=True)
+    return bos + tokens
 
 
 def aligned(common: int, length: int, n_batch: int) -> int:
@@ -39,7 +43,7 @@ def aligned(common: int, length: int, n_batch: int) -> int:
     return (min(common, length - 1) // n_batch) * n_batch
 
 
-def common_prefix(a, b) -> int:
+def common_prefix(a: Sequence[int], b: Sequence[int]) -> int:
     """How many leading items A and B share."""
     n = 0
     for x, y in zip(a, b, strict=False):
@@ -49,7 +53,7 @@ def common_prefix(a, b) -> int:
     return n
 
 
-def prepare(llm, tokens: list[int]) -> int:
+def prepare(llm: Any, tokens: list[int]) -> int:
     """Leave LLM holding the longest aligned prefix of TOKENS that its live state shares; returns
     how many prompt tokens will not be evaluated."""
     keep = aligned(common_prefix(llm._input_ids, tokens), len(tokens), llm.n_batch)  # noqa: SLF001

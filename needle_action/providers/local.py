@@ -32,6 +32,7 @@ from pathlib import Path
 
 from needle_action.assemble import RenderedPrompt
 from needle_action.config import ProviderSettings
+from needle_action.dataformats import JSON
 from needle_action.errors import ConfigError, ProviderUnavailable
 from needle_action.providers.base import Breakpoint, Completion
 from needle_action.providers.local_model import N_CTX_TRAIN, model_path
@@ -88,7 +89,7 @@ class LocalProvider:
             self._worker = worker_for(path)
         return self._worker
 
-    def messages(self, prompt: RenderedPrompt) -> list[dict]:
+    def messages(self, prompt: RenderedPrompt) -> list[JSON]:
         out = [{"role": "system", "content": prompt.system}] if prompt.system else []
         out += [{"role": m.role, "content": m.text} for m in prompt.messages]
         if not any(m["role"] == "user" for m in out):
@@ -99,7 +100,7 @@ class LocalProvider:
             )
         return out
 
-    def _run(self, messages: list[dict], max_output_tokens: int) -> dict:
+    def _run(self, messages: list[JSON], max_output_tokens: int) -> JSON:
         """One answer from the worker (blocking): ``text`` and ``usage``. The first call of the
         process runs the self-test (cached per machine, build and model)."""
         worker = self.worker()

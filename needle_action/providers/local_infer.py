@@ -15,8 +15,10 @@ there (a miscompiled CPU path, an out-of-memory kill) ends the worker, never the
 
 from __future__ import annotations
 
+import contextlib
 import re
 from dataclasses import dataclass
+from typing import Any
 
 from needle_action.errors import ProviderUnavailable
 from needle_action.providers.kv_reuse import prepare, prompt_tokens
@@ -40,7 +42,7 @@ class Window:
     fixed: bool
 
 
-def complete(request: dict) -> dict:
+def complete(request: dict[str, Any]) -> dict[str, Any]:
     """Answer one request: ``model_path``, ``messages``, ``max_output_tokens``, ``reuse_prefix`` and
     the window (``n_ctx``, ``max_ctx``, ``fixed_ctx``). Returns ``text``, ``usage``, ``reused`` (prompt
     tokens not evaluated) and the window's sizes after the call."""
@@ -67,14 +69,14 @@ def complete(request: dict) -> dict:
             llm = get_llama(window.n_ctx, path)
 
 
-def _fit(llm, window: Window, path: str, messages: list[dict], max_output: int):
+def _fit(llm: Any, window: Window, path: str, messages: list[dict[str, Any]], max_output: int) -> Any:
     """Grow the window before the call when the prompt plus answer clearly will not fit."""
     if window.fixed:
         return llm
-    try:  # the model's own training window bounds the growth
+    # the model's own training window bounds the growth; a private API: if it fails, keep the
+    # bound the provider sent
+    with contextlib.suppress(Exception):
         window.max_ctx = max(window.n_ctx, int(llm._model.n_ctx_train()))  # noqa: SLF001
-    except Exception:  # noqa: BLE001 - private API; keep the bound the provider sent
-        pass
     text = "\n".join(m["content"] for m in messages)
     # the chat template adds a few tokens per turn; 16 each is generous for Gemma's markers
     estimate = len(llm.tokenize(text.encode("utf-8"), add_bos=True, special=False))
@@ -85,7 +87,7 @@ def _fit(llm, window: Window, path: str, messages: list[dict], max_output: int):
     return llm
 
 
-def _infer(llm, messages: list[dict], max_output: int, reuse_prefix: bool) -> dict:
+def _infer(llm: Any, messages: list[dict[str, Any]], max_output: int, reuse_prefix: bool) -> dict[str, Any]:
     if has_chat_template(llm):
         llm.reset()  # the template tokenises inside llama-cpp-python: no aligned reuse there
         resp = llm.create_chat_completion(messages=messages, max_tokens=max_output, temperature=0.0, seed=0)

@@ -24,6 +24,7 @@ import os
 import tempfile
 import threading
 from pathlib import Path
+from types import ModuleType
 from typing import Any
 
 from needle_action.errors import ProviderUnavailable
@@ -52,7 +53,7 @@ def _sha256(path: Path) -> str:
     return digest.hexdigest()
 
 
-def _package():
+def _package() -> ModuleType:
     try:
         return importlib.import_module(PACKAGE)
     except ImportError:
@@ -71,7 +72,7 @@ def _already_verified(target: Path, sha: str) -> bool:
     if not target.is_file() or not note.is_file():
         return False
     try:
-        data = json.loads(note.read_text())
+        data: object = json.loads(note.read_text())
     except (OSError, ValueError):
         return False
     st = target.stat()
@@ -103,8 +104,8 @@ def _write_note(target: Path, sha: str) -> None:
 def model_path(directory: Path | None = None) -> Path:
     """Path of the assembled, verified Gemma 3 270M .gguf; assembles it on first use."""
     pkg = _package()
-    sha = pkg.EXPECTED_SHA256
-    target = (directory or cache_dir()) / pkg.MODEL_NAME
+    sha: str = pkg.EXPECTED_SHA256
+    target: Path = (directory or cache_dir()) / pkg.MODEL_NAME
     with _lock:
         if _already_verified(target, sha):
             return target
@@ -151,7 +152,7 @@ def _close_models() -> None:
         llm.close()
 
 
-def get_llama(n_ctx: int, path: Path | str | None = None):
+def get_llama(n_ctx: int, path: Path | str | None = None) -> Any:
     """A cached ``llama_cpp.Llama`` for this model file with a window of at least ``n_ctx``.
 
     One instance per file: a larger request replaces the smaller one (the KV cache is sized by the

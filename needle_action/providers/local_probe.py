@@ -17,6 +17,7 @@ import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from needle_action.errors import ProviderUnavailable
 from needle_action.providers import local_model
@@ -61,7 +62,7 @@ def model_identity(path: str) -> str:
     return f"{Path(path).name}:{st.st_size}:{st.st_mtime_ns}"
 
 
-def probe_key(info: dict, model_id: str) -> str:
+def probe_key(info: dict[str, Any], model_id: str) -> str:
     """The cache key: llama-cpp-python's version, the compiled-in features, the model."""
     features = sorted(build_features(info.get("system_info", "")))
     raw = json.dumps([info.get("version", ""), features, model_id])
@@ -152,12 +153,12 @@ def store(key: str, result: ProbeResult) -> None:
         pass
 
 
-def cached_result(key: str) -> dict | None:
+def cached_result(key: str) -> dict[str, Any] | None:
     """The stored probe of KEY, if any."""
     return _read_cache().get(key)
 
 
-def _read_cache() -> dict:
+def _read_cache() -> dict[str, Any]:
     try:
         data = json.loads(probe_cache_path().read_text())
     except (OSError, ValueError):

@@ -15,12 +15,13 @@ from __future__ import annotations
 
 import os
 import signal
+from typing import Any
 
 from needle_action import pipes
 from needle_action.errors import NeedleError, ProviderUnavailable
 
 
-def build_info() -> dict:
+def build_info() -> dict[str, Any]:
     """llama-cpp-python's version and the CPU features compiled into its llama.cpp."""
     try:
         import llama_cpp
@@ -33,7 +34,7 @@ def build_info() -> dict:
     return {"version": getattr(llama_cpp, "__version__", ""), "system_info": text.strip()}
 
 
-def answer(request: tuple) -> tuple:
+def answer(request: tuple[Any, ...]) -> tuple[Any, ...]:
     """The answer tuple to one request; errors become data, never an exception."""
     kind, payload = request
     try:

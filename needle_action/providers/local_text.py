@@ -5,6 +5,9 @@ its start-up time is every run's."""
 from __future__ import annotations
 
 import json
+from typing import Any
+
+from needle_action.dataformats import JSON
 
 
 def round_ctx(tokens: int) -> int:
@@ -12,7 +15,7 @@ def round_ctx(tokens: int) -> int:
     return max(1024, -(-int(tokens) // 1024) * 1024)
 
 
-def transcript(messages: list[dict]) -> str:
+def transcript(messages: list[JSON]) -> str:
     """Plain-text rendering of a chat for a base model: system text, user turns as written,
     assistant turns as ``Answer: ...``, ending with ``Answer:`` for the model to complete.
 
@@ -31,7 +34,7 @@ def transcript(messages: list[dict]) -> str:
     return "\n\n".join(parts).rstrip() + "\nAnswer:"
 
 
-def _readable(content) -> str:
+def _readable(content: Any) -> str:
     """CONTENT (a string or content blocks) as plain text for a base model."""
     if isinstance(content, str):
         return content
@@ -61,6 +64,6 @@ def first_line(text: str) -> str:
     return ""
 
 
-def has_chat_template(llm) -> bool:
+def has_chat_template(llm: Any) -> bool:
     """Whether the loaded GGUF carries a chat template (instruction models do)."""
     return "tokenizer.chat_template" in (getattr(llm, "metadata", None) or {})

@@ -96,8 +96,8 @@ class _Process:
             # llama.cpp's OpenMP threads spin at every barrier by default: on a busy machine the
             # spinning thread takes the core its partner needs (measured 5x slower, docs/decisions.md)
             env["OMP_WAIT_POLICY"] = "PASSIVE"
-        self.log = tempfile.TemporaryFile()
-        self.proc = subprocess.Popen(
+        self.log = tempfile.TemporaryFile()  # noqa: SIM115 - the worker's stderr for its life; stop() closes it
+        self.proc = subprocess.Popen(  # noqa: S603 - our own worker module, a fixed argv
             worker_command(),
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
@@ -108,7 +108,7 @@ class _Process:
         widen_pipe(self.proc.stdin)
         widen_pipe(self.proc.stdout)
 
-    def call(self, request: tuple, timeout: float) -> Any:
+    def call(self, request: tuple[Any, ...], timeout: float) -> Any:
         answer = exchange(self.proc, pickle.dumps(request, protocol=5), timeout)
         return PlainData(io.BytesIO(answer)).load()
 
@@ -151,7 +151,7 @@ class ModelWorker:
         self.crashes: list[str] = []  # every crash seen, named ("SIGSEGV"), for reports and tests
         self.probed = False  # the self-test (local_build.ensure_probed) passed in this process
         self._proc: _Process | None = None
-        self._info: dict | None = None
+        self._info: dict[str, Any] | None = None
         self._lock = threading.Lock()
 
     @property
@@ -159,13 +159,15 @@ class ModelWorker:
         """The live worker's process id (None before the first request)."""
         return self._proc.proc.pid if self._proc is not None else None
 
-    def info(self) -> dict:
+    def info(self) -> dict[str, Any]:
         """``version`` and ``system_info`` (``llama_print_system_info``) of the build the worker runs."""
         if self._info is None:
             self._info = self.request("info")
         return self._info
 
-    def request(self, kind: str, payload: dict | None = None, *, timeout: float = ANSWER_SECONDS) -> dict:
+    def request(
+        self, kind: str, payload: dict[str, Any] | None = None, *, timeout: float = ANSWER_SECONDS
+    ) -> dict[str, Any]:
         """The worker's answer to one request; raises what the worker raised (``RequestRejected``,
         ``ProviderUnavailable``), or ``ProviderUnavailable`` when it crashed past its restarts."""
         with self._lock:
@@ -190,7 +192,7 @@ class ModelWorker:
                     continue
                 return _unpack(reply)
 
-    def _call(self, request: tuple, timeout: float) -> Any:
+    def _call(self, request: tuple[Any, ...], timeout: float) -> Any:
         if self._proc is None:
             try:
                 self._proc = _Process()
@@ -235,9 +237,10 @@ def _crash_error(returncode: int, restarts: int) -> ProviderUnavailable:
     )
 
 
-def _unpack(reply: tuple) -> dict:
+def _unpack(reply: tuple[Any, ...]) -> dict[str, Any]:
     if reply[0] == "ok":
-        return reply[1]
+        result: dict[str, Any] = reply[1]
+        return result
     _, cls, message, hint = reply
     if cls == "TooLong":  # the prompt beyond the largest window: refused for good, the run goes on
         raise RequestRejected(message, status=None, hint=hint)

@@ -15,12 +15,15 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
+from typing import Any
 from urllib.parse import urlparse
 
 import openai
 
 from needle_action.assemble import RenderedPrompt
 from needle_action.config import ProviderSettings
+from needle_action.dataformats import JSON
 from needle_action.errors import ConfigError, ProviderUnavailable
 from needle_action.providers import specs
 from needle_action.providers.base import Breakpoint, Completion
@@ -61,7 +64,7 @@ class OpenAICompatProvider(RetryingProvider):
     # explicit caching -- each prefix's first request alone, the ones that share it after it
     prompt_cache = True
 
-    def __init__(self, model: str, settings: ProviderSettings | None = None, **retry_kw) -> None:
+    def __init__(self, model: str, settings: ProviderSettings | None = None, **retry_kw: Any) -> None:
         super().__init__(model, settings, **retry_kw)  # retry_kw: sleep=, rng= (tests inject them)
         settings = self.settings
         self.base_url = specs.base_url("openai", settings.base_url, os.environ)
@@ -78,7 +81,7 @@ class OpenAICompatProvider(RetryingProvider):
             api_key=key or PLACEHOLDER_KEY, base_url=self.base_url, max_retries=0, timeout=settings.timeout_s
         )
 
-    def build_request(self, prompt: RenderedPrompt, max_output_tokens: int) -> dict:
+    def build_request(self, prompt: RenderedPrompt, max_output_tokens: int) -> JSON:
         """The chat body (``RenderedPrompt.to_openai_body``: tools as functions, assistant
         ``tool_calls``, ``role: "tool"`` messages, the prompt's parameters), with the token limit
         under the name this server takes and, for a self-hosted server, greedy decoding."""
@@ -138,7 +141,7 @@ class OpenAICompatProvider(RetryingProvider):
         await self._client.close()
 
 
-def parse_completion(resp, headers=None) -> Reply:
+def parse_completion(resp: object, headers: Mapping[str, str] | None = None) -> Reply:
     choices = getattr(resp, "choices", None)
     if not isinstance(choices, list) or not choices:
         raise MalformedResponse("response has no choices")

@@ -2,16 +2,19 @@
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import threading
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from pathlib import Path
+from typing import Any
 
 from needle_action.config.model import PromptSettings, ProviderSettings
 from needle_action.errors import ConfigError
+from needle_action.names import PROVIDER_NAMES
 from needle_action.providers.base import Provider
 from needle_action.providers.local import DEFAULT_MODEL, round_ctx
-from needle_action.providers.specs import PROVIDER_NAMES, SPECS
+from needle_action.providers.specs import SPECS
 
 OUTPUT_MARGIN = 512  # chat-template tokens, question and instructions around the context slot
 
@@ -27,7 +30,7 @@ def local_n_ctx(settings: PromptSettings) -> int | None:
 
 
 def make_provider(
-    prompt_settings: PromptSettings, *, model: str | None = None, provider: str | None = None, **kwargs
+    prompt_settings: PromptSettings, *, model: str | None = None, provider: str | None = None, **kwargs: Any
 ) -> Provider:
     """The provider for these settings; ``model``/``provider`` override them (CLI flags).
 
@@ -48,10 +51,11 @@ def make_provider(
     return cls(chosen, settings, n_ctx=local_n_ctx(prompt_settings))
 
 
-def _provider_class(name: str) -> type:
+def _provider_class(name: str) -> Callable[..., Provider]:
     """The class named in the provider's spec, imported now (each SDK is slow to import)."""
     module, _, attr = SPECS[name].factory.partition(":")
-    return getattr(importlib.import_module(module), attr)
+    factory: Callable[..., Provider] = getattr(importlib.import_module(module), attr)
+    return factory
 
 
 def import_ahead(names: Iterable[str]) -> threading.Thread | None:
@@ -69,7 +73,5 @@ def import_ahead(names: Iterable[str]) -> threading.Thread | None:
 
 def _try_imports(modules: list[str]) -> None:
     for module in modules:
-        try:
+        with contextlib.suppress(Exception):  # make_provider imports it again and reports what is missing
             importlib.import_module(module)
-        except Exception:  # make_provider imports it again and reports what is missing
-            pass

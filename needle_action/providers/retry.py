@@ -40,7 +40,7 @@ class RetryPolicy:
     max_retry_after_s: float = 60.0  # never wait longer than this, whatever the server says
 
     @classmethod
-    def from_settings(cls, settings) -> RetryPolicy:
+    def from_settings(cls, settings: object) -> RetryPolicy:
         return cls(max_attempts=1 + int(getattr(settings, "max_retries", 6)))
 
     def backoff(self, retry_number: int, rng: random.Random) -> float:
@@ -222,7 +222,7 @@ class RetryingProvider:
     async def _complete_with_retries(self, attempt: Callable[[], Awaitable[Reply]]) -> Completion:
         """``attempt`` makes one SDK call and returns its Reply; the limiter hears of each outcome."""
 
-        def count(_n, _retry, _delay):
+        def count(_n: int, _retry: Retry, _delay: float) -> None:
             self.retries += 1
 
         reply, attempts = await call_with_retries(

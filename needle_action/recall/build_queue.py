@@ -11,6 +11,7 @@ trial at a time, so two builds of one plan never run together.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import heapq
 from collections.abc import Awaitable, Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -143,12 +144,11 @@ class BuildQueue:
         """A prompt built in code: its next trial inputs go to the builder in one batch (never fatal:
         the build itself reports what is wrong)."""
         if plan.prompt.builder is not None and index > 0:
-            try:
+            # never fatal here: the build that follows raises the error where it belongs
+            with contextlib.suppress(Exception):
                 await asyncio.get_running_loop().run_in_executor(
                     self._executor, self._prebuild.ahead, plan, index, self._look(plan)
                 )
-            except Exception:  # noqa: S110 - the build that follows raises it where it belongs
-                pass
 
     def _build(self, plan: PromptPlan, cell: CellRun, index: int) -> asyncio.Future[Trial]:
         key = (id(plan), id(cell), index)

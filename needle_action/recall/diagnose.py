@@ -90,8 +90,13 @@ class _Reader:
     """Estimates of any set of cells of one grid, with the family's z."""
 
     def __init__(
-        self, counts: Mapping[CellKey, tuple[int, int]], sizes, depths, threshold: float, alpha: float
-    ):
+        self,
+        counts: Mapping[CellKey, tuple[int, int]],
+        sizes: Sequence[int],
+        depths: Sequence[float],
+        threshold: float,
+        alpha: float,
+    ) -> None:
         self.counts, self.sizes, self.depths, self.threshold = counts, sizes, depths, threshold
         # two-sided 1 - 2 alpha over the family: a grid at the threshold is called below it (and a
         # new prompt fails) at most alpha of the time, the comparison's own family-wise rate

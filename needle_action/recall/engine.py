@@ -15,6 +15,7 @@ the CLI can exit 3 when nothing at all could run.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import itertools
 import json
 from dataclasses import dataclass
@@ -31,6 +32,7 @@ from needle_action.providers.registry import import_ahead, make_provider
 from needle_action.recall.batch import run_batch
 from needle_action.recall.cache import ResultCache, default_cache_path
 from needle_action.recall.cells import CellRun
+from needle_action.recall.groups import CellKey
 from needle_action.recall.haystack import HaystackBuilder
 from needle_action.recall.history import base_counts, pool_history
 from needle_action.recall.plan import (
@@ -211,10 +213,8 @@ class _Run:
     async def close(self) -> None:
         """Close every provider's client."""
         for provider in self.providers.values():
-            try:
+            with contextlib.suppress(Exception):  # closing is best effort; the results are already written
                 await provider.aclose()
-            except Exception:  # closing is best effort; the results are already written
-                pass
 
 
 @dataclass
@@ -243,7 +243,7 @@ class RecallJob:
             return reused(hit, "cache")
         return None
 
-    def known_base(self, prompt: PromptConfig) -> dict | None:
+    def known_base(self, prompt: PromptConfig) -> dict[CellKey, tuple[int, int]] | None:
         """The baseline's sample of PROMPT (history included) when it measured the same model and
         needles: its rates plan this run's trials (recall/power.py). With several needle styles the
         first one's rates plan them (every style runs the same trials per cell)."""
@@ -434,7 +434,13 @@ def run_recall_jobs(
     asyncio.run(_run_all(run, work, (start, ceiling), shard, batch))
 
 
-async def _run_all(run: _Run, work, window: tuple[int, int], shard: Shard | None, batch: bool) -> None:
+async def _run_all(
+    run: _Run,
+    work: list[tuple[RecallJob, PromptConfig, PromptResult]],
+    window: tuple[int, int],
+    shard: Shard | None,
+    batch: bool,
+) -> None:
     scheduler = Scheduler(window[1], start=window[0])
     planned: list[tuple[RecallJob, PromptPlan, PromptResult]] = []
     arms: dict[int, PromptPlan] = {}  # id(plan) -> its recall.reorder_ab arm, in the same scheduler

@@ -536,6 +536,6 @@ def generate_passage(rng: random.Random) -> Passage:
 
 def generated_passages(seed: int | str) -> Iterator[Passage]:
     """An unlimited, reproducible stream of generated passages."""
-    rng = random.Random(f"needle-filler:{seed}")  # noqa: S311 - reproducible prose, not a secret
+    rng = random.Random(f"needle-filler:{seed}")
     while True:
         yield generate_passage(rng)

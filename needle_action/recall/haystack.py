@@ -159,7 +159,7 @@ class HaystackBuilder:
     def _measure(self, rendered: RenderedPrompt) -> int:
         return int(self.counter.count_prompt(rendered))
 
-    def _variables(self, context: Any, question: str) -> dict:
+    def _variables(self, context: Any, question: str) -> dict[str, Any]:
         return {**self.variables, self.context_var: context, self.question_var: question}
 
     def _render(self, context: Any, question: str) -> RenderedPrompt:
@@ -232,7 +232,7 @@ class HaystackBuilder:
 
     def trial_variables(
         self, size: int, depth: float, needle: Needle, trial: int, reference: Needle | None = None
-    ) -> dict | None:
+    ) -> dict[str, Any] | None:
         """The variables ``build`` renders this trial with, once its cell's filler amount is known
         (its first trial built), else None: a prompt built in code gets them in one batch ahead."""
         reference = reference or needle

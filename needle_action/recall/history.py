@@ -67,7 +67,10 @@ def pool_history(result: RecallResult, earlier: Iterable[RecallResult]) -> Recal
     )
 
 
-def testable_counts(result: RecallResult, style: str | None = None) -> dict[CellKey, tuple[int, int]]:
+def testable_counts(
+    result: RecallResult,
+    style: str | None = None,  # noqa: PT028 - not a test: the cells a test may use
+) -> dict[CellKey, tuple[int, int]]:
     """Cells (of STYLE, when given: each needle style is its own grid) whose counts can be tested:
     run in full (not stopped early) with at least one trial."""
     return {

@@ -45,7 +45,7 @@ def placements(depth: float, needle: Needle, seed: int) -> list[Place]:
         out.extend((second, i, f, True) for i, f in enumerate(needle.facts[1:], start=1))
     if needle.distractors:
         # seeded, not secure: a trial's layout is a pure function of the seed and the needle
-        rng = random.Random(f"{seed}:{needle.key}:distractors")  # noqa: S311
+        rng = random.Random(f"{seed}:{needle.key}:distractors")
         taken = [d for d, *_ in out]
         free = [d for d in DISTRACTOR_DEPTHS if all(abs(d - t) >= 0.15 for t in taken)]
         rng.shuffle(free)
@@ -98,7 +98,7 @@ class Placer:
             return needle.item  # gold: the fixture's own item, title and role included
         # the needle item's title (and the fixture item it copies) do not depend on the needle's value:
         # every trial's text is then the same up to the fact itself, which is what trials can share
-        rng = random.Random(f"{self.seed}:title:{order}")  # noqa: S311 - seeded layout, not secure
+        rng = random.Random(f"{self.seed}:title:{order}")
         title = f"{rng.choice(_NEEDLE_TITLES)} {rng.randint(2, 48)}"
         return self.shape.item(text, title, index=rng.randrange(1 << 16), needle=True)
 

@@ -15,6 +15,7 @@ import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass
 from importlib import resources
+from typing import Any
 
 from needle_action import __version__
 from needle_action.config.model import Config, PromptConfig
@@ -73,7 +74,7 @@ def effective_prompt(prompt: PromptConfig, overrides: RecallOverrides | None) ->
     """PROMPT with the overrides (seed, provider, model, trials) applied."""
     if overrides is None:
         return prompt
-    recall_updates: dict = {}
+    recall_updates: dict[str, Any] = {}
     if overrides.seed is not None:
         recall_updates["seed"] = overrides.seed
     if overrides.trials is not None:
@@ -82,7 +83,7 @@ def effective_prompt(prompt: PromptConfig, overrides: RecallOverrides | None) ->
         recall_updates["trials"] = overrides.trials
     if overrides.full_trials:
         recall_updates["early_stop"] = False
-    updates: dict = {"recall": prompt.recall.model_copy(update=recall_updates)}
+    updates: dict[str, Any] = {"recall": prompt.recall.model_copy(update=recall_updates)}
     if overrides.provider:
         updates["provider"] = overrides.provider
     if overrides.model:
@@ -103,7 +104,7 @@ def skip_reason(prompt: PromptConfig) -> tuple[SkipKind, str] | None:
 
 
 @functools.cache
-def _context_windows() -> dict:
+def _context_windows() -> dict[str, Any]:
     text = (resources.files("needle_action") / "data" / "context_windows.toml").read_text("utf-8")
     return tomllib.loads(text)
 
@@ -155,7 +156,7 @@ def _answers_payload(
     content_hash: str,
     fixture: str | None,
     env: Mapping[str, str] | None,
-) -> dict:
+) -> dict[str, Any]:
     # the endpoint the provider really calls (ENV's ANTHROPIC_BASE_URL counts): a result measured
     # against one server is never reused for another
     ps = prompt.providers.get(prompt.provider)
@@ -178,7 +179,7 @@ def _answers_payload(
     }
 
 
-def _digest(payload: dict) -> str:
+def _digest(payload: dict[str, Any]) -> str:
     # default=str: a fixture's expected answer may hold YAML dates or numbers
     blob = json.dumps(payload, sort_keys=True, separators=(",", ":"), default=str).encode()
     return hashlib.sha256(blob).hexdigest()
@@ -192,7 +193,7 @@ def settings_hash(
     fixture: str | None,
     sizes: list[int],
     env: Mapping[str, str] | None = None,
-    answer_keys: dict | None = None,
+    answer_keys: dict[str, Any] | None = None,
 ) -> str:
     """sha256 over everything that decides a complete recall result: the assembled prompt with its
     fixture (content hash), the fixture's name, provider, model, tokenizer, the provider settings
@@ -216,7 +217,7 @@ def pool_key(
     content_hash: str,
     fixture: str | None,
     env: Mapping[str, str] | None = None,
-    answer_keys: dict | None = None,
+    answer_keys: dict[str, Any] | None = None,
 ) -> str:
     """sha256 over what decides the answers a trial gets (the settings hash without the seed, the
     trial counts, the grid and the judging rules): runs that share it may be pooled."""
@@ -225,7 +226,7 @@ def pool_key(
     return _digest({**payload, "recall": recall, "kind": "pool", **_answer_keys(answer_keys)})
 
 
-def _answer_keys(keys: dict | None) -> dict:
+def _answer_keys(keys: dict[str, Any] | None) -> dict[str, Any]:
     # only present for gold needles, so every other prompt hashes exactly as before
     return {"answer_keys": keys} if keys is not None else {}
 

@@ -207,10 +207,7 @@ def plan_run(
     known = base_n > 0
     rate = base_hits / base_n if known else assumed_base_rate(threshold)
     fixed_base = base_n if known else None
-    if trials == "auto":
-        n = plan_trials(design, base_rate=rate, drop=min_drop, base_n=fixed_base)
-    else:
-        n = trials
+    n = plan_trials(design, base_rate=rate, drop=min_drop, base_n=fixed_base) if trials == "auto" else trials
     power = group_power(design, trials=n, base_rate=rate, drop=min_drop, base_n=fixed_base)
     head_n = design.cells * n
     return RecallPower(

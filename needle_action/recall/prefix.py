@@ -26,10 +26,12 @@ from __future__ import annotations
 import hashlib
 import json
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
 from needle_action.assemble import Message, RenderedPrompt
 from needle_action.assemble.blocks import block_text
+from needle_action.dataformats import JSON
 from needle_action.providers.base import Breakpoint
 
 CACHE_TTL_S = 300.0  # Anthropic's default ephemeral cache lives 5 minutes from its last use
@@ -74,7 +76,7 @@ def _head(rendered: RenderedPrompt) -> str:
     return json.dumps([rendered.tools, rendered.tool_choice, rendered.params], sort_keys=True, default=str)
 
 
-def _message_key(m) -> str:
+def _message_key(m: Message) -> str:
     """A whole message as it is sent: its blocks (tool_use ids and inputs included), not only its text."""
     return m.content if isinstance(m.content, str) else json.dumps(m.content, sort_keys=True, default=str)
 
@@ -100,14 +102,14 @@ def cut_before(rendered: RenderedPrompt, part: int, offset: int) -> RenderedProm
     if part < 0:
         return replace(rendered, system=(rendered.system or "")[:offset], system_blocks=(), messages=())
     m = rendered.messages[part]
-    content: str | tuple[dict, ...] = (
+    content: str | tuple[JSON, ...] = (
         m.text[:offset] if isinstance(m.content, str) else _cut_blocks(m.blocks, offset)
     )
     return replace(rendered, messages=(*rendered.messages[:part], Message(m.role, content)))
 
 
-def _cut_blocks(blocks: tuple[dict, ...], offset: int) -> tuple[dict, ...]:
-    out: list[dict] = []
+def _cut_blocks(blocks: tuple[JSON, ...], offset: int) -> tuple[JSON, ...]:
+    out: list[JSON] = []
     pos, first = 0, True
     for b in blocks:
         text = block_text(b)
@@ -125,7 +127,7 @@ def _cut_blocks(blocks: tuple[dict, ...], offset: int) -> tuple[dict, ...]:
     return tuple(out)
 
 
-def _cut_block(b: dict, at: int) -> dict:
+def _cut_block(b: JSON, at: int) -> JSON:
     text = block_text(b)[:at]
     if b.get("type") == "tool_result":
         return {**b, "content": text}
@@ -170,14 +172,14 @@ class MarkStates:
     """cold / warming / warm per (provider, digest), shared by every plan of a run."""
 
     min_tokens: dict[int, int] = field(default_factory=dict)  # id(provider) -> shortest cached prefix
-    clock: object = time.monotonic
+    clock: Callable[[], float] = time.monotonic
     # (provider, digest) -> {ladder: its writers in flight}
     _warming: dict[tuple[int, str], dict[object, int]] = field(default_factory=dict)
     _warm_until: dict[tuple[int, str], float] = field(default_factory=dict)
 
     def now(self) -> float:
         """The clock's time (injectable for tests)."""
-        return self.clock()  # type: ignore[operator]
+        return self.clock()
 
     def cacheable(self, provider: int, mark: Mark) -> bool:
         """Is MARK's prefix long enough for PROVIDER to cache it?"""

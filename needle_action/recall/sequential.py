@@ -35,6 +35,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 from needle_action.recall.groups import CellKey, Group, cell_key, family, pooled
 from needle_action.recall.power import conditional_power
@@ -75,7 +76,7 @@ class Design:
         """Alpha spent at each look of :meth:`looks` (looks that coincide pool their spends)."""
         looks = self.looks(planned)
         if not self.block:
-            return tuple(0.0 for _ in looks[:-1]) + (alpha,)
+            return (*(0.0 for _ in looks[:-1]), alpha)
         spent = dict.fromkeys(looks, 0.0)
         for f, share in zip(FRACTIONS, SPEND, strict=True):
             spent[max(1, math.ceil(f * planned - 1e-9))] += share * alpha
@@ -170,7 +171,9 @@ def _pairs(base: Answers, head: Answers, key: CellKey, n: int | None) -> tuple[i
     return worse, better
 
 
-def _mean_drop(base: Mapping, head: Mapping, cells: Sequence[CellKey]) -> float | None:
+def _mean_drop(
+    base: Mapping[CellKey, tuple[int, int]], head: Mapping[CellKey, tuple[int, int]], cells: Sequence[CellKey]
+) -> float | None:
     drops = [base[k][0] / base[k][1] - head[k][0] / head[k][1] for k in cells if k in base and k in head]
     return sum(drops) / len(drops) if drops else None
 
@@ -203,7 +206,7 @@ def look_family_size(data: PromptData, final: bool) -> int:
     return family_size(data) if final else len(data.grids) * len(early_groups(data))
 
 
-def _tests(data: PromptData, n: int | None, final: bool) -> list[tuple]:
+def _tests(data: PromptData, n: int | None, final: bool) -> list[tuple[Any, ...]]:
     """(style, group, base pooled, head pooled, drop, p-value or None) for every group of DATA on
     the head's first N trials per cell (None: all); only the groups tested at this look get a
     p-value (:func:`early_groups` before the final look). Before the final look: the exact
@@ -249,7 +252,7 @@ def evaluate_look(
     decided now. DECIDED: the prompts of the pull request decided at an earlier look; their groups
     stay in the family with p = 1 (a family that shrank as prompts pass would be chosen by the
     data and let noise through)."""
-    tests: list[tuple[int, tuple]] = []  # (prompt index, test row)
+    tests: list[tuple[int, tuple[Any, ...]]] = []  # (prompt index, test row)
     levels: list[float] = []
     fam = 0
     for i, data in enumerate(prompts):
@@ -291,7 +294,7 @@ def _decide(data: PromptData, look: int, groups: list[GroupResult], ends: bool) 
     k, looks = _look(data, look)
     final = k == len(looks) - 1 or ends
     passes = data.design.pass_early and all(g.futile() for g in groups)
-    if any(g.regressed for g in groups):
+    if any(g.regressed for g in groups):  # noqa: SIM108 - a nested conditional expression reads worse
         status = "fail"
     else:
         status = "pass" if passes or final else "continue"

@@ -291,14 +291,14 @@ def comment_trend(trend: PromptTrend) -> str:
 
 
 __all__ = [
-    "trend_chart",
-    "comment_trend",
     "Series",
     "XYChart",
     "cell_tier",
-    "mermaid_text",
-    "depth_rates",
-    "recall_by_depth",
     "comment_chart",
+    "comment_trend",
     "compared",
+    "depth_rates",
+    "mermaid_text",
+    "recall_by_depth",
+    "trend_chart",
 ]

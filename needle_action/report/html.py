@@ -21,7 +21,7 @@ import jinja2
 from markupsafe import Markup
 
 from needle_action import __version__
-from needle_action.compare import Comparison, PromptComparison, RecallComparison
+from needle_action.compare import CellDelta, Comparison, PromptComparison, RecallComparison
 from needle_action.compare.diff import section_label
 from needle_action.recall import wilson_interval
 from needle_action.report import charts, sanitize
@@ -75,7 +75,7 @@ class Heatmap:
     height: int
 
 
-def _side_counts(cell, side: str) -> tuple[int | None, int | None]:
+def _side_counts(cell: CellDelta, side: str) -> tuple[int | None, int | None]:
     return (cell.base_hits, cell.base_trials) if side == "base" else (cell.head_hits, cell.head_trials)
 
 

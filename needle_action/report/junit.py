@@ -230,4 +230,4 @@ def junit_xml(
     return '<?xml version="1.0" encoding="UTF-8"?>\n' + ET.tostring(root, encoding="unicode") + "\n"
 
 
-__all__ = ["junit_xml", "budget_suite", "recall_suite", "Case", "Suite"]
+__all__ = ["Case", "Suite", "budget_suite", "junit_xml", "recall_suite"]

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
+from typing import Any
 
 import jinja2
 
@@ -68,7 +69,7 @@ class Trusted(str):
     """Markdown produced by this module; printed as is."""
 
 
-def _finalize(value):
+def _finalize(value: object) -> object:
     if isinstance(value, Trusted):
         return value
     if isinstance(value, str):
@@ -252,7 +253,7 @@ def _money(x: float | None) -> Trusted:
 def _environment() -> jinja2.Environment:
     env = jinja2.Environment(
         loader=jinja2.FileSystemLoader(str(TEMPLATES)),
-        autoescape=False,  # Markdown, not HTML; finalize sanitises instead
+        autoescape=False,  # noqa: S701 - Markdown, not HTML; finalize sanitises instead
         finalize=_finalize,
         trim_blocks=True,
         lstrip_blocks=True,
@@ -310,7 +311,7 @@ def env() -> jinja2.Environment:
     return _ENV
 
 
-def _render(name: str, comparison: Comparison, **ctx) -> str:
+def _render(name: str, comparison: Comparison, **ctx: Any) -> str:
     text = env().get_template(name).render(c=comparison, **ctx)
     return _BLANKS.sub("\n\n", text)  # template whitespace, not content: at most one blank line
 

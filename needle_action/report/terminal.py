@@ -4,13 +4,25 @@ from __future__ import annotations
 
 import sys
 import unicodedata
+from collections.abc import Callable
 from pathlib import PurePosixPath
+from typing import TextIO
 
 import click
 
+from needle_action.compare import Comparison, RecallComparison
 from needle_action.compare.diff import section_label
+from needle_action.compare.models import PromptTrend
 from needle_action.report.diff import terminal_lines as diff_lines
-from needle_action.results import BudgetCase, Results, TokenUsage, has_look_alikes
+from needle_action.results import (
+    BudgetCase,
+    RecallCell,
+    RecallPower,
+    RecallResult,
+    Results,
+    TokenUsage,
+    has_look_alikes,
+)
 
 # ---------------------------------------------------------------------------------- budget table
 
@@ -182,7 +194,7 @@ def _plain(text: str, limit: int = 60) -> str:
     return flat if len(flat) <= limit else flat[: limit - 1] + "…"
 
 
-def _recall_cell(cell) -> tuple[str, str | None]:
+def _recall_cell(cell: RecallCell) -> tuple[str, str | None]:
     mark, colour = _CELL_MARK[cell.status]
     if cell.trials == 0:
         return f"{mark} not run", colour
@@ -201,7 +213,7 @@ def _share(part: int, whole: int) -> str:
     return f"{part}/{whole} ({part / whole:.0%})" if whole else "-"
 
 
-def _style_heading(r, style: str) -> str:
+def _style_heading(r: RecallResult, style: str) -> str:
     """``codeword needle: recall 56/60 (93%), answered a look-alike's value in 2/60 (3%)``."""
     note = f" ({_STYLE_NOTE[style]})" if style in _STYLE_NOTE else ""
     line = f"  {click.style(style, bold=True)} needle{note}"
@@ -222,7 +234,7 @@ def _style_heading(r, style: str) -> str:
     return line
 
 
-def _print_grid(r, style: str) -> None:
+def _print_grid(r: RecallResult, style: str) -> None:
     """The size x depth grid of one style: verdicts, needle offsets, and for absent the hallucination
     rate of every cell."""
     cells = [c for c in r.cells if c.style == style]
@@ -244,7 +256,9 @@ def _print_grid(r, style: str) -> None:
         click.echo("  " + f"{s:,} tok".ljust(size_w) + "  " + "  ".join(row).rstrip())
         absent = bool(cells) and cells[0].abstention
         at = "near miss at" if absent else "needle at"
-        extra = [(at, lambda c: None if c.token_offset is None else f"@{c.token_offset:,}")]
+        extra: list[tuple[str, Callable[[RecallCell], str | None]]] = [
+            (at, lambda c: None if c.token_offset is None else f"@{c.token_offset:,}")
+        ]
         if absent:
             extra.append(
                 (
@@ -259,9 +273,8 @@ def _print_grid(r, style: str) -> None:
                 click.echo(click.style("  " + label.rjust(size_w) + "  " + line.rstrip(), dim=True))
 
 
-def _print_recall_prompt(p) -> None:
-    r = p.recall
-    head = click.style(f"recall {p.name}", bold=True)
+def _print_recall_prompt(name: str, r: RecallResult) -> None:
+    head = click.style(f"recall {name}", bold=True)
     fixture = f" · fixture {_fixture_name(r.fixture)}" if r.fixture else ""
     looks = f" · {r.distractors} {r.similarity}-similarity look-alikes" if r.distractors else ""
     click.echo(
@@ -280,7 +293,7 @@ def _print_recall_prompt(p) -> None:
 
     click.echo(f"  effective context: {_effective(r)}")
     if r.power is not None:
-        click.echo(f"  {power_sentence(r)}")
+        click.echo(f"  {power_sentence(r.power)}")
     kind = r.diagnosis.kind
     click.echo(
         f"  diagnosis: {click.style(kind, fg=_DIAG_COLOUR.get(kind, 'red'), bold=True)}: {r.diagnosis.summary}"
@@ -320,7 +333,7 @@ def _print_recall_prompt(p) -> None:
         click.echo(click.style(f"  PARTIAL: {r.partial_reason}", fg="yellow", bold=True))
 
 
-def _effective(r) -> str:
+def _effective(r: RecallResult) -> str:
     """Effective context with its range: the estimate, where it is demonstrated, where it is lost."""
     eff = f"{r.effective_context:,} tokens" if r.effective_context else "below the smallest size tested"
     bounds = []
@@ -334,9 +347,8 @@ def _effective(r) -> str:
     return f"{eff}; relative to the smallest size: {rel}"
 
 
-def power_sentence(r) -> str:
+def power_sentence(p: RecallPower) -> str:
     """'20 trials per cell (auto): this run detects drops >= 20 pt in the middle depths ...'."""
-    p = r.power
     how = "auto" if p.auto else "as set"
     base = f"base recall {'assumed' if p.base_rate_source == 'assumed' else 'measured'} {p.base_rate:.0%}"
     if p.detectable_drop is None:
@@ -366,7 +378,8 @@ def print_recall(results: Results) -> None:
         click.echo("no prompts with recall to report")
         return
     for p in ran:
-        _print_recall_prompt(p)
+        if p.recall is not None:  # always: ran holds those with recall (narrowed for the type)
+            _print_recall_prompt(p.name, p.recall)
         click.echo("")
     for p in skipped:
         click.echo(f"recall {p.name}: {click.style('skipped', fg='yellow')}: {p.recall_skipped}")
@@ -388,7 +401,7 @@ def print_recall(results: Results) -> None:
 class _RecallProgress:
     """A click progress bar on a terminal; otherwise a plain line at every quarter (CI logs)."""
 
-    def __init__(self, total: int, label: str, stream) -> None:
+    def __init__(self, total: int, label: str, stream: TextIO) -> None:
         self.total, self.label, self.stream = max(1, total), label, stream
         self.count = 0
         self._next_line = 0.25
@@ -415,7 +428,7 @@ class _RecallProgress:
             self._bar = None
 
 
-def recall_progress(total: int, *, label: str = "recall", stream=None) -> _RecallProgress:
+def recall_progress(total: int, *, label: str = "recall", stream: TextIO | None = None) -> _RecallProgress:
     """Progress over TOTAL planned trials (early stops advance it by the trials they saved)."""
 
     return _RecallProgress(total, label, stream if stream is not None else sys.stderr)
@@ -424,7 +437,7 @@ def recall_progress(total: int, *, label: str = "recall", stream=None) -> _Recal
 # ---------------------------------------------------------------------------------- base vs head
 
 
-def print_comparison(comparison, notes: list[str]) -> None:
+def print_comparison(comparison: Comparison, notes: list[str]) -> None:
     """The PR comment's verdict in the terminal (``needle check --base-ref``): token deltas per
     prompt x fixture, recall per prompt, the reasons for each failure and the notes."""
     print_diffs(comparison)
@@ -459,7 +472,7 @@ def print_comparison(comparison, notes: list[str]) -> None:
     click.echo(f"\nverdict: {comparison.verdict}: {_plain(comparison.headline, 200)}{change}")
 
 
-def print_diffs(comparison) -> None:
+def print_diffs(comparison: Comparison) -> None:
     """The assembled requests that changed, as unified diffs labelled by section (coloured on a TTY:
     click drops the colours when the output is not a terminal)."""
     lines = list(diff_lines(comparison))
@@ -470,7 +483,7 @@ def print_diffs(comparison) -> None:
         click.echo(click.style(text, bold=True) if colour == "bold" else click.style(text, fg=colour))
 
 
-def _print_misses(rc) -> None:
+def _print_misses(rc: RecallComparison) -> None:
     for g in rc.misses:
         style = f"{_plain(g.style, 30)}, " if g.style else ""
         click.echo(f"      how it missed ({style}{_plain(g.label, 60)}):")
@@ -485,7 +498,7 @@ def _print_misses(rc) -> None:
 # ---------------------------------------------------------------------------------- history
 
 
-def print_history(trends) -> None:
+def print_history(trends: list[PromptTrend]) -> None:
     """``needle history``: per prompt, one line per commit (oldest first): tokens, effective
     context, mid-depth recall; model drift called out on its line."""
     if not trends:

@@ -9,6 +9,7 @@ import inspect
 
 from needle_action.assemble.prompt import RenderedPrompt
 from needle_action.config.model import ProviderSettings
+from needle_action.dataformats import JSON
 from needle_action.errors import ConfigError, NeedleError, ProviderUnavailable
 
 # What a failed count_tokens call means, first match wins: (the SDK's error classes, our error, the
@@ -72,7 +73,7 @@ class AnthropicCounter:
         self._anthropic = anthropic
         self._fields: frozenset[str] | None = None
 
-    def _count_body(self, body: dict) -> int:
+    def _count_body(self, body: JSON) -> int:
         try:
             return int(self._client.messages.count_tokens(**body).input_tokens)
         except self._anthropic.APIError as exc:
@@ -83,7 +84,7 @@ class AnthropicCounter:
                     raise error(text, hint=hint) from None
             raise
 
-    def count_body(self, prompt: RenderedPrompt) -> dict:
+    def count_body(self, prompt: RenderedPrompt) -> JSON:
         """What is sent to count_tokens: the request body (``to_anthropic_body``: system blocks,
         tools, tool_choice, content blocks with documents and images, parameters) without what the
         endpoint does not take (``max_tokens``, ``metadata``, sampling, ...: none of it is input)."""
@@ -115,10 +116,11 @@ class AnthropicCounter:
 _SDK_ONLY = frozenset({"extra_headers", "extra_query", "extra_body", "timeout", "betas"})
 
 
-def _api_message(exc) -> str:
+def _api_message(exc: Exception) -> str:
     body = getattr(exc, "body", None)
     if isinstance(body, dict):
         err = body.get("error")
         if isinstance(err, dict) and isinstance(err.get("message"), str):
-            return err["message"][:300]
+            message: str = err["message"][:300]
+            return message
     return f"HTTP {getattr(exc, 'status_code', '?')}"

@@ -27,6 +27,7 @@ import math
 import threading
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from typing import Any
 
 from needle_action.assemble.prompt import RenderedPrompt
 from needle_action.config.model import PromptSettings, ProviderSettings
@@ -38,7 +39,7 @@ from needle_action.tokens.base import TokenCounter, is_claude
 from needle_action.tokens.local_counter import LocalCounter
 from needle_action.tokens.tiktoken_counter import TiktokenCounter
 
-_counters: dict[tuple, TokenCounter] = {}
+_counters: dict[tuple[Any, ...], TokenCounter] = {}
 _counters_lock = threading.Lock()
 
 

@@ -22,6 +22,8 @@ import binascii
 import math
 import struct
 
+from needle_action.dataformats import JSON
+
 ANTHROPIC_MAX_EDGE = 1568
 ANTHROPIC_PIXELS_PER_TOKEN = 750
 ANTHROPIC_MAX_TOKENS = 1600  # the docs' "~1,600 tokens" ceiling (1.2 MP at 750 px per token)
@@ -123,7 +125,7 @@ def openai_image_tokens(width: int, height: int, detail: str = "auto") -> int:
     return OPENAI_BASE + OPENAI_PER_TILE * tiles
 
 
-def image_block_size(block: dict) -> tuple[int, int] | None:
+def image_block_size(block: JSON) -> tuple[int, int] | None:
     """(width, height) of an Anthropic ``image`` block or an OpenAI ``image_url`` part with base64
     data; None for a URL or an unreadable image."""
     if block.get("type") == "image":

@@ -105,7 +105,7 @@ class LocalCounter:
         return self._tokenize(text.encode("utf-8"), special=True) + (0 if has_bos else 1)
 
 
-def _chat_formatter(llama):
+def _chat_formatter(llama: Any) -> Any:
     template = (llama.metadata or {}).get("tokenizer.chat_template")
     if not template:
         return None
@@ -113,7 +113,8 @@ def _chat_formatter(llama):
     from llama_cpp.llama_chat_format import Jinja2ChatFormatter
 
     def piece(token_id: int) -> str:
-        return llama.detokenize([token_id], special=True).decode("utf-8", errors="ignore")
+        piece: bytes = llama.detokenize([token_id], special=True)
+        return piece.decode("utf-8", errors="ignore")
 
     return Jinja2ChatFormatter(
         template=template,

@@ -20,7 +20,9 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
+from needle_action.dataformats import JSON
 from needle_action.tokens.images import (
     ANTHROPIC_MAX_TOKENS,
     OPENAI_MAX_TOKENS,
@@ -66,7 +68,7 @@ def _no_period(text: str) -> str:
     return text[:-1] if text.endswith(".") else text
 
 
-def tools_tokens(tools: list[dict], count: Encode, model: str) -> int:
+def tools_tokens(tools: list[JSON], count: Encode, model: str) -> int:
     """What OpenAI's chat tools (``{"type": "function", "function": {...}}``) cost MODEL."""
     if not tools:
         return 0
@@ -90,7 +92,7 @@ def tools_tokens(tools: list[dict], count: Encode, model: str) -> int:
     return total + o.func_end
 
 
-def image_tokens(part: dict, images: str) -> int:
+def image_tokens(part: JSON, images: str) -> int:
     """An ``image_url`` part: from its pixels by IMAGES' rule ("openai", or "anthropic" when a
     Claude model is counted with tiktoken); the rule's ceiling when the size is unknown (a URL)."""
     size = image_block_size(part)
@@ -100,7 +102,7 @@ def image_tokens(part: dict, images: str) -> int:
     return openai_image_tokens(*size, detail) if size else OPENAI_MAX_TOKENS
 
 
-def content_tokens(content, count: Encode, images: str = "openai") -> int:
+def content_tokens(content: str | list[Any] | None, count: Encode, images: str = "openai") -> int:
     """A message's content: a string, or parts (``text``, ``image_url``)."""
     if isinstance(content, str):
         return count(content)
@@ -115,7 +117,7 @@ def content_tokens(content, count: Encode, images: str = "openai") -> int:
     return total
 
 
-def message_tokens(message: dict, count: Encode, images: str = "openai") -> int:
+def message_tokens(message: JSON, count: Encode, images: str = "openai") -> int:
     """One chat message, framing included (not the reply priming)."""
     total = TOKENS_PER_MESSAGE + count(str(message.get("role", "")))
     total += content_tokens(message.get("content") or "", count, images)
@@ -129,7 +131,7 @@ def message_tokens(message: dict, count: Encode, images: str = "openai") -> int:
     return total
 
 
-def chat_tokens(body: dict, count: Encode, model: str, *, images: str = "openai") -> int:
+def chat_tokens(body: JSON, count: Encode, model: str, *, images: str = "openai") -> int:
     """The whole request: messages, reply priming, tools."""
     messages = body.get("messages") or []
     total = sum(message_tokens(m, count, images) for m in messages) + TOKENS_REPLY_PRIMING

@@ -23,6 +23,7 @@ from collections.abc import Callable
 from dataclasses import replace
 
 from needle_action.assemble.prompt import SYSTEM_PART, ContextSlot, Message, RenderedPrompt
+from needle_action.dataformats import JSON
 
 SECTIONS = ("system", "tools", "messages", "context", "params")
 PLACEHOLDER = "."  # stands for an emptied context slot: the APIs refuse empty text
@@ -71,7 +72,7 @@ def without_context(prompt: RenderedPrompt) -> RenderedPrompt | None:
     if slot.block is None or isinstance(m.content, str):
         text = m.text
         start, end = prompt.context_span or (0, len(text))
-        content: str | tuple[dict, ...] = text[:start] + PLACEHOLDER + text[end:]
+        content: str | tuple[JSON, ...] = text[:start] + PLACEHOLDER + text[end:]
     else:
         content = _emptied(m.content, slot.block, prompt.context_blocks)
     messages = list(prompt.messages)
@@ -79,7 +80,7 @@ def without_context(prompt: RenderedPrompt) -> RenderedPrompt | None:
     return replace(prompt, messages=tuple(messages))
 
 
-def _emptied(blocks: tuple[dict, ...], first: int, count: int) -> tuple[dict, ...]:
+def _emptied(blocks: tuple[JSON, ...], first: int, count: int) -> tuple[JSON, ...]:
     """BLOCKS with the COUNT slot blocks from FIRST reduced to one placeholder: the first keeps its
     kind (a tool_result must still answer its tool_use), the others go."""
     head = dict(blocks[first])

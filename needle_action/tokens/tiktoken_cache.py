@@ -26,7 +26,7 @@ SHA256 = {
 
 
 def cache_path(cache_dir: str | Path, encoding: str) -> Path:
-    return Path(cache_dir) / hashlib.sha1(URLS[encoding].encode()).hexdigest()
+    return Path(cache_dir) / hashlib.sha1(URLS[encoding].encode(), usedforsecurity=False).hexdigest()
 
 
 def default_cache_dir() -> Path:

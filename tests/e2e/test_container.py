@@ -142,9 +142,8 @@ def _tiktoken_examples(tmp: Path) -> Path:
     [local] extra, hence no Gemma tokenizer); gpt-4o so that counts are exact, no safety factor."""
     project = Project(tmp / "examples").examples()
     text = project.path("needle.toml").read_text()
-    assert 'tokenizer = "local"' in text and 'model = "gemma3-270m"' in text, (
-        "examples/needle.toml changed shape"
-    )
+    assert 'tokenizer = "local"' in text, "examples/needle.toml changed shape"
+    assert 'model = "gemma3-270m"' in text, "examples/needle.toml changed shape"
     text = text.replace('tokenizer = "local"', 'tokenizer = "tiktoken:o200k_base"')
     text = text.replace('model = "gemma3-270m"', 'model = "gpt-4o"')
     project.file("needle-tiktoken.toml", text).file("probe.sh", PROBE)
@@ -173,7 +172,8 @@ def test_image_counts_tokens_offline_and_is_lean(engine, tmp_path):
     # budgets ran with every download blocked, with the examples read-only
     assert s["budget"].endswith("rc=0"), _fail(proc)
     inside = json.loads(s["results"])
-    assert inside["schema_version"] == SCHEMA_VERSION and inside["prompts"], inside
+    assert inside["schema_version"] == SCHEMA_VERSION, inside
+    assert inside["prompts"], inside
     assert all(
         c["count"]["counter"] == "tiktoken:o200k_base" and c["count"]["exact"]
         for p in inside["prompts"]
@@ -202,7 +202,8 @@ def test_image_counts_tokens_offline_and_is_lean(engine, tmp_path):
 
     # the default image has no embedded model: a clear exit 2, no traceback
     assert s["local"].endswith("rc=2"), s["local"]
-    assert "llama-cpp-python" in s["local"] and "Traceback" not in s["local"]
+    assert "llama-cpp-python" in s["local"]
+    assert "Traceback" not in s["local"]
 
 
 def test_image_installs_exactly_the_lock_and_starts_without_the_action(engine):
@@ -336,8 +337,10 @@ def test_action_in_the_container_posts_then_updates_one_comment(engine, tmp_path
         comments = gh.issue_comments(REPO, PR)
         assert len(comments) == 2, comments
         ours = [c for c in comments if MARKER in c["body"]]
-        assert len(ours) == 1 and ours[0]["user"]["login"] == gh.bot_login
-        assert "rag_answer" in ours[0]["body"] and "support_agent" in ours[0]["body"]
+        assert len(ours) == 1
+        assert ours[0]["user"]["login"] == gh.bot_login
+        assert "rag_answer" in ours[0]["body"]
+        assert "support_agent" in ours[0]["body"]
         assert gh.count("POST") == 1
         assert fake.calls["messages"] > 0  # recall ran through the SDK inside the image
 
@@ -350,12 +353,15 @@ def test_action_in_the_container_posts_then_updates_one_comment(engine, tmp_path
         assert not report.is_absolute(), outputs
         on_host = workspace / report
         head_results = json.loads((on_host / "head.json").read_text())
-        assert head_results["commit"] == head and head_results["schema_version"] == SCHEMA_VERSION
+        assert head_results["commit"] == head
+        assert head_results["schema_version"] == SCHEMA_VERSION
         assert (dirs["file_commands"] / "step_summary_e2e").read_text().strip()
 
         second = engine.run(args, [])
         assert second.returncode == 0, _fail(second)
         comments = gh.issue_comments(REPO, PR)
-        assert len(comments) == 2 and sum(MARKER in c["body"] for c in comments) == 1
-        assert gh.count("POST") == 1 and gh.count("PATCH") == 1
+        assert len(comments) == 2
+        assert sum(MARKER in c["body"] for c in comments) == 1
+        assert gh.count("POST") == 1
+        assert gh.count("PATCH") == 1
         assert read_outputs(dirs["file_commands"] / "set_output_e2e")["status"] == "pass"

@@ -61,9 +61,7 @@ def test_doctor_reports_every_check_within_30_seconds_and_never_prints_a_key():
     assert set(lines) == {"python", "tokenizers", "embedded model", "provider keys", "git", "cache folder"}
     assert lines["embedded model"].startswith("ok    embedded model: Gemma 3 270M answered 'Paris'")
     assert "build features:" in lines["embedded model"]
-    assert (
-        "anthropic: ANTHROPIC_API_KEY set" in lines["provider keys"]
-        and "openai: no key" in lines["provider keys"]
-    )
+    assert "anthropic: ANTHROPIC_API_KEY set" in lines["provider keys"]
+    assert "openai: no key" in lines["provider keys"]
     assert "sk-ant-doctor-secret" not in proc.stdout + proc.stderr
     assert elapsed < 30

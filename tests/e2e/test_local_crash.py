@@ -91,11 +91,14 @@ class Killer(threading.Thread):
 def run_and_kill(cmd: list[str], *, times: int, budget_marker: str, **popen) -> tuple[int, str, str, Killer]:
     """Run CMD; after a stdout line starting with BUDGET_MARKER, kill its model worker TIMES times."""
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, **popen)
+    assert proc.stdout is not None
+    assert proc.stderr is not None
+    stderr = proc.stderr
     go = threading.Event()
     killer = Killer(proc.pid, go, times)
     killer.start()
     err: list[str] = []
-    reader = threading.Thread(target=lambda: err.append(proc.stderr.read()), daemon=True)
+    reader = threading.Thread(target=lambda: err.append(stderr.read()), daemon=True)
     reader.start()
     out = []
     for line in proc.stdout:
@@ -128,14 +131,18 @@ def test_the_cli_gives_up_on_a_model_that_keeps_crashing_and_keeps_the_budgets(p
     assert code == 3, stdout + stderr[-3000:]
     assert "Traceback" not in stderr
     # the budget table came before the crash, and stayed
-    assert "notes.yaml" in stdout and "budget PASS" in stdout
+    assert "notes.yaml" in stdout
+    assert "budget PASS" in stdout
     assert f"provider unavailable: {CRASH}" in stdout  # the recall report names the crash
     assert f"warning: {CRASH}; restarting it (1 of {MAX_RESTARTS})" in stderr
-    assert "hint:" in stderr and "--no-cache-dir" in stderr  # what to reinstall, and how
+    assert "hint:" in stderr
+    assert "--no-cache-dir" in stderr
     results = json.loads(out.read_text())
     (prompt,) = results["prompts"]
-    assert prompt["cases"][0]["status"] == "pass" and prompt["cases"][0]["count"]["tokens"] > 0
-    assert prompt["recall"] is None and prompt["recall_skip_kind"] == "provider-unavailable"
+    assert prompt["cases"][0]["status"] == "pass"
+    assert prompt["cases"][0]["count"]["tokens"] > 0
+    assert prompt["recall"] is None
+    assert prompt["recall_skip_kind"] == "provider-unavailable"
     assert CRASH in prompt["recall_skipped"]
 
 
@@ -147,8 +154,10 @@ def test_one_crash_costs_a_restart_and_the_run_completes(project, tmp_path):
     assert "Traceback" not in stderr
     assert f"warning: {CRASH}; restarting it (1 of {MAX_RESTARTS})" in stderr
     recall = json.loads(out.read_text())["prompts"][0]["recall"]
-    assert recall is not None and not recall["partial"]
-    assert recall["calls"] == 2 and len(recall["cells"][0]["answers"]) == 2  # no trial lost to the crash
+    assert recall is not None
+    assert not recall["partial"]
+    assert recall["calls"] == 2
+    assert len(recall["cells"][0]["answers"]) == 2
 
 
 ACTION_CONFIG = f"""

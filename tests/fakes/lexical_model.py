@@ -117,10 +117,7 @@ class LexicalModel:
         cover = best[0] / len(qstems) if qstems else 0.0
         found = cover >= self.min_cover and best[0] > 0
         depth = best[1] / max(1, len(text)) if best[0] else None
-        if found:
-            p = min(1.0, max(0.0, float(self.curve(depth or 0.0, size))))
-        else:
-            p = self.hallucinate
+        p = min(1.0, max(0.0, float(self.curve(depth or 0.0, size)))) if found else self.hallucinate
         answered = self._uniform(text, "answer") < p
         answer = self._answer(text, found, answered, best[2] if best[0] else None, qstems, scored)
         obs = LexicalObservation(question, best[2] or None, cover, found, depth, size, p, answered, answer)

@@ -40,6 +40,7 @@ import threading
 from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 from needle_action.recall.needles import BRIDGE_RE, VALUE_RE, make_value
 from tests.fakes.anthropic_request import request_parts
@@ -124,6 +125,14 @@ def _sentence_at(text: str, i: int) -> tuple[int, str]:
     return start, text[start : min(ends, default=len(text))].strip()
 
 
+def _first(pattern: re.Pattern[str], text: str) -> str:
+    """PATTERN's first match in TEXT (the callers picked TEXT because it has one)."""
+    m = pattern.search(text)
+    if m is None:
+        raise AssertionError(f"no {pattern.pattern!r} in {text!r}")
+    return m.group(0)
+
+
 def _sentences_matching(text: str, pattern: re.Pattern[str]) -> list[tuple[int, str]]:
     out: dict[int, str] = {}
     for m in pattern.finditer(text):
@@ -183,7 +192,7 @@ class SimulatedModel:
         self._keep = keep
         self._lock = threading.Lock()
         self._sizes: OrderedDict[str, int] = OrderedDict()
-        self._enc = None
+        self._enc: Any = None  # a tiktoken Encoding, loaded on first use
 
     # deterministic uniform draw in [0, 1) from (seed, value, purpose)
     def _uniform(self, value: str, purpose: str) -> float:
@@ -232,7 +241,7 @@ class SimulatedModel:
         ]
         if bridges:
             overlap, pos_a, sent_a = max(bridges, key=lambda b: (b[0], -b[1]))
-            key = BRIDGE_RE.search(sent_a).group(0).lower()
+            key = _first(BRIDGE_RE, sent_a).lower()
             linked = [(pos, s) for pos, s in valued if key in s.lower()]
             if overlap >= 2 and linked:
                 target = linked[0]
@@ -241,7 +250,7 @@ class SimulatedModel:
             target = max(valued, key=lambda v: (len(qwords & _words(v[1])), -v[0]))
             positions = [target[0]]
 
-        value = VALUE_RE.search(target[1]).group(0)
+        value = _first(VALUE_RE, target[1])
         length = max(1, len(text))
         depths = tuple(p / length for p in positions)
         p = 1.0
@@ -251,7 +260,7 @@ class SimulatedModel:
         if hit:
             answer = f"The answer is {value}." if self.wrap else value
         else:
-            answer = self._wrong(value, [VALUE_RE.search(s).group(0) for _, s in valued])
+            answer = self._wrong(value, [_first(VALUE_RE, s) for _, s in valued])
         return self._record(Observation(value, depths, size, p, hit, answer))
 
     def _wrong(self, value: str, seen: list[str]) -> str:

@@ -119,11 +119,17 @@ def make_checkout(
     return Checkout(tmp, pr.origin, pr.workspace, pr.base_sha, pr.head_sha, home)
 
 
-def make_project(tmp: Path, change: Callable[[Path], object] | None = None, **base: str) -> Checkout:
+def make_project(
+    tmp: Path,
+    change: Callable[[Path], object] | None = None,
+    *,
+    base_growth: str = "10%",
+    base_config: str | None = None,
+) -> Checkout:
     """:func:`make_checkout` (BASE: its ``base_growth``, ``base_config``) for CHANGE callbacks that
     edit the origin folder directly."""
     edit = (lambda project: change(project.root)) if change else None
-    return make_checkout(tmp, edit, **base)
+    return make_checkout(tmp, edit, base_growth=base_growth, base_config=base_config)
 
 
 def runner_env(
@@ -218,4 +224,5 @@ def run_action(p: Checkout, env: dict) -> Run:
 
 def report_json(run: Run, side: str) -> dict:
     """``head.json``, ``base.json`` or ``comparison.json`` from the run's report folder, parsed."""
+    assert run.report is not None, "the run wrote no report folder"
     return json.loads((run.report / f"{side}.json").read_text())

@@ -12,6 +12,7 @@ when it is not there, and the tests that need it skip with that reason.
 from __future__ import annotations
 
 import base64
+import contextlib
 import json
 import os
 import select
@@ -148,17 +149,13 @@ class Chromium:
         return path
 
     def close(self) -> None:
-        try:
+        with contextlib.suppress(OSError, RuntimeError, TimeoutError, ConnectionError):
             self.send("Browser.close", session=False)
-        except (OSError, RuntimeError, TimeoutError, ConnectionError):
-            pass
         try:
             self.proc.wait(timeout=10)
         except subprocess.TimeoutExpired:
             self.proc.kill()
             self.proc.wait()
         for fd in (self._to_child, self._from_child):
-            try:
+            with contextlib.suppress(OSError):
                 os.close(fd)
-            except OSError:
-                pass

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 from bench.workload import CLAUDE_DEFAULTS
 from needle_action.config import load_config
 from needle_action.pipeline import RecallOverrides, run_recall
-from needle_action.results import Results
+from needle_action.results import RecallResult, Results
 from tests.builders import Project
 from tests.needle_cli import needle_env, run_needle
 
@@ -107,14 +107,22 @@ def run(
     )
 
 
+def recall_of(results: Results, name: str = "qa") -> RecallResult:
+    """The recall result of prompt NAME (the test fails when it has none)."""
+    prompt = results.prompt(name)
+    assert prompt is not None, name
+    assert prompt.recall is not None, name
+    return prompt.recall
+
+
 def verdicts(results: Results, name: str = "qa") -> dict[tuple[int, float], str]:
-    recall = results.prompt(name).recall
+    recall = recall_of(results, name)
     return {(c.size, c.depth): c.status for c in recall.cells}
 
 
 def outcomes(results: Results, name: str = "qa") -> dict[tuple[int, float, int], tuple[str, bool]]:
     """Every trial's (expected answer, hit), keyed by (size, depth, trial index)."""
-    recall = results.prompt(name).recall
+    recall = recall_of(results, name)
     return {(c.size, c.depth, a.trial): (a.needle, a.hit) for c in recall.cells for a in c.answers}
 
 

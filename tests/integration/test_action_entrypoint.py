@@ -51,10 +51,13 @@ def test_unchanged_pr_two_runs_one_comment_and_a_free_base(tmp_path, fake_model)
         calls_first = fake_model.calls["messages"]
         # every request was the head's: the answers it counted and the speculative ones it did not
         spent = head["totals"]["calls"] + head["totals"]["speculative_calls"]
-        assert head["totals"]["calls"] > 0 and calls_first == spent
-        assert base["totals"]["calls"] == 0 and base["totals"]["cached_calls"] > 0  # the base cost nothing
+        assert head["totals"]["calls"] > 0
+        assert calls_first == spent
+        assert base["totals"]["calls"] == 0
+        assert base["totals"]["cached_calls"] > 0
         assert base["commit"] == p.base_sha
-        assert first.outputs["status"] == "pass" and first.outputs["recall-verdict"] == "pass"
+        assert first.outputs["status"] == "pass"
+        assert first.outputs["recall-verdict"] == "pass"
         assert first.outputs["comment-url"].startswith(
             "https://github.com/octo/widgets/pull/17#issuecomment-"
         )
@@ -66,10 +69,13 @@ def test_unchanged_pr_two_runs_one_comment_and_a_free_base(tmp_path, fake_model)
         assert second.code == 0, second.stdout + second.stderr
         assert fake_model.calls["messages"] == calls_first  # both sides from the cache now
         ours = [c for c in gh.issue_comments(REPO, PR) if c["body"].startswith(MARKER)]
-        assert len(ours) == 1 and len(gh.issue_comments(REPO, PR)) == 2
-        assert gh.count("POST") == 1 and gh.count("PATCH") == 1
+        assert len(ours) == 1
+        assert len(gh.issue_comments(REPO, PR)) == 2
+        assert gh.count("POST") == 1
+        assert gh.count("PATCH") == 1
         assert second.outputs["comment-url"] == first.outputs["comment-url"]
-        assert "## ✅" in ours[0]["body"] and "🟩→🟩" in ours[0]["body"]
+        assert "## ✅" in ours[0]["body"]
+        assert "🟩→🟩" in ours[0]["body"]
     # inside Actions the workspace was marked safe for git (a container's bind mount is not ours)
     assert str(p.workspace) in (p.home / ".gitconfig").read_text()
 
@@ -99,18 +105,18 @@ def test_growth_beyond_max_growth_fails_with_an_annotation_on_the_template(tmp_p
         )
         assert m, r.stdout
         assert int(m.group(1)) == changed_line
-        assert r.outputs["status"] == "fail-budget" and r.outputs["failed"] == "true"
+        assert r.outputs["status"] == "fail-budget"
+        assert r.outputs["failed"] == "true"
         body = gh.issue_comments(REPO, PR)[0]["body"]
-        assert "## ❌ Token budget exceeded" in body and "| 🔴 | `rag_answer`" in body
+        assert "## ❌ Token budget exceeded" in body
+        assert "| 🔴 | `rag_answer`" in body
         assert "recall disabled" in body
 
         # the same PR with fail-on-budget: false passes, still reported
         r2 = run_action(p, runner_env(p, gh, None, recall="false", fail_on_budget="false"))
-        assert (
-            r2.code == 0
-            and r2.outputs["failed"] == "false"
-            and "::error file=prompts/rag_answer.j2" in r2.stdout
-        )
+        assert r2.code == 0
+        assert r2.outputs["failed"] == "false"
+        assert "::error file=prompts/rag_answer.j2" in r2.stdout
 
 
 @pytest.mark.slow  # two action runs, each measuring recall on head and base
@@ -127,7 +133,8 @@ def test_moving_key_content_into_the_middle_loses_recall_and_is_flagged(tmp_path
     with FakeGitHub() as gh:
         r = run_action(p, runner_env(p, gh, fake_model))
         assert r.code == 1, r.stdout + r.stderr
-        assert r.outputs["status"] == "fail-recall" and r.outputs["recall-verdict"] == "regressed"
+        assert r.outputs["status"] == "fail-recall"
+        assert r.outputs["recall-verdict"] == "regressed"
         assert re.search(
             r"^::error file=prompts/rag_answer\.j2,line=\d+,title=needle%3A rag_answer recall "
             r"regressed::rag_answer: recall at depth 100%25 fell from",
@@ -138,26 +145,35 @@ def test_moving_key_content_into_the_middle_loses_recall_and_is_flagged(tmp_path
         rc = comp["prompts"][0]["recall"]
         cells = {c["depth"]: c for c in rc["cells"]}
         groups = {g["label"]: g for g in rc["groups"]}
-        assert groups["depth 100%"]["verdict"] == "regressed" and groups["depth 100%"]["p_value"] < 0.01
-        assert cells[1.0]["verdict"] == "regressed" and cells[0.0]["verdict"] == "ok"
+        assert groups["depth 100%"]["verdict"] == "regressed"
+        assert groups["depth 100%"]["p_value"] < 0.01
+        assert cells[1.0]["verdict"] == "regressed"
+        assert cells[0.0]["verdict"] == "ok"
         body = gh.issue_comments(REPO, PR)[0]["body"]
-        assert "## ❌ Positional recall regressed" in body and "🟩→🟥 ‼️" in body
+        assert "## ❌ Positional recall regressed" in body
+        assert "🟩→🟥 ‼️" in body
         # the changed prompt's recall by depth, base (bars) against head (line), as a Mermaid chart
-        assert "```mermaid\nxychart-beta\n" in body and "(bars: base · line: head)" in body
+        assert "```mermaid\nxychart-beta\n" in body
+        assert "(bars: base · line: head)" in body
         # issue 22: how it missed: three of the head's replies in the regressed group, with their
         # depth and expected answer, and the diff of the request that moved the documents
         (group,) = [g for g in rc["misses"] if g["label"] == "depth 100%"]
-        assert len(group["misses"]) == 3 and all(m["depth"] == 1.0 for m in group["misses"])
+        assert len(group["misses"]) == 3
+        assert all(m["depth"] == 1.0 for m in group["misses"])
         shown = re.findall(r"^- depth 1 of 1,500 tokens: expected `([^`]+)`, answered `([^`]*)`", body, re.M)
-        assert len(shown) >= 3 and all(expected != reply for expected, reply in shown), body
+        assert len(shown) >= 3, body
+        assert all(expected != reply for expected, reply in shown), body
         assert "**How it missed** (`codeword`, depth 100%):" in body
-        assert "```diff\n@@ " in body and "+Before you answer, follow the house style." in body
+        assert "```diff\n@@ " in body
+        assert "+Before you answer, follow the house style." in body
         # the report folder holds the HTML report (both sides' heatmaps) and the JUnit file
         html = (r.report / "report.html").read_text()
         assert html.count('data-side="head"') >= len(rc["sizes"]) * len(rc["depths"])
-        assert 'data-side="base"' in html and "<script" not in html
+        assert 'data-side="base"' in html
+        assert "<script" not in html
         junit = (r.report / "junit.xml").read_text()
-        assert 'classname="recall.rag_answer" name="depth 100%"' in junit and "<failure" in junit
+        assert 'classname="recall.rag_answer" name="depth 100%"' in junit
+        assert "<failure" in junit
 
 
 def test_fork_with_read_only_token_writes_the_summary_and_does_not_crash(tmp_path, fake_model):
@@ -168,12 +184,14 @@ def test_fork_with_read_only_token_writes_the_summary_and_does_not_crash(tmp_pat
         )
         assert r.code == 0, r.stdout + r.stderr
         assert "Traceback" not in r.stderr
-        assert gh.issue_comments(REPO, PR) == [] and r.outputs["comment-url"] == ""
+        assert gh.issue_comments(REPO, PR) == []
+        assert r.outputs["comment-url"] == ""
         assert (
             "::warning::needle: could not comment on the pull request: this pull request comes from a fork"
             in r.stdout
         )
-        assert "# needle: ✅" in r.summary and "workflow\\_run pattern" in r.summary
+        assert "# needle: ✅" in r.summary
+        assert "workflow\\_run pattern" in r.summary
         assert (r.report / "comment.md").read_text().startswith(MARKER)
 
 
@@ -187,8 +205,10 @@ def test_fork_without_api_key_runs_budgets_and_skips_recall_with_a_note(tmp_path
         assert fake_model.calls["messages"] == 0
         assert r.outputs["recall-verdict"] == "skipped"
         body = gh.issue_comments(REPO, PR)[0]["body"]
-        assert "ANTHROPIC\\_API\\_KEY is not set" in body and "budgets still ran offline" in body
-        assert "### Token budgets" in body and "| 🟢 | `rag_answer`" in body
+        assert "ANTHROPIC\\_API\\_KEY is not set" in body
+        assert "budgets still ran offline" in body
+        assert "### Token budgets" in body
+        assert "| 🟢 | `rag_answer`" in body
 
 
 def test_bad_input_and_bad_config_exit_2_without_traceback(tmp_path):
@@ -198,13 +218,18 @@ def test_bad_input_and_bad_config_exit_2_without_traceback(tmp_path):
     p = make_checkout(tmp_path, break_config)
     with FakeGitHub() as gh:
         r = run_action(p, runner_env(p, gh, None, fail_on_budget="maybe"))
-        assert r.code == 2 and "Traceback" not in r.stderr + r.stdout
-        assert "::error" in r.stdout and "fail-on-budget" in r.stdout and "true or false" in r.stdout
+        assert r.code == 2
+        assert "Traceback" not in r.stderr + r.stdout
+        assert "::error" in r.stdout
+        assert "fail-on-budget" in r.stdout
+        assert "true or false" in r.stdout
 
         r = run_action(p, runner_env(p, gh, None))
-        assert r.code == 2 and "Traceback" not in r.stderr + r.stdout
+        assert r.code == 2
+        assert "Traceback" not in r.stderr + r.stdout
         assert re.search(r"^::error file=needle\.toml,line=\d+,", r.stdout, re.M), r.stdout
-        assert r.outputs["status"] == "error" and "configuration error" in r.summary
+        assert r.outputs["status"] == "error"
+        assert "configuration error" in r.summary
 
 
 def test_fork_workflow_run_pattern_posts_a_resanitised_comment_for_the_right_commit(tmp_path):
@@ -217,7 +242,8 @@ def test_fork_workflow_run_pattern_posts_a_resanitised_comment_for_the_right_com
                 p, gh, None, token="ro-token", head_repo="mallory/widgets", recall="false", comment="false"
             ),
         )
-        assert measured.code == 0 and gh.count("POST") == 0, measured.stdout + measured.stderr
+        assert measured.code == 0, measured.stdout + measured.stderr
+        assert gh.count("POST") == 0, measured.stdout + measured.stderr
         artifact = tmp_path / "artifact"
         shutil.copytree(measured.report, artifact)
         assert json.loads((artifact / "pr.json").read_text())["number"] == PR
@@ -242,11 +268,14 @@ def test_fork_workflow_run_pattern_posts_a_resanitised_comment_for_the_right_com
         (artifact / "comment.md").write_text("@everyone pwned")
         assert run_action(p, env).code == 0
         (comment,) = gh.issue_comments(REPO, PR)
-        assert "@octocat" not in comment["body"] and "<img" not in comment["body"]
-        assert "<script>" not in comment["body"] and "pwned" not in comment["body"]
+        assert "@octocat" not in comment["body"]
+        assert "<img" not in comment["body"]
+        assert "<script>" not in comment["body"]
+        assert "pwned" not in comment["body"]
 
         # a report for another commit (the PR moved on, or a forged PR number) is refused
         gh.add_pull(REPO, PR, head_sha="f" * 40, base_sha=p.base_sha)
         refused = run_action(p, env)
-        assert refused.code == 2 and "not at the commit" in refused.stdout
+        assert refused.code == 2
+        assert "not at the commit" in refused.stdout
         assert gh.count("PATCH") == 1

@@ -54,11 +54,14 @@ def test_a_system_sentence_and_a_tool_are_a_system_and_a_tools_change(repo, tmp_
     body = out.read_text()
     (block,) = _diff_blocks(body)
     lines = block.splitlines()
-    assert f"+{FIRST} {SENTENCE}" in lines and f"-{FIRST}" in lines
+    assert f"+{FIRST} {SENTENCE}" in lines
+    assert f"-{FIRST}" in lines
     header = next(x for x in lines if x.startswith("@@"))
-    assert header.endswith(" system") and lines[lines.index(header) + 1] == " --- system ---"
+    assert header.endswith(" system")
+    assert lines[lines.index(header) + 1] == " --- system ---"
     # the tool: its own section, added whole, as canonical JSON
-    assert "+--- tools ---" in lines and '+  "name": "lookup_retention"' in lines
+    assert "+--- tools ---" in lines
+    assert '+  "name": "lookup_retention"' in lines
     assert (
         "<details><summary>Assembled request of `rag_answer` · `fixtures/rag_answer/typical.yaml` · "
         "system, tools · " in body
@@ -68,7 +71,8 @@ def test_a_system_sentence_and_a_tool_are_a_system_and_a_tools_change(repo, tmp_
     assert re.search(r"· \+\d+ tokens, \d+ of them in tools</h2>", headline), headline
     assert re.search(r"\| `rag_answer` \| `fixtures/rag_answer/typical.yaml` \| \+\d+ \| \+\d+ \|", body)
     # the terminal shows the same diff (no colour: not a TTY)
-    assert f"+{FIRST} {SENTENCE}" in run.stdout and "\x1b[" not in run.stdout
+    assert f"+{FIRST} {SENTENCE}" in run.stdout
+    assert "\x1b[" not in run.stdout
     assert (
         "assembled request of rag_answer [fixtures/rag_answer/typical.yaml]: system, tools (+" in run.stdout
     )
@@ -86,9 +90,8 @@ def test_a_changed_document_shows_as_the_context_shape_not_its_text(repo, tmp_pa
 
     (block,) = _diff_blocks(out.read_text())
     changed = [x for x in block.splitlines() if x[:1] in "+-"]
-    assert len(changed) == 2 and all(
-        re.fullmatch(r"[+-]\[context: \d+ chars, 6 items\]", x) for x in changed
-    ), changed
+    assert len(changed) == 2, changed
+    assert all(re.fullmatch(r"[+-]\[context: \d+ chars, 6 items\]", x) for x in changed), changed
     assert "21 days" not in out.read_text()
 
 
@@ -140,7 +143,10 @@ def test_a_hostile_template_cannot_escape_the_diff_or_the_size_limit(tmp_path):
     assert "+@\u200dorg/team please approve" in block.splitlines()
     assert re.search(r"^\+A{300}… \[\+\d[\d,]* chars\]$", block, re.M)  # the long line, cut, its size said
     raw = " ".join(_raw_html(body))
-    assert "<img" not in raw and "onerror" not in raw and raw.count("<details>") == raw.count("</details>")
+    assert "<img" not in raw
+    assert "onerror" not in raw
+    assert raw.count("<details>") == raw.count("</details>")
     assert re.search(r"@org", body) is None
     rendered = MarkdownIt("commonmark", {"html": True}).enable("table").render(body)
-    assert "<img" not in rendered and rendered.count("<details>") == rendered.count("</details>") == 2
+    assert "<img" not in rendered
+    assert rendered.count("<details>") == rendered.count("</details>") == 2

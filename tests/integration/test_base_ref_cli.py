@@ -115,26 +115,29 @@ def test_diff_is_check_base_ref_and_bad_refs_are_usage_errors(tmp_path):
 
     good = needle(["diff", "HEAD~1", "--no-recall", "-o", str(tmp_path / "c.md")], repo.path, env)
     assert good.returncode == 0, good.stdout + good.stderr
-    assert "verdict: pass:" in good.stdout and "rag_answer [typical.yaml]: " in good.stdout
+    assert "verdict: pass:" in good.stdout
+    assert "rag_answer [typical.yaml]: " in good.stdout
     body = (tmp_path / "c.md").read_text()
-    assert (
-        body.startswith("<!-- needle-action:comment -->")
-        and git(repo.path, "rev-parse", "HEAD~1")[:7] in body
-    )
+    assert body.startswith("<!-- needle-action:comment -->")
+    assert git(repo.path, "rev-parse", "HEAD~1")[:7] in body
 
     bad = needle(["check", "--base-ref", "no-such-branch", "--no-recall"], repo.path, env)
     assert bad.returncode == EXIT_CONFIG
-    assert "--base-ref 'no-such-branch'" in bad.stderr and "hint:" in bad.stderr
+    assert "--base-ref 'no-such-branch'" in bad.stderr
+    assert "hint:" in bad.stderr
     assert "Traceback" not in bad.stderr
 
     mixed = needle(["diff", "HEAD~1", "--model", "x"], repo.path, env)
-    assert mixed.returncode == EXIT_CONFIG and "--model cannot be combined" in mixed.stderr
+    assert mixed.returncode == EXIT_CONFIG
+    assert "--model cannot be combined" in mixed.stderr
 
     missing = needle(["diff", "HEAD~1", "--config", str(tmp_path / "nowhere" / "needle.toml")], tmp_path, env)
-    assert missing.returncode == EXIT_CONFIG and "threshold file not found" in missing.stderr
+    assert missing.returncode == EXIT_CONFIG
+    assert "threshold file not found" in missing.stderr
     elsewhere = Project(tmp_path / "not-a-repo").config(CONFIG.format(growth="10%"), dedent=False)
     outside = needle(["diff", "HEAD~1", "--config", str(elsewhere.config_path)], tmp_path, env)
-    assert outside.returncode == EXIT_CONFIG and "needs a git repository" in outside.stderr
+    assert outside.returncode == EXIT_CONFIG
+    assert "needs a git repository" in outside.stderr
     assert "Traceback" not in missing.stderr + outside.stderr
     assert len(_worktrees(repo.path)) == 1
 
@@ -160,5 +163,6 @@ def test_the_base_worktree_is_removed_when_the_run_is_interrupted(tmp_path, monk
     with pytest.raises(KeyboardInterrupt):
         sides.measure_pull_request(settings)
     assert seen == [2]  # the worktree existed while measuring
-    assert len(_worktrees(repo.path)) == 1 and not list(tmp_path.glob("needle-base-*"))
+    assert len(_worktrees(repo.path)) == 1
+    assert not list(tmp_path.glob("needle-base-*"))
     assert git(repo.path, "status", "--porcelain") == ""

@@ -55,7 +55,8 @@ def test_bundled_examples_pass_as_shipped(tmp_path):
     results = load_results(out)
     cases = [c for p in results.prompts for c in p.cases]
     # 8 template cases, the builder's and the recorded request's
-    assert len(cases) == 10 and all(c.status == "pass" for c in cases)
+    assert len(cases) == 10
+    assert all(c.status == "pass" for c in cases)
     assert all(c.count.counter == "local:gemma3-270m" and c.count.exact for c in cases)
     assert "budget PASS" in proc.stdout
 
@@ -91,11 +92,13 @@ def test_examples_pass_and_json_is_a_valid_results_file(examples, tmp_path):
     for p in results.prompts:
         assert len(p.cases) == (1 if p.name in ("support_built", "triage") else 2)
         for c in p.cases:
-            assert c.status == "pass" and c.reasons == []
+            assert c.status == "pass"
+            assert c.reasons == []
             assert c.headroom == c.max_input_tokens - c.count.tokens - c.reserve_output_tokens
             assert c.headroom > 0
             assert len(c.content_hash) == 64
-            assert c.count.counter == "tiktoken:o200k_base" and c.count.exact is False
+            assert c.count.counter == "tiktoken:o200k_base"
+            assert c.count.exact is False
     # the worst case is bigger than the typical one for every prompt
     for p in results.prompts:
         if len(p.cases) == 2:
@@ -120,7 +123,8 @@ def test_tightened_budget_exits_1_with_the_reason(examples, tmp_path):
     expected = f"{worst.count.tokens:,} + 512 reserved > 2,000 budget by {over:,} tokens"
     assert worst.reasons == [expected]
     assert expected in result.output
-    assert "FAIL" in result.output and "1 failed" in result.output
+    assert "FAIL" in result.output
+    assert "1 failed" in result.output
     assert results.budget_status == "fail"
 
 
@@ -173,16 +177,18 @@ def test_absolute_growth_limit_and_a_new_prompt(examples, tmp_path):
     assert result.exit_code == 1, result.output
     head = load_results(out)
     for c in head.prompt("rag_answer").cases:
-        assert c.status == "fail" and 5 < c.growth_tokens < 20
+        assert c.status == "fail"
+        assert 5 < c.growth_tokens < 20
         assert c.reasons == [f"grew {c.growth_tokens} tokens vs base (limit 5 tokens)"]
     # prompts the base never measured are new: no growth check, shown as "new"
     for c in head.prompt("support_agent").cases:
-        assert c.status == "pass" and c.baseline_tokens is None
+        assert c.status == "pass"
+        assert c.baseline_tokens is None
     assert "new" in result.output
 
 
 @pytest.mark.parametrize(
-    "content, message",
+    ("content", "message"),
     [
         ("{not json", "not valid JSON"),
         ('{"prompts": []}', "no schema_version"),
@@ -203,13 +209,15 @@ def test_unwritable_output_paths_exit_2_without_a_traceback(examples, tmp_path):
     blocker.write_text("")
     result = budget("--config", str(examples / "needle.toml"), "--json", str(blocker / "out.json"))
     assert result.exit_code == 2, result.output
-    assert "cannot write" in result.output and isinstance(result.exception, SystemExit)
+    assert "cannot write" in result.output
+    assert isinstance(result.exception, SystemExit)
 
     head = tmp_path / "head.json"
     assert budget("--config", str(examples / "needle.toml"), "--json", str(head)).exit_code == 0
     result = CliRunner().invoke(main, ["report", str(head), "-o", str(tmp_path / "no-such-dir" / "c.md")])
     assert result.exit_code == 2, result.output
-    assert "cannot write" in result.output and isinstance(result.exception, SystemExit)
+    assert "cannot write" in result.output
+    assert isinstance(result.exception, SystemExit)
 
 
 def test_missing_baseline_file_exits_2(examples, tmp_path):

@@ -97,11 +97,13 @@ def test_one_worker_builds_a_plans_trials_in_batches_and_the_requests_are_unchan
     assert frames < calls - CELLS * (TRIALS - 1) + 2
 
     with (
-        mock.patch.object(prebuild, "prefetch", lambda *args: 0),
+        mock.patch.object(prebuild, "prefetch", return_value=0),
         mock.patch.object(builder, "MAX_BATCH", 1),
     ):
         one_by_one, cells_one, (workers_one, frames_one, largest_one, calls_one) = _run(config, fake)
-    assert largest_one == 1 and frames_one == calls_one and workers_one == 1
+    assert largest_one == 1
+    assert frames_one == calls_one
+    assert workers_one == 1
     assert one_by_one == bodies  # the same requests, byte for byte
     assert cells_one == cells
 
@@ -120,11 +122,14 @@ def test_each_call_of_a_batch_keeps_its_own_time_limit(config, monkeypatch):
     assert [sorted(r) for r in results] == [["ok"], ["error"], ["ok"]]
     assert results[1]["error"]["kind"] == "timeout"
     assert results[2]["ok"]["messages"][0]["content"] == "n\n\nthird?"
-    assert client.batches == 1 and client.starts == 1 and took < 1.0 + builder.GRACE_SECONDS
+    assert client.batches == 1
+    assert client.starts == 1
+    assert took < 1.0 + builder.GRACE_SECONDS
     # prefetched calls are answered from the cache afterwards: no frame, no new worker
     assert builder.prefetch(config, prompt, [calls[0], calls[2]]) == 0
     assert builder.call_builder(config, prompt, calls[2]) == results[2]["ok"]
-    assert client.batches == 1 and client.starts == 1
+    assert client.batches == 1
+    assert client.starts == 1
 
 
 @pytest.mark.slow

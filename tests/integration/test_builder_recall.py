@@ -108,12 +108,14 @@ def test_capture_then_check_requests_equals_running_the_builders(project, fake, 
     # the builder placed every needle: each trial's body is the builder's shape with the needle inside
     for r in asked:
         body = r["json"]
-        assert body["system"] == "Answer from the notes." and len(body["messages"]) == 1
+        assert body["system"] == "Answer from the notes."
+        assert len(body["messages"]) == 1
 
     counts = capture(config, tmp_path / "captured", overrides=RecallOverrides())
     assert counts["built"] >= 1 + 2 * 3 * 3 // 3  # the fixture, and at least one trial input per cell
     manifest = json.loads((tmp_path / "captured" / "manifest.json").read_text())
-    assert manifest["seeds"] == {"built": 5} and manifest["prompts"]["built"]["calls"] == counts["built"]
+    assert manifest["seeds"] == {"built": 5}
+    assert manifest["prompts"]["built"]["calls"] == counts["built"]
 
     fake.reset()
     with measuring_captured(config, tmp_path / "captured", RecallOverrides()) as replay_config:
@@ -129,14 +131,18 @@ def test_capture_then_check_requests_equals_running_the_builders(project, fake, 
 def test_captured_requests_from_another_seed_are_refused(project, fake, tmp_path):
     config = load_config(project)
     capture(config, tmp_path / "captured", overrides=RecallOverrides(trials=1))
-    with pytest.raises(ConfigError) as err:
-        with measuring_captured(config, tmp_path / "captured", RecallOverrides(seed=9, trials=1)):
-            pass
+    with (
+        pytest.raises(ConfigError) as err,
+        measuring_captured(config, tmp_path / "captured", RecallOverrides(seed=9, trials=1)),
+    ):
+        pass
     assert "another recall seed" in err.value.message
     (project.parent / "fixtures" / "qa.yaml").write_text(FIXTURE.replace("nine", "ten"))
-    with pytest.raises(ConfigError) as err:
-        with measuring_captured(load_config(project), tmp_path / "captured", RecallOverrides(trials=1)):
-            pass
+    with (
+        pytest.raises(ConfigError) as err,
+        measuring_captured(load_config(project), tmp_path / "captured", RecallOverrides(trials=1)),
+    ):
+        pass
     assert "another threshold file, fixtures or builder module" in err.value.message
 
 
@@ -225,7 +231,8 @@ def test_builder_overhead_is_under_a_fifth_of_a_recall_run_at_500_ms(project, mo
         f"recall run ({seconds / wall:.1%}, worker start included); the template twins took {templated:.2f} s"
     )
     assert built.prompt("b1").recall.calls == built.prompt("b2").recall.calls == 18
-    assert calls > 36 and batches < calls  # both prompts' calls shared round trips
+    assert calls > 36
+    assert batches < calls
     assert seconds <= 0.2 * wall
 
 
@@ -259,9 +266,11 @@ def test_the_example_agent_builder_is_measured_in_its_full_shape(fake, examples_
         turns = trial["messages"]
         assert turns[1]["content"][0]["type"] == "tool_use"
         result = turns[2]["content"][0]
-        assert result["type"] == "tool_result" and result["tool_use_id"] == "toolu_search_1"
+        assert result["type"] == "tool_result"
+        assert result["tool_use_id"] == "toolu_search_1"
         chunks = [b["text"] for b in result["content"]]
         hits = [i for i, c in enumerate(chunks) if any(v in c for v in values)]
         assert len(hits) == 1  # the needle is one chunk among the hay chunks
         positions.append(hits[0] / max(1, len(chunks) - 1))
-    assert min(positions) == 0.0 and max(positions) == 1.0
+    assert min(positions) == 0.0
+    assert max(positions) == 1.0

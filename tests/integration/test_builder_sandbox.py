@@ -119,7 +119,8 @@ def test_a_hostile_builder_finds_no_canary_and_writes_nowhere(checkout):
     for probe in ("write_checkout", "write_config", "write_home"):
         assert found[probe].startswith("DENIED"), (probe, found[probe])
     assert found["uid"] != "0"
-    assert not (folder / "pwned.txt").exists() and not (Path.home() / "pwned.txt").exists()
+    assert not (folder / "pwned.txt").exists()
+    assert not (Path.home() / "pwned.txt").exists()
     assert (folder / "needle.toml").read_text() == before
     assert (folder / ".git").stat().st_mode & 0o777 == 0o755  # closed during the run, restored after
 
@@ -182,7 +183,8 @@ def test_an_8_gb_allocation_stops_at_the_memory_limit(limits_repo):
     with pytest.raises(builder.BuilderError) as err:
         _render(config, "big")
     assert f"more than the {builder.MEMORY_BYTES // 2**20} MB" in err.value.message
-    assert err.value.location.file == "app/limits.py" and err.value.location.line == 8
+    assert err.value.location.file == "app/limits.py"
+    assert err.value.location.line == 8
 
 
 def test_an_exception_shows_the_builders_own_lines(limits_repo):
@@ -192,7 +194,8 @@ def test_an_exception_shows_the_builders_own_lines(limits_repo):
     text = err.value.format()
     assert text.startswith("app/limits.py:15: the builder app/limits.py:raises raised KeyError: 'missing'")
     assert "app/limits.py:12 in raises: return _helper({})" in text
-    assert "needle_action" not in text and "builder_worker" not in text
+    assert "needle_action" not in text
+    assert "builder_worker" not in text
 
 
 def test_a_return_value_that_is_not_a_request_names_the_field(limits_repo):
@@ -207,4 +210,5 @@ def test_the_cli_frames_a_builder_error_as_the_users_and_exits_2(limits_repo):
     run = _needle(["render", "raises", "--config", str(limits_repo / "needle.toml")], {}, limits_repo)
     assert run.returncode == 2
     assert "app/limits.py:15: the builder app/limits.py:raises raised KeyError" in run.stderr
-    assert "Traceback" not in run.stderr and "needle_action" not in run.stderr
+    assert "Traceback" not in run.stderr
+    assert "needle_action" not in run.stderr

@@ -322,17 +322,21 @@ def test_malformed_input_exits_2_with_file_line(tmp_path, monkeypatch, case):
 
 def test_missing_config_suggests_init(tmp_path):
     result = run_cli(tmp_path, "render", "rag")
-    assert result.exit_code == 2 and "needle.toml: threshold file not found" in result.output
+    assert result.exit_code == 2
+    assert "needle.toml: threshold file not found" in result.output
     assert "needle init" in result.output
 
 
 def test_unknown_prompt_name_and_fixture_outside(tmp_path):
     repo = build(tmp_path, Case("ok", ""))
     result = run_cli(repo, "render", "nope")
-    assert result.exit_code == 2 and "rag" in result.output
+    assert result.exit_code == 2
+    assert "rag" in result.output
     result = run_cli(repo, "render", "rag", "--fixture", "../secrets.yaml")
-    assert result.exit_code == 2 and "outside the config root" in result.output
-    assert SECRET not in result.output and "Traceback" not in result.output
+    assert result.exit_code == 2
+    assert "outside the config root" in result.output
+    assert SECRET not in result.output
+    assert "Traceback" not in result.output
 
 
 def test_good_config_renders(tmp_path):
@@ -355,7 +359,8 @@ def test_real_process_no_traceback(tmp_path):
         timeout=60,
     )
     assert proc.returncode == 2
-    assert proc.stderr.startswith("error: needle.toml:2:") and "Traceback" not in proc.stderr + proc.stdout
+    assert proc.stderr.startswith("error: needle.toml:2:")
+    assert "Traceback" not in proc.stderr + proc.stdout
 
 
 # ---------------------------------------------------------------- template injection
@@ -411,7 +416,8 @@ def test_injection_payloads_are_refused_and_leak_nothing(tmp_path, monkeypatch, 
     out = result.output
     assert SECRET not in out
     assert "Traceback" not in out
-    assert "PATH=" not in out and "root:x:0:0" not in out
+    assert "PATH=" not in out
+    assert "root:x:0:0" not in out
     assert result.exit_code == 2, out
     assert "prompts/rag.j2:4" in out, out
 
@@ -432,4 +438,5 @@ def test_secret_references_in_fixtures_and_prompty_stay_literal(tmp_path, monkey
     result = run_cli(repo, "render", "rag", "--format", "json")
     assert result.exit_code == 0, result.output
     assert SECRET not in result.output
-    assert "${env:NEEDLE_TEST_SECRET}" in result.output and "$NEEDLE_TEST_SECRET and" in result.output
+    assert "${env:NEEDLE_TEST_SECRET}" in result.output
+    assert "$NEEDLE_TEST_SECRET and" in result.output

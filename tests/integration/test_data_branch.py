@@ -85,9 +85,8 @@ def test_push_stores_results_and_the_pr_reads_its_base_from_the_data_branch(setu
             ]
         )
         stored = json.loads(git(bare, "show", f"{BRANCH}:results/{p.base_sha}.json"))
-        assert (
-            stored == json.loads((pushed.report / "head.json").read_text()) and stored["commit"] == p.base_sha
-        )
+        assert stored == json.loads((pushed.report / "head.json").read_text())
+        assert stored["commit"] == p.base_sha
         assert stored["totals"]["calls"] > 0
         assert (
             git(bare, "log", "-1", "--format=%an <%ae> parents=%P", BRANCH)
@@ -105,10 +104,8 @@ def test_push_stores_results_and_the_pr_reads_its_base_from_the_data_branch(setu
         assert "extraheader" not in git(main.workspace, "config", "--local", "--list")
         assert git(main.workspace, "rev-parse", "--abbrev-ref", "HEAD") == "main"
         assert git(main.workspace, "diff", "--cached", "--name-only") == ""
-        assert (
-            "Results stored on the data branch" in pushed.summary
-            and f"results/{p.base_sha}.json" in pushed.summary
-        )
+        assert "Results stored on the data branch" in pushed.summary
+        assert f"results/{p.base_sha}.json" in pushed.summary
 
         # a second main-branch run adds a commit on top instead of replacing the branch
         again = push_run(main, gh, fake_model)
@@ -122,16 +119,19 @@ def test_push_stores_results_and_the_pr_reads_its_base_from_the_data_branch(setu
         calls_before = fake_model.calls["messages"]
         pr = run_action(p, runner_env(p, gh, fake_model, **INPUTS))
         assert pr.code == 0, pr.stdout + pr.stderr
-        assert "in a git worktree" not in pr.stdout and "read from the data branch" in pr.stdout
+        assert "in a git worktree" not in pr.stdout
+        assert "read from the data branch" in pr.stdout
         head = json.loads((pr.report / "head.json").read_text())
         base = json.loads((pr.report / "base.json").read_text())
         assert base == stored  # the stored results, as they were
         assert head["totals"]["calls"] > 0
         assert fake_model.calls["messages"] - calls_before == head["totals"]["calls"]  # the base cost 0 calls
         assert "rag_answer[fixtures/rag_answer/typical.yaml]: " in pr.outputs["token-deltas"]
-        assert " -> " in pr.outputs["token-deltas"] and "(new)" not in pr.outputs["token-deltas"]
+        assert " -> " in pr.outputs["token-deltas"]
+        assert "(new)" not in pr.outputs["token-deltas"]
         (comment,) = gh.issue_comments(REPO, PR)
-        assert comment["body"].startswith(MARKER) and "read from the data branch" in comment["body"]
+        assert comment["body"].startswith(MARKER)
+        assert "read from the data branch" in comment["body"]
 
 
 def _commit_on_data_branch(tmp: Path, bare: Path, path: str, text: str) -> None:
@@ -143,7 +143,7 @@ def _commit_on_data_branch(tmp: Path, bare: Path, path: str, text: str) -> None:
 
 @pytest.mark.slow  # two action runs and a push each
 @pytest.mark.parametrize(
-    "path, text, why",
+    ("path", "text", "why"),
     [
         ("results/{sha}.json", '{"schema_version": 1, "prompts": "oops"', "invalid"),
         ("results/{sha}.meta.json", '{"fingerprint": {"config_sha256": "0"}}', "another threshold file"),
@@ -162,9 +162,11 @@ def test_a_corrupt_or_mismatched_data_branch_falls_back_to_measuring(
         assert "Traceback" not in pr.stderr
         assert "in a git worktree" in pr.stdout
         base = json.loads((pr.report / "base.json").read_text())
-        assert base["commit"] == p.base_sha and base["totals"]["calls"] > 0  # measured, fresh cache
+        assert base["commit"] == p.base_sha
+        assert base["totals"]["calls"] > 0
         (comment,) = gh.issue_comments(REPO, PR)
-        assert why in comment["body"] and "the base was measured instead" in comment["body"]
+        assert why in comment["body"]
+        assert "the base was measured instead" in comment["body"]
 
 
 @pytest.mark.slow  # two action runs, measuring the base
@@ -173,9 +175,12 @@ def test_no_data_branch_yet_measures_the_base_and_a_bad_name_is_a_usage_error(se
     with FakeGitHub() as gh:
         pr = run_action(p, runner_env(p, gh, fake_model, **INPUTS))
         assert pr.code == 0, pr.stdout + pr.stderr
-        assert "not found on origin" in pr.stdout and "in a git worktree" in pr.stdout
+        assert "not found on origin" in pr.stdout
+        assert "in a git worktree" in pr.stdout
         bad = run_action(p, runner_env(p, gh, None, data_branch="../x"))
-        assert bad.code == 2 and "data-branch" in bad.stdout and "Traceback" not in bad.stderr
+        assert bad.code == 2
+        assert "data-branch" in bad.stdout
+        assert "Traceback" not in bad.stderr
     assert (
         subprocess.run(["git", "check-ref-format", "--branch", BRANCH], capture_output=True).returncode == 0
     )
@@ -218,7 +223,6 @@ def test_the_push_header_replaces_a_persisted_one_and_stays_out_of_the_repositor
         )
     finally:
         server.shutdown()
-    assert seen and all(
-        h == ["basic eC1hY2Nlc3MtdG9rZW46czNjcmV0"] for h in seen
-    )  # b64("x-access-token:s3cret")
+    assert seen
+    assert all(h == ["basic eC1hY2Nlc3MtdG9rZW46czNjcmV0"] for h in seen)
     assert git(main.workspace, "config", "--local", "--get-all", key) == "AUTHORIZATION: basic cGVyc2lzdGVk"

@@ -39,7 +39,8 @@ def test_early_stopping_keeps_every_verdict_and_saves_calls(tmp_path, fake):
     assert verdicts(early) == verdicts(full)
     assert {"pass", "fail"} <= set(verdicts(full).values())  # the curve gives both kinds of cell
     planned = 3 * 5 * 5
-    assert f.calls == planned and f.saved_calls == 0
+    assert f.calls == planned
+    assert f.saved_calls == 0
     assert e.calls < planned
     assert e.saved_calls == planned - e.calls == early.totals.saved_calls
     # the final verdict of the full run follows from all its trials; the early run reached the same
@@ -47,7 +48,8 @@ def test_early_stopping_keeps_every_verdict_and_saves_calls(tmp_path, fake):
         assert c.status == final_status(c.hits, c.planned_trials, f.threshold)
     # the early run asked a prefix of the full run's trials and got the same answers
     eo, fo = outcomes(early), outcomes(full)
-    assert eo and all(fo[k] == v for k, v in eo.items())
+    assert eo
+    assert all(fo[k] == v for k, v in eo.items())
     assert all(c.stopped_early == (c.trials < c.planned_trials) for c in e.cells)
     # speculative calls started ahead and then discarded or cancelled may reach the server (how
     # many depends on timing); counted calls always do
@@ -115,7 +117,8 @@ def test_auto_concurrency_opens_past_64_only_on_the_providers_word(
 def test_max_calls_stops_cleanly_with_a_labelled_partial_result(tmp_path, fake):
     res = run(write_project(tmp_path, recall_extra="max_calls = 12"))
     r = res.prompt("qa").recall
-    assert r.partial and res.totals.partial
+    assert r.partial
+    assert res.totals.partial
     assert r.partial_reason == "max_calls (12) reached"
     assert r.calls == 12 == model_calls(fake)
     assert any(c.status == "undecided" for c in r.cells)
@@ -128,7 +131,8 @@ def test_max_cost_stops_before_crossing_the_cap(tmp_path, fake):
     # ~400-1200 input tokens at $3/M + 32 output at $15/M: roughly $0.002-0.004 per call
     res = run(write_project(tmp_path, recall_extra="max_cost_usd = 0.02"))
     r = res.prompt("qa").recall
-    assert r.partial and r.partial_reason == "max_cost_usd ($0.02) reached"
+    assert r.partial
+    assert r.partial_reason == "max_cost_usd ($0.02) reached"
     assert 0 < r.cost_usd <= 0.02
     assert 3 <= r.calls <= 12
 
@@ -140,7 +144,8 @@ def test_a_refused_key_skips_recall_with_the_reason(tmp_path, fake, monkeypatch)
     assert pr.recall is None
     assert pr.recall_skipped.startswith("provider unavailable")
     assert "sk-ant-wrong" not in pr.recall_skipped
-    assert res.totals.provider_unavailable and res.totals.calls == 0
+    assert res.totals.provider_unavailable
+    assert res.totals.calls == 0
 
 
 def test_cache_reuses_an_identical_run_at_zero_calls(tmp_path, fake):
@@ -151,9 +156,11 @@ def test_cache_reuses_an_identical_run_at_zero_calls(tmp_path, fake):
     second = run(cfg, cache=store)
     a, b = first.prompt("qa").recall, second.prompt("qa").recall
     assert model_calls(fake) == sent  # not one more request
-    assert b.calls == 0 and second.totals.calls == 0
+    assert b.calls == 0
+    assert second.totals.calls == 0
     assert b.cached_calls == a.calls == second.totals.cached_calls
-    assert b.reused_from == "cache" and a.reused_from is None
+    assert b.reused_from == "cache"
+    assert a.reused_from is None
     assert verdicts(first) == verdicts(second)
     assert all(ans.cached for c in b.cells for ans in c.answers)
     # a different seed is a different measurement
@@ -175,7 +182,8 @@ def test_baseline_with_the_same_hash_costs_nothing(tmp_path, fake):
     head = run(cfg, baseline=base)
     assert model_calls(fake) == sent
     h = head.prompt("qa").recall
-    assert h.calls == 0 and h.reused_from == "baseline"
+    assert h.calls == 0
+    assert h.reused_from == "baseline"
     assert h.cached_calls == base.prompt("qa").recall.calls
     # change the prompt: the hash changes and recall is measured again
     (tmp_path / "p" / "prompts" / "qa.j2").write_text(
@@ -209,7 +217,8 @@ def test_settings_hash_tracks_what_changes_a_result(tmp_path):
 def test_overrides_apply_and_invalid_trials_is_a_config_error(tmp_path, fake):
     res = run(write_project(tmp_path), seed=42, trials=2)
     r = res.prompt("qa").recall
-    assert r.seed == 42 and all(c.planned_trials == 2 for c in r.cells)
+    assert r.seed == 42
+    assert all(c.planned_trials == 2 for c in r.cells)
     from needle_action.errors import ConfigError
 
     with pytest.raises(ConfigError):
@@ -284,7 +293,9 @@ def _put_many(path: str, worker: int) -> int:
                 calls=i,
             )
         )
-        assert store.get(f"{worker}-{i}").calls == i
+        stored = store.get(f"{worker}-{i}")
+        assert stored is not None
+        assert stored.calls == i
     return worker
 
 
@@ -296,7 +307,8 @@ def test_result_cache_is_safe_for_concurrent_processes(tmp_path):
         assert sorted(pool.starmap(_put_many, [(path, w) for w in range(4)])) == [0, 1, 2, 3]
     store = ResultCache(path)
     assert len(store) == 60
-    assert store.get("3-14").calls == 14 and store.get("nope") is None
+    assert store.get("3-14").calls == 14
+    assert store.get("nope") is None
     import sqlite3
 
     assert sqlite3.connect(path).execute("PRAGMA journal_mode").fetchone()[0] == "wal"
@@ -339,7 +351,9 @@ def test_a_call_that_exhausts_its_retries_loses_one_trial_not_the_run(tmp_path, 
     cfg = _with_retries(write_project(tmp_path, concurrency=1, recall_extra="early_stop = false"), 2)
     res = run(cfg, seed=4)
     r = res.prompt("qa").recall
-    assert r.lost_trials > 0 and not r.partial and r.partial_reason is None
+    assert r.lost_trials > 0
+    assert not r.partial
+    assert r.partial_reason is None
     assert r.calls + r.lost_trials == 3 * 5 * 5  # every planned trial was asked
     assert sum(c.trials for c in r.cells) == r.calls
     assert results_exit_code(res, stages=("recall",)) == 0
@@ -361,11 +375,14 @@ def test_a_provider_that_dies_mid_run_gives_a_partial_result_that_never_passes(t
     cfg = _with_retries(write_project(tmp_path, concurrency=4, recall_extra="early_stop = false"), 1)
     res = run(cfg)
     r = res.prompt("qa").recall
-    assert r.partial and r.partial_reason.startswith("provider unavailable: ")
+    assert r.partial
+    assert r.partial_reason.startswith("provider unavailable: ")
     assert "in a row failed after every retry" in r.partial_reason
-    assert r.calls == 12 and r.status == "partial"
+    assert r.calls == 12
+    assert r.status == "partial"
     assert r.diagnosis.kind == "inconclusive"
-    assert res.recall_status == "partial" and res.totals.provider_unavailable
+    assert res.recall_status == "partial"
+    assert res.totals.provider_unavailable
     assert results_exit_code(res, stages=("recall",)) == 3  # an outage, never a pass
 
 
@@ -376,11 +393,15 @@ def test_earlier_runs_with_other_seeds_pool_into_the_sample(tmp_path, fake):
         run(cfg, cache=store, seed=seed)
     run(cfg, cache=store, seed=2)  # the same seed again: the same trials, counted once
     first = run(cfg, cache=store).prompt("qa").recall
-    assert first.history is not None and first.history.runs == 2 and first.history.seeds == [1, 2]
+    assert first.history is not None
+    assert first.history.runs == 2
+    assert first.history.seeds == [1, 2]
     assert first.history.trials() == 2 * 3 * 5 * 5
     sent = model_calls(fake)
     again = run(cfg, cache=store).prompt("qa").recall  # an unchanged base: 0 calls, still pooled
-    assert model_calls(fake) == sent and again.calls == 0 and again.reused_from == "cache"
+    assert model_calls(fake) == sent
+    assert again.calls == 0
+    assert again.reused_from == "cache"
     assert again.history == first.history
     # curtailed runs (early stopping) never join a pool: their counts depend on their answers
     curtailed = write_project(tmp_path / "q")  # the same prompt, with early stopping

@@ -8,6 +8,7 @@ last test puts the simulated model behind it and sends it the haystacks the engi
 from __future__ import annotations
 
 import asyncio
+import json
 import random
 import socket
 
@@ -50,8 +51,11 @@ def test_message_round_trip_and_request_log():
             messages=[{"role": "user", "content": "What is the codeword?"}],
         )
         assert isinstance(msg, anthropic.types.Message)
-        assert msg.type == "message" and msg.role == "assistant" and msg.model == MODEL
-        assert msg.content[0].type == "text" and msg.content[0].text == "The codeword is PLUM-7."
+        assert msg.type == "message"
+        assert msg.role == "assistant"
+        assert msg.model == MODEL
+        assert msg.content[0].type == "text"
+        assert msg.content[0].text == "The codeword is PLUM-7."
         assert msg.stop_reason == "end_turn"
         assert msg.id.startswith("msg_")
         assert msg.usage.input_tokens == fake.count_tokens("Be brief.\nWhat is the codeword?")
@@ -62,7 +66,8 @@ def test_message_round_trip_and_request_log():
         assert req["headers"]["anthropic-version"]
         assert req["json"]["system"] == "Be brief."
         assert seen[0]["messages"][0]["content"] == "What is the codeword?"
-        assert fake.calls["ok"] == 1 and fake.calls["messages"] == 1
+        assert fake.calls["ok"] == 1
+        assert fake.calls["messages"] == 1
 
 
 def test_count_tokens_endpoint_counts_system_and_messages():
@@ -113,7 +118,8 @@ def test_request_errors_map_to_sdk_exceptions():
             client(fake, api_key="sk-wrong").messages.create(
                 model=MODEL, max_tokens=5, messages=[{"role": "user", "content": "hi"}]
             )
-        assert info.value.type == "authentication_error" and info.value.request_id
+        assert info.value.type == "authentication_error"
+        assert info.value.request_id
         with pytest.raises(anthropic.NotFoundError) as info:
             client(fake).messages.create(
                 model="claude-nonexistent-9", max_tokens=5, messages=[{"role": "user", "content": "hi"}]
@@ -132,7 +138,9 @@ def test_request_errors_map_to_sdk_exceptions():
                 messages=[{"role": "user", "content": "hi"}],
                 extra_body={"frobnicate": True},
             )
-        assert fake.calls["401"] == 1 and fake.calls["404"] == 1 and fake.calls["400"] == 2
+        assert fake.calls["401"] == 1
+        assert fake.calls["404"] == 1
+        assert fake.calls["400"] == 2
 
 
 def test_x_api_key_header_is_accepted():
@@ -149,15 +157,17 @@ def test_x_api_key_header_is_accepted():
 
 
 def test_prompt_beyond_the_context_window_is_refused():
-    with FakeAnthropic(context_window=50) as fake:
-        with pytest.raises(anthropic.BadRequestError, match="prompt is too long"):
-            client(fake).messages.create(
-                model=MODEL, max_tokens=10, messages=[{"role": "user", "content": "lorem ipsum " * 40}]
-            )
+    with (
+        FakeAnthropic(context_window=50) as fake,
+        pytest.raises(anthropic.BadRequestError, match="prompt is too long"),
+    ):
+        client(fake).messages.create(
+            model=MODEL, max_tokens=10, messages=[{"role": "user", "content": "lorem ipsum " * 40}]
+        )
 
 
 @pytest.mark.parametrize(
-    "kind,exc",
+    ("kind", "exc"),
     [
         ("429", anthropic.RateLimitError),
         ("529", anthropic.OverloadedError),
@@ -177,13 +187,16 @@ def test_each_fault_kind_surfaces_as_the_sdk_error(kind, exc):
             assert info.value.response.headers["retry-after"] == "2"
             assert info.value.type == "rate_limit_error"
         if kind == "529":
-            assert info.value.status_code == 529 and info.value.type == "overloaded_error"
-        assert fake.calls[kind] == 1 and fake.calls["faults"] == 1
+            assert info.value.status_code == 529
+            assert info.value.type == "overloaded_error"
+        assert fake.calls[kind] == 1
+        assert fake.calls["faults"] == 1
 
 
 def test_malformed_body_fails_to_parse():
     with FakeAnthropic(faults=Faults(rate=1.0, kinds=("malformed",))) as fake:
-        with pytest.raises(ValueError):  # json.JSONDecodeError from the SDK's response.json()
+        # json.JSONDecodeError from the SDK's response.json()
+        with pytest.raises(json.JSONDecodeError):
             client(fake).messages.create(
                 model=MODEL, max_tokens=5, messages=[{"role": "user", "content": "hi"}]
             )
@@ -245,14 +258,15 @@ def test_concurrent_async_clients_are_all_served_with_latency():
     with FakeAnthropic(lambda r: r["messages"][0]["content"].upper(), latency_s=0.05) as fake:
         msgs = asyncio.run(main(fake))
         assert sorted(m.content[0].text for m in msgs) == sorted(f"N{i}" for i in range(32))
-        assert fake.calls["ok"] == 32 and len(fake.requests) == 32
+        assert fake.calls["ok"] == 32
+        assert len(fake.requests) == 32
 
 
 def test_server_stops_and_frees_its_port():
     fake = FakeAnthropic().start()
     host, port = fake.base_url.rsplit(":", 1)[0][7:], int(fake.base_url.rsplit(":", 1)[1])
     fake.stop()
-    with pytest.raises(OSError):
+    with pytest.raises(OSError):  # noqa: PT011 - refused or timed out: either shows the port is closed
         socket.create_connection((host, port), timeout=0.5)
 
 

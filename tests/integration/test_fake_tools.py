@@ -66,7 +66,8 @@ def test_twelve_tool_schemas_count_exactly_what_count_tokens_returns(monkeypatch
         fake.point_env(monkeypatch)
         (count,) = count_prompts([prompt], PromptSettings(tokenizer="anthropic", model=MODEL))
         body = next(r["json"] for r in fake.requests if "tools" in r["json"])
-        assert len(body["tools"]) == 12 and body["messages"][2]["content"][0]["type"] == "tool_result"
+        assert len(body["tools"]) == 12
+        assert body["messages"][2]["content"][0]["type"] == "tool_result"
         # what count_tokens answers for exactly that body, by the fake's documented rule
         answer = client(fake).messages.count_tokens(**body).input_tokens
         texts = [json.dumps(t, sort_keys=True, separators=(",", ":")) for t in body["tools"]]
@@ -78,7 +79,8 @@ def test_twelve_tool_schemas_count_exactly_what_count_tokens_returns(monkeypatch
         # the tools section is what the tools add, exactly: the count without them, subtracted
         bare = {k: v for k, v in body.items() if k != "tools"}
         assert count.sections["tools"] == answer - client(fake).messages.count_tokens(**bare).input_tokens
-        assert count.sections["tools"] > 12 * 20 and sum(count.sections.values()) == count.tokens
+        assert count.sections["tools"] > 12 * 20
+        assert sum(count.sections.values()) == count.tokens
 
 
 @pytest.mark.parametrize("endpoint", ["create", "count_tokens"])
@@ -91,7 +93,8 @@ def test_a_tool_result_without_its_tool_use_is_refused(endpoint):
         kwargs = {"max_tokens": 10} if endpoint == "create" else {}
         with pytest.raises(anthropic.BadRequestError) as err:
             call(model=MODEL, messages=orphan, **kwargs)
-        assert "tool_use_id" in err.value.message and "toolu_9" in err.value.message
+        assert "tool_use_id" in err.value.message
+        assert "toolu_9" in err.value.message
         with pytest.raises(anthropic.BadRequestError, match="does not match any of the expected tags"):
             call(model=MODEL, messages=[{"role": "user", "content": [{"type": "video"}]}], **kwargs)
 
@@ -105,9 +108,11 @@ def test_the_simulated_model_finds_the_needle_inside_a_tool_result(monkeypatch):
         fake.point_env(monkeypatch)
         provider = AnthropicProvider(MODEL, ProviderSettings())
         reply = asyncio.run(_complete(provider, agent_prompt(context)))
-    assert reply.text == "QZT-4821-KLM" and reply.tool_call is None
+    assert reply.text == "QZT-4821-KLM"
+    assert reply.tool_call is None
     (obs,) = model.observations
-    assert obs.value == "QZT-4821-KLM" and 0.4 < obs.depths[0] < 0.9  # the tools come first
+    assert obs.value == "QZT-4821-KLM"
+    assert 0.4 < obs.depths[0] < 0.9
 
 
 def test_a_tool_call_reply_comes_back_as_one(monkeypatch):
@@ -116,7 +121,9 @@ def test_a_tool_call_reply_comes_back_as_one(monkeypatch):
         fake.point_env(monkeypatch)
         provider = AnthropicProvider(MODEL, ProviderSettings())
         reply = asyncio.run(_complete(provider, agent_prompt("The vault code is QZT-4821-KLM.")))
-    assert reply.tool_call == "lookup_0" and reply.text == "" and model.tool_calls == 1
+    assert reply.tool_call == "lookup_0"
+    assert reply.text == ""
+    assert model.tool_calls == 1
 
 
 async def _complete(provider, prompt):
@@ -145,7 +152,8 @@ def test_a_breakpoint_inside_a_tool_result_is_written_then_read(monkeypatch):
 
         first, second = asyncio.run(both())
         body = fake.requests[-1]["json"]
-    assert first.cache_write_tokens > 0 and first.cache_read_tokens == 0
+    assert first.cache_write_tokens > 0
+    assert first.cache_read_tokens == 0
     assert second.cache_read_tokens == first.cache_write_tokens
     result = body["messages"][2]["content"][0]
     assert result["content"][0] == {"type": "text", "text": shared, "cache_control": {"type": "ephemeral"}}
@@ -180,5 +188,7 @@ def test_a_config_with_twelve_tools_budgets_what_count_tokens_returns(tmp_path, 
         (case,) = json.loads(out.read_text())["prompts"][0]["cases"]
         full = next(r["json"] for r in fake.requests if len(r["json"].get("tools", [])) == 12)
         answer = client(fake).messages.count_tokens(**full).input_tokens
-    assert case["count"]["tokens"] == answer and case["count"]["exact"] is True
-    assert case["sections"]["tools"] > 12 * 20 and sum(case["sections"].values()) == answer
+    assert case["count"]["tokens"] == answer
+    assert case["count"]["exact"] is True
+    assert case["sections"]["tools"] > 12 * 20
+    assert sum(case["sections"].values()) == answer

@@ -265,10 +265,7 @@ def _serialise(kind: str, value: dict) -> str:
 def fixture_text(draw) -> tuple[str, str]:
     kind = draw(st.sampled_from(["yaml", "json", "toml"]))
     hostile = {"yaml": YAML_HOSTILE, "json": JSON_HOSTILE, "toml": TOML_HOSTILE}[kind]
-    if draw(st.booleans()):
-        text = draw(st.sampled_from(hostile))
-    else:
-        text = _serialise(kind, draw(data))
+    text = draw(st.sampled_from(hostile)) if draw(st.booleans()) else _serialise(kind, draw(data))
     if draw(st.booleans()) and text:
         i = draw(st.integers(0, len(text)))
         text = text[:i] + draw(st.text(max_size=4)) + text[i + draw(st.integers(0, 3)) :]

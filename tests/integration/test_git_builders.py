@@ -30,4 +30,5 @@ def test_commits_use_the_fixed_identity_and_clones_can_be_bare(tmp_path):
     sha = repo.commit("first")
     assert repo.git("log", "-1", "--format=%an <%ae> %s") == "t <t@example.com> first"
     bare = repo.clone(tmp_path / "r.git", bare=True)
-    assert bare.git("rev-parse", "--is-bare-repository") == "true" and bare.sha("main") == sha
+    assert bare.git("rev-parse", "--is-bare-repository") == "true"
+    assert bare.sha("main") == sha

@@ -47,11 +47,13 @@ def test_sticky_comment_is_created_once_then_updated_in_place(fake_github):
     c = client(gh)
     first = publish_sticky(c, 3, MARKER + "\nv1", MARKER, head_sha=None)
     second = publish_sticky(c, 3, MARKER + "\nv2", MARKER, head_sha=None)
-    assert first.action == "created" and second.action == "updated"
+    assert first.action == "created"
+    assert second.action == "updated"
     assert first.comment.id == second.comment.id
     bodies = [x["body"] for x in gh.issue_comments(REPO, 3)]
     assert bodies == [MARKER + "\nv2"]
-    assert gh.count("POST") == 1 and gh.count("PATCH") == 1
+    assert gh.count("POST") == 1
+    assert gh.count("PATCH") == 1
     assert all(r.authorization == "Bearer test-token" for r in gh.requests)
 
 
@@ -77,7 +79,8 @@ def test_read_only_token_is_forbidden_but_can_read():
         assert list(c.list_issue_comments(1)) == []
         with pytest.raises(GitHubForbidden) as info:
             c.create_comment(1, "hello")
-        assert info.value.status == 403 and "not accessible" in info.value.message
+        assert info.value.status == 403
+        assert "not accessible" in info.value.message
 
 
 def test_too_long_body_is_422(fake_github):

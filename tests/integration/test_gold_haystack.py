@@ -34,7 +34,9 @@ def _builder(project: Project, name: str) -> HaystackBuilder:
 def test_the_rag_gold_document_moves_among_the_retrieved_ones(project):
     builder = _builder(project, "rag_answer")
     gold = builder.gold_needle
-    assert gold is not None and gold.style == "gold" and gold.answer == "14 days | fourteen days"
+    assert gold is not None
+    assert gold.style == "gold"
+    assert gold.answer == "14 days | fourteen days"
     assert gold.question.startswith("How long are deleted objects kept")
     titles_at = {}
     for depth in (0.0, 0.5, 1.0):
@@ -46,7 +48,9 @@ def test_the_rag_gold_document_moves_among_the_retrieved_ones(project):
             assert other in titles  # the documents it was retrieved with stay
         assert user.rstrip().endswith(gold.question)  # the fixture's own question
         titles_at[depth] = titles.index("Soft delete and the recycle window") / (len(titles) - 1)
-    assert titles_at[0.0] == 0.0 and titles_at[1.0] == 1.0 and 0.2 < titles_at[0.5] < 0.8, titles_at
+    assert titles_at[0.0] == 0.0, titles_at
+    assert titles_at[1.0] == 1.0, titles_at
+    assert 0.2 < titles_at[0.5] < 0.8, titles_at
 
 
 def test_a_gold_turn_keeps_its_role(project):
@@ -56,7 +60,8 @@ def test_a_gold_turn_keeps_its_role(project):
     builder = _builder(project, "support_agent")
     trial = builder.build(1500, 0.5, builder.gold_needle, trial=0)
     turns = [m for m in trial.rendered.messages if "4 mm hex key" in m.content]
-    assert len(turns) == 1 and turns[0].role == "assistant"  # the gold turn as the fixture has it
+    assert len(turns) == 1
+    assert turns[0].role == "assistant"
 
 
 def test_a_gold_passage_moves_through_a_string_slot(project):
@@ -81,7 +86,7 @@ def test_a_gold_passage_moves_through_a_string_slot(project):
 
 
 @pytest.mark.parametrize(
-    "edit, where, words",
+    ("edit", "where", "words"),
     [
         (('expected: ["14 days", "fourteen days"]\n', ""), "typical.yaml:", "has no 'expected'"),
         (("gold: 0\n", "gold: 9\n"), "typical.yaml:7:", "gold = 9 is out of range"),
@@ -98,5 +103,7 @@ def test_a_bad_gold_fixture_is_a_file_line_error(project, edit, where, words):
         main, ["recall", "--config", str(project.config_path), "--prompt", "rag_answer", "--no-progress"]
     )
     assert result.exit_code == 2, result.output
-    assert where in result.output and words in result.output, result.output
-    assert "hint:" in result.output and "Traceback" not in result.output
+    assert where in result.output, result.output
+    assert words in result.output, result.output
+    assert "hint:" in result.output
+    assert "Traceback" not in result.output

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import itertools
 import random
 from pathlib import Path
 
 import pytest
 
 from needle_action.config import PromptConfig, load_config
+from needle_action.config.model import NeedleStyle
 from needle_action.errors import ConfigError, TemplateError
 from needle_action.recall.haystack import HaystackBuilder, SizeTooSmall, Trial
 from needle_action.recall.needles import BRIDGE_RE, VALUE_RE, Needle, make_needle
@@ -30,7 +32,7 @@ def _builder(config, name: str, *, seed: int = 1, **recall) -> HaystackBuilder:
     return HaystackBuilder(config, prompt, counter, seed=seed)
 
 
-def _needle(style: str = "codeword", key: object = 0) -> Needle:
+def _needle(style: NeedleStyle = "codeword", key: object = 0) -> Needle:
     from needle_action.config import RecallSettings
 
     return make_needle(RecallSettings(needle=style), random.Random(f"test:{style}:{key}"))
@@ -57,7 +59,8 @@ def test_example_prompts_measure_the_target_size(examples, name, size):
         trial = builder.build(size, depth, _needle("codeword", (size, depth)), trial=0)
         assert trial.prompt_tokens == counter.count_prompt(trial.rendered)  # what we report is what it is
         assert abs(trial.prompt_tokens - size) <= 0.01 * size, (name, size, depth, trial.prompt_tokens)
-        assert trial.size == size and trial.depth == depth
+        assert trial.size == size
+        assert trial.depth == depth
 
 
 def test_slot_shapes_follow_the_fixture(examples):
@@ -85,7 +88,8 @@ def test_needle_position_follows_depth(examples, name):
     size = 4000
     trials = [builder.build(size, d, _needle("codeword", d), trial=3) for d in DEPTHS]
     offsets = [t.token_offset for t in trials]
-    assert offsets == sorted(offsets) and len(set(offsets)) == len(offsets), offsets
+    assert offsets == sorted(offsets), offsets
+    assert len(set(offsets)) == len(offsets), offsets
     # depth 0: the needle opens the slot, so everything before it is the template's own text
     assert offsets[0] < base
     # depth 1: at the end of the slot, only the question (and template tail) follows
@@ -119,12 +123,14 @@ def test_list_slot_needle_is_an_item_shaped_like_the_fixture(examples):
     fact = trial.needle.facts[0]
     # the needle is a whole <document> with a title, like the retrieved ones
     block = user[user.rindex("<document", 0, user.index(fact)) : user.index("</document>", user.index(fact))]
-    assert 'title="' in block and block.rstrip().endswith(fact)
+    assert 'title="' in block
+    assert block.rstrip().endswith(fact)
 
     agent = _builder(examples, "support_agent")
     trial = agent.build(2000, 0.5, _needle("codeword", "turn"), trial=0)
     turns = [m for m in trial.rendered.messages if m.content.strip() == trial.needle.facts[0]]
-    assert len(turns) == 1 and turns[0].role == "user"  # the needle is a user turn of its own
+    assert len(turns) == 1
+    assert turns[0].role == "user"
 
 
 def test_string_slot_needle_sits_at_a_sentence_boundary(examples):
@@ -147,7 +153,7 @@ def test_distractors_are_spread_at_other_depths(examples):
     where = {f: text.index(f) for f in (*needle.facts, *needle.distractors)}
     positions = sorted(where.values())
     assert len(positions) == 4
-    gaps = [b - a for a, b in zip(positions, positions[1:], strict=False)]
+    gaps = [b - a for a, b in itertools.pairwise(positions)]
     assert min(gaps) > 0.1 * len(text)  # well apart, not clumped next to the needle
 
 
@@ -218,7 +224,8 @@ def test_trials_of_a_cell_differ_only_from_the_needle_on(examples):
     b = builder.build(3000, 0.6, other, trial=3, reference=first)
     text_a, text_b = _full_text(a), _full_text(b)
     cut = text_a.index(first.facts[0])
-    assert cut > 0 and text_b.index(other.facts[0]) == cut
+    assert cut > 0
+    assert text_b.index(other.facts[0]) == cut
     assert text_a[:cut] == text_b[:cut]
     assert abs(a.prompt_tokens - b.prompt_tokens) <= 8  # same filler: the size moves with the needle only
 
@@ -296,7 +303,8 @@ def test_size_below_the_prompt_itself_is_a_clear_error(examples):
     with pytest.raises(SizeTooSmall) as info:
         builder.build(100, 0.5, _needle(), trial=0)
     assert "smaller than prompt 'rag_answer' itself" in info.value.message
-    assert info.value.hint and isinstance(info.value, ConfigError)
+    assert info.value.hint
+    assert isinstance(info.value, ConfigError)
 
 
 def test_base_tokens_is_the_prompt_with_an_empty_slot(examples):

@@ -62,7 +62,7 @@ def needle(args: list[str], cwd: Path) -> subprocess.CompletedProcess:
 
 
 def test_main_results_accumulate_and_needle_history_prints_the_trend(repo, tmp_path):
-    p, bare = repo
+    _p, bare = repo
     files = git(bare, "ls-tree", "-r", "--name-only", BRANCH).splitlines()
     assert all(f"results/{sha}.json" in files for sha in SHAS)  # appended, not overwritten
     assert git(bare, "rev-list", "--count", BRANCH) == "3"
@@ -75,10 +75,12 @@ def test_main_results_accumulate_and_needle_history_prints_the_trend(repo, tmp_p
     lines = out.stdout.splitlines()
     rows = [line.split() for line in lines if line.strip()[:7] in {s[:7] for s in SHAS}]
     assert [r[0] for r in rows] == [s[:7] for s in SHAS]  # oldest first
-    assert [r[1] for r in rows] == ["640", "700", "700"] and [r[2] for r in rows] == ["8,000"] * 3
+    assert [r[1] for r in rows] == ["640", "700", "700"]
+    assert [r[2] for r in rows] == ["8,000"] * 3
     assert [r[3] for r in rows] == ["100%", "90%", "20%"]
     drift_at = next(i for i, line in enumerate(lines) if "model drift" in line)
-    assert lines[drift_at - 1].split()[0] == SHAS[2][:7] and "90% → 20%" in lines[drift_at]
+    assert lines[drift_at - 1].split()[0] == SHAS[2][:7]
+    assert "90% → 20%" in lines[drift_at]
 
     # the same from a folder of results files, ordered by its index.json
     folder = tmp_path / "results"
@@ -86,12 +88,14 @@ def test_main_results_accumulate_and_needle_history_prints_the_trend(repo, tmp_p
     for name in [f"{s}.json" for s in SHAS] + ["index.json"]:
         (folder / name).write_text(git(bare, "show", f"{BRANCH}:results/{name}"))
     from_dir = needle(["history", "--dir", str(folder), "--json", str(tmp_path / "t.json")], tmp_path)
-    assert from_dir.returncode == 0 and "model drift" in from_dir.stdout
+    assert from_dir.returncode == 0
+    assert "model drift" in from_dir.stdout
     (trend,) = json.loads((tmp_path / "t.json").read_text())
     assert [pt["mid_rate"] for pt in trend["points"]] == [1.0, 0.9, 0.2]
 
     missing = needle(["history", "--data-branch", "nope"], clone.path)
-    assert missing.returncode == 2 and "git fetch origin nope:nope" in missing.stderr
+    assert missing.returncode == 2
+    assert "git fetch origin nope:nope" in missing.stderr
     assert "Traceback" not in missing.stderr
 
 
@@ -105,10 +109,12 @@ def test_the_pr_comment_charts_the_trend_and_calls_out_drift(repo):
     body = comment["body"]
     assert "### Trend on main" in body
     trend = body[body.index("### Trend on main") :]
-    assert "📉 **Model drift** in `rag_answer` at `3333333`" in trend and "90% → 20%" in trend
+    assert "📉 **Model drift** in `rag_answer` at `3333333`" in trend
+    assert "90% → 20%" in trend
     chart = trend[trend.index("```mermaid") : trend.index("```", trend.index("```mermaid") + 3)]
     ticks = ", ".join(f'"{s[:7]}"' for s in [*SHAS, p.head_sha])
-    assert "xychart-beta" in chart and f'x-axis "commit" [{ticks}]' in chart
+    assert "xychart-beta" in chart
+    assert f'x-axis "commit" [{ticks}]' in chart
     assert "line [100, 90, 20, " in chart  # the head's own mid-depth recall last
     assert "tokens 640 → 700 → 700 → " in trend
     comparison = json.loads((run.report / "comparison.json").read_text())

@@ -122,7 +122,8 @@ def test_no_route_delivers_a_secret_to_a_host_the_pr_chose(tmp_path, fake_model,
         assert evil.requests == [], [x.path for x in evil.requests]
         published = _everything_published(r, gh)
         for secret in (fake_model.api_key, GITHUB_TOKEN, RUNTIME_TOKEN, OPENAI_KEY):
-            assert not evil.saw(secret) and secret not in published
+            assert not evil.saw(secret)
+            assert secret not in published
         # the head was measured the base's way, at the workflow's endpoint
         if "counting" not in route:
             assert fake_model.calls["messages"] > 0
@@ -146,7 +147,8 @@ def test_git_config_cannot_be_included(tmp_path, fake_model, evil):
     )
     with FakeGitHub() as gh:
         r = run_action(p, _secret_env(runner_env(p, gh, fake_model)))
-        assert r.code == 2 and "Traceback" not in r.stderr, r.stdout + r.stderr
+        assert r.code == 2, r.stdout + r.stderr
+        assert "Traceback" not in r.stderr, r.stdout + r.stderr
         assert re.search(
             r"^::error file=prompts/rag_answer\.j2,line=1,.*'\.git/config' is refused", r.stdout, re.M
         )
@@ -167,7 +169,8 @@ def test_a_pr_that_loosens_its_own_gate_is_judged_by_the_base_and_the_comment_sa
     p = make_project(tmp_path, loosen)
     with FakeGitHub() as gh:
         r = run_action(p, runner_env(p, gh, None, recall="false"))
-        assert r.code == 1 and r.outputs["status"] == "fail-budget", r.stdout + r.stderr
+        assert r.code == 1, r.stdout + r.stderr
+        assert r.outputs["status"] == "fail-budget", r.stdout + r.stderr
         body = _plain(gh.issue_comments(REPO, PR)[0]["body"])
         assert (
             "this PR raises max_input_tokens of rag_answer 6,000 → 60,000: takes effect after merge" in body
@@ -251,7 +254,8 @@ def test_a_committed_cache_is_never_used(tmp_path):
         # an offline run against a perfect model, at the very endpoint the workflow uses, writes a
         # cache whose entries match the head exactly; the PR commits it
         r = run_action(p, runner_env(p, gh, model, cache_dir=".needle-cache"))
-        assert r.code == 0 and (p.workspace / ".needle-cache" / "recall.sqlite").exists()
+        assert r.code == 0
+        assert (p.workspace / ".needle-cache" / "recall.sqlite").exists()
         forged = (p.workspace / ".needle-cache" / "recall.sqlite").read_bytes()
         shutil.rmtree(p.workspace / ".needle-cache")
         shutil.rmtree(r.report)
@@ -263,7 +267,8 @@ def test_a_committed_cache_is_never_used(tmp_path):
         assert "Traceback" not in r.stderr
         assert "cache-dir `.needle-cache` is not used (the pull request ships files there)" in r.stdout
         head = json.loads((r.report / "head.json").read_text())
-        assert head["totals"]["calls"] > 0 and model.calls["messages"] > 0  # measured, not reused
+        assert head["totals"]["calls"] > 0
+        assert model.calls["messages"] > 0
         rag = next(x for x in head["prompts"] if x["name"] == "rag_answer")
         assert rag["recall"]["reused_from"] is None
     assert (p.workspace / ".needle-cache" / "recall.sqlite").read_bytes() == forged  # untouched
@@ -282,9 +287,11 @@ def test_symlinks_the_pr_commits_redirect_no_write(tmp_path):
     )
     with FakeGitHub() as gh:
         r = run_action(p, runner_env(p, gh, None, recall="false", cache_dir=".needle-cache"))
-        assert r.code == 0 and "Traceback" not in r.stderr, r.stdout + r.stderr
+        assert r.code == 0, r.stdout + r.stderr
+        assert "Traceback" not in r.stderr, r.stdout + r.stderr
         assert victim.read_text() == "precious\n"
         assert list(outside.iterdir()) == []
         assert r.outputs["report-path"].startswith(".needle-report-")
-        assert (r.report / "comment.md").is_file() and not (r.report / "comment.md").is_symlink()
+        assert (r.report / "comment.md").is_file()
+        assert not (r.report / "comment.md").is_symlink()
         assert "cache-dir `.needle-cache` is not used" in r.stdout

@@ -36,7 +36,9 @@ def test_a_worker_that_keeps_segfaulting_is_restarted_twice_then_named_in_the_er
         err.message
         == f"the embedded model crashed (SIGSEGV); it crashed again after {MAX_RESTARTS} restart(s)"
     )
-    assert "--force-reinstall" in err.hint and "--no-cache-dir" in err.hint and "needle doctor" in err.hint
+    assert "--force-reinstall" in err.hint
+    assert "--no-cache-dir" in err.hint
+    assert "needle doctor" in err.hint
     assert worker.crashes == ["SIGSEGV"] * (MAX_RESTARTS + 1)
     warnings = [line for line in capfd.readouterr().err.splitlines() if line.startswith("warning:")]
     assert warnings == [
@@ -61,7 +63,8 @@ def test_an_out_of_memory_kill_says_so(worker, monkeypatch):
     with pytest.raises(ProviderUnavailable) as caught:
         worker.request("ping")
     assert caught.value.message.startswith("the embedded model crashed (SIGKILL)")
-    assert "out-of-memory" in caught.value.hint and "n_ctx" in caught.value.hint
+    assert "out-of-memory" in caught.value.hint
+    assert "n_ctx" in caught.value.hint
 
 
 def test_a_worker_that_crashes_once_is_replaced_and_the_request_answered(worker, monkeypatch, tmp_path):
@@ -75,7 +78,8 @@ def test_a_worker_that_crashes_once_is_replaced_and_the_request_answered(worker,
     )
     monkeypatch.setattr(local_worker, "worker_command", lambda: [sys.executable, "-c", program])
     answer = worker.request("ping")
-    assert answer["pid"] == worker.pid and worker.crashes == ["SIGSEGV"]
+    assert answer["pid"] == worker.pid
+    assert worker.crashes == ["SIGSEGV"]
     assert worker.request("ping")["pid"] == answer["pid"]  # the same worker serves on: no reload
 
 
@@ -87,4 +91,5 @@ def test_the_real_worker_is_reused_and_exits_when_its_input_closes(worker):
     assert worker.request("ping")["pid"] == first  # an error answer is not a crash
     proc = worker._proc.proc  # noqa: SLF001
     worker.close()  # the end of its input: it exits by itself
-    assert proc.returncode == 0 and worker.pid is None
+    assert proc.returncode == 0
+    assert worker.pid is None

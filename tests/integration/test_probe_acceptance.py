@@ -12,6 +12,7 @@ overlap (tests/fakes/lexical_model.py) behind the fake Anthropic API (real HTTP,
 
 from __future__ import annotations
 
+import itertools
 import json
 import math
 import os
@@ -64,9 +65,11 @@ def test_codeword_passes_and_nonlexical_fails_against_a_lexical_matcher(tmp_path
         print(
             f"\nseed {s}: codeword {codeword.rate} ({codeword.status}), nonlexical {nonlexical.rate} ({nonlexical.status})"
         )
-        assert codeword.status == "pass" and codeword.diagnosis.kind in ("all-pass", "flaky")
+        assert codeword.status == "pass"
+        assert codeword.diagnosis.kind in ("all-pass", "flaky")
         assert abs(codeword.rate - P) <= 0.06  # found by its words, then the curve
-        assert nonlexical.status == "fail" and nonlexical.rate == 0.0
+        assert nonlexical.status == "fail"
+        assert nonlexical.rate == 0.0
         assert results.prompt(f"qa{s}").recall.status == "fail"  # the hardest probe decides
     # the matcher never reaches a non-lexical fact (each states a bank name); when it "finds"
     # something it is filler that happens to share words ("client", "contractor"), a wrong passage
@@ -102,7 +105,7 @@ def _by_cell(observations, cells, trials: int) -> list[tuple]:
         seen = sorted((o for o in observations if in_band(o)), key=lambda o: o.depth)
         row = sorted((c for c in cells if c.size == size), key=lambda c: c.depth)
         chunks = [seen[i * trials : (i + 1) * trials] for i in range(len(row))]
-        for left, right in zip(chunks, chunks[1:], strict=False):
+        for left, right in itertools.pairwise(chunks):
             assert max(o.depth for o in left) <= min(o.depth for o in right)  # ties sit at one place
         pairs += list(zip(row, chunks, strict=True))
     return pairs
@@ -153,7 +156,8 @@ def test_absent_reports_the_hallucination_rate_within_5_points(tmp_path, fake):
     absent = _styles(results)["absent"]
     invented = absent.trials - absent.hits
     print(f"\nhallucination reported {absent.hallucination_rate} over {absent.trials} trials (truth {truth})")
-    assert absent.trials == 200 and abs(absent.hallucination_rate - truth) <= 0.05
+    assert absent.trials == 200
+    assert abs(absent.hallucination_rate - truth) <= 0.05
     assert not any(o.found for o in model.observations)  # a medium near miss is no lexical match...
     assert invented == sum(o.answered for o in model.observations)  # ...so each made-up answer is counted
     cells = results.prompt("qa").recall.cells
@@ -168,8 +172,10 @@ def test_a_high_similarity_near_miss_fools_a_lexical_matcher(tmp_path, fake):
     absent = _styles(results)["absent"]
     # it takes the near miss (all but one of the question's words) for the answer, at the curve's rate
     assert all(o.found for o in model.observations)
-    assert absent.hallucination_rate >= 0.85 and absent.distractor_rate >= 0.85
-    assert absent.status == "fail" and absent.diagnosis.kind == "hallucination"
+    assert absent.hallucination_rate >= 0.85
+    assert absent.distractor_rate >= 0.85
+    assert absent.status == "fail"
+    assert absent.diagnosis.kind == "hallucination"
     assert "near miss" in absent.diagnosis.summary
 
 
@@ -187,9 +193,11 @@ def test_a_pull_request_that_makes_the_model_invent_answers_fails(tmp_path, fake
     head, _ = _absent_run(tmp_path / "head", fake, hallucinate=0.6, similarity="medium", trials=30)
     comparison = compare(base, head)
     rc = comparison.prompt("qa").recall
-    assert rc.styles == ["absent"] and {g.style for g in rc.groups} == {"absent"}
+    assert rc.styles == ["absent"]
+    assert {g.style for g in rc.groups} == {"absent"}
     assert any(g.verdict == "regressed" for g in rc.groups)
-    assert comparison.recall_regressed and comparison.failed
+    assert comparison.recall_regressed
+    assert comparison.failed
     messages = [f.message for f in comparison.failures]
     assert any("abstention [absent]" in m and "invents answers" in m for m in messages), messages
     # the same run again is no regression
@@ -213,13 +221,15 @@ def test_every_cell_names_its_style(tmp_path, fake):
     assert result.exit_code in (0, 1), result.output
     for style in ("codeword", "nonlexical", "absent"):  # the terminal heads a grid per style
         assert f"{style} needle" in result.output
-    assert "hallucinated" in result.output and "look-alike" in result.output
+    assert "hallucinated" in result.output
+    assert "look-alike" in result.output
 
     data = json.loads(out.read_text())
     recall = data["prompts"][0]["recall"]
     assert [c["style"] for c in recall["cells"]] == ["codeword"] * 2 + ["nonlexical"] * 2 + ["absent"] * 2
     assert [s["style"] for s in recall["styles"]] == ["codeword", "nonlexical", "absent"]
-    assert recall["needle_style"] == "codeword+nonlexical+absent" and recall["distractors"] == 1
+    assert recall["needle_style"] == "codeword+nonlexical+absent"
+    assert recall["distractors"] == 1
     assert all(c["hallucination_rate"] is not None for c in recall["cells"] if c["style"] == "absent")
 
     config_obj = load_config(config)
@@ -231,7 +241,8 @@ def test_every_cell_names_its_style(tmp_path, fake):
         cells_table = comment.split("Recall cells of", 1)[1].split("</details>", 1)[0]
         rows = [line for line in cells_table.splitlines() if line.startswith(f"| `{style}` | 400 |")]
         assert len(rows) == 2, rows  # every cell of the details table
-    assert "hallucination" in comment and "answered a look-alike's value" in comment
+    assert "hallucination" in comment
+    assert "answered a look-alike's value" in comment
 
 
 def test_probe_runs_are_reproducible(tmp_path, fake):

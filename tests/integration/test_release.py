@@ -71,7 +71,8 @@ def test_pin_image_refuses_bad_input_and_leaves_the_file_alone(tmp_path, version
     action = tmp_path / "action.yml"
     shutil.copy(REPO / "action.yml", action)
     proc = script(PIN, version, digest, action)
-    assert proc.returncode == 2 and message in proc.stderr, report(proc)
+    assert proc.returncode == 2, report(proc)
+    assert message in proc.stderr, report(proc)
     assert "Traceback" not in proc.stderr
     assert action.read_text() == (REPO / "action.yml").read_text()
 
@@ -93,12 +94,14 @@ def test_one_version_everywhere_and_the_release_notes_are_the_changelog_section(
     assert version == __version__
     proc = script(NOTES, "--check-tag", f"v{version}")
     assert proc.returncode == 0, report(proc)
-    assert proc.stdout.strip() and "## [" not in proc.stdout  # one section, without its heading
+    assert proc.stdout.strip()
+    assert "## [" not in proc.stdout
 
 
 def test_a_wrong_tag_is_refused():
     proc = script(NOTES, "--check-tag", "v99.0.0")
-    assert proc.returncode == 1 and "tag v99.0.0 is not v" in proc.stderr, report(proc)
+    assert proc.returncode == 1, report(proc)
+    assert "tag v99.0.0 is not v" in proc.stderr, report(proc)
 
 
 def _copy(tmp_path: Path) -> Path:

@@ -19,7 +19,8 @@ def test_a_second_worker_starts_in_the_background_and_is_handed_over_once_it_ans
         taker = threading.Thread(target=lambda: got.append(pool.acquire()))
         taker.start()
         taker.join(timeout=60)  # the first stays busy: the taker gets the one started for it
-        assert got and got[0] is not first
+        assert got
+        assert got[0] is not first
         assert pool.count == 2
         for worker in (first, got[0]):
             answer = PlainData(io.BytesIO(worker.call(isolate._PING, 10))).load()
@@ -47,10 +48,13 @@ def test_a_worker_that_cannot_start_in_the_background_gives_its_place_back(monke
         deadline = time.monotonic() + 30
         while not pool.start_failed and time.monotonic() < deadline:
             time.sleep(0.01)
-        assert pool.start_failed and pool.count == 1 and not got  # the taker waits for the first...
+        assert pool.start_failed
+        assert pool.count == 1
+        assert not got
         pool.release(first)
         taker.join(timeout=30)
-        assert got == [first] and pool.count == 1  # ...and gets it, with no start tried again
+        assert got == [first]
+        assert pool.count == 1
     finally:
         pool.close()
 
@@ -66,7 +70,8 @@ def test_prestart_starts_the_rest_of_the_pool_once_a_first_worker_runs():
         deadline = time.monotonic() + 60
         while not pool.idle and time.monotonic() < deadline:
             time.sleep(0.01)
-        assert len(pool.idle) == 1 and pool.idle[0] is not first  # started, answered, idle
+        assert len(pool.idle) == 1
+        assert pool.idle[0] is not first
         pool.release(first)
     finally:
         pool.close()

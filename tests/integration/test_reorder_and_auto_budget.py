@@ -47,12 +47,12 @@ def lost_in_the_middle(depth: float, size: int) -> float:
 
 @pytest.mark.slow  # an action run measuring recall with a second arm
 def test_auto_budget_and_the_reorder_ab_appear_in_the_comment(tmp_path):
-    assert 'max_input_tokens = "auto"' in AUTO_AB and "reorder_ab = true" in AUTO_AB
+    assert 'max_input_tokens = "auto"' in AUTO_AB
+    assert "reorder_ab = true" in AUTO_AB
     p = make_checkout(tmp_path, base_config=AUTO_AB)
-    with FakeAnthropic(SimulatedModel(lost_in_the_middle, seed=5)) as fake:
-        with FakeGitHub() as gh:
-            run = run_action(p, runner_env(p, gh, fake))
-            (comment,) = gh.issue_comments(REPO, PR)
+    with FakeAnthropic(SimulatedModel(lost_in_the_middle, seed=5)) as fake, FakeGitHub() as gh:
+        run = run_action(p, runner_env(p, gh, fake))
+        (comment,) = gh.issue_comments(REPO, PR)
     assert run.code == 0, run.stdout + run.stderr
     body = comment["body"]
     head = report_json(run, "head")
@@ -60,19 +60,23 @@ def test_auto_budget_and_the_reorder_ab_appear_in_the_comment(tmp_path):
 
     # the B arm: depth 0.5 only (the edges are already at the edges), same trials, paired needles
     (row,) = rag["recall"]["reorder_ab"]
-    assert row["depth"] == 0.5 and row["trials"] == row["edge_trials"] == 12
+    assert row["depth"] == 0.5
+    assert row["trials"] == row["edge_trials"] == 12
     assert row["edge_rate"] > row["rate"] + 0.3  # lost in the middle, found near the edges
     cells = sum(c["trials"] for c in rag["recall"]["cells"])
     assert rag["recall"]["calls"] == cells + row["edge_trials"]  # the arm's calls are counted
     lift = f"edge_order would lift depth 0.5 from {round(row['rate'] * 100)}% to {round(row['edge_rate'] * 100)}%"
-    assert lift in body and "Reorder measured" in body
+    assert lift in body
+    assert "Reorder measured" in body
 
     # auto: the base's effective context, the reserve, and the base commit it came from
     base = report_json(run, "base")
     eff = next(x for x in base["prompts"] if x["name"] == "support_agent")["recall"]["effective_context"]
     assert eff == 1500
     (case,) = next(x for x in head["prompts"] if x["name"] == "support_agent")["cases"]
-    assert case["max_input_tokens"] == eff and case["headroom"] == eff - case["count"]["tokens"] - 256
+    assert case["max_input_tokens"] == eff
+    assert case["headroom"] == eff - case["count"]["tokens"] - 256
     source = f"auto: effective context {eff:,} − 256 output reserve, from base {p.base_sha[:7]}"
-    assert case["budget_source"] == source and source in body
+    assert case["budget_source"] == source
+    assert source in body
     assert re.search(rf"\| {eff:,} \(auto\)", body)

@@ -112,7 +112,9 @@ def test_comment_shows_the_mermaid_chart_of_the_changed_prompt(runs):
     head_rates = [float(v) for v in line.split("[", 1)[1].rstrip("]").split(",")]
     assert len(base_rates) == len(head_rates) == len(DEPTHS)
     # the simulated head loses the middle: the line dips where the bars stay high
-    assert min(base_rates) >= 80 and head_rates[2] < 50 and head_rates[0] >= 80
+    assert min(base_rates) >= 80
+    assert head_rates[2] < 50
+    assert head_rates[0] >= 80
     assert len(comment) <= 65536
 
 
@@ -122,7 +124,8 @@ def test_junit_files_validate_and_carry_the_regression(runs):
     for name in ("junit", "check_junit"):
         text = runs[name].read_text()
         schema.validate(text)
-        assert 'name="middle depths (25%-75%)"' in text and "<failure" in text, name
+        assert 'name="middle depths (25%-75%)"' in text, name
+        assert "<failure" in text, name
 
 
 @pytest.mark.slow
@@ -150,7 +153,8 @@ def test_html_report_renders_in_chromium(runs, tmp_path):
         shot = browser.screenshot(tmp_path / "report.png")
         urls = browser.requested_urls()
     print(f"\nHTML report screenshot: {shot}")
-    assert shot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and shot.stat().st_size > 20_000
+    assert shot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert shot.stat().st_size > 20_000
 
     assert page["scripts"] == 0
     assert all(u.startswith("file://") for u in urls), urls  # nothing from the network
@@ -161,11 +165,14 @@ def test_html_report_renders_in_chromium(runs, tmp_path):
         assert grid == {(s, d) for s in SIZES for d in DEPTHS}, side
     by_key = {(c.size, c.depth): c for c in head.cells}
     for c in cells:
-        assert c["w"] > 20 and c["h"] > 20  # laid out and visible
-        assert c["fill"] == FILLS[c["tier"]] and f"fill-{c['tier']}" in c["cls"]
+        assert c["w"] > 20
+        assert c["h"] > 20
+        assert c["fill"] == FILLS[c["tier"]]
+        assert f"fill-{c['tier']}" in c["cls"]
         if c["side"] == "head":
             measured = by_key[(c["size"], c["depth"])]
-            assert f"{measured.hits}/{measured.trials} =" in c["tip"] and "Wilson interval" in c["tip"]
+            assert f"{measured.hits}/{measured.trials} =" in c["tip"]
+            assert "Wilson interval" in c["tip"]
             want = "pass" if measured.hits / measured.trials >= 0.8 else None
             if want:
                 assert c["tier"] == want

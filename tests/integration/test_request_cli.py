@@ -30,7 +30,8 @@ def test_init_keeps_the_tools_file_out_of_the_fixtures_and_picks_the_text_source
     config = load_config(app / "needle.toml")
     rewrite, answer = config.prompts["chat_query_rewrite"], config.prompts["chat_answer_question"]
     assert not any("tools" in f for f in rewrite.fixtures)
-    assert answer.context_var == "text_sources" and answer.question_var == "user_query"
+    assert answer.context_var == "text_sources"
+    assert answer.question_var == "user_query"
     assert f"# tools: {PROMPTS}/chat_query_rewrite_tools.json" in (app / "needle.toml").read_text()
 
 
@@ -39,16 +40,19 @@ def test_both_prompts_render_and_the_rewrite_body_carries_its_tool(app):
         result = cli(app, "render", name)
         assert result.exit_code == 0, result.output
     answer = cli(app, "render", "chat_answer_question").output
-    assert "override_prompt" not in answer and "The assistant answers customers" in answer
+    assert "override_prompt" not in answer
+    assert "The assistant answers customers" in answer
     body = json.loads(cli(app, "render", "chat_query_rewrite", "--format", "json").output)
-    assert body["model"] and body["max_tokens"] == 1024
+    assert body["model"]
+    assert body["max_tokens"] == 1024
     assert [t["name"] for t in body["tools"]] == ["search_knowledge_base"]
     assert body["tools"][0]["input_schema"]["required"] == ["search_query"]
     openai = json.loads(cli(app, "render", "chat_query_rewrite", "--format", "openai").output)
     assert openai["tools"][0]["function"]["name"] == "search_knowledge_base"
     assert openai["messages"][0]["role"] == "system"
     text = cli(app, "render", "chat_query_rewrite").output
-    assert "--- tools ---" in text and '"name": "search_knowledge_base"' in text
+    assert "--- tools ---" in text
+    assert '"name": "search_knowledge_base"' in text
 
 
 def test_the_answer_prompt_as_documents_and_as_a_tool_result(app):
@@ -73,9 +77,11 @@ def test_the_answer_prompt_as_documents_and_as_a_tool_result(app):
     )
     body = json.loads(cli(app, "render", "chat_answer_question", "--format", "json").output)
     call, result = body["messages"][-2]["content"][-1], body["messages"][-1]["content"][0]
-    assert call["type"] == "tool_use" and call["name"] == "search_knowledge_base"
+    assert call["type"] == "tool_use"
+    assert call["name"] == "search_knowledge_base"
     assert call["input"]["search_query"].startswith("Does the warranty cover")
-    assert result["tool_use_id"] == call["id"] and "IP67" in result["content"]
+    assert result["tool_use_id"] == call["id"]
+    assert "IP67" in result["content"]
 
 
 def test_a_broken_tools_file_exits_2_at_its_line(app):
@@ -84,7 +90,8 @@ def test_a_broken_tools_file_exits_2_at_its_line(app):
     result = cli(app, "render", "chat_query_rewrite")
     assert result.exit_code == 2, result.output
     assert f"{PROMPTS}/chat_query_rewrite_tools.json:2:" in result.output
-    assert "not a valid tool list" in result.output and "hint:" in result.output
+    assert "not a valid tool list" in result.output
+    assert "hint:" in result.output
 
 
 def test_a_tool_result_without_its_call_exits_2_at_the_marker(app):
@@ -93,5 +100,6 @@ def test_a_tool_result_without_its_call_exits_2_at_the_marker(app):
     with open(app / "needle.toml", "a") as f:
         f.write('\n[prompts.agent]\ntemplate = "prompts/agent.j2"\n')
     result = cli(app, "render", "agent")
-    assert result.exit_code == 2 and "prompts/agent.j2:3:" in result.output, result.output
+    assert result.exit_code == 2, result.output
+    assert "prompts/agent.j2:3:" in result.output, result.output
     assert "without its tool_use" in result.output

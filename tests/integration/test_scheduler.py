@@ -41,7 +41,8 @@ def test_speculation_keeps_the_sequential_verdicts_and_answers(tmp_path, fake):
     assert verdicts(early) == verdicts(one) == verdicts(full)
     assert outcomes(early) == outcomes(one)  # the same trials counted, with the same answers
     assert e.calls == one.prompt("qa").recall.calls < full.prompt("qa").recall.calls
-    assert e.speculative_calls > 0 and early.totals.speculative_calls == e.speculative_calls
+    assert e.speculative_calls > 0
+    assert early.totals.speculative_calls == e.speculative_calls
     # never more requests than without early stopping (here the whole grid fits in the slots, so
     # the run is all tail: idle slots take every trial that might be needed, for no added wall time)
     assert e.calls + e.speculative_calls <= full.prompt("qa").recall.calls == 75
@@ -105,7 +106,8 @@ def test_a_provider_that_fails_every_call_is_declared_dead_quickly(tmp_path, fak
 
     fake.responder = broken
     res = run(write_project(tmp_path, concurrency=2, recall_extra=FAST_RETRIES))
-    assert res.prompt("qa").recall is None and res.totals.provider_unavailable
+    assert res.prompt("qa").recall is None
+    assert res.totals.provider_unavailable
     assert "still failing" in res.prompt("qa").recall_skipped
     assert fake.calls["messages"] <= 2 * 2 * 7  # a few calls (each tried twice, some asked again), not 75
 
@@ -157,7 +159,8 @@ def test_shards_of_several_styles_merge_into_the_unsharded_run(tmp_path, fake):
     parts = [(tmp_path / f"{i}.json", run_recall(cfg, cache=False, shard=Shard(i, 2))) for i in (1, 2)]
     merged = merge(parts).prompt("qa").recall
     one = whole.prompt("qa").recall
-    assert [c.style for c in one.cells][0] == "codeword" and {c.style for c in one.cells} == {
+    assert next(c.style for c in one.cells) == "codeword"
+    assert {c.style for c in one.cells} == {
         "codeword",
         "absent",
     }
@@ -208,6 +211,9 @@ def test_the_cli_shards_and_merges(tmp_path, fake):
     whole = run(cfg)
     assert verdicts(load_results(merged)) == verdicts(whole)
     bad = runner.invoke(main, ["recall", "-c", str(cfg), "--shard", "4/3"])
-    assert bad.exit_code == 2 and "--shard must look like i/n" in bad.output and "Traceback" not in bad.output
+    assert bad.exit_code == 2
+    assert "--shard must look like i/n" in bad.output
+    assert "Traceback" not in bad.output
     missing = runner.invoke(main, ["merge", *files[:2], "--output", str(tmp_path / "x.json")])
-    assert missing.exit_code == 2 and "3/3 missing" in missing.output
+    assert missing.exit_code == 2
+    assert "3/3 missing" in missing.output

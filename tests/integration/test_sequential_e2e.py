@@ -33,7 +33,8 @@ pytestmark = pytest.mark.slow
 
 
 def _ok(res: subprocess.CompletedProcess) -> None:
-    assert res.returncode in (0, 1) and "Traceback" not in res.stderr, res.stdout + res.stderr
+    assert res.returncode in (0, 1), res.stdout + res.stderr
+    assert "Traceback" not in res.stderr, res.stdout + res.stderr
 
 
 def _pr(tmp: Path, fake: FakeAnthropic, head_curve, pr: int) -> tuple[int, dict, dict, dict]:
@@ -80,7 +81,8 @@ def test_no_change_stops_early_and_plan_predicts_the_run(tmp_path, fake):
         n, head, comparison, plan = _pr(tmp_path / str(pr), fake, flat95, pr)
         recall = head["prompts"][0]["recall"]
         rc = comparison["prompts"][0]["recall"]
-        assert comparison["verdict"] == "pass" and rc["status"] == "pass"
+        assert comparison["verdict"] == "pass"
+        assert rc["status"] == "pass"
         assert recall["calls"] == n  # the server saw exactly the counted calls: none beyond a look
         p = plan["prompts"][0]
         # the base's measured rate plans the trials on both (fewer than the assumed 90%'s 20)
@@ -104,9 +106,12 @@ def test_no_change_stops_early_and_plan_predicts_the_run(tmp_path, fake):
 def test_a_drop_stops_early_and_blocks(tmp_path, fake):
     n, head, comparison, _ = _pr(tmp_path, fake, middle_minus_30, 7)
     rc = comparison["prompts"][0]["recall"]
-    assert comparison["verdict"] == "fail-recall" and rc["status"] == "fail"
-    assert n < 300 and head["prompts"][0]["recall"]["look"] is not None
-    assert rc["stopped_early"] and any("Stopped at look" in note for note in rc["notes"])
+    assert comparison["verdict"] == "fail-recall"
+    assert rc["status"] == "fail"
+    assert n < 300
+    assert head["prompts"][0]["recall"]["look"] is not None
+    assert rc["stopped_early"]
+    assert any("Stopped at look" in note for note in rc["notes"])
 
 
 def test_plan_runs_offline_on_the_examples_in_under_two_seconds(tmp_path):
@@ -159,7 +164,8 @@ def test_plan_counts_what_the_cache_and_history_save_and_the_runs_agree(tmp_path
     alone = tmp_path / "alone.json"
     alone.write_text(json.dumps(data))
     without = _plan(cfg, tmp_path / "plan3.json", fake, cache, alone)
-    assert without["history_runs"] == 0 and without["calls_saved_by_history"] == 0
+    assert without["history_runs"] == 0
+    assert without["calls_saved_by_history"] == 0
     assert plan["calls_saved_by_history"] == without["planned_calls"] - plan["planned_calls"]
     # a changed prompt then runs the trials the plan said (history included), within 10% of its calls
     head_cfg = write_project(
@@ -170,11 +176,13 @@ def test_plan_counts_what_the_cache_and_history_save_and_the_runs_agree(tmp_path
         template=TEMPLATE.replace("Answer from the notes.", "Answer from the notes, briefly."),
     )
     head_plan = _plan(head_cfg, tmp_path / "plan4.json", fake, tmp_path / "c2", base)
-    assert head_plan["cache_source"] is None and head_plan["calls_saved_by_cache"] == 0
+    assert head_plan["cache_source"] is None
+    assert head_plan["calls_saved_by_cache"] == 0
     before = fake.calls["messages"]
     args = ["recall", "--config", str(head_cfg), "--baseline", str(base), "--no-progress"]
     _ok(needle_cli([*args, "--json", str(tmp_path / "head.json")], fake, tmp_path / "c2"))
     recall = json.loads((tmp_path / "head.json").read_text())["prompts"][0]["recall"]
     assert recall["power"]["trials"] == head_plan["trials_per_cell"]
     calls = fake.calls["messages"] - before
-    assert calls == recall["calls"] and calls <= head_plan["planned_calls"]
+    assert calls == recall["calls"]
+    assert calls <= head_plan["planned_calls"]

@@ -88,7 +88,8 @@ def test_ruff_catches_unused_imports_and_complexity_with_our_settings(tmp_path):
     bad.write_text(BAD_PYTHON)
     proc = run(tool("ruff"), "check", "--no-cache", "--config", REPO / "pyproject.toml", bad)
     assert proc.returncode == 1, report(proc)
-    assert "F401" in proc.stdout and "C901" in proc.stdout, report(proc)
+    assert "F401" in proc.stdout, report(proc)
+    assert "C901" in proc.stdout, report(proc)
 
 
 def test_ruff_on_the_repository():
@@ -111,12 +112,29 @@ def test_ruff_format_on_the_repository():
 def test_mypy_catches_a_type_error(tmp_path):
     (tmp_path / "bad.py").write_text("def f(x: int) -> str:\n    return x\n")
     proc = run(tool("mypy"), "--no-incremental", "bad.py", cwd=tmp_path)
-    assert proc.returncode == 1 and "return-value" in proc.stdout, report(proc)
+    assert proc.returncode == 1, report(proc)
+    assert "return-value" in proc.stdout, report(proc)
+
+
+def test_mypy_is_strict_with_our_settings(tmp_path):
+    # an unannotated function passes mypy's default level; our settings (strict = true) refuse it
+    (tmp_path / "loose.py").write_text("def f(x):\n    return x\n")
+    proc = run(
+        tool("mypy"), "--no-incremental", "--config-file", REPO / "pyproject.toml", "loose.py", cwd=tmp_path
+    )
+    assert proc.returncode == 1, report(proc)
+    assert "no-untyped-def" in proc.stdout, report(proc)
 
 
 @pytest.mark.slow  # ~15 s on a cold cache (a fresh clone), ~1 s warm
 def test_mypy_on_needle_action():
-    proc = run(tool("mypy"), "needle_action")  # the settings are pyproject's [tool.mypy]
+    proc = run(tool("mypy"), "needle_action")  # the settings are pyproject's [tool.mypy]: strict
+    assert proc.returncode == 0, report(proc)
+
+
+@pytest.mark.slow  # ~40 s on a cold cache, a few seconds warm
+def test_mypy_on_the_tests():
+    proc = run(tool("mypy"), "tests")  # mypy's default level for tests.* (pyproject's override)
     assert proc.returncode == 0, report(proc)
 
 
@@ -124,7 +142,8 @@ def test_mypy_on_needle_action():
 
 
 def test_there_is_something_to_check():
-    assert (REPO / "action.yml").is_file() and (REPO / "Dockerfile").is_file()
+    assert (REPO / "action.yml").is_file()
+    assert (REPO / "Dockerfile").is_file()
     assert any(p.name == "needle.yml" for p in WORKFLOWS), "the example workflow is missing"
 
 
@@ -172,7 +191,8 @@ def test_actionlint_runs_shellcheck_on_run_scripts(tmp_path):
         "      - run: for f in $(ls *.txt); do cat $f; done\n"
     )
     proc = actionlint(bad.relative_to(tmp_path), cwd=tmp_path)
-    assert proc.returncode == 1 and "shellcheck reported issue" in proc.stdout, report(proc)
+    assert proc.returncode == 1, report(proc)
+    assert "shellcheck reported issue" in proc.stdout, report(proc)
 
 
 def test_actionlint_on_the_workflows():
@@ -242,7 +262,8 @@ def test_dependabot_config_matches_its_schema_and_covers_every_ecosystem():
 def test_hadolint_catches_a_bad_dockerfile(bad_repo):
     proc = run(tool("hadolint"), "--no-color", bad_repo / "Dockerfile")
     assert proc.returncode != 0, report(proc)
-    assert "DL3015" in proc.stdout and "DL3009" in proc.stdout  # recommends; apt lists not deleted
+    assert "DL3015" in proc.stdout
+    assert "DL3009" in proc.stdout
 
 
 def test_hadolint_on_the_dockerfile():

@@ -53,7 +53,8 @@ def test_a_human_copy_of_the_marker_is_ignored_and_left_alone():
         gh.add_pull(REPO, PR, head_sha=NEW, base_sha=OLD)
         forged = gh.seed_comment(REPO, PR, MARKER + "\n## ✅ all good, merge it", login="mallory")
         posted = publish_sticky(client(gh), PR, MARKER + "\nreal", MARKER, head_sha=NEW)
-        assert posted.action == "created" and posted.comment.id != forged["id"]
+        assert posted.action == "created"
+        assert posted.comment.id != forged["id"]
         assert touched(gh, forged["id"]) == []
         assert bodies(gh)[0] == MARKER + "\n## ✅ all good, merge it"
         assert head_of(posted.comment) == NEW
@@ -71,7 +72,8 @@ def test_a_run_that_loses_the_race_updates_the_winner_and_deletes_its_own():
         gh.before.append(other_run_posts_first)
         posted = publish_sticky(client(gh), PR, MARKER + "\nthis run", MARKER, head_sha=NEW)
         (only,) = gh.issue_comments(REPO, PR)
-        assert posted.comment.id == only["id"] and only["body"].endswith("this run")
+        assert posted.comment.id == only["id"]
+        assert only["body"].endswith("this run")
         assert gh.count("DELETE") == 1
 
 
@@ -82,7 +84,8 @@ def test_duplicates_of_ours_collapse_to_the_oldest():
         gh.seed_comment(REPO, PR, MARKER + "\nv1 again", login="github-actions[bot]", kind="Bot")
         human = gh.seed_comment(REPO, PR, "thanks bot")
         posted = publish_sticky(client(gh), PR, MARKER + "\nv2", MARKER, head_sha=NEW)
-        assert posted.action == "updated" and posted.comment.id == first["id"]
+        assert posted.action == "updated"
+        assert posted.comment.id == first["id"]
         assert [c["id"] for c in gh.issue_comments(REPO, PR)] == [first["id"], human["id"]]
 
 
@@ -91,8 +94,11 @@ def test_a_run_for_an_older_head_writes_nothing():
         gh.add_pull(REPO, PR, head_sha=NEW, base_sha="c" * 40)
         newer = gh.seed_comment(REPO, PR, MARKER + f"\n<!-- needle-action:head {NEW} -->\nnew", login="github-actions[bot]", kind="Bot")  # fmt: skip
         posted = publish_sticky(client(gh), PR, MARKER + "\nold verdict", MARKER, head_sha=OLD)
-        assert posted.action == "stale" and posted.comment is None and "moved on" in posted.note
-        assert touched(gh, newer["id"]) == [] and gh.count("POST") == 0
+        assert posted.action == "stale"
+        assert posted.comment is None
+        assert "moved on" in posted.note
+        assert touched(gh, newer["id"]) == []
+        assert gh.count("POST") == 0
         assert bodies(gh)[0].endswith("new")
 
 
@@ -103,14 +109,16 @@ def test_without_an_identity_the_posted_comment_teaches_it():
         assert publish_sticky(c, PR, MARKER + "\nv1", MARKER, head_sha=NEW).action == "created"
         again = publish_sticky(c, PR, MARKER + "\nv2", MARKER, head_sha=NEW)
         (only,) = gh.issue_comments(REPO, PR)
-        assert only["body"].endswith("v2") and again.comment.id == only["id"]
+        assert only["body"].endswith("v2")
+        assert again.comment.id == only["id"]
 
 
 def test_same_author_needs_the_bot_type_for_a_bot_login():
     from needle_action.action.comment import same_author
 
     bot = Comment(1, MARKER, "", "github-actions[bot]", "Bot")
-    assert same_author("github-actions[bot]", bot) and same_author("github-actions", bot)
+    assert same_author("github-actions[bot]", bot)
+    assert same_author("github-actions", bot)
     assert not same_author("github-actions[bot]", Comment(2, MARKER, "", "github-actions", "User"))
     assert not same_author("mallory", bot)
 
@@ -147,9 +155,11 @@ def test_two_runs_started_together_leave_one_comment(tmp_path):
         procs = [_start(x, runner_env(x, gh, None, recall="false")) for x in (p, q)]
         for proc in procs:
             out, err = proc.communicate(timeout=300)
-            assert proc.returncode == 0 and "Traceback" not in err, out + err
+            assert proc.returncode == 0, out + err
+            assert "Traceback" not in err, out + err
         (only,) = gh.issue_comments(REPO, PR)
-        assert only["body"].startswith(MARKER) and head_of(_as_comment(only)) == p.head_sha
+        assert only["body"].startswith(MARKER)
+        assert head_of(_as_comment(only)) == p.head_sha
 
 
 def test_an_older_run_racing_a_newer_one_leaves_the_newer_verdict(tmp_path):
@@ -164,7 +174,8 @@ def test_an_older_run_racing_a_newer_one_leaves_the_newer_verdict(tmp_path):
         outs = []
         for proc in procs:
             out, err = proc.communicate(timeout=300)
-            assert proc.returncode == 0 and "Traceback" not in err, out + err
+            assert proc.returncode == 0, out + err
+            assert "Traceback" not in err, out + err
             outs.append(out)
         (only,) = gh.issue_comments(REPO, PR)
         assert head_of(_as_comment(only)) == p.head_sha
@@ -194,8 +205,10 @@ def test_a_broken_api_answer_is_a_warning_with_summary_and_outputs(tmp_path, fau
     with FakeGitHub(faults=[fault]) as gh:
         env = runner_env(p, gh, None, recall="false")
         run = run_action(p, env)
-        assert run.code == 0 and "Traceback" not in run.stderr + run.stdout, run.stdout + run.stderr
+        assert run.code == 0, run.stdout + run.stderr
+        assert "Traceback" not in run.stderr + run.stdout, run.stdout + run.stderr
         assert "internal error" not in run.stdout
         assert "::warning::needle:" in run.stdout
-        assert run.outputs["status"] == "pass" and run.outputs["report-path"]
+        assert run.outputs["status"] == "pass"
+        assert run.outputs["report-path"]
         assert "# needle: ✅" in run.summary

@@ -3,6 +3,7 @@ the anthropic counter through the real SDK against the loopback fake, and the lo
 
 from __future__ import annotations
 
+import itertools
 import json
 import math
 import os
@@ -10,6 +11,7 @@ import subprocess
 import sys
 import textwrap
 from pathlib import Path
+from typing import Any
 
 import pytest
 import tiktoken
@@ -19,7 +21,7 @@ from needle_action.assemble import Message, RenderedPrompt, render_case
 from needle_action.config import PromptSettings, ProviderSettings, load_config
 from needle_action.errors import ProviderUnavailable, TokenizerError
 from needle_action.tokens import TiktokenCounter, count_prompts, get_counter, sections
-from needle_action.tokens.tiktoken_counter import TOKENS_PER_MESSAGE, TOKENS_REPLY_PRIMING
+from needle_action.tokens.openai_chat import TOKENS_PER_MESSAGE, TOKENS_REPLY_PRIMING
 from tests.builders import Project
 
 REPO = Path(__file__).resolve().parents[2]
@@ -54,6 +56,7 @@ def expected_openai_count(enc_name: str, prompt: RenderedPrompt) -> int:
     roles = (["system"] if prompt.system else []) + [m.role for m in prompt.messages]
     texts = ([prompt.system] if prompt.system else []) + [m.content for m in prompt.messages]
     for role, text in zip(roles, texts, strict=True):
+        assert isinstance(text, str), "plain-text turns only"
         n += TOKENS_PER_MESSAGE + len(enc.encode(role)) + len(enc.encode(text, disallowed_special=()))
     return n + TOKENS_REPLY_PRIMING
 
@@ -64,8 +67,9 @@ def test_examples_render_to_eight_real_chat_cases(example_cases):
     # the support agent's history becomes real alternating chat turns ending with the customer
     long_support = next(c for c in example_cases if c.fixture and c.fixture.endswith("long.yaml"))
     roles = [m.role for m in long_support.messages]
-    assert len(roles) == 37 and roles[-1] == "user"
-    assert all(a != b for a, b in zip(roles, roles[1:], strict=False))
+    assert len(roles) == 37
+    assert roles[-1] == "user"
+    assert all(a != b for a, b in itertools.pairwise(roles))
 
 
 @pytest.mark.parametrize("encoding", ["o200k_base", "cl100k_base"])
@@ -111,7 +115,8 @@ def test_non_claude_non_openai_model_is_approximate_without_factor(example_cases
     counts = count_prompts(
         example_cases[:1], PromptSettings(tokenizer="tiktoken:o200k_base", model="llama-3.1-8b")
     )
-    assert counts[0].exact is False and counts[0].safety_factor == 1.0
+    assert counts[0].exact is False
+    assert counts[0].safety_factor == 1.0
 
 
 def test_cache_skips_encoding_repeated_prompts(example_cases, monkeypatch):
@@ -128,7 +133,8 @@ def test_cache_skips_encoding_repeated_prompts(example_cases, monkeypatch):
     first = count_prompts(example_cases + example_cases, settings)  # duplicates within one batch
     # the distinct prompts, then their section variants (tokens/sections.py) in one more batch
     variants = encoded[1]
-    assert encoded == [len(example_cases), variants] and variants >= len(example_cases)
+    assert encoded == [len(example_cases), variants]
+    assert variants >= len(example_cases)
     again = count_prompts(example_cases, settings)  # all cached now: no encoding at all
     assert encoded == [len(example_cases), variants]
     assert [c.raw_tokens for c in again] == [c.raw_tokens for c in first[: len(example_cases)]]
@@ -221,7 +227,8 @@ def test_cache_disabled_is_a_clear_error(tmp_path):
     proc = _run_needle(["budget", "--config", str(cfg)], "")
     assert proc.returncode == 2, proc.stderr
     assert "NETWORK ATTEMPTED" not in proc.stderr
-    assert "caching disabled" in proc.stderr and "Traceback" not in proc.stderr
+    assert "caching disabled" in proc.stderr
+    assert "Traceback" not in proc.stderr
 
 
 def test_empty_cache_is_seeded_from_bpe_openai_on_a_fresh_machine(tmp_path):
@@ -286,11 +293,15 @@ def test_anthropic_counter_counts_the_whole_request_through_the_sdk(fake, exampl
         assert req["json"]["messages"] == [{"role": m.role, "content": m.content} for m in case.messages]
         # what the fake computed for exactly this request, independently of our code
         assert c.raw_tokens == c.tokens == fake.count_tokens("\n".join(case.texts()))
-        assert c.exact is True and c.counter == "anthropic" and c.safety_factor == 1.0
+        assert c.exact is True
+        assert c.counter == "anthropic"
+        assert c.safety_factor == 1.0
         # the system section: what count_tokens says the system adds; the rest is the messages
         without_system = fake.count_tokens("\n".join(m.text for m in case.messages))
-        assert c.sections is not None and c.sections["system"] == c.tokens - without_system
-        assert sum(c.sections.values()) == c.tokens and c.sections["tools"] == 0
+        assert c.sections is not None
+        assert c.sections["system"] == c.tokens - without_system
+        assert sum(c.sections.values()) == c.tokens
+        assert c.sections["tools"] == 0
 
     before = fake.calls["count_tokens"]
     count_prompts(example_cases, _claude())  # cached: no further calls
@@ -370,9 +381,8 @@ def test_needle_budget_with_the_anthropic_tokenizer(fake, tmp_path, monkeypatch)
     assert fake.api_key not in result.output
     data = json.loads(out.read_text())
     cases = [c for p in data["prompts"] for c in p["cases"]]
-    assert len(cases) == 10 and all(  # 8 template cases, a builder's and a recorded request's
-        c["count"]["counter"] == "anthropic" and c["count"]["exact"] for c in cases
-    )
+    assert len(cases) == 10  # 8 template cases, a builder's and a recorded request's
+    assert all(c["count"]["counter"] == "anthropic" and c["count"]["exact"] for c in cases)
     # each case, and its section variants (without the system, the context emptied): each body once
     assert 10 < fake.calls["count_tokens"] <= 10 * 5
     assert {r["json"]["model"] for r in fake.requests} == {"claude-haiku-5-5"}
@@ -394,7 +404,7 @@ def _llama_or_skip():
 def transcript_by_hand(prompt: RenderedPrompt) -> str:
     """The base-model transcript the local provider sends a gguf without a chat template,
     written out independently: system, turns (assistant ones as "Answer: ..."), then "Answer:"."""
-    parts = [prompt.system] if prompt.system else []
+    parts: list[Any] = [prompt.system] if prompt.system else []
     parts += [f"Answer: {m.content}" if m.role == "assistant" else m.content for m in prompt.messages]
     return "\n\n".join(parts).rstrip() + "\nAnswer:"
 
@@ -410,7 +420,9 @@ def test_local_counter_is_the_embedded_models_own_tokenizer(example_cases):
     counter = get_counter("local", model="gemma3-270m", settings=settings)
     counts = count_prompts(example_cases, settings)
     for case, c in zip(example_cases, counts, strict=True):
-        assert c.counter == "local:gemma3-270m" and c.exact is True and c.safety_factor == 1.0
+        assert c.counter == "local:gemma3-270m"
+        assert c.exact is True
+        assert c.safety_factor == 1.0
         by_hand = 1 + len(llm.tokenize(transcript_by_hand(case).encode(), add_bos=False, special=True))
         assert c.raw_tokens == by_hand, case.fixture
         texts = case.texts()
@@ -451,7 +463,8 @@ def test_local_counter_is_approximate_for_another_provider(example_cases):
     _llama_or_skip()
     settings = PromptSettings(tokenizer="local", provider="anthropic", model="claude-sonnet-5-5")
     (c,) = count_prompts(example_cases[:1], settings)
-    assert c.exact is False and c.safety_factor == 1.0
+    assert c.exact is False
+    assert c.safety_factor == 1.0
 
 
 def test_local_counter_without_the_model_package_is_a_setup_error(monkeypatch):

@@ -44,7 +44,8 @@ def _pr(tmp: Path, fake: FakeAnthropic, base_curve, head_curve, pr: int) -> tupl
         res = needle_cli(
             ["check", "--config", str(cfg), "--json", str(tmp / f"{side}.json")], fake, tmp / side
         )
-        assert res.returncode in (0, 1) and "Traceback" not in res.stderr, res.stdout + res.stderr
+        assert res.returncode in (0, 1), res.stdout + res.stderr
+        assert "Traceback" not in res.stderr, res.stdout + res.stderr
         out[side] = json.loads((tmp / f"{side}.json").read_text())
     report = needle_cli(
         ["report", str(tmp / "head.json"), "--base", str(tmp / "base.json"), "--format", "json"], fake, tmp
@@ -73,11 +74,14 @@ def test_the_cli_agrees_with_the_replay(tmp_path, fake, name, base_curve, head_c
         assert code == (1 if must_block else 0), (code, comparison["verdict"])
         assert comparison["verdict"] in ("pass", "fail-recall")  # never inconclusive at full trials
         recall = head["prompts"][0]["recall"]
-        assert recall["power"]["trials"] == 20 and recall["calls"] == 15 * 20
+        assert recall["power"]["trials"] == 20
+        assert recall["calls"] == 15 * 20
         assert rc["base"]["trials"] == rc["head"]["trials"] == 300
         blocked += code == 1
     replay_rate = expected.blocked / expected.prs
     if replayed.must_block:
-        assert replay_rate >= 0.99 and blocked == PRS, (name, blocked, replay_rate)
+        assert replay_rate >= 0.99, (name, blocked, replay_rate)
+        assert blocked == PRS, (name, blocked, replay_rate)
     else:
-        assert replay_rate <= 0.01 and blocked == 0, (name, blocked, replay_rate)
+        assert replay_rate <= 0.01, (name, blocked, replay_rate)
+        assert blocked == 0, (name, blocked, replay_rate)

@@ -48,7 +48,8 @@ def test_curves_far_below_the_base_rate_somewhere_still_pass_early():
 def test_middle_drops_are_caught_early():
     for i, sc in enumerate([DROPS[0], DROPS[2]]):  # flat .95 and u .95/.6, middle -30 pt
         t = replay(sc, 100, seed=200 + i, seed_sd=0.3, check=10)
-        assert t.blocked / t.prs >= 0.95 and t.head_calls <= 0.5 * t.fixed_calls, (sc.name, t.head_calls)
+        assert t.blocked / t.prs >= 0.95, (sc.name, t.blocked)
+        assert t.head_calls <= 0.5 * t.fixed_calls, (sc.name, t.head_calls)
         assert t.disagreements == 0
 
 
@@ -61,5 +62,6 @@ def test_a_twenty_point_middle_drop_keeps_the_fixed_designs_power():
 def test_both_stop_rules_off_is_the_fixed_design_verdict_for_verdict():
     for i, sc in enumerate([NULLS[3], DROPS[5]]):
         t = replay(sc, 80, seed=300 + i, seed_sd=0.3, design=FIXED, check=10)
-        assert t.blocked == t.fixed_blocked and t.head_calls == t.fixed_calls
+        assert t.blocked == t.fixed_blocked
+        assert t.head_calls == t.fixed_calls
         assert t.disagreements == 0

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from needle_action.results import (
     AssembledView,
     BudgetCase,
+    Diagnosis,
     PromptResult,
     RecallAnswer,
     RecallCell,
@@ -22,7 +25,7 @@ def case(
     fixture: str | None = "fx/a.yaml",
     max_input: int | None = 8000,
     reserve: int = 500,
-    growth: str | None = "10%",
+    growth: Any = "10%",  # a max_growth as written in needle.toml: "10%", "+500" ...
     h: str | None = None,
     view: str | None = None,
     sections: dict[str, int] | None = None,
@@ -35,7 +38,7 @@ def case(
         assembled = AssembledView.of(_Viewed(view))
         h = h or assembled.sha256
     kind = BudgetCase if sections is None or "sections" in BudgetCase.model_fields else _SectionedCase
-    extra = {"sections": sections} if sections is not None else {}
+    extra: dict[str, Any] = {"sections": sections} if sections is not None else {}
     return kind(
         assembled=assembled,
         **extra,
@@ -98,7 +101,7 @@ def recall(
     threshold: float = 0.8,
     alpha: float = 0.01,
     min_drop: float = 0.2,
-    kind: str = "all-pass",
+    kind: Diagnosis = "all-pass",
     answers: dict | None = None,
     calls: int = 0,
     planned: int | None = None,

@@ -63,7 +63,8 @@ def test_stop_commands_wraps_untrusted_text():
         out.write("::error::fake\n")
     lines = out.getvalue().splitlines()
     token = lines[0].removeprefix("::stop-commands::")
-    assert len(token) == 32 and lines[-1] == f"::{token}::"
+    assert len(token) == 32
+    assert lines[-1] == f"::{token}::"
 
 
 def test_input_names_keep_hyphens():
@@ -105,20 +106,27 @@ def test_settings_from_a_runner_environment(tmp_path):
             },
         )
     )
-    assert s.github_token == "t" and s.fail_on_budget is False and s.fail_on_recall_regression is True
-    assert s.seed == 12 and s.api_url == "https://ghe.example/api/v3"
-    assert s.pull_request.number == 5 and s.pull_request.from_fork
+    assert s.github_token == "t"
+    assert s.fail_on_budget is False
+    assert s.fail_on_recall_regression is True
+    assert s.seed == 12
+    assert s.api_url == "https://ghe.example/api/v3"
+    assert s.pull_request.number == 5
+    assert s.pull_request.from_fork
     assert s.summary_url == "https://github.com/o/r/actions/runs/7"
-    assert s.cache_dir is None and s.trust_pr_config is False  # the cache lives outside the checkout
+    assert s.cache_dir is None
+    assert s.trust_pr_config is False
 
 
 def test_builder_inputs_name_a_folder_in_the_workspace_and_a_file(tmp_path):
     s = load_settings(
         _env(tmp_path, **{"INPUT_REQUESTS": "captured", "INPUT_REQUIREMENTS": "requirements.txt"})
     )
-    assert s.requests == tmp_path / "captured" and s.requirements == "requirements.txt"
+    assert s.requests == tmp_path / "captured"
+    assert s.requirements == "requirements.txt"
     unset = load_settings(_env(tmp_path, **{"INPUT_REQUESTS": "", "INPUT_REQUIREMENTS": " "}))
-    assert unset.requests is None and unset.requirements is None
+    assert unset.requests is None
+    assert unset.requirements is None
 
 
 @pytest.mark.parametrize(

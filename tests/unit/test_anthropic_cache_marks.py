@@ -34,9 +34,11 @@ def test_a_point_inside_a_tool_result_splits_its_content():
     context = "filler one. The code is QZT-4821. filler two."
     at = context.index("The code")
     body = build_request("claude-sonnet-5-5", _agent(context), 64, (Breakpoint(2, at, cache=True),))
-    assert body["tools"][0]["name"] == "search" and body["system"] == "be brief"
+    assert body["tools"][0]["name"] == "search"
+    assert body["system"] == "be brief"
     result, question = body["messages"][2]["content"]
-    assert result["type"] == "tool_result" and result["tool_use_id"] == "t1"
+    assert result["type"] == "tool_result"
+    assert result["tool_use_id"] == "t1"
     assert result["content"] == [
         {"type": "text", "text": context[:at], "cache_control": EPHEMERAL},
         {"type": "text", "text": context[at:]},

@@ -49,8 +49,10 @@ def test_the_diff_names_the_section_of_each_change():
     assert d.sections == ["system", "tools"]
     assert (d.added, d.removed) == (7, 1)  # the changed system line, and the tool's heading + 5 lines
     lines = [x for h in d.hunks for x in h.lines]
-    assert f"+{SYSTEM} {SENTENCE}" in lines and f"-{SYSTEM}" in lines
-    assert "+--- tools ---" in lines and '+  "name": "lookup_order"' in lines
+    assert f"+{SYSTEM} {SENTENCE}" in lines
+    assert f"-{SYSTEM}" in lines
+    assert "+--- tools ---" in lines
+    assert '+  "name": "lookup_order"' in lines
     assert " [context: 5120 chars, 4 items]" in lines  # context around the change, collapsed
 
 
@@ -67,7 +69,9 @@ def test_no_diff_when_the_request_is_the_same_and_a_note_when_a_side_has_no_view
     same = case(1240, view=BASE_VIEW)
     assert case_diff(same, case(1240, view=BASE_VIEW)) is None
     old = case_diff(case(1300, view=HEAD_VIEW), case(1240, h="old-hash"))
-    assert old is not None and not old.hunks and "base results carry no assembled view" in (old.note or "")
+    assert old is not None
+    assert not old.hunks
+    assert "base results carry no assembled view" in (old.note or "")
 
 
 def test_model_visible_whitespace_is_shown_on_changed_lines():
@@ -84,9 +88,12 @@ def test_stored_view_caps_a_huge_line_but_still_sees_a_change_inside_it():
     long = "x" * 70_000
     a = AssembledView.of(_Viewed(f"--- user ---\n{long}\n"))
     b = AssembledView.of(_Viewed(f"--- user ---\n{long[:30_000]}y{long[30_001:]}\n"))
-    assert a.truncated and a.chars == 70_014 and len(a.text) < VIEW_LINE_MAX + 200
+    assert a.truncated
+    assert a.chars == 70_014
+    assert len(a.text) < VIEW_LINE_MAX + 200
     assert "68,800 more chars" in a.text
-    assert a.text != b.text and a.sha256 != b.sha256
+    assert a.text != b.text
+    assert a.sha256 != b.sha256
     assert case_diff(case(2, view="--- user ---\nb\n"), case(1, view="--- user ---\na\n")) is not None
 
 
@@ -117,8 +124,10 @@ def test_comment_shows_the_diff_the_breakdown_and_the_headline():
     (fence,) = _fences(text)
     assert fence.info == "diff"
     body = fence.content.splitlines()
-    assert body[0].startswith("@@ -1,") and body[0].endswith(" system")
-    assert f"+{SYSTEM} {SENTENCE}" in body and "+--- tools ---" in body
+    assert body[0].startswith("@@ -1,")
+    assert body[0].endswith(" system")
+    assert f"+{SYSTEM} {SENTENCE}" in body
+    assert "+--- tools ---" in body
     assert (
         "<details><summary>Assembled request of `support` · `fx/a.yaml` · system, tools · +7 −1 lines" in text
     )
@@ -131,11 +140,14 @@ def test_summary_terminal_and_html_show_the_same_diff():
     assert f"+{SYSTEM} {SENTENCE}" in render_summary(c)
     lines = list(terminal_lines(c))
     assert lines[0] == ("assembled request of support [fx/a.yaml]: system, tools (+7 -1)", "bold")
-    assert (f"+{SYSTEM} {SENTENCE}", "green") in lines and (f"-{SYSTEM}", "red") in lines
+    assert (f"+{SYSTEM} {SENTENCE}", "green") in lines
+    assert (f"-{SYSTEM}", "red") in lines
     html = render_html(c)
     assert '<table class="diff" data-prompt="support">' in html
     row = re.search(r'<tr class="d-change">.*?</tr>', html, re.S)
-    assert row is not None and SENTENCE in row.group(0) and f">{SYSTEM}</td>" in row.group(0)
+    assert row is not None
+    assert SENTENCE in row.group(0)
+    assert f">{SYSTEM}</td>" in row.group(0)
     assert "380 of them in tools" in html
 
 
@@ -166,13 +178,16 @@ def test_hostile_template_cannot_break_out_of_the_diff():
         assert len(text) <= GITHUB_COMMENT_LIMIT
         fences = _fences(text)
         assert [f.info for f in fences] == ["diff"]
-        assert "+</details>" in fences[0].content and "+<img src=x onerror=alert(1)>" in fences[0].content
+        assert "+</details>" in fences[0].content
+        assert "+<img src=x onerror=alert(1)>" in fences[0].content
         raw_html = " ".join(_html_tags(text))
-        assert "<img" not in raw_html and "onerror" not in raw_html
+        assert "<img" not in raw_html
+        assert "onerror" not in raw_html
         assert raw_html.count("<details>") == raw_html.count("</details>")
         assert re.search(r"@org", text) is None  # a zero-width joiner follows every @
         rendered = MarkdownIt("commonmark", {"html": True}).enable("table").render(text)
-        assert "<img" not in rendered and "&lt;img src=x onerror=alert(1)&gt;" in rendered
+        assert "<img" not in rendered
+        assert "&lt;img src=x onerror=alert(1)&gt;" in rendered
 
 
 def test_a_huge_diff_is_trimmed_and_says_where_the_rest_is():
@@ -190,7 +205,8 @@ def test_a_huge_diff_is_trimmed_and_says_where_the_rest_is():
     assert all(f.info == "diff" for f in _fences(text))
     summary = render_summary(c)
     # the job summary holds far more (1 MiB); past its own cap it counts the rest too
-    assert summary.count("```diff") == 10 and len(summary) < 1_048_576
+    assert summary.count("```diff") == 10
+    assert len(summary) < 1_048_576
     assert "2 more changed request(s) not shown here" in summary
 
 
@@ -210,11 +226,13 @@ def test_sampled_misses_of_a_regressed_group_with_a_base_hit_beside_them():
     )
     c = _pair(base_rec=base_rec, head_rec=head_rec)
     rc = c.prompts[0].recall
-    assert rc is not None and any(g.verdict == "regressed" for g in rc.groups)
+    assert rc is not None
+    assert any(g.verdict == "regressed" for g in rc.groups)
     first = rc.misses[0]
     assert len(first.misses) == 3
     assert {m.depth for m in first.misses} == {0.5}
-    assert first.misses[0].expected == "K3X9" and first.misses[0].base_hit == "The code is K3X9."
+    assert first.misses[0].expected == "K3X9"
+    assert first.misses[0].base_hit == "The code is K3X9."
     text = render_comment(c)
     assert "**How it missed** (`codeword`, " in text
     assert (
@@ -239,10 +257,12 @@ def test_the_terminal_colours_the_diff_only_on_a_tty():
         print_diffs(c)
 
     coloured = CliRunner().invoke(show, color=True).output
-    assert f"\x1b[32m+{SYSTEM} {SENTENCE}\x1b[0m" in coloured and f"\x1b[31m-{SYSTEM}\x1b[0m" in coloured
+    assert f"\x1b[32m+{SYSTEM} {SENTENCE}\x1b[0m" in coloured
+    assert f"\x1b[31m-{SYSTEM}\x1b[0m" in coloured
     assert "\x1b[32m+[31mforged[0m\x1b[0m" in coloured  # the template's own escapes are dropped
     plain = CliRunner().invoke(show, color=False).output
-    assert "\x1b" not in plain and f"+{SYSTEM} {SENTENCE}" in plain
+    assert "\x1b" not in plain
+    assert f"+{SYSTEM} {SENTENCE}" in plain
 
 
 def test_a_pathological_view_diffs_quickly_and_keeps_a_bounded_diff():
@@ -252,4 +272,5 @@ def test_a_pathological_view_diffs_quickly_and_keeps_a_bounded_diff():
     d = diff_lines(None, "--- user ---\n" + "a\nb\n" * 50_000, "--- user ---\n" + "b\na\n" * 50_000)
     assert time.perf_counter() - started < 5
     assert sum(len(x) for h in d.hunks for x in h.lines) <= 250_000
-    assert d.partial and "not kept: the diff is too large" in (d.note or "")
+    assert d.partial
+    assert "not kept: the diff is too large" in (d.note or "")

@@ -35,7 +35,7 @@ def test_the_bank_is_big_and_varied():
     assert len({(x, key) for _, x, key in items}) == len(items)  # no item twice
 
 
-@pytest.mark.parametrize("relation, fact, question", list(_pairs()))
+@pytest.mark.parametrize(("relation", "fact", "question"), list(_pairs()))
 def test_fact_and_question_share_no_content_word(relation, fact, question):
     assert overlap(fact, question) == set(), (relation, fact, question)
 
@@ -51,7 +51,8 @@ def test_the_overlap_rule_catches_shared_words_stems_and_prefixes():
     # stop words and the shared answer suffix are not content
     assert overlap("The answer is with them.", "What is the answer?") == set()
     assert stem("restorable") == stem("restored") == stem("restore")
-    assert stem("class") == stem("classes") and stem("status") == stem("statuses")
+    assert stem("class") == stem("classes")
+    assert stem("status") == stem("statuses")
     assert content_stems("Família Sagrada") == {"familia", "sagrada"}  # accents folded
 
 
@@ -74,8 +75,11 @@ def test_every_trial_gets_a_fresh_name_that_only_the_fact_states():
     assert len({n.answer for n in needles}) > 50  # names vary across trials
     assert len({n.facts[0].replace(n.answer, "") for n in needles}) > 60  # and so do the facts
     for n in needles:
-        assert n.answer in NAMES and n.answer in n.facts[0] and n.answer not in n.question
-        assert n.question.endswith(ANSWER_SUFFIX) and n.question.count("?") == 1
+        assert n.answer in NAMES
+        assert n.answer in n.facts[0]
+        assert n.answer not in n.question
+        assert n.question.endswith(ANSWER_SUFFIX)
+        assert n.question.count("?") == 1
         assert overlap(n.facts[0].replace(n.answer, ""), n.question) == set()
 
 
@@ -83,7 +87,8 @@ def test_every_trial_gets_a_fresh_name_that_only_the_fact_states():
 def test_look_alikes_name_other_people_and_never_answer_the_question(similarity):
     for n in _trials(200, distractors=3, similarity=similarity):
         assert len(n.distractors) == len(n.distractor_values) == 3
-        assert n.answer not in n.distractor_values and len(set(n.distractor_values)) == 3
+        assert n.answer not in n.distractor_values
+        assert len(set(n.distractor_values)) == 3
         for text, name in zip(n.distractors, n.distractor_values, strict=True):
             assert text.startswith(name)
         relation = next(

@@ -51,7 +51,8 @@ def test_fits_with_headroom():
     assert case.status == "pass"
     assert case.headroom == 300
     assert case.reasons == []
-    assert case.baseline_tokens is None and case.growth_tokens is None
+    assert case.baseline_tokens is None
+    assert case.growth_tokens is None
     assert case.content_hash == rendered().content_hash()
 
 
@@ -80,7 +81,8 @@ def test_over_budget_fails_with_a_sentence_of_the_numbers(budget, reserve, token
 def test_no_budget_means_no_absolute_check():
     case = evaluate_case(settings(max_input_tokens=None), rendered(), count(10**6), None)
     assert case.status == "pass"
-    assert case.headroom is None and case.max_input_tokens is None
+    assert case.headroom is None
+    assert case.max_input_tokens is None
 
 
 def test_budget_uses_tokens_after_the_safety_factor():

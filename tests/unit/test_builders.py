@@ -52,5 +52,6 @@ def test_edit_refuses_an_old_text_that_is_not_there(tmp_path):
 
 def test_examples_copies_the_bundled_project(tmp_path):
     project = Project(tmp_path).examples("prompts", "fixtures")
-    assert project.path("prompts/rag_answer.j2").is_file() and not project.config_path.exists()
+    assert project.path("prompts/rag_answer.j2").is_file()
+    assert not project.config_path.exists()
     assert Project(tmp_path / "all").examples().config_path.is_file()

@@ -27,7 +27,7 @@ def answer(i: int, hit: bool) -> RecallAnswer:
     return RecallAnswer(trial=i, needle="V", answer="V" if hit else "x", hit=hit)
 
 
-@pytest.mark.parametrize("planned,threshold", [(3, 0.8), (5, 0.8), (6, 0.5), (8, 0.9)])
+@pytest.mark.parametrize(("planned", "threshold"), [(3, 0.8), (5, 0.8), (6, 0.5), (8, 0.9)])
 def test_any_arrival_order_settles_where_sequential_early_stopping_does(planned, threshold):
     rng = random.Random(planned)
     for outcomes in itertools.product([False, True], repeat=planned):
@@ -40,7 +40,8 @@ def test_any_arrival_order_settles_where_sequential_early_stopping_does(planned,
             cell.receive(answer(i, outcomes[i]), threshold, early_stop=True)
         result = cell.to_result(threshold)
         assert (result.hits, result.trials, result.status) == (hits, trials, status), outcomes
-        assert cell.settled and cell.discarded == planned - trials
+        assert cell.settled
+        assert cell.discarded == planned - trials
         assert [a.trial for a in result.answers] == list(range(trials))
 
 
@@ -58,15 +59,18 @@ def test_a_lost_trial_is_asked_again_once_then_skipped():
     cell = CellRun(2000, 0.0, 5)
     for i in range(5):
         cell.take(i)
-    assert cell.fail(2) is False and cell.next_index() == 2  # asked again first
+    assert cell.fail(2) is False
+    assert cell.next_index() == 2
     cell.take(2)
-    assert cell.fail(2) is True and 2 in cell.lost
+    assert cell.fail(2) is True
+    assert 2 in cell.lost
     for i in (0, 1, 3, 4):
         cell.receive(answer(i, True), 0.8, early_stop=False)
     r = cell.to_result(0.8)
-    assert (
-        cell.settled and r.trials == 4 and r.hits == 4 and r.status == "pass"
-    )  # 4/5 still reaches the quota
+    assert cell.settled
+    assert r.trials == 4
+    assert r.hits == 4
+    assert r.status == "pass"
 
 
 def test_tool_call_answers_are_misses_counted_apart():

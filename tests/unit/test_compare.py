@@ -42,14 +42,17 @@ def test_unchanged_new_deleted_renamed_changed():
     }
     assert c.prompt("new_name").renamed_from == "old_name"
     assert c.prompt("moved_too").tokens[0].delta == 2  # compared with its old self
-    assert c.verdict == "pass" and not c.failed
+    assert c.verdict == "pass"
+    assert not c.failed
 
 
 def test_growth_over_max_growth_fails_with_location():
     c = compare(results(prompt("rag", [case(1000)])), results(prompt("rag", [case(1101)], line=7)))
     t = c.prompts[0].tokens[0]
     assert (t.delta, t.percent, t.growth_allowed, t.growth_ok, t.tier) == (101, 10.1, 100.0, False, "red")
-    assert c.verdict == "fail-budget" and c.budget_failed and c.failed
+    assert c.verdict == "fail-budget"
+    assert c.budget_failed
+    assert c.failed
     (f,) = c.failures
     assert (f.kind, f.file, f.line, f.config_line) == ("growth", "prompts/rag.j2", 1, 7)
     assert "max_growth 10%" in f.message
@@ -60,13 +63,16 @@ def test_growth_exactly_at_limit_passes_and_tokens_growth_is_absolute():
     c = compare(
         results(prompt("r", [case(1000, growth="50")])), results(prompt("r", [case(1051, growth="50")]))
     )
-    assert c.budget_failed and c.prompts[0].tokens[0].growth_allowed == 50
+    assert c.budget_failed
+    assert c.prompts[0].tokens[0].growth_allowed == 50
 
 
 def test_absolute_budget_fails_without_base():
     c = compare(None, results(prompt("r", [case(7600)])))  # 7600 + 500 reserve > 8000
-    assert c.verdict == "fail-budget" and c.failures[0].kind == "budget"
-    assert c.prompts[0].status == "new" and c.prompts[0].tokens[0].headroom == -100
+    assert c.verdict == "fail-budget"
+    assert c.failures[0].kind == "budget"
+    assert c.prompts[0].status == "new"
+    assert c.prompts[0].tokens[0].headroom == -100
 
 
 @pytest.mark.parametrize(("tokens", "tier"), [(1020, "green"), (1060, "yellow"), (1200, "red")])
@@ -77,7 +83,8 @@ def test_tiers(tokens, tier):
 
 def test_little_headroom_is_yellow():
     c = compare(None, results(prompt("r", [case(7000, max_input=8000, reserve=500)])))  # 500 < 10% of 8000
-    assert c.prompts[0].tokens[0].tier == "yellow" and not c.failed
+    assert c.prompts[0].tokens[0].tier == "yellow"
+    assert not c.failed
 
 
 def test_a_collapsed_middle_regresses_as_a_group():
@@ -85,13 +92,16 @@ def test_a_collapsed_middle_regresses_as_a_group():
     head = results(prompt("r", [case(100)], rec=recall(grid({0.0: (20, 20), 0.5: (4, 20), 1.0: (20, 20)}))))
     c = compare(base, head)
     rc = c.prompts[0].recall
-    assert rc.status == "fail" and c.verdict == "fail-recall" and c.recall_regressed
+    assert rc.status == "fail"
+    assert c.verdict == "fail-recall"
+    assert c.recall_regressed
     flagged = {g.label for g in rc.groups if g.verdict == "regressed"}
     assert "middle depth (50%)" in flagged
     assert all(x.verdict == "regressed" for x in rc.cells if x.depth == 0.5)
     assert all(x.verdict == "ok" for x in rc.cells if x.depth != 0.5)
     assert {f.kind for f in c.failures} == {"recall-regression"}
-    assert "Holm" in c.failures[0].message and "stratified" in c.failures[0].message
+    assert "Holm" in c.failures[0].message
+    assert "stratified" in c.failures[0].message
     assert exit_of(c) == 1
 
 
@@ -101,7 +111,8 @@ def test_a_drop_below_the_floor_is_never_tested():
     head = results(prompt("r", [], rec=recall(grid({0.5: (170, 200)}), min_drop=0.3)))
     rc = compare(base, head).prompts[0].recall
     assert rc.floor == pytest.approx(0.15)
-    assert {g.verdict for g in rc.groups} == {"below-floor"} and all(g.p_value is None for g in rc.groups)
+    assert {g.verdict for g in rc.groups} == {"below-floor"}
+    assert all(g.p_value is None for g in rc.groups)
     assert rc.status == "pass"
 
 
@@ -110,9 +121,12 @@ def test_noise_at_full_counts_is_ok():
     head = results(prompt("r", [], rec=recall(grid({0.0: (18, 20), 0.5: (14, 20), 1.0: (19, 20)}))))
     c = compare(base, head)
     rc = c.prompts[0].recall
-    assert rc.status == "pass" and c.verdict == "pass" and not c.failed
+    assert rc.status == "pass"
+    assert c.verdict == "pass"
+    assert not c.failed
     assert all(g.verdict in ("ok", "below-floor") for g in rc.groups)
-    assert rc.detectable_drop is not None and rc.detectable_in == "middle depth (50%)"
+    assert rc.detectable_drop is not None
+    assert rc.detectable_in == "middle depth (50%)"
 
 
 def test_curtailed_counts_are_not_tested():
@@ -123,7 +137,8 @@ def test_curtailed_counts_are_not_tested():
     rc = c.prompts[0].recall
     assert {g.verdict for g in rc.groups} == {"untested"}
     assert {x.verdict for x in rc.cells} == {"inconclusive"}
-    assert c.verdict == "inconclusive" and not c.failed
+    assert c.verdict == "inconclusive"
+    assert not c.failed
 
 
 def test_a_partial_head_is_underpowered_never_pass():
@@ -131,7 +146,9 @@ def test_a_partial_head_is_underpowered_never_pass():
     head = results(prompt("r", [], rec=recall(grid({0.0: (6, 6), 0.5: (5, 6), 1.0: (6, 6)}), partial=True)))
     c = compare(base, head)
     assert c.prompts[0].recall.status == "underpowered"
-    assert c.verdict == "underpowered" and c.recall_underpowered and not c.failed
+    assert c.verdict == "underpowered"
+    assert c.recall_underpowered
+    assert not c.failed
     assert "Underpowered" in c.headline
 
 
@@ -141,14 +158,17 @@ def test_a_regression_found_in_a_partial_run_still_fails():
         prompt("r", [], rec=recall(grid({0.0: (10, 10), 0.5: (0, 10), 1.0: (10, 10)}), partial=True))
     )
     c = compare(base, head)
-    assert c.verdict == "fail-recall" and exit_of(c) == 1
+    assert c.verdict == "fail-recall"
+    assert exit_of(c) == 1
 
 
 def test_same_fingerprint_is_not_tested():
     same = recall(grid({0.5: (20, 20)}), pool_key="k")
     other = recall(grid({0.5: (10, 20)}), pool_key="k")
     rc = compare(results(prompt("r", [], rec=same)), results(prompt("r", [], rec=other))).prompts[0].recall
-    assert rc.unchanged and rc.groups == [] and rc.status == "pass"
+    assert rc.unchanged
+    assert rc.groups == []
+    assert rc.status == "pass"
 
 
 def test_history_is_shown_but_kept_out_of_the_test():
@@ -164,8 +184,11 @@ def test_history_is_shown_but_kept_out_of_the_test():
     )
     head = results(prompt("r", [], rec=recall(grid({0.5: (12, 20)}))))
     rc = compare(results(prompt("r", [], rec=base_rec)), head).prompts[0].recall
-    assert rc.base.history_trials == 120 and rc.base.history_runs == 3 and rc.base.trials == 40
-    assert rc.head.trials == 40 and rc.head.history_trials == 0
+    assert rc.base.history_trials == 120
+    assert rc.base.history_runs == 3
+    assert rc.base.trials == 40
+    assert rc.head.trials == 40
+    assert rc.head.history_trials == 0
     group = next(g for g in rc.groups if g.kind == "depth")
     assert (group.base_hits, group.base_trials) == (36, 40)
     assert (group.head_hits, group.head_trials) == (24, 40)
@@ -176,15 +199,18 @@ def test_new_prompt_below_threshold_is_reported():
     rec = recall(grid({0.0: (20, 20), 0.5: (2, 20), 1.0: (20, 20)}), status="fail")
     c = compare(None, results(prompt("r", [], rec=rec)))
     verdicts = {(x.depth, x.verdict) for x in c.prompts[0].recall.cells}
-    assert (0.5, "below-threshold") in verdicts and (0.0, "new") in verdicts
-    assert c.recall_regressed and c.failures[0].kind == "recall-threshold"
+    assert (0.5, "below-threshold") in verdicts
+    assert (0.0, "new") in verdicts
+    assert c.recall_regressed
+    assert c.failures[0].kind == "recall-threshold"
 
 
 def test_other_model_on_base_is_not_compared():
     base = results(prompt("r", [], rec=recall(grid(FULL), model="claude-opus-5-5")))
     head = results(prompt("r", [], rec=recall(grid({0.0: (5, 5), 0.5: (4, 5), 1.0: (5, 5)}))))
     rc = compare(base, head).prompts[0].recall
-    assert not rc.comparable and all(x.p_value is None for x in rc.cells)
+    assert not rc.comparable
+    assert all(x.p_value is None for x in rc.cells)
 
 
 def test_skipped_recall_and_outage_flag():
@@ -197,10 +223,13 @@ def test_skipped_recall_and_outage_flag():
         )
     )
     c = compare(None, head)
-    assert c.prompts[0].recall.status == "skipped" and c.provider_outage and not c.failed
+    assert c.prompts[0].recall.status == "skipped"
+    assert c.provider_outage
+    assert not c.failed
     assert c.verdict == "inconclusive"
     nokey = compare(None, results(prompt("r", [case(10)], skipped="ANTHROPIC_API_KEY is not set")))
-    assert not nokey.provider_outage and nokey.verdict == "pass"
+    assert not nokey.provider_outage
+    assert nokey.verdict == "pass"
 
 
 def test_policy_flags_are_separate():
@@ -212,7 +241,8 @@ def test_policy_flags_are_separate():
 def test_json_round_trip():
     c = compare(None, results(prompt("r", [case(10)])))
     data = json.loads(c.model_dump_json())
-    assert data["verdict"] == "pass" and data["prompts"][0]["tokens"][0]["head_tokens"] == 10
+    assert data["verdict"] == "pass"
+    assert data["prompts"][0]["tokens"][0]["head_tokens"] == 10
 
 
 def test_a_results_file_claiming_more_hits_than_trials_is_a_config_error(tmp_path):

@@ -60,11 +60,13 @@ def test_cells_pair_by_style_and_holm_spans_every_style():
     assert rc.styles == ["codeword", "absent"]
     assert len(rc.groups) == 2 * len(family([2000, 8000], list(DEPTHS)))  # one family over both styles
     regressed = [g for g in rc.groups if g.verdict == "regressed"]
-    assert regressed and {g.style for g in regressed} == {"absent"}
+    assert regressed
+    assert {g.style for g in regressed} == {"absent"}
     assert {(c.style, c.depth) for c in rc.cells if c.verdict == "regressed"} == {("absent", 0.5)}
     assert comparison.recall_regressed
     message = comparison.failures[0].message
-    assert "abstention [absent] at" in message and "invents answers" in message, message
+    assert "abstention [absent] at" in message, message
+    assert "invents answers" in message, message
 
 
 def test_the_same_drop_in_a_recall_style_names_that_style():
@@ -88,7 +90,8 @@ def test_a_style_the_base_did_not_run_is_judged_against_the_threshold():
     rc = comparison.prompt("qa").recall
     assert {g.style for g in rc.groups} == {"codeword"}  # only the style both ran is tested
     assert {c.verdict for c in rc.cells if c.style == "absent"} == {"below-threshold"}
-    assert rc.status == "fail" and comparison.recall_regressed
+    assert rc.status == "fail"
+    assert comparison.recall_regressed
     assert any(
         f.kind == "recall-threshold" and "abstention [absent]: absent summary" in f.message
         for f in comparison.failures
@@ -103,7 +106,8 @@ def test_a_base_written_before_cells_named_their_style_still_pairs():
     assert {c.style for c in base.cells} == {"codeword"}  # named from needle_style
     head = _styled({"codeword": BAD_MIDDLE}, pool_key="h2")
     rc = _compare(base, head).prompt("qa").recall
-    assert rc.comparable and any(g.verdict == "regressed" for g in rc.groups)
+    assert rc.comparable
+    assert any(g.verdict == "regressed" for g in rc.groups)
 
 
 def test_other_look_alikes_are_not_the_same_quantity():
@@ -111,7 +115,8 @@ def test_other_look_alikes_are_not_the_same_quantity():
     head = _styled({"codeword": BAD_MIDDLE}, pool_key="h")
     head.distractors, head.similarity = 3, "high"
     rc = _compare(base, head).prompt("qa").recall
-    assert not rc.comparable and not rc.groups  # judged against the threshold alone
+    assert not rc.comparable
+    assert not rc.groups
 
 
 def _with_target(r: RecallResult, target: str) -> RecallResult:

@@ -63,14 +63,19 @@ GOOD = """
 def test_defaults_merge_key_by_key_into_every_prompt(tmp_path):
     config = load_config(make_repo(tmp_path, GOOD))
     rag, plain = config.prompts["rag"], config.prompts["plain"]
-    assert rag.name == "rag" and plain.name == "plain"
-    assert rag.model == "claude-haiku-5-5" and rag.max_input_tokens == 6000 and plain.max_input_tokens == 4000
+    assert rag.name == "rag"
+    assert plain.name == "plain"
+    assert rag.model == "claude-haiku-5-5"
+    assert rag.max_input_tokens == 6000
+    assert plain.max_input_tokens == 4000
     assert str(rag.max_growth) == "10%"
     # recall merged key by key: trials from the prompt, sizes from defaults
-    assert rag.recall.trials == 3 and rag.recall.sizes == [2000, 8000]
+    assert rag.recall.trials == 3
+    assert rag.recall.sizes == [2000, 8000]
     assert plain.recall.trials == 7
     # providers.NAME merged key by key too
-    assert rag.providers["anthropic"].timeout_s == 5 and rag.providers["anthropic"].max_retries == 2
+    assert rag.providers["anthropic"].timeout_s == 5
+    assert rag.providers["anthropic"].max_retries == 2
     assert plain.providers["anthropic"].timeout_s == 30
     assert config.root == tmp_path.absolute()
     assert [p.name for p in config.fixture_paths(rag)] == ["a.yaml"]
@@ -123,7 +128,8 @@ def test_scanner_handles_arrays_of_tables_multiline_values_and_inline_tables():
     lines = scan_lines(text)
     assert lines["defaults.recall.sizes"] == 2
     assert lines["defaults.recall.note"] == 6
-    assert "prompts.fake" not in lines and "prompts.fake.key" not in lines
+    assert "prompts.fake" not in lines
+    assert "prompts.fake.key" not in lines
     assert lines["defaults.recall.needles"] == 11
     assert lines["defaults.recall.needles.0.question"] == 13
     assert lines["defaults.recall.needles.1"] == 15
@@ -135,21 +141,25 @@ def test_scanner_handles_arrays_of_tables_multiline_values_and_inline_tables():
 
 def test_missing_file_suggests_init(tmp_path):
     err = error_of(tmp_path / "needle.toml")
-    assert "not found" in err.message and "needle init" in err.hint
+    assert "not found" in err.message
+    assert "needle init" in err.hint
 
 
 def test_toml_syntax_error_line_and_column(tmp_path):
     cfg = make_repo(tmp_path, '[prompts.a]\ntemplate = "prompts/a.j2"\nmodel = \n')
     err = error_of(cfg)
-    assert err.location.line == 3 and err.location.column
-    assert "(at line" not in err.message and "TOML" in err.message
+    assert err.location.line == 3
+    assert err.location.column
+    assert "(at line" not in err.message
+    assert "TOML" in err.message
 
 
 def test_unknown_key_with_did_you_mean(tmp_path):
     cfg = make_repo(tmp_path, '[prompts.rag]\ntemplate = "prompts/a.j2"\nmax_input_tokns = 5\n')
     err = error_of(cfg)
     assert err.message.startswith("unknown key 'max_input_tokns' in [prompts.rag]")
-    assert err.location.line == 3 and "max_input_tokens" in err.hint
+    assert err.location.line == 3
+    assert "max_input_tokens" in err.hint
 
 
 def test_model_level_validator_points_at_table(tmp_path):
@@ -157,7 +167,8 @@ def test_model_level_validator_points_at_table(tmp_path):
         tmp_path, '[prompts.rag]\ntemplate = "prompts/a.j2"\n\n[prompts.rag.recall]\nscoring = "regex"\n'
     )
     err = error_of(cfg)
-    assert "answer_regex" in err.message and err.location.line == 4
+    assert "answer_regex" in err.message
+    assert err.location.line == 4
 
 
 def test_array_of_tables_entry_error_line(tmp_path):
@@ -167,7 +178,8 @@ def test_array_of_tables_entry_error_line(tmp_path):
         '[prompts.rag]\ntemplate = "prompts/a.j2"\n',
     )
     err = error_of(cfg)
-    assert "question" in err.message and err.location.line == 1
+    assert "question" in err.message
+    assert err.location.line == 1
 
 
 RAG = '[prompts.rag]\ntemplate = "prompts/a.j2"\n'
@@ -251,13 +263,15 @@ RAG = '[prompts.rag]\ntemplate = "prompts/a.j2"\n'
 )
 def test_a_path_or_table_error_names_the_problem_at_its_line(tmp_path, toml, files, words, line, hint):
     err = error_of(make_repo(tmp_path, toml, files))
-    assert words in err.message and err.location.line == line
+    assert words in err.message
+    assert err.location.line == line
     if hint is not None:  # "": a hint of any words
-        assert err.hint and hint in err.hint
+        assert err.hint
+        assert hint in err.hint
 
 
 @pytest.mark.parametrize(
-    "template, words",
+    ("template", "words"),
     [
         ("prompts/b.j2", "not found"),
         ("/etc/passwd", "absolute"),
@@ -270,7 +284,8 @@ def test_bad_template_paths(tmp_path, template, words):
     root = tmp_path / "repo"
     cfg = make_repo(root, f'[prompts.rag]\n\ntemplate = "{template}"\n')
     err = error_of(cfg)
-    assert words in err.message and err.location.line == 3
+    assert words in err.message
+    assert err.location.line == 3
 
 
 def test_template_missing_suggests_near_name(tmp_path):
@@ -292,14 +307,17 @@ def test_a_symlink_out_of_the_root_is_refused(tmp_path, toml, link, line):
     cfg = make_repo(root, toml)
     os.symlink(outside, root / link)
     err = error_of(cfg)
-    assert "symlink" in err.message and err.location.line == line
+    assert "symlink" in err.message
+    assert err.location.line == line
 
 
 def test_prompt_name_and_name_key(tmp_path):
     err = error_of(make_repo(tmp_path, '[prompts."has space"]\ntemplate = "prompts/a.j2"\n'))
-    assert "not usable" in err.message and err.location.line == 1
+    assert "not usable" in err.message
+    assert err.location.line == 1
     err = error_of(make_repo(tmp_path, '[prompts.rag]\ntemplate = "prompts/a.j2"\nname = "other"\n'))
-    assert err.location.line == 3 and "table name" in err.hint
+    assert err.location.line == 3
+    assert "table name" in err.hint
 
 
 def test_error_format_is_file_line_message_and_hint(tmp_path):
@@ -316,14 +334,17 @@ def test_list_entries_and_union_types_read_naturally(tmp_path):
             '[prompts.rag]\ntemplate = "prompts/a.j2"\n\n[prompts.rag.recall]\ndepths = [0.1, "x"]\n',
         )
     )
-    assert err.message.startswith("entry 2 of 'depths' in [prompts.rag.recall]") and err.location.line == 5
+    assert err.message.startswith("entry 2 of 'depths' in [prompts.rag.recall]")
+    assert err.location.line == 5
     err = error_of(
         make_repo(
             tmp_path, '[prompts.rag]\ntemplate = "prompts/a.j2"\n\n[prompts.rag.recall]\nsizes = "big"\n'
         )
     )
-    assert err.message.startswith("'sizes' in [prompts.rag.recall]") and "list[int]" not in err.message
-    assert "more problem" not in err.message and "auto" in err.hint
+    assert err.message.startswith("'sizes' in [prompts.rag.recall]")
+    assert "list[int]" not in err.message
+    assert "more problem" not in err.message
+    assert "auto" in err.hint
 
 
 def test_a_key_pasted_into_api_key_env_is_refused_without_echoing_it(tmp_path):
@@ -334,7 +355,8 @@ def test_a_key_pasted_into_api_key_env_is_refused_without_echoing_it(tmp_path):
         f'[prompts.rag.providers.anthropic]\napi_key_env = "{secret}"\n',
     )
     err = error_of(cfg)
-    assert err.location.line == 5 and "api_key_env must name an environment variable" in err.message
+    assert err.location.line == 5
+    assert "api_key_env must name an environment variable" in err.message
     assert secret not in err.format()
     # a plain variable name is still accepted
     make_repo(

@@ -40,22 +40,27 @@ def run(cells, partial: bool = False, reason: str | None = None):
 
 def test_all_pass():
     reading, d = run(grid(lambda s, d: 19))
-    assert d.kind == "all-pass" and not reading.fails
+    assert d.kind == "all-pass"
+    assert not reading.fails
     assert "32,000 tokens" in d.summary
-    assert reading.effective_context == 32000 and reading.effective_high is None
+    assert reading.effective_context == 32000
+    assert reading.effective_high is None
 
 
 def test_one_unlucky_cell_does_not_change_the_class():
     # 13/20 alone would be a failing cell; pooled with its neighbours the depth holds
-    reading, d = run(grid(lambda s, d: 13 if (s, d) == (8000, 0.25) else 20))
+    _reading, d = run(grid(lambda s, d: 13 if (s, d) == (8000, 0.25) else 20))
     assert d.kind == "all-pass"
 
 
 def test_lost_in_the_middle():
     reading, d = run(grid(lambda s, d: 19 if d in (0.0, 1.0) else (3 if d == 0.5 else 12)))
-    assert d.kind == "lost-in-the-middle" and reading.fails
-    assert "50%" in d.summary and "n=60" in d.summary
-    assert "edge_order" in d.fix and "question last" in d.fix
+    assert d.kind == "lost-in-the-middle"
+    assert reading.fails
+    assert "50%" in d.summary
+    assert "n=60" in d.summary
+    assert "edge_order" in d.fix
+    assert "question last" in d.fix
     assert reading.effective_context is None  # the middle fails already at the smallest size
 
 
@@ -67,15 +72,19 @@ def test_a_lost_start_is_mixed_not_lost_in_the_middle():
 def test_size_limited_names_the_effective_length_with_its_range():
     reading, d = run(grid(lambda s, d: 19 if s < 32000 else 1))
     assert d.kind == "size-limited"
-    assert reading.effective_context == 8000 and reading.effective_high == 32000
+    assert reading.effective_context == 8000
+    assert reading.effective_high == 32000
     assert reading.effective_low == 8000  # 2,000 and 8,000 are demonstrably above the bar
-    assert "8,000 tokens" in d.summary and "from 32,000 tokens" in d.summary
-    assert "8,000 tokens" in d.fix and "larger effective window" in d.fix
+    assert "8,000 tokens" in d.summary
+    assert "from 32,000 tokens" in d.summary
+    assert "8,000 tokens" in d.fix
+    assert "larger effective window" in d.fix
 
 
 def test_size_limited_from_the_smallest_size():
     reading, d = run(grid(lambda s, d: 2))
-    assert d.kind == "size-limited" and reading.effective_context is None
+    assert d.kind == "size-limited"
+    assert reading.effective_context is None
     assert "smallest size" in d.summary
 
 
@@ -94,8 +103,10 @@ def test_flaky_when_recall_sits_at_the_threshold():
 def test_inconclusive_when_the_run_was_cut_short():
     cells = [cell(s, d, 2, trials=2) for s in SIZES for d in DEPTHS]
     reading, d = run(cells, partial=True, reason="max_calls (30) reached")
-    assert d.kind == "inconclusive" and not reading.fails
-    assert "max_calls (30) reached" in d.summary and "max_calls" in d.fix
+    assert d.kind == "inconclusive"
+    assert not reading.fails
+    assert "max_calls (30) reached" in d.summary
+    assert "max_calls" in d.fix
 
 
 def test_inconclusive_when_nothing_ran():
@@ -111,4 +122,6 @@ def test_middle_fails_at_small_sizes_and_everything_at_large_is_mixed():
 
     _, d = run(grid(hits))
     assert d.kind == "mixed-failure"
-    assert "32,000 tokens 0%" in d.summary and "edge_order" in d.fix and "larger effective window" in d.fix
+    assert "32,000 tokens 0%" in d.summary
+    assert "edge_order" in d.fix
+    assert "larger effective window" in d.fix

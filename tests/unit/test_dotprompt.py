@@ -12,6 +12,7 @@ import asyncio
 import os
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 from dotpromptz import DataArgument, Dotprompt
@@ -70,7 +71,7 @@ def official(text: str, data: dict, partials: dict[str, str] | None = None, hist
     """What dotpromptz itself renders: [(role, text)] with our trimming and role names applied."""
     doc = Dotprompt(partials=partials or {})
     arg = DataArgument(input=data, messages=history)
-    out = asyncio.run(doc.render(text, arg))
+    out: Any = asyncio.run(doc.render(text, arg))  # its parts are read as text below
     names = {"model": "assistant"}
     pairs = [
         (names.get(m.role.value, m.role.value), "".join(p.text for p in m.content)) for m in out.messages
@@ -121,13 +122,15 @@ def test_the_example_renders_with_roles_and_defaults():
     prompt = config.prompts["trip_planner"]
     guest, gold = (render_case(config, prompt, fx) for fx in config.fixture_paths(prompt))
     for r in (gold, guest):
-        assert r.system and r.system.startswith("You are the trip planning assistant of Bluefin Travel")
+        assert r.system
+        assert r.system.startswith("You are the trip planning assistant of Bluefin Travel")
         assert "Answer only from the destination notes" in r.system  # the partial _travel_rules.prompt
         assert [m.role for m in r.messages] == ["user"]
         assert r.messages[0].content.startswith("Destination notes:\n## ")
         assert r.meta["front_matter"]["model"] == "googleai/gemini-2.5-flash"
     assert "Ines Carvalho is a gold member" in gold.system
-    assert "writing to our guest." in guest.system and "member" not in guest.system  # input.default
+    assert "writing to our guest." in guest.system
+    assert "member" not in guest.system
     assert gold.source == "prompts/trip_planner.prompt"
 
 
@@ -144,7 +147,8 @@ def test_same_messages_as_dotpromptz_itself(tmp_path, data):
     ours = render(tmp_path, text, data, name="prompts/t.prompt")
     theirs = official(text, data, partials={"rules": "Be brief, {{agency}}.\n"})
     assert as_pairs(ours) == theirs
-    assert ours.system is not None and ours.system.startswith("You plan trips for")
+    assert ours.system is not None
+    assert ours.system.startswith("You plan trips for")
 
 
 def test_history_marker_and_implicit_history_follow_dotpromptz(tmp_path):
@@ -168,7 +172,8 @@ def test_fixture_overrides_input_default(tmp_path):
 
 def test_role_before_any_text_sets_the_first_message_and_model_is_the_assistant(tmp_path):
     r = render(tmp_path, '{{role "model"}}\n{{role "user"}}\nQ\n{{role "model"}}\nA\n')
-    assert r.system is None and roles(r) == [("user", "Q"), ("assistant", "A")]
+    assert r.system is None
+    assert roles(r) == [("user", "Q"), ("assistant", "A")]
 
 
 def test_helpers_json_ifequals_lookup_and_no_html_escaping(tmp_path):
@@ -195,19 +200,21 @@ def test_role_markers_in_data_stay_text(tmp_path):
 
 def test_a_role_name_from_data_cannot_smuggle_a_marker(tmp_path):
     e = error(tmp_path, "{{role r}}\nx\n", {"r": "user" + MARK + "history"})
-    assert "unknown role 'userhistory'" in e.message and e.location.line == 1
+    assert "unknown role 'userhistory'" in e.message
+    assert e.location.line == 1
 
 
 def test_dotprompt_literal_markers_in_template_text_are_honoured(tmp_path):
     r = render(tmp_path, "<<<dotprompt:role:system>>>\nS\n<<<dotprompt:role:user>>>\nU\n")
-    assert r.system == "S" and roles(r) == [("user", "U")]
+    assert r.system == "S"
+    assert roles(r) == [("user", "U")]
 
 
 # ---------------------------------------------------------------- errors: file:line and a hint
 
 
 @pytest.mark.parametrize(
-    "text, line, words",
+    ("text", "line", "words"),
     [
         ("a\n{{#each xs}}\n{{this}}\nb\n", 2, "unclosed block"),
         ("a\n{{#if x}}\nb\n{{/each}}\n", 4, "unexpected closing tag"),
@@ -220,7 +227,8 @@ def test_syntax_errors_point_at_their_line(tmp_path, text, line, words):
     e = error(tmp_path, "---\nmodel: m\n---\n" + text)
     assert e.location.file.endswith("prompts/t.prompt")
     assert e.location.line == line + 3, e.format()  # + the front matter's 3 lines
-    assert words in e.message and e.hint
+    assert words in e.message
+    assert e.hint
 
 
 def test_undefined_variable_prints_nothing_as_in_dotprompt_unless_strict(tmp_path):
@@ -228,14 +236,15 @@ def test_undefined_variable_prints_nothing_as_in_dotprompt_unless_strict(tmp_pat
     assert roles(render(tmp_path, text, {"question": "q"})) == [("user", "Hello")]
     assert official(text, {"question": "q"}) == [("user", "Hello")]  # Dotprompt's own runtime agrees
     e = error(tmp_path, text, {"question": "q"}, undefined="strict")
-    assert e.message == "undefined variable: questoin" and e.location.line == 7
+    assert e.message == "undefined variable: questoin"
+    assert e.location.line == 7
     assert "input.default" in e.hint
     # a missing value in a condition or a loop is simply empty, as in Handlebars
     assert roles(render(tmp_path, "{{#if missing}}x{{/if}}{{#each none}}y{{/each}}z\n")) == [("user", "z")]
 
 
 @pytest.mark.parametrize(
-    "front, line, words",
+    ("front", "line", "words"),
     [
         ("model: [unclosed\n", 2, "invalid YAML"),
         ("a: &anchor 1\nb: *anchor\n", 2, "anchors are not allowed"),
@@ -244,16 +253,18 @@ def test_undefined_variable_prints_nothing_as_in_dotprompt_unless_strict(tmp_pat
 )
 def test_front_matter_errors_point_at_their_line(tmp_path, front, line, words):
     e = error(tmp_path, "---\n" + front + "---\nbody\n")
-    assert words in e.message and e.location.line == line, e.format()
+    assert words in e.message, e.format()
+    assert e.location.line == line, e.format()
 
 
 def test_unclosed_front_matter(tmp_path):
     e = error(tmp_path, "---\nmodel: m\nbody\n")
-    assert "missing closing delimiter" in e.message and e.location.line == 1
+    assert "missing closing delimiter" in e.message
+    assert e.location.line == 1
 
 
 @pytest.mark.parametrize(
-    "text, line, words",
+    ("text", "line", "words"),
     [
         ('{{role "system"}}\nS\n{{role "tool"}}\nT\n', 3, "tool messages are not supported"),
         ('{{role "user"}}\nU\n{{role "system"}}\nS\n', 3, "system message must come first"),
@@ -263,7 +274,8 @@ def test_unclosed_front_matter(tmp_path):
 )
 def test_role_and_helper_errors(tmp_path, text, line, words):
     e = error(tmp_path, text, {"q": "x"})
-    assert words in e.message and e.location.line == line, e.format()
+    assert words in e.message, e.format()
+    assert e.location.line == line, e.format()
 
 
 def test_empty_render_is_an_error(tmp_path):
@@ -273,7 +285,8 @@ def test_empty_render_is_an_error(tmp_path):
 def test_fixture_history_must_be_messages(tmp_path):
     with pytest.raises(ConfigError) as info:
         render(tmp_path, "{{history}}\nq\n", {"messages": [{"role": "robot", "content": "x"}]})
-    assert "messages[0]" in info.value.message and info.value.location.file.endswith("t.json")
+    assert "messages[0]" in info.value.message
+    assert info.value.location.file.endswith("t.json")
 
 
 # ---------------------------------------------------------------- partials: confined like Jinja includes
@@ -287,7 +300,9 @@ def test_partials_resolve_next_to_the_template_then_at_the_root(tmp_path):
 
 def test_missing_partial_names_its_line_and_the_file_convention(tmp_path):
     e = error(tmp_path, "a\n{{> rules}}\n")
-    assert e.location.line == 2 and "rules" in e.message and "_NAME.prompt" in e.hint
+    assert e.location.line == 2
+    assert "rules" in e.message
+    assert "_NAME.prompt" in e.hint
     # ... unless a {{#> name}} block gives a fallback
     assert roles(render(tmp_path, "{{#> rules}}fallback{{/rules}}\n")) == [("user", "fallback")]
 
@@ -296,7 +311,8 @@ def test_missing_partial_names_its_line_and_the_file_convention(tmp_path):
 def test_partials_cannot_leave_the_root(tmp_path, name):
     write(tmp_path.parent, "_outside.prompt", "SECRET")
     e = error(tmp_path / "p", "x\n{{> " + name + "}}\n")
-    assert "leaves the config root" in e.message and e.location.line == 2
+    assert "leaves the config root" in e.message
+    assert e.location.line == 2
 
 
 def test_partial_symlink_outside_the_root_is_refused(tmp_path):
@@ -304,13 +320,16 @@ def test_partial_symlink_outside_the_root_is_refused(tmp_path):
     (tmp_path / "p" / "prompts").mkdir(parents=True)
     os.symlink(secret, tmp_path / "p" / "prompts" / "_link.prompt")
     e = error(tmp_path / "p", "{{> link}}\n")
-    assert "symlink outside the config root" in e.message and "SECRET" not in e.format()
+    assert "symlink outside the config root" in e.message
+    assert "SECRET" not in e.format()
 
 
 def test_partials_in_hidden_folders_are_refused(tmp_path):
     write(tmp_path, ".github/_leak.prompt", "SECRET")
     e = error(tmp_path, "x\n{{> .github/leak}}\n")
-    assert "hidden files and folders" in e.message and e.location.line == 2 and "allow_hidden" in e.hint
+    assert "hidden files and folders" in e.message
+    assert e.location.line == 2
+    assert "allow_hidden" in e.hint
 
 
 def test_partial_loops_are_refused_at_the_line_that_closes_them(tmp_path):
@@ -318,7 +337,8 @@ def test_partial_loops_are_refused_at_the_line_that_closes_them(tmp_path):
     write(tmp_path, "prompts/_b.prompt", "b\n{{> a}}")
     e = error(tmp_path, "{{> a}}\n")
     assert "loop: a -> b -> a" in e.message
-    assert e.location.file.endswith("_b.prompt") and e.location.line == 2
+    assert e.location.file.endswith("_b.prompt")
+    assert e.location.line == 2
 
 
 def test_an_edited_partial_is_read_again(tmp_path):
@@ -349,8 +369,10 @@ def test_python_internals_are_unreachable(tmp_path, monkeypatch, payload):
         out = r.as_text()
     except TemplateError as exc:
         out = exc.format()
-    assert "hunter2" not in out and "class" not in out.split("\n")[-1]
-    assert "<class" not in out and "function" not in out
+    assert "hunter2" not in out
+    assert "class" not in out.split("\n")[-1]
+    assert "<class" not in out
+    assert "function" not in out
 
 
 @pytest.fixture
@@ -370,7 +392,8 @@ def test_the_real_step_limit_stops_within_seconds(tmp_path):
     text = "{{#each xs}}{{#each ../xs}}{{#each ../../xs}}{{/each}}{{/each}}{{/each}}\n"
     start = time.monotonic()
     e = error(tmp_path, text, {"xs": list(range(1000))})  # a billion bodies
-    assert f"more than {MAX_STEPS:,}" in e.message and time.monotonic() - start < 15
+    assert f"more than {MAX_STEPS:,}" in e.message
+    assert time.monotonic() - start < 15
 
 
 def test_output_stops_at_the_size_limit(tmp_path, small_limits):
@@ -418,7 +441,8 @@ def test_init_finds_prompt_files_and_skips_partials(tmp_path):
     assert "#   prompts/_travel_rules.prompt" in text  # a partial, not a prompt
     assert "[prompts._travel_rules]" not in text
     block = text.split("[prompts.trip_planner]")[1].split("[prompts.")[0]
-    assert 'context_var = "notes"' in block and 'question_var = "question"' in block
+    assert 'context_var = "notes"' in block
+    assert 'question_var = "question"' in block
     assert "agency, notes, question, traveler" in block  # schema + tags, not the items' fields
     assert load_config(config).prompts["trip_planner"].template.endswith(".prompt")
     assert project.path("prompts/trip_planner.prompt").is_file()

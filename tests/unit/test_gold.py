@@ -48,7 +48,8 @@ def _error(tmp_path: Path, text: str, **kw) -> ConfigError:
 
 def test_the_gold_item_is_the_one_that_contains_the_answer(tmp_path):
     gold = _gold(tmp_path, DOCS + 'expected: "14 days"\n')
-    assert gold.index == 1 and gold.passage is None
+    assert gold.index == 1
+    assert gold.passage is None
     assert [d["title"] for d in gold.rest] == ["Versioning", "Support"]
     assert gold.question == "How long are deleted objects kept?"
     assert gold.expected == Expected(strings=("14 days",))
@@ -63,9 +64,11 @@ def test_the_gold_item_is_the_one_that_contains_the_answer(tmp_path):
 
 def test_an_explicit_gold_index_wins_and_counts_from_zero(tmp_path):
     gold = _gold(tmp_path, DOCS + 'expected: ["two weeks", "14 days"]\ngold: 1\n')
-    assert gold.index == 1 and gold.expected.label == "two weeks | 14 days"
+    assert gold.index == 1
+    assert gold.expected.label == "two weeks | 14 days"
     gold = _gold(tmp_path, DOCS + "expected: {regex: '(?i)fourteen|14'}\ngold: 0\n")
-    assert gold.index == 0 and gold.expected.label == "/(?i)fourteen|14/"
+    assert gold.index == 0
+    assert gold.expected.label == "/(?i)fourteen|14/"
 
 
 def test_a_string_slot_moves_the_paragraph_that_holds_the_answer(tmp_path):
@@ -82,7 +85,7 @@ def test_a_string_slot_moves_the_paragraph_that_holds_the_answer(tmp_path):
 
 
 @pytest.mark.parametrize(
-    "extra, line, words, hint",
+    ("extra", "line", "words", "hint"),
     [
         ("", 1, "has no 'expected'", "add expected next to question"),
         ("expected: 14\n", 9, "expected must be a non-empty string", 'expected: "14 days"'),
@@ -115,11 +118,13 @@ def test_ambiguous_and_missing_passages_name_the_problem(tmp_path):
     err = _error(tmp_path, DOCS.replace("two business days", "14 days") + 'expected: "14 days"\n')
     assert "2 items of 'documents' contain the expected answer (1, 2)" in err.message
     err = _error(tmp_path, THREAD + "expected: Tuesday\ngold: 'not in the thread'\n", context="thread")
-    assert "does not appear in 'thread'" in err.message and err.location.line == 10
+    assert "does not appear in 'thread'" in err.message
+    assert err.location.line == 10
     err = _error(tmp_path, THREAD + "expected: Tuesday\ngold: 2\n", context="thread")
     assert "quote the gold passage" in err.message
     err = _error(tmp_path, "question: q\ndocuments: []\nexpected: x\n")
-    assert "is empty" in err.message and err.location.line == 2
+    assert "is empty" in err.message
+    assert err.location.line == 2
     err = _error(tmp_path, "documents: [a]\nexpected: a\n")
     assert "asks the fixture's own question" in err.message
 
@@ -148,4 +153,5 @@ def test_fixture_text_is_data(tmp_path):
 def test_an_answer_that_a_non_answer_satisfies_is_refused(tmp_path, expected):
     # a mistake, or a pull request making its own gold probe pass
     err = _error(tmp_path, DOCS + f"expected: {expected}\n")
-    assert "satisfied by a reply that answers nothing" in err.message and err.location.line == 9
+    assert "satisfied by a reply that answers nothing" in err.message
+    assert err.location.line == 9

@@ -64,7 +64,8 @@ def test_templates_cannot_include_git_config_and_say_so(tmp_path):
     config = load_config(tmp_path / "needle.toml")
     with pytest.raises(TemplateError) as info:
         render_case(config, config.prompts["p"], None)
-    assert info.value.location.line == 2 and "'.git/config' is refused" in info.value.message
+    assert info.value.location.line == 2
+    assert "'.git/config' is refused" in info.value.message
     assert "c2VjcmV0" not in info.value.format()
 
 
@@ -112,7 +113,8 @@ def test_write_file_refuses_a_symlinked_file_folder_fifo_and_hard_link(tmp_path)
         ensure_folder(ws, "cache/sub")
     with pytest.raises(UnsafePath):
         write_file(ws, "../escape.txt", "x")
-    assert victim.read_text() == "precious" and sorted(p.name for p in outside.iterdir()) == ["victim"]
+    assert victim.read_text() == "precious"
+    assert sorted(p.name for p in outside.iterdir()) == ["victim"]
     assert write_file(ws, "rep/new/summary.md", "ok").read_text() == "ok"
     with pytest.raises(UnsafePath):
         refuse_links(ws / "rep", ["comment.md"])
@@ -152,7 +154,8 @@ CASES = [
 def test_hostile_data_is_a_data_error_with_a_line(parse, text, line, words):
     with pytest.raises(DataError) as info:
         parse(text)
-    assert info.value.line == line and words in info.value.message
+    assert info.value.line == line
+    assert words in info.value.message
 
 
 def test_shared_values_are_scrubbed_once_and_stay_shared():
@@ -166,7 +169,8 @@ def test_shared_values_are_scrubbed_once_and_stay_shared():
     started = time.perf_counter()
     out = scrub({"lol": value})["lol"]
     assert time.perf_counter() - started < 1.0
-    assert out[0] is out[8] and out[0][0] is out[8][0]
+    assert out[0] is out[8]
+    assert out[0][0] is out[8][0]
 
 
 # --------------------------------------------------------------------------- the trust merge
@@ -217,11 +221,18 @@ def test_apply_trust_takes_endpoints_and_policy_from_the_base(tmp_path):
     base, head = _cfg(tmp_path, "base.toml", BASE), _cfg(tmp_path, "head.toml", HEAD)
     effective, changes = apply_trust(head, base)
     rag, new = effective.prompts["rag_answer"], effective.prompts["brand_new"]
-    assert rag.provider == "anthropic" and rag.providers == {} and rag.model == "claude-opus-9"
-    assert rag.max_input_tokens == 4000 and str(rag.max_growth) == "10%"
-    assert rag.recall.max_calls == 20 and rag.recall.threshold == 0.8
-    assert rag.recall.scoring == "strict" and rag.recall.answer_regex is None  # ".*" would pass every trial
-    assert new.max_input_tokens == 4000 and new.recall.max_calls == 20 and new.providers == {}
+    assert rag.provider == "anthropic"
+    assert rag.providers == {}
+    assert rag.model == "claude-opus-9"
+    assert rag.max_input_tokens == 4000
+    assert str(rag.max_growth) == "10%"
+    assert rag.recall.max_calls == 20
+    assert rag.recall.threshold == 0.8
+    assert rag.recall.scoring == "strict"
+    assert rag.recall.answer_regex is None
+    assert new.max_input_tokens == 4000
+    assert new.recall.max_calls == 20
+    assert new.providers == {}
     lines = [c.describe() for c in changes]
     assert "⚠️ this PR raises max_input_tokens of rag_answer 4,000 → 8,000: takes effect after merge" in lines
     assert any("providers.openai.base_url of rag_answer unset → https://evil.example/v1" in x for x in lines)
@@ -233,7 +244,9 @@ def test_without_a_base_file_only_endpoints_are_reset(tmp_path):
     head = _cfg(tmp_path, "head.toml", HEAD)
     effective, changes = apply_trust(head, None)
     rag = effective.prompts["rag_answer"]
-    assert rag.providers == {} and rag.provider == "openai" and rag.max_input_tokens == 8000
+    assert rag.providers == {}
+    assert rag.provider == "openai"
+    assert rag.max_input_tokens == 8000
     assert {c.kind for c in changes} == {"endpoint"}
 
 

@@ -27,7 +27,7 @@ def parse(text: str) -> ET.Element:
     return ET.fromstring(text.encode("utf-8"))
 
 
-def cases(root: ET.Element, suite: str) -> dict[tuple[str, str], ET.Element]:
+def cases(root: ET.Element, suite: str) -> dict[tuple[str | None, str | None], ET.Element]:
     s = root.find(f"testsuite[@name='{suite}']")
     assert s is not None, suite
     return {(c.get("classname"), c.get("name")): c for c in s.findall("testcase")}
@@ -44,10 +44,13 @@ def assert_counts_add_up(root: ET.Element) -> None:
     """junit-10.xsd types the counts as strings: check them against the testcases ourselves."""
     for s in root.findall("testsuite"):
         tcs = s.findall("testcase")
-        assert int(s.get("tests")) == len(tcs)
+        assert int(s.attrib["tests"]) == len(tcs)
         for tag, attr in (("failure", "failures"), ("error", "errors"), ("skipped", "skipped")):
-            assert int(s.get(attr)) == sum(1 for t in tcs if t.find(tag) is not None), (s.get("name"), attr)
-    assert int(root.get("tests")) == sum(int(s.get("tests")) for s in root.findall("testsuite"))
+            assert int(s.attrib[attr]) == sum(1 for t in tcs if t.find(tag) is not None), (
+                s.get("name"),
+                attr,
+            )
+    assert int(root.attrib["tests"]) == sum(int(s.attrib["tests"]) for s in root.findall("testsuite"))
 
 
 def test_the_schema_catches_a_broken_document(schema):
@@ -76,9 +79,8 @@ def test_regression_against_a_base(schema):
     budget = cases(root, "needle.budget")
     assert outcome(budget[("budget.rag", "fx/a.yaml")]) == "pass"
     over = budget[("budget.rag", "fx/b.yaml")]
-    assert outcome(over) == "failure" and "exceed max_input_tokens 8000" in over.find("failure").get(
-        "message"
-    )
+    assert outcome(over) == "failure"
+    assert "exceed max_input_tokens 8000" in over.find("failure").get("message")
     assert over.get("file") == "prompts/rag.j2"
     rec = cases(root, "needle.recall")
     # the groups the comparison tested: the middle, each depth, each size
@@ -87,7 +89,8 @@ def test_regression_against_a_base(schema):
         for name in ("middle depth (50%)", "depth 0%", "depth 100%", "2,000 tokens", "8,000 tokens")
     }
     middle = rec[("recall.rag", "middle depth (50%)")]
-    assert outcome(middle) == "failure" and "Holm bound" in middle.find("failure").get("message")
+    assert outcome(middle) == "failure"
+    assert "Holm bound" in middle.find("failure").get("message")
     assert outcome(rec[("recall.rag", "depth 0%")]) == "pass"
     # the same verdicts as the comparison: each regressed group fails, nothing else
     groups = comparison.prompts[0].recall.groups
@@ -126,10 +129,13 @@ def test_skipped_unchanged_and_partial_recall(schema):
     schema.validate(text)
     rec = cases(parse(text), "needle.recall")
     skipped = rec[("recall.nokey", "recall")].find("skipped")
-    assert skipped is not None and "ANTHROPIC_API_KEY" in skipped.get("message")
+    assert skipped is not None
+    assert "ANTHROPIC_API_KEY" in skipped.get("message")
     assert "unchanged since the base" in rec[("recall.same", "recall")].find("skipped").get("message")
     error = rec[("recall.cut", "complete run")].find("error")
-    assert error is not None and error.get("type") == "underpowered" and "max_calls" in error.get("message")
+    assert error is not None
+    assert error.get("type") == "underpowered"
+    assert "max_calls" in error.get("message")
     assert_counts_add_up(parse(text))
 
 
@@ -152,4 +158,5 @@ def test_hostile_text_is_escaped_and_xml_safe(schema):
     root = parse(text)  # well-formed despite the control characters and the lone surrogate
     tc = next(iter(cases(root, "needle.budget").values()))
     assert tc.get("name") == 'fx/a"b<c>&d]]>[31m <script>.yaml'
-    assert "<script>" not in text and "\x00" not in text
+    assert "<script>" not in text
+    assert "\x00" not in text

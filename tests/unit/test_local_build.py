@@ -44,16 +44,19 @@ def test_the_reinstall_command_rebuilds_the_same_version_portably_past_pip_cache
     assert cmd.startswith(f'CMAKE_ARGS="{PORTABLE_CMAKE_ARGS}" python3 -m pip install ')
     for flag in ("--force-reinstall", "--no-cache-dir", "--no-deps", '"llama-cpp-python==0.3.36"'):
         assert flag in cmd
-    assert "GGML_NATIVE=OFF" in PORTABLE_CMAKE_ARGS and "AVX512" not in PORTABLE_CMAKE_ARGS
+    assert "GGML_NATIVE=OFF" in PORTABLE_CMAKE_ARGS
+    assert "AVX512" not in PORTABLE_CMAKE_ARGS
     assert reinstall_command(None).endswith('"llama-cpp-python"')
     assert BASELINE_CMAKE_ARGS in reinstall_command("1", cmake_args=BASELINE_CMAKE_ARGS)
 
 
 def test_each_way_of_dying_gets_its_own_hint():
-    assert "--no-cache-dir" in crash_hint("SIGSEGV", "0.3.36") and "AMX" in crash_hint("SIGSEGV", "0.3.36")
+    assert "--no-cache-dir" in crash_hint("SIGSEGV", "0.3.36")
+    assert "AMX" in crash_hint("SIGSEGV", "0.3.36")
     assert "--no-cache-dir" in crash_hint("SIGABRT", None)
     assert BASELINE_CMAKE_ARGS in crash_hint("SIGILL", "0.3.36")
-    assert "out-of-memory" in crash_hint("SIGKILL", "0.3.36") and "pip" not in crash_hint("SIGKILL", None)
+    assert "out-of-memory" in crash_hint("SIGKILL", "0.3.36")
+    assert "pip" not in crash_hint("SIGKILL", None)
     assert "needle doctor" in crash_hint("exit status 1", None)
 
 
@@ -78,7 +81,8 @@ def test_doctor_fails_only_on_a_failed_check_and_shows_fixes_for_the_others():
     ok = Check("git", "ok", "git version 2.39", fix="never shown")
     warn = Check("embedded model", "warn", "built with AMX_INT8", fix="CMAKE_ARGS=... pip install")
     fail = Check("python", "fail", "Python 3.10", fix="install Python 3.11+")
-    assert exit_code([ok, warn]) == 0 and exit_code([ok, fail]) == 1
+    assert exit_code([ok, warn]) == 0
+    assert exit_code([ok, fail]) == 1
     assert format_line(ok) == "ok    git: git version 2.39"
     assert format_line(warn).splitlines()[1].strip() == "fix: CMAKE_ARGS=... pip install"
     assert format_line(fail).startswith("FAIL  python: Python 3.10")

@@ -28,7 +28,8 @@ class StandInWorker:
         return {"version": "0.3.36", "system_info": self.system_info}
 
     def request(self, kind: str, payload: dict | None = None) -> dict:
-        assert kind == "complete" and payload is not None
+        assert kind == "complete"
+        assert payload is not None
         self.completions.append(payload)
         return {"text": self.answer, "usage": {}, "reused": 0, "n_ctx": payload["n_ctx"], "max_ctx": 0}
 
@@ -44,16 +45,21 @@ def model(tmp_path, monkeypatch):
 def test_first_use_probes_once_per_machine_build_and_model(model):
     first = StandInWorker(model)
     local_probe.ensure_probed(first, n_ctx=2048, bundled=True)
-    assert first.probed and len(first.completions) == 1
+    assert first.probed
+    assert len(first.completions) == 1
     sent = first.completions[0]
-    assert sent["messages"] == local_probe.PROBE_MESSAGES and sent["n_ctx"] == 2048  # the run's window
+    assert sent["messages"] == local_probe.PROBE_MESSAGES
+    assert sent["n_ctx"] == 2048
     stored = json.loads(local_probe.probe_cache_path().read_text())
     (record,) = stored.values()
-    assert record["ok"] and record["answer"] == "Paris" and "AVX2" in record["features"]
+    assert record["ok"]
+    assert record["answer"] == "Paris"
+    assert "AVX2" in record["features"]
 
     again = StandInWorker(model)  # a later run: the pass is cached
     local_probe.ensure_probed(again, n_ctx=2048, bundled=True)
-    assert again.probed and again.completions == []
+    assert again.probed
+    assert again.completions == []
 
     rebuilt = StandInWorker(model, system_info=PORTABLE + "AVX512 = 1 | ")  # another build: probe again
     local_probe.ensure_probed(rebuilt, n_ctx=2048, bundled=True)
@@ -65,7 +71,8 @@ def test_a_wrong_answer_fails_with_the_reinstall_command_and_is_probed_again(mod
     with pytest.raises(ProviderUnavailable) as caught:
         local_probe.ensure_probed(broken, n_ctx=1024, bundled=True)
     assert "self-test answered '@@@@@@'" in caught.value.message
-    assert "--force-reinstall" in caught.value.hint and "llama-cpp-python==0.3.36" in caught.value.hint
+    assert "--force-reinstall" in caught.value.hint
+    assert "llama-cpp-python==0.3.36" in caught.value.hint
     assert not broken.probed
     retry = StandInWorker(model, answer="@@@@@@")
     with pytest.raises(ProviderUnavailable):  # a failure is never trusted from the cache
@@ -84,4 +91,5 @@ def test_a_build_with_the_crashing_features_is_named_when_it_passes(model, capsy
     local_probe.ensure_probed(native, n_ctx=1024, bundled=True)
     err = capsys.readouterr().err
     assert native.probed
-    assert "AVX512_BF16, AMX_INT8" in err and "--no-cache-dir" in err
+    assert "AVX512_BF16, AMX_INT8" in err
+    assert "--no-cache-dir" in err

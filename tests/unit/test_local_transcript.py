@@ -27,7 +27,8 @@ def test_tool_turns_read_as_text():
     assert "Tool result:\nThe code is QZT-4821." in text
     assert "Document Notes:\nMore notes." in text
     assert text.endswith("What is the code?\nAnswer:")
-    assert "{'type'" not in text and '"tool_result"' not in text
+    assert "{'type'" not in text
+    assert '"tool_result"' not in text
 
 
 def test_an_openai_tool_message_reads_as_a_tool_result():

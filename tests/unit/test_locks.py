@@ -102,7 +102,8 @@ def test_the_dockerfile_installs_from_the_locks_with_hashes_and_no_resolution():
         assert "--no-deps" in part, f"resolves dependencies: {part.strip()}"
         if "-r " in part:
             assert "--require-hashes" in part, f"a lock installed without --require-hashes: {part.strip()}"
-    assert "requirements/runtime.txt" in text and "requirements/build.txt" in text
+    assert "requirements/runtime.txt" in text
+    assert "requirements/build.txt" in text
 
 
 def test_the_default_base_image_is_pinned_by_digest():

@@ -7,13 +7,14 @@ import random
 import pytest
 
 from needle_action.config import NeedleSpec, RecallSettings
+from needle_action.config.model import NeedleStyle
 from needle_action.errors import ConfigError
 from needle_action.recall.needles import BRIDGE_RE, VALUE_RE, Needle, make_needle, make_value
 
 STYLES = ("codeword", "sentence", "distractors", "multihop")
 
 
-def _needles(style: str, seed: int, n: int) -> list[Needle]:
+def _needles(style: NeedleStyle, seed: int, n: int) -> list[Needle]:
     settings = RecallSettings(needle=style)
     return [make_needle(settings, random.Random(f"{seed}:{i}")) for i in range(n)]
 
@@ -30,7 +31,8 @@ def test_every_style_hides_its_answer_in_a_fact_and_asks_for_it_alone(style):
         assert needle.question.count("?") == 1
         for d in needle.distractors:
             m = VALUE_RE.search(d)
-            assert m and m.group(0) != needle.answer
+            assert m
+            assert m.group(0) != needle.answer
 
 
 @pytest.mark.parametrize("style", STYLES)
@@ -90,7 +92,8 @@ def test_custom_needles_substitute_a_fresh_value():
     assert a.style == "custom"
     assert a.facts == (f"The staging password is {a.answer}.",)
     assert a.question == "What is the staging password?"
-    assert VALUE_RE.fullmatch(a.answer) and a.answer != b.answer
+    assert VALUE_RE.fullmatch(a.answer)
+    assert a.answer != b.answer
 
 
 def test_custom_answer_template_is_honoured():
@@ -101,11 +104,12 @@ def test_custom_answer_template_is_honoured():
         ],
     )
     needle = make_needle(settings, random.Random(3))
-    assert needle.answer.startswith("room ") and VALUE_RE.search(needle.answer)
+    assert needle.answer.startswith("room ")
+    assert VALUE_RE.search(needle.answer)
 
 
 @pytest.mark.parametrize(
-    "spec, message",
+    ("spec", "message"),
     [
         (
             NeedleSpec(fact="The password is secret.", question="What is the password?"),

@@ -74,11 +74,17 @@ def test_plan_run_on_the_default_grid():
         alpha=0.01,
         min_drop=0.2,
     )
-    assert plan.auto and plan.base_rate_source == "assumed" and plan.base_rate == 0.9
+    assert plan.auto
+    assert plan.base_rate_source == "assumed"
+    assert plan.base_rate == 0.9
     assert plan.group == "middle depths (25%-75%)"
-    assert plan.power >= power.POWER_TARGET and 15 * plan.trials <= 320
+    assert plan.power >= power.POWER_TARGET
+    assert 15 * plan.trials <= 320
     fixed = power.plan_run(sizes=[2000], depths=[0.0, 1.0], trials=5, threshold=0.8, alpha=0.01, min_drop=0.2)
-    assert fixed.trials == 5 and not fixed.auto and fixed.group == "all cells" and fixed.power < 0.95
+    assert fixed.trials == 5
+    assert not fixed.auto
+    assert fixed.group == "all cells"
+    assert fixed.power < 0.95
     known = power.plan_run(
         sizes=[2000],
         depths=[0.0, 0.5, 1.0],
@@ -88,7 +94,8 @@ def test_plan_run_on_the_default_grid():
         min_drop=0.2,
         base={(2000, 0.5): (95, 100)},
     )
-    assert known.base_rate_source == "baseline" and known.base_rate == 0.95
+    assert known.base_rate_source == "baseline"
+    assert known.base_rate == 0.95
 
 
 def test_conditional_power_follows_the_trend_and_is_certain_when_already_settled():
@@ -100,5 +107,6 @@ def test_conditional_power_follows_the_trend_and_is_certain_when_already_settled
     assert 0.001 < middle < 0.99
     # every head trial already asked: the answer is the test's own verdict
     done = power.conditional_power(base, (140, 180), 180, level)
-    assert done == 1.0 and power.fisher_power(180, 0.95, 180, 140 / 180, level) > 0.5
+    assert done == 1.0
+    assert power.fisher_power(180, 0.95, 180, 140 / 180, level) > 0.5
     assert power.conditional_power(base, (0, 0), 180, level) == 0.0

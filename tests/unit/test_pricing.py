@@ -18,7 +18,9 @@ def raw_table() -> dict:
 def test_every_claude_5_5_model_has_a_price():
     for model in ("claude-opus-5-5", "claude-sonnet-5-5", "claude-haiku-5-5"):
         price = price_of(model)
-        assert price is not None and price.input_per_mtok > 0 and price.output_per_mtok > price.input_per_mtok
+        assert price is not None
+        assert price.input_per_mtok > 0
+        assert price.output_per_mtok > price.input_per_mtok
 
 
 def test_cost_follows_the_data_file():
@@ -53,5 +55,6 @@ def test_dated_snapshots_use_the_longest_matching_entry():
 
 def test_table_marks_itself_as_estimates():
     text = (resources.files("needle_action") / "data" / "prices.toml").read_text("utf-8")
-    assert "ESTIMATES" in text and "as_of" in raw_table()
+    assert "ESTIMATES" in text
+    assert "as_of" in raw_table()
     assert set(price_table()) >= {"claude-opus-5-5", "claude-sonnet-5-5", "claude-haiku-5-5", "local"}

@@ -46,14 +46,15 @@ def test_a_list_of_styles_with_look_alikes_loads(tmp_path):
 
 
 def test_look_alike_counts_default_per_style():
-    assert RecallSettings().styles == ["codeword"] and RecallSettings().distractor_count("codeword") == 0
+    assert RecallSettings().styles == ["codeword"]
+    assert RecallSettings().distractor_count("codeword") == 0
     assert RecallSettings(needle="distractors").distractor_count("distractors") == 3  # as it always was
     rs = RecallSettings(needle=["gold", "multihop", "sentence"], distractors=4)
     assert [rs.distractor_count(s) for s in rs.styles] == [0, 0, 4]  # gold and multihop take none
 
 
 @pytest.mark.parametrize(
-    "recall, line, words",
+    ("recall", "line", "words"),
     [
         (
             'needle = ["codeword", "nonlexicl"]',
@@ -85,7 +86,9 @@ def test_init_suggests_gold_when_a_fixture_names_its_answer(tmp_path):
     write(root, "fixtures/plain/a.yaml", "documents: [x]\nquestion: q\n")
     config = load_config(write_starter(root, root / "needle.toml"))
     rag = config.prompts["rag"].recall
-    assert rag.styles == ["gold"] and rag.fixture == "fixtures/rag/b.yaml"  # the fixture that has it
+    assert rag.styles == ["gold"]
+    assert rag.fixture == "fixtures/rag/b.yaml"
     assert config.prompts["plain"].recall.styles == ["codeword"]
     text = (root / "needle.toml").read_text()
-    assert 'needle = "gold"' in text and "Lost in the Middle" in text
+    assert 'needle = "gold"' in text
+    assert "Lost in the Middle" in text

@@ -9,6 +9,7 @@ import statistics
 import pytest
 
 from needle_action.config import RecallSettings
+from needle_action.config.model import NeedleStyle
 from needle_action.recall.needles import VALUE_RE, make_needle
 from needle_action.recall.probes.absent import ABSENT_ANSWER
 from needle_action.recall.probes.families import FAMILIES
@@ -19,7 +20,7 @@ from needle_action.recall.scoring import judge
 VALUE_STYLES = ("codeword", "sentence", "distractors", "absent")
 
 
-def _needles(style: str, n: int = 300, **settings) -> list[Needle]:
+def _needles(style: NeedleStyle, n: int = 300, **settings) -> list[Needle]:
     rs = RecallSettings(needle=style, **settings)
     return [make_needle(rs, random.Random(f"probe:{style}:{i}")) for i in range(n)]
 
@@ -69,12 +70,14 @@ def test_codeword_names_a_subject_only_when_it_has_look_alikes():
     subjects = {s for f in FAMILIES for s in f.subjects}
     for n in with_look_alikes:
         asked = [s for s in subjects if f" {s}" in n.question]
-        assert asked and not any(f" {asked[0]} " in d for d in n.distractors)
+        assert asked
+        assert not any(f" {asked[0]} " in d for d in n.distractors)
 
 
 def test_absent_asks_about_a_subject_the_context_never_mentions():
     for n in _needles("absent", 300, distractors=2, similarity="high"):
-        assert n.absent and n.answer == ABSENT_ANSWER
+        assert n.absent
+        assert n.answer == ABSENT_ANSWER
         asked = next(s for f in FAMILIES for s in f.subjects if n.question == f.ask(s))
         assert not any(asked in t for t in (*n.facts, *n.distractors))
         assert len(n.distractor_values) == 3  # the near miss and two more
@@ -95,7 +98,7 @@ ABSENT = Needle(
 
 
 @pytest.mark.parametrize(
-    "answer, hit, distractor",
+    ("answer", "hit", "distractor"),
     [
         ("I could not find that in the documentation.", True, False),
         ("The context does not mention the harbour warehouse.", True, False),
@@ -120,7 +123,8 @@ def test_abstention_phrases_and_regex_are_configurable():
     assert judge("N/A", ABSENT, custom).hit
     assert not judge("I could not find it.", ABSENT, custom).hit  # the default list was replaced
     only_regex = RecallSettings(abstain_phrases=[], abstain_regex=r"NOT_FOUND")
-    assert judge("NOT_FOUND", ABSENT, only_regex).hit and not judge("unknown", ABSENT, only_regex).hit
+    assert judge("NOT_FOUND", ABSENT, only_regex).hit
+    assert not judge("unknown", ABSENT, only_regex).hit
 
 
 GOLD = Needle(
@@ -133,7 +137,7 @@ GOLD = Needle(
 
 
 @pytest.mark.parametrize(
-    "answer, hit",
+    ("answer", "hit"),
     [
         ("Deleted objects are kept for 14 days by default.", True),
         ("About two weeks; support cannot restore them after that.", True),

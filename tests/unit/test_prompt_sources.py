@@ -95,7 +95,8 @@ def test_a_pr_that_enables_builders_for_itself_is_measured_without_them(tmp_path
         )
     )
     effective, changes = apply_trust(head, base)
-    assert "p" not in effective.prompts and not effective.files.builders
+    assert "p" not in effective.prompts
+    assert not effective.files.builders
     notes = [c.describe() for c in changes]
     assert any("[files] builders false → true" in n for n in notes)
     assert any("p is built in code (app/p.py:build) and was not measured" in n for n in notes)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import itertools
 from datetime import UTC, datetime, timedelta
 
 from needle_action.providers.ratelimit import AdaptiveLimit
@@ -34,7 +35,8 @@ def test_the_window_halves_once_per_burst_of_refusals_and_climbs_back():
     assert lim.window == 32
     lim.on_refused(None, None)
     lim.on_refused(None, None)  # the same burst: no second cut
-    assert lim.window == 16 and lim.cuts == 1
+    assert lim.window == 16
+    assert lim.cuts == 1
     clock.t = 2.0
     lim.on_refused(None, None)
     assert lim.window == 8
@@ -61,7 +63,7 @@ def test_pacing_follows_the_bucket_the_headers_describe():
     starts = asyncio.run(go(12))
     assert starts[:2] == [0.0, 0.0]
     # then one request per half second: exactly the refill rate, no faster
-    gaps = [b - a for a, b in zip(starts[2:], starts[3:], strict=False)]
+    gaps = [b - a for a, b in itertools.pairwise(starts[2:])]
     assert all(abs(g - 0.5) < 1e-6 for g in gaps), gaps
 
 
@@ -88,9 +90,11 @@ def test_an_exhausted_token_limit_pauses_until_its_reset():
 def test_auto_opens_past_the_start_only_on_the_request_buckets_word():
     lim = AdaptiveLimit(64, 256, clock=Clock())
     lim.on_success(None)  # no headers: no evidence of room
-    assert lim.window == 64 and not lim.opened
+    assert lim.window == 64
+    assert not lim.opened
     lim.on_success(headers(limit=4000, remaining=3990))
-    assert lim.window == 256 and lim.opened  # the bucket holds more than the ceiling
+    assert lim.window == 256
+    assert lim.opened
 
 
 def test_auto_opens_no_further_than_the_bucket_holds():
@@ -106,7 +110,8 @@ def test_a_fixed_concurrency_never_opens():
     lim = AdaptiveLimit(16, clock=Clock())
     for _ in range(50):
         lim.on_success(headers(limit=50_000, remaining=49_000))
-    assert lim.window == 16 and not lim.opened
+    assert lim.window == 16
+    assert not lim.opened
 
 
 def test_a_token_bucket_under_half_full_keeps_the_window_shut():
@@ -116,7 +121,8 @@ def test_a_token_bucket_under_half_full_keeps_the_window_shut():
         "anthropic-ratelimit-input-tokens-remaining": "600000",
     }
     lim.on_success(tight)
-    assert lim.window == 64 and not lim.opened
+    assert lim.window == 64
+    assert not lim.opened
     roomy = tight | {"anthropic-ratelimit-input-tokens-remaining": "1900000"}
     lim.on_success(roomy)
     assert lim.window == 256

@@ -32,4 +32,5 @@ def test_an_arm_that_never_ran_says_nothing_and_styles_are_named_when_several():
     two = describe(
         [row(0.5, (1, 4), (3, 4)), row(0.5, (1, 4), (2, 4), style="gold")], style=lambda s: f"<{s}>"
     )
-    assert "depth 0.5 (<codeword>) from 25% to 75%" in two and "depth 0.5 (<gold>) from 25% to 50%" in two
+    assert "depth 0.5 (<codeword>) from 25% to 75%" in two
+    assert "depth 0.5 (<gold>) from 25% to 50%" in two

@@ -40,7 +40,8 @@ def test_changed_prompt_with_recall_on_both_sides_gets_a_chart():
     lines = [line.strip() for line in block.strip().splitlines()]
     assert lines[0] == "xychart-beta"
     assert lines[1] == 'title "rag: recall by needle depth"'
-    assert lines[2].startswith('x-axis "needle depth') and '["0%", "25%", "50%", "75%", "100%"]' in lines[2]
+    assert lines[2].startswith('x-axis "needle depth')
+    assert '["0%", "25%", "50%", "75%", "100%"]' in lines[2]
     assert lines[3] == 'y-axis "recall %" 0 --> 100'
     # pooled over the two sizes: base 10/10 everywhere, head 10, 8, 2, 6, 10 of 10
     assert lines[4] == "bar [100, 100, 100, 100, 100]"
@@ -74,7 +75,9 @@ def test_chart_text_cannot_break_out_of_mermaid():
     c = pair(name="x")
     c.prompts[0].name = 'evil"]\n    line [1]\n%%{init: {}}%%'
     (block,) = mermaid_blocks(render_comment(c))
-    assert block.count("\n    line ") == 1 and "%%{" not in block and '"]' not in block.split("\n")[1][:-1]
+    assert block.count("\n    line ") == 1
+    assert "%%{" not in block
+    assert '"]' not in block.split("\n")[1][:-1]
 
 
 def test_charts_fit_the_comment_limit_with_many_changed_prompts():
@@ -83,7 +86,8 @@ def test_charts_fit_the_comment_limit_with_many_changed_prompts():
     base = results(*[prompt(n, [case(1000)], rec=recall(grid(FULL, sizes=sizes))) for n in names])
     head = results(*[prompt(n, [case(1050)], rec=recall(grid(DIP, sizes=sizes))) for n in names])
     text = render_comment(compare(base, head))
-    assert len(text) <= 65536 and "job summary" in text
+    assert len(text) <= 65536
+    assert "job summary" in text
 
 
 def test_depth_rates_handle_missing_cells():
@@ -138,19 +142,22 @@ def test_one_cell_per_size_and_depth_and_side_with_the_right_fill():
             (cell.base_hits, cell.base_trials) if side == "base" else (cell.head_hits, cell.head_trials)
         )
         tier = cell_tier(hits / trials, 0.8, trials)
-        assert f"fill-{tier}" in a["class"].split() and a["data-tier"] == tier
+        assert f"fill-{tier}" in a["class"].split()
+        assert a["data-tier"] == tier
     head_tiers = sorted(a["data-tier"] for a in cells if a["data-side"] == "head")
     # per size the depths read 5/5, 4/5, 1/5, 3/5, 5/5: pass, pass (at 80%), fail, near, pass
     assert head_tiers == ["fail"] * 2 + ["near"] * 2 + ["pass"] * 6
     flagged = [a for a in cells if "flagged" in a["class"].split()]
-    assert flagged and all(a["data-side"] == "head" for a in flagged)
+    assert flagged
+    assert all(a["data-side"] == "head" for a in flagged)
 
 
 def test_hover_shows_counts_and_the_wilson_interval():
     doc = parsed(render_html(pair()))
     low, high = wilson_interval(1, 5)
     tip = next(t for t in doc.titles if "depth 50% · head" in t and "2,000 tokens" in t)
-    assert f"1/5 = 20% (95% Wilson interval {low:.0%}–{high:.0%})" in tip and "regressed" in tip
+    assert f"1/5 = 20% (95% Wilson interval {low:.0%}–{high:.0%})" in tip
+    assert "regressed" in tip
 
 
 def test_self_contained_and_escaped():
@@ -162,8 +169,12 @@ def test_self_contained_and_escaped():
     text = render_html(c)
     doc = parsed(text)
     tags = {t for t, _ in doc.tags}
-    assert "script" not in tags and "img" not in tags and "link" not in tags and "iframe" not in tags
-    assert "<script" not in text.lower() and "<img" not in text
+    assert "script" not in tags
+    assert "img" not in tags
+    assert "link" not in tags
+    assert "iframe" not in tags
+    assert "<script" not in text.lower()
+    assert "<img" not in text
     # nothing is loaded from anywhere: no element has a src, href or style URL
     assert not [a for _, a in doc.tags if {"src", "href", "xlink:href"} & set(a)]
     assert "url(" not in text

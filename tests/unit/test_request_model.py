@@ -69,7 +69,8 @@ def test_system_from_blocks_and_cache_control_reach_the_body():
     assert p.system == "A\n\nB"
     body = p.to_anthropic_body("claude-x", 100)
     assert body["system"] == list(blocks)
-    assert body["max_tokens"] == 100 and body["model"] == "claude-x"
+    assert body["max_tokens"] == 100
+    assert body["model"] == "claude-x"
 
 
 def test_message_text_joins_text_result_and_document_blocks():
@@ -141,7 +142,8 @@ def test_structured_output_is_translated_both_ways():
         params={"output_config": {"format": {"type": "json_schema", "schema": schema}}},
     )
     rf = p.to_openai_body("m", 1)["response_format"]
-    assert rf["type"] == "json_schema" and rf["json_schema"]["schema"] == schema
+    assert rf["type"] == "json_schema"
+    assert rf["json_schema"]["schema"] == schema
     back = RenderedPrompt(system=None, messages=p.messages, params={"response_format": rf})
     assert back.to_anthropic_body("m", 1)["output_config"] == {
         "format": {"type": "json_schema", "schema": schema}
@@ -214,7 +216,8 @@ def test_sections_partition_the_request_around_the_context():
     assert s["system"] == ["Answer from the sources."]
     a = agent_prompt().sections()
     assert a["tools"] == [json.dumps(WEATHER, sort_keys=True, ensure_ascii=False)]
-    assert len(a["params"]) == 2 and a["context"] == []
+    assert len(a["params"]) == 2
+    assert a["context"] == []
 
 
 def test_view_collapses_the_context_slot():
@@ -270,9 +273,8 @@ def test_locate_spans_first_to_last_item_and_stays_cheap_on_big_contexts():
     p = locate(RenderedPrompt(system="S", messages=(Message("user", body),)), items)
     assert p.context_slot == ContextSlot(0, None)
     start, end = p.context_span
-    assert body[start:end].startswith("Fact number 0 ") and body[start:end].endswith(
-        "Fact number 2999 is here."
-    )
+    assert body[start:end].startswith("Fact number 0 ")
+    assert body[start:end].endswith("Fact number 2999 is here.")
     assert p.meta["context_items"] == 3000
     titles_only = RenderedPrompt(system=None, messages=(Message("user", "t1 t2"),))
     assert locate(titles_only, items).context_slot is None
@@ -280,5 +282,6 @@ def test_locate_spans_first_to_last_item_and_stays_cheap_on_big_contexts():
 
 def test_an_empty_system_sends_no_system():
     p = RenderedPrompt(system="", messages=(Message("user", "q"),))
-    assert p.system_blocks == () and "system" not in p.to_anthropic_body("m", 1)
+    assert p.system_blocks == ()
+    assert "system" not in p.to_anthropic_body("m", 1)
     assert p.to_openai_body("m", 1)["messages"] == [{"role": "user", "content": "q"}]

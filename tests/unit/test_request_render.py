@@ -6,6 +6,7 @@ from __future__ import annotations
 import base64
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -14,7 +15,7 @@ from needle_action.config import load_config
 from needle_action.errors import ConfigError, TemplateError
 from tests.builders import Project
 
-SEARCH_OPENAI = [
+SEARCH_OPENAI: list[dict[str, Any]] = [
     {
         "type": "function",
         "function": {
@@ -82,7 +83,8 @@ def test_tools_file_in_either_format_reaches_both_bodies(tmp_path):
         toml(tools='"tools/search_tools.json"', tool_choice='{ type = "auto" }'),
         {"prompts/p.j2": RAG, "tools/search_tools.json": json.dumps(SEARCH_OPENAI)},
     )
-    assert r.tools == (SEARCH,) and r.tool_choice == {"type": "auto"}
+    assert r.tools == (SEARCH,)
+    assert r.tool_choice == {"type": "auto"}
     assert r.to_anthropic_body("m", 10)["tools"] == [SEARCH]
     assert r.to_openai_body("m", 10)["tools"] == SEARCH_OPENAI
 
@@ -94,13 +96,16 @@ def test_request_params_pass_through_unchanged(tmp_path):
         {"prompts/p.j2": RAG},
     )
     body = r.to_anthropic_body("m", 10)
-    assert body["thinking"] == {"type": "enabled", "budget_tokens": 1024} and body["frobnicate"] == 1
+    assert body["thinking"] == {"type": "enabled", "budget_tokens": 1024}
+    assert body["frobnicate"] == 1
 
 
 def test_unknown_request_param_warns_at_its_line(tmp_path, capsys):
     p = project(tmp_path, toml(request_params="{ frobnicate = 1 }"), {"prompts/p.j2": RAG})
     config = load_config(p.config_path)
-    assert config.warnings and "frobnicate" in config.warnings[0] and "needle.toml:6" in config.warnings[0]
+    assert config.warnings
+    assert "frobnicate" in config.warnings[0]
+    assert "needle.toml:6" in config.warnings[0]
     assert "warning:" in capsys.readouterr().err
 
 
@@ -118,7 +123,8 @@ def test_bad_request_settings_are_config_errors_at_their_line(tmp_path, extra, w
     p = project(tmp_path, toml(**extra), {"prompts/p.j2": RAG})
     with pytest.raises(ConfigError) as info:
         load_config(p.config_path)
-    assert words in info.value.message and info.value.location.line == 6, info.value.format()
+    assert words in info.value.message, info.value.format()
+    assert info.value.location.line == 6, info.value.format()
 
 
 def test_a_bad_tools_file_stops_at_its_own_line(tmp_path):
@@ -128,8 +134,10 @@ def test_a_bad_tools_file_stops_at_its_own_line(tmp_path):
     )
     with pytest.raises(ConfigError) as info:
         load_config(p.config_path)
-    assert info.value.location.file.endswith("tools/t_tools.json") and info.value.location.line == 3
-    assert "not a valid tool list" in info.value.message and "input_schema" in info.value.hint
+    assert info.value.location.file.endswith("tools/t_tools.json")
+    assert info.value.location.line == 3
+    assert "not a valid tool list" in info.value.message
+    assert "input_schema" in info.value.hint
 
 
 @pytest.mark.parametrize("path", ["../outside.json", ".hidden/tools.json", "/etc/passwd"])
@@ -140,7 +148,8 @@ def test_tools_paths_are_confined(tmp_path, path):
     )
     with pytest.raises(ConfigError) as info:
         load_config(p.config_path)
-    assert "tools path" in info.value.message and info.value.location.line == 6
+    assert "tools path" in info.value.message
+    assert info.value.location.line == 6
 
 
 def test_tool_choice_must_name_a_declared_tool(tmp_path):
@@ -174,7 +183,8 @@ def test_tool_markers_emit_tool_turns(tmp_path):
     r = rendered(tmp_path, toml(tools='"t.json"'), {"prompts/p.j2": AGENT, "t.json": json.dumps([SEARCH])})
     assert [m.role for m in r.messages] == ["user", "assistant", "user"]
     call = r.messages[1].content[1]
-    assert call["type"] == "tool_use" and call["input"] == {"search_query": "Which?"}
+    assert call["type"] == "tool_use"
+    assert call["input"] == {"search_query": "Which?"}
     result, text = r.messages[2].content
     assert result == {"type": "tool_result", "tool_use_id": call["id"], "content": "Alpha fact."}
     assert text == {"type": "text", "text": "Now answer."}
@@ -185,14 +195,16 @@ def test_tool_markers_emit_tool_turns(tmp_path):
 def test_a_tool_result_without_its_call_stops_at_the_marker(tmp_path):
     with pytest.raises(TemplateError) as info:
         rendered(tmp_path, toml(), {"prompts/p.j2": "user:\nhi\ntool_result:\nx\n"})
-    assert "without its tool_use" in info.value.message and info.value.location.line == 3
+    assert "without its tool_use" in info.value.message
+    assert info.value.location.line == 3
     assert "tool_use: NAME" in info.value.hint
 
 
 def test_a_tool_use_input_must_be_json(tmp_path):
     with pytest.raises(TemplateError) as info:
         rendered(tmp_path, toml(), {"prompts/p.j2": "user:\nhi\nassistant:\ntool_use: s\nnot json\n"})
-    assert "not a JSON object" in info.value.message and info.value.location.line == 4
+    assert "not a JSON object" in info.value.message
+    assert info.value.location.line == 4
 
 
 def test_data_cannot_forge_tool_markers(tmp_path):
@@ -239,7 +251,8 @@ def test_prompty_renders_with_the_prompty_runtime_semantics(tmp_path):
         fixture=None,
     )
     assert r.system == "Answer from the sources."  # undefined override_prompt and image_sources: empty
-    assert r.messages[0].role == "user" and "ASD uses" in r.messages[0].content
+    assert r.messages[0].role == "user"
+    assert "ASD uses" in r.messages[0].content
     assert r.context_slot == ContextSlot(0, None)
 
 
@@ -357,10 +370,13 @@ def test_context_as_tool_result_is_the_agent_shape(tmp_path):
     roles = [m.role for m in r.messages]
     assert roles == ["assistant", "user", "user"]
     call = r.messages[0].content[0]
-    assert call["name"] == "search_sources" and call["input"] == {"search_query": "Which?"}
+    assert call["name"] == "search_sources"
+    assert call["input"] == {"search_query": "Which?"}
     result = r.messages[1].content[0]
-    assert result["tool_use_id"] == call["id"] and "Alpha fact." in result["content"]
-    assert r.context_slot == ContextSlot(1, 0) and r.context_text() == "Alpha fact.\n\nBeta fact."
+    assert result["tool_use_id"] == call["id"]
+    assert "Alpha fact." in result["content"]
+    assert r.context_slot == ContextSlot(1, 0)
+    assert r.context_text() == "Alpha fact.\n\nBeta fact."
     assert r.validate() is r
     assert "--- tool_result ---\nSources:\n\n[context: 23 chars, 2 items]" in r.view(collapse_context=True)
     assert "Alpha fact." not in "".join(r.sections()["messages"])
@@ -369,15 +385,18 @@ def test_context_as_tool_result_is_the_agent_shape(tmp_path):
 def test_context_as_tool_result_needs_a_tool(tmp_path):
     with pytest.raises(ConfigError) as info:
         rendered(tmp_path, toml(context_as='"tool_result"'), {"prompts/p.j2": RAG})
-    assert "declares none" in info.value.message and info.value.location.line == 6
+    assert "declares none" in info.value.message
+    assert info.value.location.line == 6
 
 
 def test_context_as_document_sends_one_document_per_item(tmp_path):
     r = rendered(tmp_path, toml(context_as='"document"'), {"prompts/p.j2": RAG})
     blocks = r.messages[0].content
     assert [b["type"] for b in blocks] == ["text", "document", "document"]
-    assert blocks[1]["title"] == "a" and blocks[1]["source"]["data"] == "Alpha fact."
-    assert r.context_slot == ContextSlot(0, 1) and r.context_blocks == 2
+    assert blocks[1]["title"] == "a"
+    assert blocks[1]["source"]["data"] == "Alpha fact."
+    assert r.context_slot == ContextSlot(0, 1)
+    assert r.context_blocks == 2
     openai = r.to_openai_body("m", 1)["messages"][1]["content"]
     assert openai[1] == {"type": "text", "text": "a\n\nAlpha fact."}
 
@@ -451,8 +470,10 @@ def test_an_unknown_block_type_in_a_fixture_stops_at_its_line(tmp_path):
     config = load_config(p.config_path)
     with pytest.raises(ConfigError) as info:
         render_case(config, config.prompts["p"], config.fixture_paths(config.prompts["p"])[0])
-    assert info.value.location.file.endswith("fixtures/f.yaml") and info.value.location.line == 8
-    assert "unknown content block type 'tool_call'" in info.value.message and "tool_use" in info.value.hint
+    assert info.value.location.file.endswith("fixtures/f.yaml")
+    assert info.value.location.line == 8
+    assert "unknown content block type 'tool_call'" in info.value.message
+    assert "tool_use" in info.value.hint
 
 
 def test_a_fixture_result_without_its_call_is_refused(tmp_path):
@@ -487,7 +508,8 @@ def test_prompty_markdown_images_become_image_blocks(tmp_path):
     assert kinds == ["text", "image", "image", "image"]
     url, local, data = (b["source"] for b in r.messages[0].content[1:])
     assert url == {"type": "url", "url": "https://example.com/a.png"}
-    assert local["media_type"] == "image/png" and base64.b64decode(local["data"]) == png
+    assert local["media_type"] == "image/png"
+    assert base64.b64decode(local["data"]) == png
     assert data == {"type": "base64", "media_type": "image/png", "data": "AAAA"}
     assert "[image: image/png" in r.view()
 
@@ -519,4 +541,5 @@ def test_context_as_needs_the_context_printed_unless_it_is_empty(tmp_path):
     empty = rendered(
         tmp_path / "e", toml(context_as='"document"'), {"prompts/p.j2": template}, {"docs": [], "q": "?"}
     )
-    assert empty.context_slot is None and empty.messages[0].content == "0 documents\n?"
+    assert empty.context_slot is None
+    assert empty.messages[0].content == "0 documents\n?"

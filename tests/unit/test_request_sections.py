@@ -47,17 +47,22 @@ def test_sections_add_up_and_name_what_each_part_costs():
     p = _agent()
     total = _words(p)
     sections = by_difference(p, total, lambda vs: [_words(v) for v in vs])
-    assert set(sections) == set(SECTIONS) and sum(sections.values()) == total
-    assert sections["system"] == 2 and sections["context"] == 4 - 1  # the placeholder is one word
+    assert set(sections) == set(SECTIONS)
+    assert sum(sections.values()) == total
+    assert sections["system"] == 2
+    assert sections["context"] == 4 - 1
     assert sections["tools"] == _words(p) - _words(variants(p)["tools"]) > 0
-    assert sections["params"] > 0 and sections["messages"] > 0
+    assert sections["params"] > 0
+    assert sections["messages"] > 0
 
 
 def test_the_emptied_tool_result_still_answers_its_tool_use():
     emptied = without_context(_agent())
     assert emptied is not None
     block = emptied.messages[2].content[0]
-    assert block["type"] == "tool_result" and block["tool_use_id"] == "t1" and block["content"] == PLACEHOLDER
+    assert block["type"] == "tool_result"
+    assert block["tool_use_id"] == "t1"
+    assert block["content"] == PLACEHOLDER
     emptied.validate()  # still a valid request (the API would refuse an orphan tool_result)
 
 
@@ -71,10 +76,12 @@ def test_a_context_span_in_a_plain_message():
         context_span=(start, start + len("one two three")),
     )
     emptied = without_context(p)
-    assert emptied is not None and emptied.messages[0].content == f"Context: {PLACEHOLDER}. Question: why?"
+    assert emptied is not None
+    assert emptied.messages[0].content == f"Context: {PLACEHOLDER}. Question: why?"
     assert variants(p).keys() == {"context"}
 
 
 def test_scaling_by_the_safety_factor_keeps_the_sum():
     out = scaled({"system": 10, "tools": 33, "messages": 50, "context": 7, "params": 0}, 100, 115)
-    assert sum(out.values()) == 115 and out["tools"] == 38
+    assert sum(out.values()) == 115
+    assert out["tools"] == 38

@@ -56,7 +56,9 @@ def test_succeeds_after_transient_failures_and_counts_attempts():
             attempt, classify, policy=RetryPolicy(), provider="p", sleep=sleep, rng=random.Random(1)
         )
     )
-    assert result == "ok" and attempts == 3 and calls["n"] == 3
+    assert result == "ok"
+    assert attempts == 3
+    assert calls["n"] == 3
     assert len(sleep.delays) == 2
 
 
@@ -90,8 +92,10 @@ def test_gives_up_after_max_attempts_with_provider_unavailable():
                 attempt, classify, policy=RetryPolicy(max_attempts=4), provider="anthropic", sleep=sleep
             )
         )
-    assert calls["n"] == 4 and len(sleep.delays) == 3
-    assert "4 attempts" in info.value.message and "529" in info.value.message
+    assert calls["n"] == 4
+    assert len(sleep.delays) == 3
+    assert "4 attempts" in info.value.message
+    assert "529" in info.value.message
     assert info.value.exit_code == EXIT_PROVIDER
 
 
@@ -101,11 +105,12 @@ def test_non_retryable_error_raises_at_once():
     attempt, calls = flaky([RuntimeError(fatal)])
     with pytest.raises(RequestRejected):
         run(call_with_retries(attempt, classify, policy=RetryPolicy(), provider="p", sleep=sleep))
-    assert calls["n"] == 1 and sleep.delays == []
+    assert calls["n"] == 1
+    assert sleep.delays == []
 
 
 @pytest.mark.parametrize(
-    "headers,expected",
+    ("headers", "expected"),
     [
         ({"retry-after": "2"}, 2.0),
         ({"Retry-After": "0.25"}, 0.25),
@@ -128,7 +133,8 @@ def test_retry_after_http_date():
 @pytest.mark.parametrize("status", [408, 409, 429, 500, 502, 503, 504, 529])
 def test_transient_statuses_are_retried(status):
     verdict = classify_status(status, provider="anthropic", model="m", headers={"retry-after": "1"})
-    assert isinstance(verdict, Retry) and verdict.retry_after_s == 1.0
+    assert isinstance(verdict, Retry)
+    assert verdict.retry_after_s == 1.0
 
 
 @pytest.mark.parametrize("status", [401, 403])
@@ -137,20 +143,25 @@ def test_auth_failures_are_provider_unavailable_and_name_the_variable_not_the_ke
     verdict = classify_status(
         status, provider="anthropic", model="claude-sonnet-5-5", key_env="MY_KEY", message="invalid x-api-key"
     )
-    assert isinstance(verdict, ProviderUnavailable) and not isinstance(verdict, RequestRejected)
+    assert isinstance(verdict, ProviderUnavailable)
+    assert not isinstance(verdict, RequestRejected)
     text = verdict.format()
-    assert "$MY_KEY" in text and "sk-ant-secret-value" not in text
+    assert "$MY_KEY" in text
+    assert "sk-ant-secret-value" not in text
 
 
 def test_unknown_model_is_a_clear_rejection():
     verdict = classify_status(404, provider="anthropic", model="claude-nope", error_type="not_found_error")
-    assert isinstance(verdict, RequestRejected) and verdict.status == 404
-    assert "claude-nope" in verdict.message and "model" in verdict.hint
+    assert isinstance(verdict, RequestRejected)
+    assert verdict.status == 404
+    assert "claude-nope" in verdict.message
+    assert "model" in verdict.hint
 
 
 def test_bad_request_is_rejected_not_retried():
     verdict = classify_status(400, provider="openai", model="m", message="prompt is too long")
-    assert isinstance(verdict, RequestRejected) and "prompt is too long" in verdict.message
+    assert isinstance(verdict, RequestRejected)
+    assert "prompt is too long" in verdict.message
 
 
 def test_policy_from_settings_counts_the_first_try():

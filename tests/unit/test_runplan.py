@@ -23,7 +23,8 @@ def _prompt(**recall) -> PromptConfig:
 
 def test_the_plan_of_the_default_grid():
     p = plan_prompt(_prompt())
-    assert p.trials_per_cell == 20 and p.planned_calls == 300
+    assert p.trials_per_cell == 20
+    assert p.planned_calls == 300
     assert p.input_tokens == (2000 + 8000 + 16000) * 5 * 20
     assert p.expected_calls_no_change < 0.65 * p.planned_calls  # the pass rule stops most no-change runs
     assert p.expected_calls_no_change <= p.expected_calls_at_min_drop <= p.planned_calls
@@ -33,8 +34,10 @@ def test_the_plan_of_the_default_grid():
     assert p.usd.uncached == pytest.approx(8.088, abs=0.01)
     assert p.detectable_drop["middle depths (25%-75%)"] == pytest.approx(0.2, abs=0.02)
     doc = as_json([p])["prompts"][0]
-    assert set(doc["usd"]) == {"uncached", "cached", "batch"} and doc["planned_calls"] == 300
-    assert "full plan 300 calls" in one_line([p]) and "rag" in format_plans([p])
+    assert set(doc["usd"]) == {"uncached", "cached", "batch"}
+    assert doc["planned_calls"] == 300
+    assert "full plan 300 calls" in one_line([p])
+    assert "rag" in format_plans([p])
 
 
 def test_both_stop_rules_off_expect_the_full_plan():
@@ -47,6 +50,7 @@ def test_max_cost_names_the_cheapest_settings_that_fit():
     with pytest.raises(ConfigError) as err:
         check_cost(prompt, plan_prompt(prompt))
     text = str(err.value) + (err.value.hint or "")
-    assert "max_cost_usd" in text and "recall.trials = " in text
+    assert "max_cost_usd" in text
+    assert "recall.trials = " in text
     roomy = _prompt(max_cost_usd=100.0)
     check_cost(roomy, plan_prompt(roomy))  # fits: no error

@@ -5,6 +5,7 @@ tests/integration/test_runtime_sdk.py."""
 
 from __future__ import annotations
 
+import itertools
 import math
 
 import pytest
@@ -43,7 +44,7 @@ def test_edge_order_relevance_falls_from_both_edges(n):
     out = edge_order(ranked)
     assert sorted(out) == ranked
     edge_distance = {item: min(i, n - 1 - i) for i, item in enumerate(out)}
-    for better, worse in zip(ranked, ranked[1:], strict=False):
+    for better, worse in itertools.pairwise(ranked):
         assert edge_distance[better] <= edge_distance[worse]
     if n >= 3:  # the least relevant chunk sits in the middle
         assert edge_distance[ranked[-1]] == (n - 1) // 2
@@ -65,7 +66,7 @@ def test_edge_order_accepts_iterables_and_does_not_mutate():
 
 
 @pytest.mark.parametrize(
-    "scores, match",
+    ("scores", "match"),
     [
         ([1.0, 2.0], "3 chunks but 2 scores"),
         ([1.0, float("nan"), 2.0], "number"),
@@ -101,7 +102,8 @@ def test_estimate_matches_the_checker_count_and_raw_tiktoken():
     enc = tiktoken.get_encoding("o200k_base")
     text_tokens = sum(len(enc.encode_ordinary(t)) for t in _rendered().texts())
     assert text_tokens < est.tokens <= text_tokens + 4 * 8  # texts + per-message framing
-    assert est.exact is True and est.tokenizer == "tiktoken:o200k_base"
+    assert est.exact is True
+    assert est.tokenizer == "tiktoken:o200k_base"
 
 
 def test_claude_gets_the_safety_factor_and_is_not_exact():
@@ -123,8 +125,11 @@ def test_token_limit_boundary_and_output_reserve():
     assert PreflightGuard("gpt-4o", max_input_tokens=n).check(SYSTEM, MESSAGES).tokens == n
     with pytest.raises(BudgetExceeded) as exc:
         PreflightGuard("gpt-4o", max_input_tokens=n - 1).check(SYSTEM, MESSAGES)
-    assert exc.value.kind == "tokens" and exc.value.limit == n - 1 and exc.value.estimate.tokens == n
-    assert f"{n} input tokens" in exc.value.format() and "hint:" in exc.value.format()
+    assert exc.value.kind == "tokens"
+    assert exc.value.limit == n - 1
+    assert exc.value.estimate.tokens == n
+    assert f"{n} input tokens" in exc.value.format()
+    assert "hint:" in exc.value.format()
     with pytest.raises(BudgetExceeded, match="reserved for output"):
         PreflightGuard("gpt-4o", max_input_tokens=n + 99, reserve_output_tokens=100).check(SYSTEM, MESSAGES)
 
@@ -138,7 +143,8 @@ def test_cost_uses_the_price_table_and_the_output_allowance():
         (est.tokens * price.input_per_mtok + 200 * price.output_per_mtok) / 1e6
     )
     with_max = PreflightGuard(model).estimate(system=SYSTEM, messages=MESSAGES, max_tokens=4000)
-    assert with_max.output_tokens == 4000 and with_max.cost_usd > est.cost_usd
+    assert with_max.output_tokens == 4000
+    assert with_max.cost_usd > est.cost_usd
 
     limit = with_max.cost_usd
     assert (
@@ -146,7 +152,8 @@ def test_cost_uses_the_price_table_and_the_output_allowance():
     )
     with pytest.raises(BudgetExceeded) as exc:
         PreflightGuard(model, max_cost_usd=limit * 0.99).check(SYSTEM, MESSAGES, max_tokens=4000)
-    assert exc.value.kind == "cost" and "$" in str(exc.value)
+    assert exc.value.kind == "cost"
+    assert "$" in str(exc.value)
 
 
 def test_unpriced_model_fails_closed_only_when_a_dollar_cap_is_set():
@@ -159,13 +166,14 @@ def test_unpriced_model_fails_closed_only_when_a_dollar_cap_is_set():
     "kwargs", [{"max_input_tokens": 0}, {"max_cost_usd": 0}, {"reserve_output_tokens": -1}]
 )
 def test_guard_rejects_nonsense_limits(kwargs):
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match=r"must be a positive|must not be negative"):
         PreflightGuard("gpt-4o", **kwargs)
 
 
 def test_estimate_is_a_plain_value():
     est = PreflightGuard("gpt-4o").check(messages=[{"role": "user", "content": "hi"}])
-    assert isinstance(est, Estimate) and est.tokens > 0
+    assert isinstance(est, Estimate)
+    assert est.tokens > 0
 
 
 def _png_base64(width: int, height: int, padding: int = 750_000) -> str:
@@ -186,7 +194,8 @@ def test_openai_tool_calls_and_tool_messages_are_kept_and_counted():
         "function": {"name": "lookup", "arguments": '{"sku": "A-17"}'},
     }
     base = [{"role": "user", "content": "Where is A-17?"}]
-    turns = base + [
+    turns = [
+        *base,
         {"role": "assistant", "content": None, "tool_calls": [call]},
         {"role": "tool", "tool_call_id": "call_7", "content": "Aisle 4, shelf 2."},
     ]
@@ -207,7 +216,8 @@ def test_tools_passed_to_create_are_counted():
     assert guard.estimate(messages=MESSAGES, tools=tools).tokens > bare + 10
     seen = []
     create = guard.wrap(lambda **kw: seen.append(kw) or "ok")
-    assert create(model="gpt-4o", max_tokens=10, messages=MESSAGES, tools=tools) == "ok" and seen
+    assert create(model="gpt-4o", max_tokens=10, messages=MESSAGES, tools=tools) == "ok"
+    assert seen
 
 
 def test_a_base64_image_costs_its_pixels_not_its_length():

@@ -56,10 +56,13 @@ def test_starter_loads_and_guesses(repo):
     assert config.prompts["summary"].fixtures == ["prompts/summary.yaml"]
     assert config.prompts["summary"].recall.enabled is False  # no question slot guessed
     support = config.prompts["support"]
-    assert (support.context_var, support.question_var) == ("history", "question") and support.recall.enabled
-    assert "prompts/partials/rules.j2" in text and "[prompts.rules]" not in text
+    assert (support.context_var, support.question_var) == ("history", "question")
+    assert support.recall.enabled
+    assert "prompts/partials/rules.j2" in text
+    assert "[prompts.rules]" not in text
     assert "# NOTE:" in text  # the broken template is listed with its problem, not skipped silently
-    assert "# max_input_tokens =" in text and "suggestion" in text
+    assert "# max_input_tokens =" in text
+    assert "suggestion" in text
     # every prompt with fixtures renders
     for fx in config.fixture_paths(rag):
         assert render_case(config, rag, fx).system == "Be brief."
@@ -70,7 +73,8 @@ def test_refuses_to_overwrite_without_force(repo):
     target.write_text("# mine\n")
     with pytest.raises(ConfigError) as info:
         write_starter(repo, target, force=False)
-    assert "--force" in info.value.hint and target.read_text() == "# mine\n"
+    assert "--force" in info.value.hint
+    assert target.read_text() == "# mine\n"
     write_starter(repo, target, force=True)
     assert target.read_text().startswith("# needle.toml")
 
@@ -81,14 +85,18 @@ def test_cli_init_exit_codes(repo):
     try:
         runner = CliRunner()
         first = runner.invoke(main, ["init"])
-        assert first.exit_code == 0 and "wrote needle.toml" in first.output
+        assert first.exit_code == 0
+        assert "wrote needle.toml" in first.output
         second = runner.invoke(main, ["init"])
-        assert second.exit_code == 2 and "needle.toml: the threshold file already exists" in second.output
-        assert "--force" in second.output and "Traceback" not in second.output
+        assert second.exit_code == 2
+        assert "needle.toml: the threshold file already exists" in second.output
+        assert "--force" in second.output
+        assert "Traceback" not in second.output
         third = runner.invoke(main, ["init", "--force"])
         assert third.exit_code == 0
         rendered = runner.invoke(main, ["render", "rag_answer"])
-        assert rendered.exit_code == 0 and "Be brief." in rendered.output
+        assert rendered.exit_code == 0
+        assert "Be brief." in rendered.output
     finally:
         os.chdir(cwd)
 

@@ -81,7 +81,8 @@ def test_the_tail_speculates_and_counts_what_sequential_early_stopping_counts(tm
     cell, plan, provider = _run(tmp_path, hits, limit=64)
     one, _, _ = _run(tmp_path / "one", hits, limit=1)  # one call at a time: no speculation
     assert [(a.trial, a.hit) for a in cell.answers] == [(a.trial, a.hit) for a in one.answers]
-    assert cell.stopped_early == one.stopped_early and cell.saved == one.saved
+    assert cell.stopped_early == one.stopped_early
+    assert cell.saved == one.saved
     assert plan.outcome.calls == one.done == cell.done
     assert len(provider.started) <= len(hits)  # never more requests than without early stopping
 
@@ -96,8 +97,9 @@ def test_the_tail_speculates_and_counts_what_sequential_early_stopping_counts(tm
 def test_idle_slots_take_every_trial_that_might_be_needed(tmp_path, hits):
     # a round (0.5 s) is far longer than building five stub trials: every trial goes out at once,
     # where one speculative call per cell would leave the 5th for a second round
-    cell, plan, provider = _run(tmp_path, hits, limit=64, latency=0.5)
-    assert provider.peak == 5 and sorted(provider.started) == [0, 1, 2, 3, 4]
+    cell, _plan, provider = _run(tmp_path, hits, limit=64, latency=0.5)
+    assert provider.peak == 5
+    assert sorted(provider.started) == [0, 1, 2, 3, 4]
     off, _, _ = _run(tmp_path / "off", hits, limit=64, early_stop=False, latency=0.01)
     assert [a.hit for a in cell.answers] == [a.hit for a in off.answers][: cell.done]
     assert cell.done == (5 if hits[0] else 3)

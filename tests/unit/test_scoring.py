@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Literal
+
 import pytest
 
 from needle_action.config import RecallSettings
@@ -16,12 +18,12 @@ NEEDLE = Needle(
 )
 
 
-def _s(mode: str, regex: str | None = None) -> RecallSettings:
+def _s(mode: Literal["strict", "contains", "regex"], regex: str | None = None) -> RecallSettings:
     return RecallSettings(scoring=mode, answer_regex=regex)
 
 
 @pytest.mark.parametrize(
-    "answer, strict, contains",
+    ("answer", "strict", "contains"),
     [
         ("QZT-4821-KLM", True, True),
         ("  qzt-4821-klm\n", True, True),
@@ -67,7 +69,7 @@ def test_regex_without_group_compares_the_whole_match():
 def test_normalise():
     assert normalise("  Hello,   WORLD!! ") == "hello world"
     assert normalise("ＱＺＴ－４８２１") == "qzt 4821"  # full-width forms fold to ASCII
-    assert normalise(None) == ""  # type: ignore[arg-type]
+    assert normalise(None) == ""
 
 
 def test_oversized_answers_are_bounded():
@@ -79,5 +81,8 @@ def test_a_tool_call_is_a_miss_of_its_own_kind():
 
     plain = judge_answer(NEEDLE.answer, NEEDLE, RecallSettings())
     called = judge_answer(NEEDLE.answer, NEEDLE, RecallSettings(), tool_call="search")
-    assert plain.hit and not plain.tool_call
-    assert not called.hit and called.tool_call and not called.distractor
+    assert plain.hit
+    assert not plain.tool_call
+    assert not called.hit
+    assert called.tool_call
+    assert not called.distractor

@@ -21,22 +21,26 @@ def test_looks_and_spends_add_up_to_alpha():
     assert d.looks(20) == (6, 12, 20)
     assert sum(d.levels(20, 0.01)) == pytest.approx(0.01)
     assert d.levels(20, 0.01)[-1] == pytest.approx(0.0088)
-    assert d.looks(2) == (1, 2) and sum(d.levels(2, 0.01)) == pytest.approx(0.01)  # looks that coincide pool
-    assert FIXED.looks(20) == (20,) and FIXED.levels(20, 0.01) == (0.01,)
+    assert d.looks(2) == (1, 2)
+    assert sum(d.levels(2, 0.01)) == pytest.approx(0.01)
+    assert FIXED.looks(20) == (20,)
+    assert FIXED.levels(20, 0.01) == (0.01,)
     assert Design(block=False).levels(20, 0.01) == (0.0, 0.0, 0.01)  # passing spends nothing
 
 
 def test_paired_test_is_an_exact_sign_test_on_discordant_pairs():
     assert paired_drop_pvalue(5, 0) == pytest.approx(1 / 32)
-    assert paired_drop_pvalue(0, 4) == 1.0 and paired_drop_pvalue(0, 0) == 1.0
+    assert paired_drop_pvalue(0, 4) == 1.0
+    assert paired_drop_pvalue(0, 0) == 1.0
     assert paired_drop_pvalue(9, 1) == pytest.approx(11 / 1024)
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match="pair counts must be >= 0"):
         paired_drop_pvalue(-1, 2)
 
 
 def test_drop_upper_bound_covers_the_observed_drop():
     upper = drop_upper((90, 100), (80, 100))
-    assert upper is not None and 0.1 < upper < 0.3
+    assert upper is not None
+    assert 0.1 < upper < 0.3
     assert drop_upper((0, 0), (1, 2)) is None
 
 
@@ -65,7 +69,8 @@ def test_both_rules_off_is_the_fixed_design_verdict_for_verdict():
             for s, (b, h) in data.grids.items()
         }
         fixed = fixed_groups(counts, SIZES, DEPTHS, alpha=0.01, floor=0.1)
-        assert decision.look == 1 and decision.trials == 20
+        assert decision.look == 1
+        assert decision.trials == 20
         assert [g.regressed for g in decision.groups] == [t.regressed for t in fixed]
         assert [g.p_value for g in decision.groups] == [t.p_value for t in fixed]
 
@@ -74,10 +79,13 @@ def test_a_clear_drop_blocks_at_an_early_look_and_no_change_passes_early():
     rng = random.Random(1)
     drop = _data(rng, lambda k: 0.95, lambda k: 0.95 - (0.5 if 0 < k[1] < 1 else 0), Design())
     d = replay([drop], 0.01)["p"]
-    assert d.status == "fail" and d.look < 3 and d.trials < 20
+    assert d.status == "fail"
+    assert d.look < 3
+    assert d.trials < 20
     same = _data(rng, lambda k: 0.97, lambda k: 0.97, Design())
     d = replay([same], 0.01)["p"]
-    assert d.status == "pass" and d.look < 3
+    assert d.status == "pass"
+    assert d.look < 3
 
 
 def test_the_family_spans_every_prompt_of_the_pull_request():
@@ -94,7 +102,9 @@ def test_a_run_stopped_at_a_look_is_decided_there():
     rng = random.Random(3)
     data = _data(rng, lambda k: 0.5, lambda k: 0.5, Design())
     d = replay([data], 0.01, ends={"p": 12})["p"]
-    assert d.stopped and d.trials <= 12 and d.status in ("pass", "fail")
+    assert d.stopped
+    assert d.trials <= 12
+    assert d.status in ("pass", "fail")
 
 
 def test_early_looks_test_the_middle_only_and_decided_prompts_stay_in_the_family():
@@ -120,4 +130,6 @@ def test_the_pass_rule_reads_the_chance_that_the_last_look_flags_the_group():
     assert all(g.futile() for g in groups)
     drop = _data(rng, lambda k: 0.9, lambda k: 0.9 - (0.3 if 0 < k[1] < 1 else 0), Design())
     middle = next(g for g in evaluate_look([drop], 0, 0.01)["p"].groups if g.group.kind == "middle")
-    assert middle.conditional is not None and middle.conditional > 0.5 and not middle.futile()
+    assert middle.conditional is not None
+    assert middle.conditional > 0.5
+    assert not middle.futile()

@@ -20,15 +20,20 @@ def _env(tmp_path: Path, **inputs: str) -> dict[str, str]:
 
 def test_empty_inputs_take_the_defaults(tmp_path: Path) -> None:
     s = load_settings(_env(tmp_path, config="  ", cache_dir="", post_report=""))
-    assert s.config == "needle.toml" and s.config_path == tmp_path / "needle.toml"
-    assert s.cache_dir is None and s.post_report is None and s.provider is None
-    assert s.event == {} and s.pull_request is None and s.workspace == tmp_path
+    assert s.config == "needle.toml"
+    assert s.config_path == tmp_path / "needle.toml"
+    assert s.cache_dir is None
+    assert s.post_report is None
+    assert s.provider is None
+    assert s.event == {}
+    assert s.pull_request is None
+    assert s.workspace == tmp_path
 
 
 def test_a_relative_post_report_is_inside_the_workspace(tmp_path: Path) -> None:
-    s = load_settings(_env(tmp_path, post_report="out/report.json", cache_dir="/tmp/c"))
+    s = load_settings(_env(tmp_path, post_report="out/report.json", cache_dir=str(tmp_path / "c")))
     assert s.post_report == tmp_path / "out" / "report.json"
-    assert s.cache_dir == Path("/tmp/c")
+    assert s.cache_dir == tmp_path / "c"
 
 
 @pytest.mark.parametrize("name", ["cache-dir", "post-report", "config"])
@@ -63,7 +68,8 @@ def test_a_bad_event_payload_is_located(tmp_path: Path, payload: str, message: s
     event.write_text(payload, encoding="utf-8")
     with pytest.raises(ConfigError, match=message) as err:
         load_settings({**_env(tmp_path), "GITHUB_EVENT_PATH": str(event)})
-    assert err.value.location.file == str(event) and err.value.location.line == line
+    assert err.value.location.file == str(event)
+    assert err.value.location.line == line
 
 
 def test_a_missing_event_file_is_named(tmp_path: Path) -> None:

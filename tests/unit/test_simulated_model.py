@@ -9,6 +9,7 @@ from itertools import islice
 import pytest
 
 from needle_action.config import RecallSettings
+from needle_action.config.model import NeedleStyle
 from needle_action.recall.filler import generated_passages
 from needle_action.recall.needles import VALUE_RE, make_needle
 from needle_action.recall.scoring import score
@@ -35,7 +36,7 @@ def _body(facts: list[tuple[float, str]], question: str, *, filler: str = FILLER
     }
 
 
-def _needle(style: str, i: int):
+def _needle(style: NeedleStyle, i: int):
     return make_needle(RecallSettings(needle=style), random.Random(f"sim:{style}:{i}"))
 
 
@@ -45,14 +46,17 @@ def _needle(style: str, i: int):
 def test_curve_helpers():
     assert flat(0.4)(0.0, 10) == flat(0.4)(0.7, 10**6) == 0.4
     u = u_shape(edge=0.9, middle=0.1)
-    assert u(0.0, 1) == pytest.approx(0.9) and u(1.0, 1) == pytest.approx(0.9)
+    assert u(0.0, 1) == pytest.approx(0.9)
+    assert u(1.0, 1) == pytest.approx(0.9)
     assert u(0.5, 1) == pytest.approx(0.1)
     assert u(0.25, 1) == pytest.approx(0.1 + 0.8 * 0.25)  # quadratic
     assert u(0.2, 1) < u(0.1, 1) < u(0.0, 1)
     m = u_shape(edge=0.9, middle=0.1, margin=0.1)
-    assert m(0.05, 1) == pytest.approx(0.9) and m(0.5, 1) == pytest.approx(0.1)
+    assert m(0.05, 1) == pytest.approx(0.9)
+    assert m(0.5, 1) == pytest.approx(0.1)
     c = cliff(8000, before=0.95, after=0.1)
-    assert c(0.5, 7999) == 0.95 and c(0.5, 8000) == 0.1
+    assert c(0.5, 7999) == 0.95
+    assert c(0.5, 8000) == 0.1
 
 
 # --------------------------------------------------------------------------- finding the needle
@@ -69,7 +73,8 @@ def test_finds_the_asked_needle_among_look_alikes(style):
         facts += [(rng.uniform(0, 1), d) for d in needle.distractors]
         obs = model.observe(_body(facts, needle.question))
         assert obs.value == needle.answer, (needle, obs)
-        assert obs.hit and model(_body(facts, needle.question)) == needle.answer
+        assert obs.hit
+        assert model(_body(facts, needle.question)) == needle.answer
         assert len(obs.depths) == (2 if style == "multihop" else 1)
 
 
@@ -94,7 +99,9 @@ def test_observed_depth_and_size_are_measured_from_the_request():
 def test_no_needle_no_answer():
     model = SimulatedModel(flat(1.0))
     obs = model.observe(_body([], "What is the secret launch codeword?"))
-    assert obs.value is None and obs.answer == NOT_FOUND and not obs.hit
+    assert obs.value is None
+    assert obs.answer == NOT_FOUND
+    assert not obs.hit
 
 
 # --------------------------------------------------------------------------- probabilities
@@ -155,7 +162,9 @@ def test_misses_are_plausible_wrong_answers():
         bool(VALUE_RE.fullmatch(a)) and not any(a in d for d in n.distractors) for a, n in answers
     )
     not_found = sum(a == NOT_FOUND for a, _ in answers)
-    assert distractor > 100 and fabricated > 30 and not_found > 30
+    assert distractor > 100
+    assert fabricated > 30
+    assert not_found > 30
 
 
 # --------------------------------------------------------------------------- determinism

@@ -15,7 +15,9 @@ def test_import_ahead_loads_the_providers_module_in_a_background_thread(monkeypa
     monkeypatch.setitem(registry.SPECS, "fakesdk", SimpleNamespace(factory="needle_fake_sdk_mod:Provider"))
     sys.modules.pop("needle_fake_sdk_mod", None)
     thread = registry.import_ahead(["fakesdk", "not-a-provider"])
-    assert thread is not None and thread.name == "needle-import-ahead" and thread.daemon
+    assert thread is not None
+    assert thread.name == "needle-import-ahead"
+    assert thread.daemon
     thread.join(10)
     assert sys.modules["needle_fake_sdk_mod"].LOADED
 
@@ -25,7 +27,8 @@ def test_import_ahead_swallows_a_missing_sdk_and_skips_unknown_names(monkeypatch
     thread = registry.import_ahead(["ghost"])
     assert thread is not None
     thread.join(10)
-    assert not thread.is_alive() and "no_such_sdk_anywhere" not in sys.modules
+    assert not thread.is_alive()
+    assert "no_such_sdk_anywhere" not in sys.modules
     assert registry.import_ahead(["unknown"]) is None
 
 

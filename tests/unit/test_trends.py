@@ -22,9 +22,11 @@ def test_a_fall_with_the_same_fingerprint_is_drift_and_with_a_new_one_it_is_not(
     assert [p.commit[0] for p in t.points] == ["a", "b", "c", "d"]
     assert [p.tokens for p in t.points] == [900, 950, 900, 900]
     assert [p.mid_rate for p in t.points] == [1.0, 0.9, 0.3, 0.1]
-    assert t.points[1].mid_hits == 18 and t.points[1].mid_trials == 20  # both sizes pooled
+    assert t.points[1].mid_hits == 18
+    assert t.points[1].mid_trials == 20
     assert [p.effective_context for p in t.points] == [8000] * 4
-    assert t.points[2].drift is not None and "90% → 30%" in t.points[2].drift
+    assert t.points[2].drift is not None
+    assert "90% → 30%" in t.points[2].drift
     assert [p.drift is None for p in t.points] == [True, True, False, True]  # d: the prompt changed
 
 
@@ -38,7 +40,9 @@ def test_noise_is_not_drift():
 def test_the_index_is_read_defensively():
     sha = "e" * 40
     assert read_index(b'[{"commit": "' + sha.encode() + b'"}, {"commit": 3}, "x"]') == [sha]
-    assert read_index(b"{not json") == [] and read_index(None) == [] and read_index(b'{"a": 1}') == []
+    assert read_index(b"{not json") == []
+    assert read_index(None) == []
+    assert read_index(b'{"a": 1}') == []
 
 
 def test_a_hostile_index_is_ignored_not_a_traceback():

@@ -101,7 +101,7 @@ class _Where:
         return ConfigError(message, file=self.file, line=line or (1 if key else None), hint=hint)
 
 
-def _pattern(raw: dict, where: _Where) -> Expected:
+def _pattern(raw: dict[str, Any], where: _Where) -> Expected:
     if set(raw) != {"regex"} or not isinstance(raw["regex"], str) or not raw["regex"]:
         raise where.error(
             f"{EXPECTED_KEY} as a table must have exactly one key, regex, holding a non-empty string",
@@ -179,7 +179,7 @@ def _item_text(item: Any) -> str:
     return str(item)
 
 
-def _gold_index(items: list, raw: object, expected: Expected, where: _Where, var: str) -> int:
+def _gold_index(items: list[Any], raw: object, expected: Expected, where: _Where, var: str) -> int:
     if raw is not None:
         if isinstance(raw, bool) or not isinstance(raw, int):
             raise where.error(
@@ -241,7 +241,7 @@ def _passage_span(text: str, raw: object, expected: Expected, where: _Where, var
     return paragraphs[found]
 
 
-def _question(variables: dict, question_var: str, where: _Where) -> str:
+def _question(variables: dict[str, Any], question_var: str, where: _Where) -> str:
     question = variables.get(question_var)
     if not isinstance(question, str) or not question.strip():
         raise where.error(
@@ -253,12 +253,12 @@ def _question(variables: dict, question_var: str, where: _Where) -> str:
 
 
 def resolve_gold(
-    variables: dict,
+    variables: dict[str, Any],
     *,
     context_var: str,
     question_var: str,
     fixture: Path | None,
-    config_where: dict,
+    config_where: dict[str, Any],
 ) -> Gold:
     """The fixture's gold fact: its ``expected`` answer, its question, and the gold item (list slot)
     or passage (string slot) with the rest of the context. Every mistake is a ConfigError."""
@@ -293,9 +293,9 @@ def resolve_gold(
     )
 
 
-def answer_keys(variables: dict) -> dict[str, Any]:
+def answer_keys(variables: dict[str, Any]) -> dict[str, Any]:
     """The fixture keys that decide a gold result without being rendered (for the settings hash)."""
     return {k: variables.get(k) for k in (EXPECTED_KEY, GOLD_KEY)}
 
 
-__all__ = ["Expected", "Gold", "resolve_gold", "answer_keys", "parse_expected"]
+__all__ = ["Expected", "Gold", "answer_keys", "parse_expected", "resolve_gold"]
