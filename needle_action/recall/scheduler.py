@@ -67,7 +67,7 @@ from needle_action.recall.gate import LookGate
 from needle_action.recall.haystack import HaystackBuilder, Trial, needle_anchor
 from needle_action.recall.needles import make_needle
 from needle_action.recall.plan import trial_rng
-from needle_action.recall.prefix import Mark, MarkStates, find_mark, marks_in
+from needle_action.recall.prefix import Mark, MarkStates, find_mark, marks_in, sequential_order
 from needle_action.recall.probes.needle import Needle
 from needle_action.recall.scoring import judge
 from needle_action.results import RecallAnswer, RecallPower
@@ -351,10 +351,8 @@ class Scheduler:
             not plan.speculate or (not tail and sum(i >= horizon for i in cell.in_flight) >= SPECULATE_AHEAD)
         ):
             return None
-        if getattr(plan.provider, "sequential", False):
-            # one call at a time (the embedded model): a cell's trials back to back, then the next
-            # cell of the size, so consecutive prompts share the longest prefix (its KV state)
-            return (0 if needed else 1, cell.size, -cell.depth, index), index, needed
+        if getattr(plan.provider, "sequential", False):  # the embedded model: prefix.py
+            return sequential_order(needed, plan.name, cell.size, cell.depth, index), index, needed
         rank = -cell.depth if plan.cached(self.marks) else cell.depth  # a size's writer is its deepest cell
         key = (0, index, rank) if needed else (1, index - horizon, rank)
         return key, index, needed
@@ -372,6 +370,7 @@ class Scheduler:
         behind a prefix being written). In the TAIL a cell speculates on all its remaining trials."""
         best: tuple[tuple, int, PromptPlan, CellRun, int, Trial, bool] | None = None
         waiting = False
+        next_in_order = self._next_in_order(tail)
         for order, plan in enumerate(self.plans):
             state = self._providers[id(plan.provider)]
             if plan.finished() or state.dead or state.in_flight >= self._window(plan):
@@ -381,6 +380,8 @@ class Scheduler:
                 if found is None:
                     continue
                 key, index, needed = found
+                if next_in_order.get(id(plan.provider), (key, order)) != (key, order):
+                    continue  # a one-call-at-a-time provider waits for its next trial, built or not
                 if best is not None and (key, order) >= (best[0], best[1]):
                     continue  # (WAITING only matters when nothing is startable)
                 trial = self._ready(plan, cell, index)
@@ -390,6 +391,19 @@ class Scheduler:
                 best = (key, order, plan, cell, index, trial, needed)
         picked = None if best is None else (best[2], best[3], best[4], best[5], not best[6])
         return picked, waiting
+
+    def _next_in_order(self, tail: bool) -> dict[int, tuple[tuple, int]]:
+        """(key, plan order) of the trial each one-call-at-a-time provider asks next: it waits for
+        that one to be built rather than start another, so consecutive prompts share the longest
+        prefix whatever the builders' timing (recall/prefix.py, ``sequential_order``)."""
+        out: dict[int, tuple[tuple, int]] = {}
+        for order, plan in enumerate(self.plans):
+            if getattr(plan.provider, "sequential", False) and not plan.finished():
+                for cell in plan.cells:
+                    if (found := self._candidate(plan, cell, tail)) is not None:
+                        key = id(plan.provider)
+                        out[key] = min(out.get(key, (found[0], order)), (found[0], order))
+        return out
 
     def _window(self, plan: PromptPlan) -> int:
         if getattr(plan.provider, "sequential", False):
