@@ -3,8 +3,10 @@ prompt, on the README example's trial prompts.
 
 Builds every trial prompt of the example grid (examples/needle.toml), answers them on Gemma 3 270M
 three ways -- (a) reset before each prompt (the reference), (b) with prefix reuse in the order the
-scheduler asks them (a cell's trials back to back), (c) with prefix reuse in a shuffled order --
-and reports seconds per call and whether every answer of (b) and (c) equals (a).
+scheduler asks them (``recall.prefix.sequential_order``: prompt by prompt, deepest cell first, a
+cell's trials back to back), (c) with prefix reuse in a shuffled order -- and reports seconds per
+call, the prompt tokens each arm made llama.cpp evaluate (its own counters: deterministic, unlike
+the seconds on a shared machine) and whether every answer of (b) and (c) equals (a).
 
     python3 bench/bench_local.py [--json out.json] [--limit N]
 """
@@ -25,12 +27,20 @@ from bench._common import planned_trials  # noqa: E402
 from needle_action.config import load_config  # noqa: E402
 from needle_action.providers.local import LocalProvider  # noqa: E402
 from needle_action.providers.registry import local_n_ctx  # noqa: E402
+from needle_action.recall.prefix import sequential_order  # noqa: E402
 
 
 def prompts(limit: int | None) -> list[tuple[str, object]]:
     config = load_config(REPO / "examples" / "needle.toml")
     out = [(key, trial.rendered) for _, key, trial in planned_trials(config)]
+    ranks = {name: rank for rank, name in enumerate(config.prompts)}
+    out.sort(key=lambda item: _order(item[0], ranks))  # as the scheduler asks a sequential provider
     return out[:limit] if limit else out
+
+
+def _order(key: str, ranks: dict[str, int]) -> tuple[float, ...]:
+    name, size, depth, trial = key.rsplit(":", 3)
+    return sequential_order(True, ranks[name], int(size), float(depth), int(trial))
 
 
 def answer_all(provider: LocalProvider, items) -> tuple[dict[str, str], float]:
@@ -49,10 +59,12 @@ def main() -> int:
     config = load_config(REPO / "examples" / "needle.toml")
     n_ctx = local_n_ctx(next(iter(config.prompts.values())))
     items = prompts(args.limit)
+    warm = LocalProvider(settings=None, n_ctx=n_ctx, reuse_prefix=False)
+    answer_all(warm, items[:1])  # load the model outside the clock
     reset = LocalProvider(settings=None, n_ctx=n_ctx, reuse_prefix=False)
-    answer_all(reset, items[:1])  # load the model outside the clock
     ref, t_reset = answer_all(reset, items)
-    grouped, t_grouped = answer_all(LocalProvider(settings=None, n_ctx=n_ctx), items)
+    grouped_provider = LocalProvider(settings=None, n_ctx=n_ctx)
+    grouped, t_grouped = answer_all(grouped_provider, items)
     shuffled_items = list(items)
     random.Random(7).shuffle(shuffled_items)
     shuffler = LocalProvider(settings=None, n_ctx=n_ctx)
@@ -60,6 +72,12 @@ def main() -> int:
     n = len(items)
     report = {
         "calls": n,
+        "prompt_tokens": grouped_provider.stats.prompt_tokens,
+        "evaluated_reset": reset.stats.evaluated_tokens,
+        "evaluated_grouped": grouped_provider.stats.evaluated_tokens,
+        "evaluated_shuffled": shuffler.stats.evaluated_tokens,
+        "repeated_grouped": grouped_provider.stats.repeated,
+        "generated_grouped": grouped_provider.stats.generated_tokens,
         "reset_s_per_call": round(t_reset / n, 3),
         "reuse_grouped_s_per_call": round(t_grouped / n, 3),
         "reuse_shuffled_s_per_call": round(t_shuffled / n, 3),

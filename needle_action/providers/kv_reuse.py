@@ -18,7 +18,8 @@ scheduler's order and shuffled).
 Only the live state is reused. Saving states and restoring them later
 (``llama_state_seq_get/set_data``) was measured to change 2 of 12 answers in a shuffled order (the
 restored cells' layout differs), so instead the scheduler sends a sequential provider's prompts so
-that consecutive ones share the longest prefix (a cell's trials back to back).
+that consecutive ones share the longest prefix (``recall.prefix.sequential_order``: prompt by
+prompt, deepest cell first, a cell's trials back to back).
 """
 
 from __future__ import annotations

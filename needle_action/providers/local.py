@@ -17,7 +17,12 @@
 * Decoding is greedy (``temperature=0``). Shared prompt prefixes are not evaluated twice, and an
   answer still depends on the prompt alone: see :mod:`needle_action.providers.kv_reuse` (the KV
   state of the prefix shared with the previous prompt, cut to a multiple of the evaluation chunk,
-  so every prompt is evaluated in the same chunks as from an empty state).
+  so every prompt is evaluated in the same chunks as from an empty state). ``sequential`` makes the
+  scheduler ask trials in :func:`needle_action.recall.prefix.sequential_order`, so consecutive
+  prompts share the longest prefix. Generation stops once the answer's first line is complete; a
+  request identical to an earlier one gets that one's reply without the model.
+* ``stats`` (:class:`LocalStats`) counts what the model did, from llama.cpp's own counters in the
+  worker; ``NEEDLE_LOCAL_TRACE=1`` prints every call's counts on stderr.
 * One inference at a time (the worker answers in order); calls wait in a thread
   (``asyncio.to_thread``) so the event loop stays free for the rest of the engine.
 * Context: ``providers.local.n_ctx`` when set (fixed); otherwise start from the size the registry
@@ -28,7 +33,15 @@
 from __future__ import annotations
 
 import asyncio
+import hashlib
+import json
+import os
+import sys
+import time
+from collections import OrderedDict
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from needle_action.assemble import RenderedPrompt
 from needle_action.config import ProviderSettings
@@ -42,15 +55,61 @@ from needle_action.providers.local_worker import ModelWorker, worker_for
 
 DEFAULT_MODEL = "gemma-3-270m"
 DEFAULT_N_CTX = 4096
+TRACE_ENV = "NEEDLE_LOCAL_TRACE"  # set (to anything but "" or "0"): one line per call on stderr
+ANSWERS_KEPT = 512  # answers remembered per provider for a prompt asked again word for word
 __all__ = [  # the prompt-text helpers live in local_text (the worker imports them); named here too
     "DEFAULT_MODEL",
     "DEFAULT_N_CTX",
     "LocalProvider",
+    "LocalStats",
     "first_line",
     "has_chat_template",
     "round_ctx",
     "transcript",
 ]
+
+
+@dataclass
+class LocalStats:
+    """What the embedded model did for a provider's calls: the tokens it was sent, kept from the
+    previous prompt's KV state, evaluated and generated (llama.cpp's own counters), and the time in
+    llama.cpp, in the worker and around the whole call (pipes, pickling and waiting included)."""
+
+    calls: int = 0
+    repeated: int = 0  # calls answered from an earlier identical call (no model work)
+    prompt_tokens: int = 0
+    reused_tokens: int = 0
+    evaluated_tokens: int = 0
+    generated_tokens: int = 0
+    eval_seconds: float = 0.0
+    worker_seconds: float = 0.0
+    call_seconds: float = 0.0
+
+    def add(self, reply: dict[str, Any], call_seconds: float) -> None:
+        """Count one worker reply (``usage``, ``reused``, ``evaluated``, ``generated``, ``eval_s``,
+        ``seconds``) that took CALL_SECONDS end to end."""
+        self.calls += 1
+        self.repeated += int(bool(reply.get("repeated")))
+        self.prompt_tokens += int((reply.get("usage") or {}).get("prompt_tokens") or 0)
+        self.reused_tokens += int(reply.get("reused") or 0)
+        self.evaluated_tokens += int(reply.get("evaluated") or 0)
+        self.generated_tokens += int(reply.get("generated") or 0)
+        self.eval_seconds += float(reply.get("eval_s") or 0.0)
+        self.worker_seconds += float(reply.get("seconds") or 0.0)
+        self.call_seconds += call_seconds
+
+
+def trace_line(reply: dict[str, Any], call_seconds: float) -> str:
+    """One call as ``NEEDLE_LOCAL_TRACE`` prints it."""
+    prompt = int((reply.get("usage") or {}).get("prompt_tokens") or 0)
+    if reply.get("repeated"):
+        return f"local: {prompt} prompt tokens, asked before word for word: its answer again"
+    return (
+        f"local: {prompt} prompt tokens ({int(reply.get('reused') or 0)} reused, "
+        f"{int(reply.get('evaluated') or 0)} evaluated), {int(reply.get('generated') or 0)} generated; "
+        f"llama.cpp {float(reply.get('eval_s') or 0):.2f} s, worker {float(reply.get('seconds') or 0):.2f} s, "
+        f"call {call_seconds:.2f} s"
+    )
 
 
 class LocalProvider:
@@ -74,8 +133,15 @@ class LocalProvider:
         self.max_ctx = self.n_ctx if self.fixed_ctx else max(self.n_ctx, N_CTX_TRAIN)
         self.retries = 0
         self.reuse_prefix = reuse_prefix
-        self.reused_tokens = 0  # prompt tokens not evaluated thanks to a kept prefix
+        self.stats = LocalStats()
+        self._trace = os.environ.get(TRACE_ENV, "") not in ("", "0")
+        self._answers: OrderedDict[str, dict[str, Any]] = OrderedDict()  # identical requests -> the reply
         self._worker: ModelWorker | None = None
+
+    @property
+    def reused_tokens(self) -> int:
+        """Prompt tokens not evaluated thanks to a kept prefix, over this provider's calls."""
+        return self.stats.reused_tokens
 
     def worker(self) -> ModelWorker:
         """The model worker of this provider's model file (the bundled model is assembled first)."""
@@ -102,7 +168,28 @@ class LocalProvider:
 
     def _run(self, messages: list[JSON], max_output_tokens: int) -> JSON:
         """One answer from the worker (blocking): ``text`` and ``usage``. The first call of the
-        process runs the self-test (cached per machine, build and model)."""
+        process runs the self-test (cached per machine, build and model). A request identical to
+        an earlier one (same messages, answer length and window) gets that one's reply: decoding
+        is greedy and an answer depends on the prompt alone (kv_reuse.py), so the model would
+        answer it the same (a gold needle's trials can be one prompt when the fixture fills the size)."""
+        key = hashlib.sha256(json.dumps([messages, max_output_tokens, self.n_ctx]).encode()).hexdigest()
+        started = time.perf_counter()
+        reply = self._answers.get(key)
+        if reply is not None:
+            reply = {**reply, "repeated": True, "reused": 0, "evaluated": 0, "generated": 0}
+            reply.update(eval_s=0.0, seconds=0.0)
+        else:
+            reply = self._ask(messages, max_output_tokens)
+            self._answers[key] = reply
+            while len(self._answers) > ANSWERS_KEPT:
+                self._answers.popitem(last=False)
+        seconds = time.perf_counter() - started
+        self.stats.add(reply, seconds)
+        if self._trace:
+            print(trace_line(reply, seconds), file=sys.stderr, flush=True)
+        return reply
+
+    def _ask(self, messages: list[dict[str, Any]], max_output_tokens: int) -> dict[str, Any]:
         worker = self.worker()
         ensure_probed(worker, n_ctx=self.n_ctx, bundled=not self.model_path)
         reply = worker.request(
@@ -118,7 +205,6 @@ class LocalProvider:
             },
         )
         self.n_ctx, self.max_ctx = int(reply["n_ctx"]), int(reply["max_ctx"])
-        self.reused_tokens += int(reply.get("reused") or 0)
         return reply
 
     async def complete(

@@ -17,6 +17,8 @@ from __future__ import annotations
 
 import contextlib
 import re
+import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -88,25 +90,82 @@ def _fit(llm: Any, window: Window, path: str, messages: list[dict[str, Any]], ma
 
 
 def _infer(llm: Any, messages: list[dict[str, Any]], max_output: int, reuse_prefix: bool) -> dict[str, Any]:
+    """One answer, with what it cost: ``reused`` (prompt tokens kept from the previous prompt's KV
+    state), ``evaluated`` / ``generated`` (tokens llama.cpp ran, from its own counters), ``eval_s``
+    (llama.cpp's time for them) and ``seconds`` (this whole function)."""
+    started = time.perf_counter()
+    _perf_reset(llm)
     if has_chat_template(llm):
         llm.reset()  # the template tokenises inside llama-cpp-python: no aligned reuse there
         resp = llm.create_chat_completion(messages=messages, max_tokens=max_output, temperature=0.0, seed=0)
-        return {
-            "text": resp["choices"][0]["message"].get("content") or "",
-            "usage": dict(resp.get("usage") or {}),
-            "reused": 0,
-        }
-    prompt = transcript(messages)
-    tokens = prompt_tokens(llm, prompt) if reuse_prefix else None
-    reused = 0
-    if tokens is None:
-        llm.reset()
-        resp = llm.create_completion(prompt=prompt, max_tokens=max_output, temperature=0.0, seed=0)
+        text, reused = resp["choices"][0]["message"].get("content") or "", 0
     else:
-        reused = prepare(llm, tokens)
-        resp = llm.create_completion(prompt=tokens, max_tokens=max_output, temperature=0.0, seed=0)
+        text, reused, resp = _complete_transcript(llm, transcript(messages), max_output, reuse_prefix)
     return {
-        "text": first_line(resp["choices"][0].get("text") or ""),
+        "text": text,
         "usage": dict(resp.get("usage") or {}),
         "reused": reused,
+        **_perf(llm),
+        "seconds": round(time.perf_counter() - started, 4),
+    }
+
+
+def _complete_transcript(
+    llm: Any, prompt: str, max_output: int, reuse_prefix: bool
+) -> tuple[str, int, dict[str, Any]]:
+    """(first line of the answer, prompt tokens reused, llama-cpp-python's response) for a base
+    model's transcript. Generation stops once the first non-empty line is complete: the answer is
+    that line, so the tokens after it would be thrown away (the line itself is unchanged)."""
+    from llama_cpp import StoppingCriteriaList  # loaded already: get_llama made LLM
+
+    tokens = prompt_tokens(llm, prompt)
+    if tokens is None:  # the model adds an end-of-sequence token: its own string path, no reuse
+        llm.reset()
+        resp = llm.create_completion(prompt=prompt, max_tokens=max_output, temperature=0.0, seed=0)
+        return first_line(resp["choices"][0].get("text") or ""), 0, resp
+    reused = prepare(llm, tokens) if reuse_prefix else 0
+    if not reuse_prefix:
+        llm.reset()
+    resp = llm.create_completion(
+        prompt=tokens,
+        max_tokens=max_output,
+        temperature=0.0,
+        seed=0,
+        stopping_criteria=StoppingCriteriaList([_first_line_done(llm, len(tokens))]),
+    )
+    return first_line(resp["choices"][0].get("text") or ""), reused, resp
+
+
+def _first_line_done(llm: Any, n_prompt: int) -> Callable[[Any, Any], bool]:
+    """A stopping criterion: true once the generated text holds a non-empty line and its newline."""
+
+    def done(input_ids: Any, _logits: Any) -> bool:
+        text = llm.detokenize(list(input_ids[n_prompt:])).decode("utf-8", "replace")
+        cut = text.rfind("\n")
+        return cut > 0 and bool(text[:cut].strip())
+
+    return done
+
+
+def _perf_reset(llm: Any) -> None:
+    import llama_cpp
+
+    # statistics only: an answer never depends on them
+    with contextlib.suppress(Exception):
+        llama_cpp.llama_perf_context_reset(llm._ctx.ctx)  # noqa: SLF001 - llama.cpp's own counters
+
+
+def _perf(llm: Any) -> dict[str, Any]:
+    """llama.cpp's counters since the last reset: prompt tokens evaluated in batches, tokens decoded
+    one at a time (the answer), and the time spent on each (the model alone, no Python around it)."""
+    import llama_cpp
+
+    try:
+        data = llama_cpp.llama_perf_context(llm._ctx.ctx)  # noqa: SLF001
+    except Exception:  # noqa: BLE001
+        return {}
+    return {
+        "evaluated": int(data.n_p_eval),
+        "generated": int(data.n_eval),
+        "eval_s": round((data.t_p_eval_ms + data.t_eval_ms) / 1000, 4),
     }

@@ -66,9 +66,14 @@ class BuildQueue:
         """Queue every planned trial of PLAN (the ORDER-th plan) for building: a size's cells
         deepest first (the order its prefix writers go in), trial by trial."""
         cells = sorted(plan.cells, key=lambda c: (c.size, -c.depth))
+        sequential = getattr(plan.provider, "sequential", False)
+        position = 0
         for rank, cell in enumerate(cells):
             for index in range(cell.planned):
-                heapq.heappush(self._queue, ((index, order, rank), plan, cell, index))
+                # a one-call-at-a-time provider's trials in the order it asks them (prefix.py)
+                key = (0, order, position) if sequential else (index, order, rank)
+                heapq.heappush(self._queue, (key, plan, cell, index))
+                position += 1
         self._wake.set()
 
     def close(self) -> None:
@@ -108,7 +113,7 @@ class BuildQueue:
             _, plan, cell, index = item
             if plan.finished() or cell.settled or (id(plan), id(cell), index) in self._built:
                 continue  # never asked (or already built): dropped
-            if index > 0 and not self._closed:
+            if index > 0 and not self._closed and not getattr(plan.provider, "sequential", False):
                 # prompts are still being planned: their first trials come before anyone's second
                 held.append(item)
                 break

@@ -51,6 +51,7 @@ prompt. Caps (``max_calls``, ``max_cost_usd``) stop a prompt's new calls; calls 
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from needle_action.config.model import RecallSettings
@@ -65,7 +66,7 @@ from needle_action.recall.gate import LookGate
 from needle_action.recall.haystack import Trial, needle_anchor
 from needle_action.recall.health import DEAD_AFTER, PROVIDER_STOP_PREFIX, ProviderState, stop_plan
 from needle_action.recall.ladders import Ladders
-from needle_action.recall.prefix import Mark, MarkStates, find_mark
+from needle_action.recall.prefix import Mark, MarkStates, find_mark, sequential_order
 from needle_action.recall.prompt_plan import Progress, ProgressFactory, PromptPlan, RunOutcome, price
 from needle_action.recall.scoring import judge
 from needle_action.results import RecallAnswer
@@ -124,6 +125,7 @@ class Scheduler:
         self._settled_cells: set[int] = set()
         self._wake = asyncio.Event()
         self._closed = False
+        self._prompt_rank: dict[str, int] = {}  # a one-call-at-a-time provider's order (prefix.py)
         # a lambda, not the bound method: the callback is looked up when a build ends
         self._builds = BuildQueue(
             lambda cell, index, fut: self._built_one(cell, index, fut),
@@ -135,6 +137,7 @@ class Scheduler:
     def add(self, plan: PromptPlan) -> None:
         """Queue PLAN's cells; it starts as soon as its first prompts are built."""
         self.plans.append(plan)
+        self._prompt_rank.setdefault(plan.name, len(self._prompt_rank))  # head and base side by side
         key = id(plan.provider)
         if key not in self._providers:
             self._providers[key] = ProviderState()
@@ -203,10 +206,12 @@ class Scheduler:
             not plan.speculate or (not tail and sum(i >= horizon for i in cell.in_flight) >= SPECULATE_AHEAD)
         ):
             return None
-        if getattr(plan.provider, "sequential", False):
-            # one call at a time (the embedded model): a cell's trials back to back, then the next
-            # cell of the size, so consecutive prompts share the longest prefix (its KV state)
-            return (0 if needed else 1, cell.size, -cell.depth, index), index, needed
+        if getattr(plan.provider, "sequential", False):  # the embedded model: prefix.py
+            return (
+                sequential_order(needed, self._prompt_rank[plan.name], cell.size, cell.depth, index),
+                index,
+                needed,
+            )
         rank = -cell.depth if plan.cached(self.marks) else cell.depth  # a size's writer is its deepest cell
         key = (0, index, rank) if needed else (1, index - horizon, rank)
         return key, index, needed
@@ -224,6 +229,7 @@ class Scheduler:
         behind a prefix being written). In the TAIL a cell speculates on all its remaining trials."""
         best: tuple[SortKey, int, PromptPlan, CellRun, int, Trial, bool] | None = None
         waiting = False
+        next_in_order = next_in_order_of(self.plans, lambda plan, cell: self._candidate(plan, cell, tail))
         for order, plan in enumerate(self.plans):
             state = self._providers[id(plan.provider)]
             if plan.finished() or state.dead or state.in_flight >= caps.window(plan.provider, self.start):
@@ -233,6 +239,8 @@ class Scheduler:
                 if found is None:
                     continue
                 key, index, needed = found
+                if next_in_order.get(id(plan.provider), (key, order)) != (key, order):
+                    continue  # a one-call-at-a-time provider waits for its next trial, built or not
                 if best is not None and (key, order) >= (best[0], best[1]):
                     continue  # (WAITING only matters when nothing is startable)
                 trial = self._builds.trial(plan, cell, index)
@@ -387,3 +395,19 @@ def bill(plan: PromptPlan, trial: Trial, c: Completion) -> None:
     p = price_of(plan.prompt.model, plan.prompt.provider)
     if p is not None:
         o.usage.weights = (p.cache_write, p.cache_read)
+
+
+def next_in_order_of(
+    plans: list[PromptPlan], candidate: Callable[[PromptPlan, CellRun], tuple[SortKey, int, bool] | None]
+) -> dict[int, tuple[SortKey, int]]:
+    """(key, plan order) of the trial each one-call-at-a-time provider asks next (by id): it waits
+    for that one to be built rather than start another, so consecutive prompts share the longest
+    prefix whatever the builders' timing (recall/prefix.py, ``sequential_order``)."""
+    out: dict[int, tuple[SortKey, int]] = {}
+    for order, plan in enumerate(plans):
+        if getattr(plan.provider, "sequential", False) and not plan.finished():
+            for cell in plan.cells:
+                if (found := candidate(plan, cell)) is not None:
+                    key = id(plan.provider)
+                    out[key] = min(out.get(key, (found[0], order)), (found[0], order))
+    return out

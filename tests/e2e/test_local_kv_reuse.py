@@ -45,3 +45,36 @@ def test_reuse_gives_the_answers_of_a_reset_in_any_order():
     assert answers(grouped, list(range(len(items)))) == reset
     assert grouped.reused_tokens >= 4 * 128  # the later trials of each cell skipped their prefix
     assert answers(LocalProvider(n_ctx=2048), [5, 0, 3, 1, 4, 2]) == reset
+
+
+@pytest.mark.slow
+def test_a_cells_second_trial_evaluates_only_what_follows_the_shared_prefix():
+    """Through the worker, by llama.cpp's own counters: the first trial evaluates its whole prompt,
+    the second (same cell: same text up to the needle) only from the last split point before it."""
+    config = load_config(EXAMPLES)
+    prompt = config.prompts["support_agent"]
+    rs = prompt.recall
+    builder = HaystackBuilder(
+        config, prompt, get_counter(prompt.tokenizer, model=prompt.model, settings=prompt), seed=rs.seed
+    )
+    size, depth = rs.sizes[0], 1.0
+    ref = make_needle(rs, trial_rng(rs.seed, prompt.name, size, depth, 0), style="codeword")
+    trials = [
+        builder.build(
+            size,
+            depth,
+            make_needle(rs, trial_rng(rs.seed, prompt.name, size, depth, t), style="codeword"),
+            t,
+            ref,
+        )
+        for t in range(2)
+    ]
+    provider = LocalProvider(n_ctx=2048)
+    first, second = (provider._run(provider.messages(t.rendered), 16) for t in trials)  # noqa: SLF001
+    assert first["evaluated"] == first["usage"]["prompt_tokens"]
+    assert first["reused"] == 0
+    assert second["reused"] >= 128
+    assert second["reused"] % 128 == 0
+    assert second["reused"] <= trials[1].token_offset  # never past the needle, where the trials differ
+    assert second["evaluated"] == second["usage"]["prompt_tokens"] - second["reused"] < first["evaluated"]
+    assert provider.stats.evaluated_tokens == first["evaluated"] + second["evaluated"]

@@ -90,7 +90,7 @@ def _rag_project(tmp_path, *, trials: int) -> Project:
         'tokenizer = "local"',
         'tokenizer = "tiktoken:o200k_base"\ntokenizer_safety_factor = 1.0',
     )
-    project.edit("needle.toml", "sizes = [640]", "sizes = [1000, 2500]")  # the example has 5 depths
+    project.edit("needle.toml", "sizes = [576]", "sizes = [1000, 2500]")  # the example has 5 depths
     project.edit("needle.toml", "trials = 3", f"trials = {trials}\nearly_stop = false")
     return project.edit("needle.toml", "max_output_tokens = 16", "max_output_tokens = 300")
 
