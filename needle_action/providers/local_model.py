@@ -176,7 +176,11 @@ def get_llama(n_ctx: int, path: Path | str | None = None) -> Any:
         llm = llama_cpp.Llama(
             model_path=resolved,
             n_ctx=int(n_ctx),
-            n_threads=max(1, os.cpu_count() or 1),
+            # half the CPUs: a runner's vCPUs are often hyperthread pairs, where a second thread
+            # barely speeds up the evaluation (2 vCPUs here: 578 tokens in 2.1 s with 1 or 2
+            # threads) while its spinning competes with needle's own process (the demo: 118 s
+            # with 1 thread, 133 s with 2, the same answers)
+            n_threads=max(1, (os.cpu_count() or 2) // 2),
             # the evaluation chunk is also the split point of prefix reuse (kv_reuse.py): prompts are
             # always evaluated in chunks starting at multiples of it, so a smaller chunk lets more of
             # a shared prefix be kept without changing any answer
