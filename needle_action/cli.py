@@ -26,7 +26,6 @@ from needle_action.compare import compare
 from needle_action.compare.history import from_data_branch, from_folder, trends
 from needle_action.config.loader import load_config
 from needle_action.config.model import Config
-from needle_action.config.scaffold import write_starter
 from needle_action.doctor import exit_code as doctor_exit_code
 from needle_action.doctor import format_line, run_checks
 from needle_action.errors import EXIT_CONFIG, ConfigError, NeedleError
@@ -59,6 +58,7 @@ from needle_action.report.terminal import (
     recall_progress,
 )
 from needle_action.results import Results, load_results
+from needle_action.scaffold import write_starter
 
 if TYPE_CHECKING:
     from needle_action.recall.engine import CacheArg

@@ -2,8 +2,8 @@
 
 ``from needle_action.config import load_config, Config`` is the way in; the submodules are
 ``model`` (pydantic), ``loader`` (file -> ``Config`` or a ``ConfigError`` with file:line),
-``toml_lines`` and ``pydantic_errors`` (the loader's line mapping and error wording) and
-``scaffold`` (``needle init``; not imported here, it pulls in the template machinery).
+``toml_lines`` and ``pydantic_errors`` (the loader's line mapping and error wording).
+``needle init`` lives above assemble, in :mod:`needle_action.scaffold` (it renders templates).
 """
 
 from needle_action.config.loader import FIXTURE_SUFFIXES, load_config
