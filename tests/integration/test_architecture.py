@@ -281,6 +281,43 @@ def test_the_size_check_finds_a_long_function_and_a_long_class(tmp_path):
     assert long_units(tmp_path) == [f"{PACKAGE}/deep/long.py:1: class Big is 251 lines (at most 250)"]
 
 
+def _layer_names(text: str) -> set[str]:
+    """The module names of a layer line: ``cli | action`` or ``cli.py | action/`` -> {cli, action}."""
+    return {part.strip().removesuffix(".py").removesuffix("/") for part in text.split("|")}
+
+
+def diagram_layers(markdown: str) -> list[set[str]]:
+    """The layers the Mermaid diagram of docs/architecture.md draws, top to bottom."""
+    diagram = markdown.split("```mermaid", 1)[1].split("```", 1)[0]
+    labels = [label for line in diagram.splitlines() for label in line.split('"')[1::2]]
+    return [_layer_names(label) for label in dict.fromkeys(labels)]
+
+
+def contract_layers(ini: str) -> list[set[str]]:
+    """The layers of .importlinter's layers contract, top to bottom."""
+    block = ini.split("layers =", 1)[1]
+    lines = []
+    for line in block.splitlines()[1:]:
+        if not line.startswith("    ") or line.strip().startswith(";"):
+            break
+        lines.append(line)
+    return [_layer_names(line) for line in lines]
+
+
+def test_the_diagram_draws_the_enforced_layers():
+    drawn = diagram_layers((REPO / "docs" / "architecture.md").read_text(encoding="utf-8"))
+    enforced = contract_layers((REPO / ".importlinter").read_text(encoding="utf-8"))
+    assert len(enforced) > 10
+    assert drawn == enforced
+
+
+def test_the_diagram_check_sees_a_missing_module():
+    md = '```mermaid\nflowchart TD\n    a["cli.py | action/"] --> b["flow/"]\n```\n'
+    ini = "layers =\n    cli | action | runtime\n    flow\nexhaustive = true\n"
+    assert diagram_layers(md) == [{"cli", "action"}, {"flow"}]
+    assert diagram_layers(md) != contract_layers(ini)
+
+
 if __name__ == "__main__":  # the script-level check
     graph = import_graph(REPO)
     cycles = import_cycles(graph)
