@@ -13,4 +13,58 @@ from typing import Literal
 ProviderName = Literal["anthropic", "openai", "local"]
 PROVIDER_NAMES: tuple[ProviderName, ...] = typing.get_args(ProviderName)
 
-__all__ = ["PROVIDER_NAMES", "ProviderName"]
+# request parameters each API knows (sent as written either way: an unknown one gets a warning, the
+# loader's, and the wire conversion maps the known ones between the two APIs)
+ANTHROPIC_PARAMS = frozenset(
+    {
+        "thinking",
+        "output_config",
+        "output_format",
+        "metadata",
+        "temperature",
+        "top_p",
+        "top_k",
+        "stop_sequences",
+        "service_tier",
+        "container",
+        "mcp_servers",
+        "context_management",
+        "inference_geo",
+    }
+)
+OPENAI_PARAMS = frozenset(
+    {
+        "response_format",
+        "reasoning_effort",
+        "temperature",
+        "top_p",
+        "frequency_penalty",
+        "presence_penalty",
+        "seed",
+        "stop",
+        "logit_bias",
+        "logprobs",
+        "top_logprobs",
+        "n",
+        "parallel_tool_calls",
+        "metadata",
+        "service_tier",
+        "store",
+        "user",
+        "modalities",
+        "prediction",
+        "audio",
+        "web_search_options",
+        "verbosity",
+        "prompt_cache_key",
+        "safety_identifier",
+    }
+)
+
+
+def known_param(name: str) -> bool:
+    """Whether NAME is a request parameter of the Anthropic or the OpenAI API."""
+    return name in ANTHROPIC_PARAMS or name in OPENAI_PARAMS
+
+
+__all__ = ["ANTHROPIC_PARAMS", "OPENAI_PARAMS", "PROVIDER_NAMES", "ProviderName", "known_param"]

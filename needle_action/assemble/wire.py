@@ -28,68 +28,19 @@ from needle_action.assemble.blocks import (
 )
 from needle_action.assemble.tools import to_anthropic_tools, to_openai_tools
 from needle_action.dataformats import JSON, DataError, parse_json
+from needle_action.names import ANTHROPIC_PARAMS, OPENAI_PARAMS, known_param
 
 if TYPE_CHECKING:
     from needle_action.assemble.prompt import Message, RenderedPrompt, Role
 
     Kinds = tuple[type[Message], type[RenderedPrompt]]
 
-ANTHROPIC_PARAMS = frozenset(
-    {
-        "thinking",
-        "output_config",
-        "output_format",
-        "metadata",
-        "temperature",
-        "top_p",
-        "top_k",
-        "stop_sequences",
-        "service_tier",
-        "container",
-        "mcp_servers",
-        "context_management",
-        "inference_geo",
-    }
-)
-OPENAI_PARAMS = frozenset(
-    {
-        "response_format",
-        "reasoning_effort",
-        "temperature",
-        "top_p",
-        "frequency_penalty",
-        "presence_penalty",
-        "seed",
-        "stop",
-        "logit_bias",
-        "logprobs",
-        "top_logprobs",
-        "n",
-        "parallel_tool_calls",
-        "metadata",
-        "service_tier",
-        "store",
-        "user",
-        "modalities",
-        "prediction",
-        "audio",
-        "web_search_options",
-        "verbosity",
-        "prompt_cache_key",
-        "safety_identifier",
-    }
-)
 # keys of a body that are the request itself, not parameters
 _ANTHROPIC_CORE = ("model", "max_tokens", "system", "messages", "tools", "tool_choice", "stream")
 _OPENAI_CORE = ("model", "max_tokens", "max_completion_tokens", "messages", "tools", "tool_choice", "stream")
 _SCHEMA_NAME = "output"
 _ANTHROPIC_ROLES: tuple[Role, ...] = ("user", "assistant")  # system is a field of its own
 R = TypeVar("R", bound=str)  # the role names a reader accepts
-
-
-def known_param(name: str) -> bool:
-    """Whether NAME is a request parameter of the Anthropic or the OpenAI API."""
-    return name in ANTHROPIC_PARAMS or name in OPENAI_PARAMS
 
 
 # --------------------------------------------------------------------------- Anthropic

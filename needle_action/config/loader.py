@@ -35,6 +35,7 @@ from needle_action.config.pydantic_errors import describe, did_you_mean, origin_
 from needle_action.config.toml_lines import nearest_line, scan_lines
 from needle_action.dataformats import DataError, parse_toml
 from needle_action.errors import ConfigError
+from needle_action.names import known_param
 from needle_action.paths import (
     read_text,
 )
@@ -239,8 +240,6 @@ class _Loader:
         self, prompt: PromptConfig, raw: dict[str, Any], defaults_raw: dict[str, Any]
     ) -> None:
         """Request parameters neither API lists are sent as written (never dropped), with a warning."""
-        from needle_action.assemble.wire import known_param  # plain data work, no Jinja
-
         for key in prompt.request_params:
             if known_param(key):
                 continue
