@@ -80,6 +80,7 @@ def test_unchanged_pr_two_runs_one_comment_and_a_free_base(tmp_path, fake_model)
     assert str(p.workspace) in (p.home / ".gitconfig").read_text()
 
 
+@pytest.mark.slow  # >= 3 s (CONTRIBUTING: the fast tier stays under 2 minutes)
 def test_growth_beyond_max_growth_fails_with_an_annotation_on_the_template(tmp_path):
     def grow(repo: Project):
         t = repo.path("prompts/rag_answer.j2")
@@ -232,6 +233,7 @@ def test_bad_input_and_bad_config_exit_2_without_traceback(tmp_path):
         assert "configuration error" in r.summary
 
 
+@pytest.mark.slow  # >= 3 s (CONTRIBUTING: the fast tier stays under 2 minutes)
 def test_fork_workflow_run_pattern_posts_a_resanitised_comment_for_the_right_commit(tmp_path):
     p = make_checkout(tmp_path)
     with FakeGitHub(tokens={"ro-token": "read", "test-token": "write"}) as gh:

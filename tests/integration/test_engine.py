@@ -299,6 +299,7 @@ def _put_many(path: str, worker: int) -> int:
     return worker
 
 
+@pytest.mark.slow  # >= 3 s (CONTRIBUTING: the fast tier stays under 2 minutes)
 def test_result_cache_is_safe_for_concurrent_processes(tmp_path):
     import multiprocessing
 
@@ -386,6 +387,7 @@ def test_a_provider_that_dies_mid_run_gives_a_partial_result_that_never_passes(t
     assert results_exit_code(res, stages=("recall",)) == 3  # an outage, never a pass
 
 
+@pytest.mark.slow  # >= 3 s (CONTRIBUTING: the fast tier stays under 2 minutes)
 def test_earlier_runs_with_other_seeds_pool_into_the_sample(tmp_path, fake):
     cfg = write_project(tmp_path / "p", recall_extra="early_stop = false")
     store = ResultCache(tmp_path / "cache.sqlite")

@@ -110,6 +110,7 @@ FAST_ROUTE = "base_url"
 @pytest.mark.parametrize(
     "route", [r if r == FAST_ROUTE else pytest.param(r, marks=pytest.mark.slow) for r in sorted(ROUTES)]
 )
+@pytest.mark.slow  # >= 3 s (CONTRIBUTING: the fast tier stays under 2 minutes)
 def test_no_route_delivers_a_secret_to_a_host_the_pr_chose(tmp_path, fake_model, evil, route):
     p = make_project(tmp_path, ROUTES[route](evil.url))
     with FakeGitHub(tokens={"test-token": "write", GITHUB_TOKEN: "write"}) as gh:
@@ -181,6 +182,7 @@ def test_a_pr_that_loosens_its_own_gate_is_judged_by_the_base_and_the_comment_sa
         assert rag["cases"][0]["max_input_tokens"] == 6000  # the base's budget was applied
 
 
+@pytest.mark.slow  # >= 3 s (CONTRIBUTING: the fast tier stays under 2 minutes)
 def test_a_pr_cannot_raise_its_own_spend(tmp_path, fake_model):
     base = CONFIG.format(growth="10%").replace("seed = 3\n", "seed = 3\nmax_calls = 12\n")
     raise_spend = _replace("max_calls = 12\n", "max_calls = 5000\n")
@@ -220,6 +222,7 @@ def test_a_new_prompt_gets_the_base_defaults(tmp_path):
         assert "the new prompt extra sets max_input_tokens to 999,999" in body
 
 
+@pytest.mark.slow  # >= 3 s (CONTRIBUTING: the fast tier stays under 2 minutes)
 def test_trust_pr_config_opt_out_restores_the_old_behaviour_and_says_so(tmp_path, fake_model, evil):
     p = make_project(tmp_path, ROUTES["base_url"](evil.url))
     with FakeGitHub() as gh:

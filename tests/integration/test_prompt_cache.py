@@ -102,6 +102,7 @@ def _answers(results) -> dict[tuple[str, int, float, int], tuple[str, bool]]:
     return {(c.style, c.size, c.depth, a.trial): (a.needle, a.hit) for c in recall.cells for a in c.answers}
 
 
+@pytest.mark.slow  # >= 3 s (CONTRIBUTING: the fast tier stays under 2 minutes)
 def test_several_styles_cache_and_batch_without_changing_an_answer(tmp_path, fake):
     # every style's cells share the scheduler, the prefix ladders and the batch: caching on or off
     # and the batch ask the same trials and judge them the same way

@@ -29,6 +29,7 @@ def fake(monkeypatch):
         yield server.point_env(monkeypatch)
 
 
+@pytest.mark.slow  # >= 3 s (CONTRIBUTING: the fast tier stays under 2 minutes)
 def test_speculation_keeps_the_sequential_verdicts_and_answers(tmp_path, fake):
     # concurrency far above the grid: slots idle without speculation, so speculative calls go out
     # (answers slower than building trials, else every trial is needed by the time it is built)
@@ -150,6 +151,7 @@ def test_shards_merge_into_the_unsharded_run(tmp_path, fake):
         merge([parts[0], parts[0], parts[1], parts[2]])
 
 
+@pytest.mark.slow  # >= 3 s (CONTRIBUTING: the fast tier stays under 2 minutes)
 def test_shards_of_several_styles_merge_into_the_unsharded_run(tmp_path, fake):
     # every style is a grid of its own: cells pair by (style, size, depth), the merged file keeps
     # the run's style order, and the verdict (per-style summaries, range, power) is recomputed
