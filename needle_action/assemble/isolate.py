@@ -194,6 +194,8 @@ def available() -> bool:
     return os.name == "posix"
 
 
+# the same signature as template.render_raw, deliberately: this is its door across the worker
+# boundary (the arguments travel as they are, the worker calls render_raw with them)
 def render(
     root: Path,
     allow_hidden: Sequence[str],
