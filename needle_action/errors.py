@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 EXIT_OK = 0
 EXIT_CHECKS_FAILED = 1
@@ -86,3 +87,19 @@ class ProviderUnavailable(NeedleError):
 
     exit_code = EXIT_PROVIDER
     title = "needle provider unavailable"
+
+
+class RequestShapeError(ValueError):
+    """A request (or a part of one) that does not have the shape the Messages API accepts.
+
+    Not a NeedleError: the caller knows which file the request came from and rewords it as one.
+    It lives here, below both, because the tools-file reader (:mod:`needle_action.toolformats`,
+    used by config) and the request model (:mod:`needle_action.assemble.blocks`) both raise it.
+    ``field_path`` names the field (``messages[1].content[0].type``); ``hint`` says what to do."""
+
+    def __init__(self, field_path: str, message: str, hint: str | None = None, value: Any = None) -> None:
+        self.field_path = field_path
+        self.message = message
+        self.hint = hint
+        self.value = value  # the offending value, when there is one (to find it in a data file)
+        super().__init__(f"{field_path}: {message}" if field_path else message)

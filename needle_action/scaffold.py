@@ -17,11 +17,11 @@ from needle_action.assemble.fixtures import load_fixture
 from needle_action.assemble.prompty import split_prompty
 from needle_action.assemble.render import referenced_templates, render_case, undeclared_variables
 from needle_action.assemble.sandbox import environment_for
-from needle_action.assemble.tools import load_tools
 from needle_action.config.loader import FIXTURE_SUFFIXES
 from needle_action.config.model import Config, PromptConfig, PromptSettings, RecallSettings
 from needle_action.errors import ConfigError, NeedleError
 from needle_action.paths import display_path, is_inside
+from needle_action.toolformats import load_tools
 
 TEMPLATE_SUFFIXES = (".j2", ".jinja", ".jinja2", ".prompty", ".prompt")
 SKIP_DIRS = {

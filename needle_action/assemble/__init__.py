@@ -1,7 +1,8 @@
 """Templates + fixtures -> the exact request the application would send.
 
 ``from needle_action.assemble import render_case, RenderedPrompt`` is the way in. The submodules:
-``prompt`` (the request itself; ``blocks``, ``tools``, ``wire`` and ``view`` its parts), ``fixtures``, ``prompty``, ``sandbox`` (the Jinja2 environment,
+``prompt`` (the request itself; ``blocks``, ``wire`` and ``view`` its parts; tool formats are
+:mod:`needle_action.toolformats`), ``fixtures``, ``prompty``, ``sandbox`` (the Jinja2 environment,
 the root-confined loader, the data sentinels), ``roles`` (marker splitting) and ``render``.
 
 Only the request types load eagerly: tokens, providers and the runtime library import

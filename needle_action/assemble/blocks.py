@@ -15,23 +15,11 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 from needle_action.dataformats import JSON
+from needle_action.errors import RequestShapeError
 
 BLOCK_TYPES = ("text", "tool_use", "tool_result", "document", "image")
 _IMAGE_SOURCES = ("base64", "url")
 _DOCUMENT_SOURCES = ("text", "content", "base64", "url")
-
-
-class RequestShapeError(ValueError):
-    """A request (or a part of one) that does not have the shape the Messages API accepts.
-
-    ``field_path`` names the field (``messages[1].content[0].type``); ``hint`` says what to do."""
-
-    def __init__(self, field_path: str, message: str, hint: str | None = None, value: Any = None) -> None:
-        self.field_path = field_path
-        self.message = message
-        self.hint = hint
-        self.value = value  # the offending value, when there is one (to find it in a data file)
-        super().__init__(f"{field_path}: {message}" if field_path else message)
 
 
 def _need(cond: bool, path: str, message: str, hint: str | None = None) -> None:

@@ -27,6 +27,7 @@ from needle_action.paths import (
     read_text,
     relative,
 )
+from needle_action.toolformats import load_tools
 
 MAX_REQUEST_BYTES = 20_000_000
 FIXTURE_SUFFIXES = (".yaml", ".yml", ".json", ".toml")
@@ -151,8 +152,6 @@ class PathChecks:
             raise self.error(f"tools path {tools!r} {why}", key=key, hint=_hint(why))
         if not full.is_file():
             raise self.error(f"tools file not found: {tools}", key=key, hint=self._missing_hint(tools))
-        from needle_action.assemble.tools import load_tools  # no Jinja: tools.py is plain JSON work
-
         load_tools(full, file=display_path(full))
 
     def _check_recall_fixture(self, fixture: str, key: str) -> None:

@@ -10,7 +10,9 @@ declaration may use either format, item by item:
 * OpenAI Responses / legacy functions: ``{"type": "function", "name", "parameters"}`` or
   ``{"name", "parameters"}``.
 
-A file may hold the list itself or ``{"tools": [...]}``. No Jinja and no config imports here.
+A file may hold the list itself or ``{"tools": [...]}``. No Jinja and no config imports here: this sits
+below ``config`` (whose path checks read a tools file with :func:`load_tools`) and ``assemble`` (the
+request model, ``.prompty`` and Dotprompt declarations).
 """
 
 from __future__ import annotations
@@ -20,9 +22,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, NoReturn
 
-from needle_action.assemble.blocks import RequestShapeError
 from needle_action.dataformats import JSON, DataError, parse_json
-from needle_action.errors import ConfigError
+from needle_action.errors import ConfigError, RequestShapeError
 from needle_action.paths import display_path, read_text
 
 MAX_TOOLS_BYTES = 2_000_000
