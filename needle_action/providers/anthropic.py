@@ -56,6 +56,7 @@ T = TypeVar("T")
 
 class AnthropicProvider(RetryingProvider):
     name = "anthropic"
+    _client: anthropic.AsyncAnthropic
     prompt_cache = True  # caches shared prefixes: here explicitly, at the breakpoints' cache_control
 
     def __init__(self, model: str, settings: ProviderSettings | None = None, **retry_kw: Any) -> None:
@@ -99,9 +100,6 @@ class AnthropicProvider(RetryingProvider):
             # ValueError covers json.JSONDecodeError: a 200 whose body is not JSON
             return Retry("malformed response")
         return exc
-
-    async def aclose(self) -> None:
-        await self._client.close()
 
     async def complete_batch(
         self, requests: list[tuple[str, RenderedPrompt, int, tuple[Breakpoint, ...]]], *, state_dir: Path

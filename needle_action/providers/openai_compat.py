@@ -59,6 +59,7 @@ def is_openai_cloud(base_url: str | None) -> bool:
 
 class OpenAICompatProvider(RetryingProvider):
     name = "openai"
+    _client: openai.AsyncOpenAI
     # these servers cache shared prefixes by themselves (OpenAI, vLLM, llama.cpp's server): the
     # breakpoints are ignored (no markers to send), but the scheduler orders the requests as for
     # explicit caching -- each prefix's first request alone, the ones that share it after it
@@ -136,9 +137,6 @@ class OpenAICompatProvider(RetryingProvider):
         if isinstance(exc, MalformedResponse | openai.APIResponseValidationError | ValueError):
             return Retry("malformed response")
         return exc
-
-    async def aclose(self) -> None:
-        await self._client.close()
 
 
 def parse_completion(resp: object, headers: Mapping[str, str] | None = None) -> Reply:

@@ -18,7 +18,7 @@ import random
 import time
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
-from typing import TypeVar
+from typing import Protocol, TypeVar
 
 from needle_action.config import ProviderSettings
 from needle_action.errors import ProviderUnavailable
@@ -190,15 +190,21 @@ async def call_with_retries(
     )
 
 
+class _SDKClient(Protocol):
+    async def close(self) -> None: ...
+
+
 class RetryingProvider:
     """What the HTTP providers share: settings, the retry policy, an injectable sleep and random
-    source, and a count of transient failures retried over the provider's life.
+    source, a count of transient failures retried over the provider's life, and closing the client.
 
-    Subclasses set ``name``, build their SDK client in ``__init__`` after calling this one, and
-    implement ``_classify``; ``_complete_with_retries`` runs one SDK call under the policy.
+    Subclasses set ``name``, build their SDK client (``_client``) in ``__init__`` after calling
+    this one, and implement ``_classify``; ``_complete_with_retries`` runs one SDK call under the
+    policy.
     """
 
     name: str
+    _client: _SDKClient
 
     def __init__(
         self,
@@ -218,6 +224,9 @@ class RetryingProvider:
 
     def _classify(self, exc: BaseException) -> Retry | BaseException:
         raise NotImplementedError
+
+    async def aclose(self) -> None:
+        await self._client.close()
 
     async def _complete_with_retries(self, attempt: Callable[[], Awaitable[Reply]]) -> Completion:
         """``attempt`` makes one SDK call and returns its Reply; the limiter hears of each outcome."""
