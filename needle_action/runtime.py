@@ -216,9 +216,9 @@ class PreflightGuard:
     def estimate(
         self,
         *,
+        max_tokens: int | None = None,
         system: Any = None,
         messages: Iterable[Any] = (),
-        max_tokens: int | None = None,
         **request: Any,
     ) -> Estimate:
         """Count and price a request without enforcing anything. REQUEST: the call's other
