@@ -85,11 +85,15 @@ def handle_errors(fn: Callable[P, R]) -> Callable[P, R]:
     return wrapper
 
 
+# what a path option or argument names: a file, or a folder (given as a pathlib.Path)
+FILE = click.Path(dir_okay=False, path_type=Path)
+FOLDER = click.Path(file_okay=False, path_type=Path)
+
 config_option = click.option(
     "--config",
     "-c",
     "config_path",
-    type=click.Path(dir_okay=False, path_type=Path),
+    type=FILE,
     default=Path("needle.toml"),
     show_default=True,
     help="Threshold file.",
@@ -97,27 +101,57 @@ config_option = click.option(
 only_option = click.option(
     "--prompt", "-p", "only", multiple=True, help="Only this prompt (repeatable). Default: all."
 )
-json_option = click.option(
-    "--json", "json_out", type=click.Path(dir_okay=False, path_type=Path), help="Write the results file here."
-)
+json_option = click.option("--json", "json_out", type=FILE, help="Write the results file here.")
 junit_option = click.option(
     "--junit",
-    type=click.Path(dir_okay=False, path_type=Path),
+    type=FILE,
     help="Also write JUnit XML here (one testcase per prompt x fixture budget and per recall group).",
 )
 baseline_option = click.option(
     "--baseline",
-    type=click.Path(dir_okay=False, path_type=Path),
+    type=FILE,
     help="Results file of the base branch to compare against (growth, recall regressions).",
 )
 
 
+@dataclasses.dataclass(frozen=True)
+class Measuring:
+    """What a command that measures prompts and writes a results file is told (measure_options)."""
+
+    config_path: Path
+    only: list[str] | None  # the prompts chosen; None: all
+    baseline_path: Path | None
+    json_out: Path | None
+    junit: Path | None
+
+    def config(self) -> Config:
+        return load_config(self.config_path)
+
+    def baseline(self) -> Results | None:
+        return _baseline(self.baseline_path)
+
+
 def measure_options(fn: Callable[..., R]) -> Callable[..., R]:
     """The options of every command that measures prompts and writes a results file, in this order
-    in its --help: the threshold file, the prompts, the baseline, the results and JUnit files."""
+    in its --help: the threshold file, the prompts, the baseline, the results and JUnit files. They
+    arrive as one Measuring (``measuring``)."""
+
+    @functools.wraps(fn)
+    def wrapper(
+        *args: Any,
+        config_path: Path,
+        only: tuple[str, ...],
+        baseline: Path | None,
+        json_out: Path | None,
+        junit: Path | None,
+        **kwargs: Any,
+    ) -> R:
+        measuring = Measuring(config_path, list(only) or None, baseline, json_out, junit)
+        return fn(*args, measuring=measuring, **kwargs)
+
     for option in reversed((config_option, only_option, baseline_option, json_option, junit_option)):
-        fn = option(fn)
-    return fn
+        wrapper = option(wrapper)
+    return wrapper
 
 
 def recall_options(fn: Callable[..., R]) -> Callable[..., R]:
@@ -226,9 +260,7 @@ def main() -> None:
 
 @main.command()
 @click.option("--force", is_flag=True, help="Overwrite an existing threshold file.")
-@click.option(
-    "--root", type=click.Path(file_okay=False, path_type=Path), default=Path("."), show_default=True
-)
+@click.option("--root", type=FOLDER, default=Path("."), show_default=True)
 @config_option
 @handle_errors
 def init(force: bool, root: Path, config_path: Path) -> None:
@@ -296,22 +328,15 @@ def _offline(config: Config) -> None:
     help='Never call an API: tokenizer = "anthropic" counts with tiktoken (approximate). For pre-commit.',
 )
 @handle_errors
-def budget(
-    config_path: Path,
-    only: tuple[str, ...],
-    baseline: Path | None,
-    json_out: Path | None,
-    junit: Path | None,
-    offline: bool,
-) -> None:
+def budget(measuring: Measuring, offline: bool) -> None:
     """Count real tokens of every prompt x fixture and check them against the budgets."""
-    config = _load(config_path)
+    config = measuring.config()
     if offline:
         _offline(config)
-    base = _baseline(baseline)
-    results = run_budget(config, baseline=base, only=list(only) or None)
+    base = measuring.baseline()
+    results = run_budget(config, baseline=base, only=measuring.only)
     print_budget(results)
-    _finish(results, json_out, stages=("budget",), junit=junit, baseline=base)
+    _finish(results, measuring.json_out, stages=("budget",), junit=measuring.junit, baseline=base)
 
 
 @main.command()
@@ -328,11 +353,7 @@ def budget(
 )
 @handle_errors
 def recall(
-    config_path: Path,
-    only: tuple[str, ...],
-    baseline: Path | None,
-    json_out: Path | None,
-    junit: Path | None,
+    measuring: Measuring,
     overrides: RecallOverrides,
     progress: ProgressFactory | None,
     cache: CacheArg,
@@ -343,12 +364,12 @@ def recall(
 
     Cells stop early once their verdict is settled (``early_stop``), except with --baseline: a run
     that will be compared asks its trials look by look and stops when the comparison decides."""
-    config = _load(config_path)
-    base = _baseline(baseline)
+    config = measuring.config()
+    base = measuring.baseline()
     results = run_recall(
         config,
         baseline=base,
-        only=list(only) or None,
+        only=measuring.only,
         overrides=dataclasses.replace(overrides, full_trials=base is not None),
         progress=progress,
         cache=cache,
@@ -356,16 +377,14 @@ def recall(
         batch=batch,
     )
     print_recall(results)
-    _finish(results, json_out, stages=("recall",), junit=junit, baseline=base)
+    _finish(results, measuring.json_out, stages=("recall",), junit=measuring.junit, baseline=base)
 
 
 @main.command()
 @config_option
 @only_option
 @baseline_option
-@click.option(
-    "--json", "json_out", type=click.Path(dir_okay=False, path_type=Path), help="Write the plan here."
-)
+@click.option("--json", "json_out", type=FILE, help="Write the plan here.")
 @handle_errors
 def plan(config_path: Path, only: tuple[str, ...], baseline: Path | None, json_out: Path | None) -> None:
     """Calls, tokens and dollars a compared recall run will spend, before any call (offline)."""
@@ -384,11 +403,11 @@ def plan(config_path: Path, only: tuple[str, ...], baseline: Path | None, json_o
 
 
 @main.command()
-@click.argument("files", nargs=-1, required=True, type=click.Path(dir_okay=False, path_type=Path))
+@click.argument("files", nargs=-1, required=True, type=FILE)
 @click.option(
     "--output",
     "-o",
-    type=click.Path(dir_okay=False, path_type=Path),
+    type=FILE,
     required=True,
     help="Merged results file.",
 )
@@ -411,7 +430,7 @@ comment_option = click.option(
     "--output",
     "-o",
     "comment_out",
-    type=click.Path(dir_okay=False, path_type=Path),
+    type=FILE,
     help="With a base ref: write the PR comment (Markdown) the action would post here.",
 )
 
@@ -425,16 +444,12 @@ comment_option = click.option(
 @click.option(
     "--requests",
     "requests_dir",
-    type=click.Path(file_okay=False, path_type=Path),
+    type=FOLDER,
     help="Measure the requests `needle capture` wrote there: no builder runs.",
 )
 @handle_errors
 def check(
-    config_path: Path,
-    only: tuple[str, ...],
-    baseline: Path | None,
-    json_out: Path | None,
-    junit: Path | None,
+    measuring: Measuring,
     overrides: RecallOverrides,
     progress: ProgressFactory | None,
     cache: CacheArg,
@@ -450,14 +465,17 @@ def check(
     if base_ref is not None:
         if requests_dir is not None:
             raise ConfigError("--requests measures one side: it does not combine with --base-ref")
-        _refuse_with_base_ref(only=only, baseline=baseline, overrides=overrides, cache=cache)
-        _compare_with_ref(config_path, base_ref, overrides, not no_recall, comment_out, json_out, junit)
+        _refuse_with_base_ref(
+            only=measuring.only, baseline=measuring.baseline_path, overrides=overrides, cache=cache
+        )
+        _compare_with_ref(measuring, base_ref, overrides, not no_recall, comment_out)
     if comment_out is not None:
         raise ConfigError(
             "-o/--output writes the PR comment: it needs --base-ref REF", hint="or use `needle report`"
         )
-    config = _load(config_path)
-    base = _baseline(baseline)
+    config = measuring.config()
+    base = measuring.baseline()
+    json_out = measuring.json_out
 
     def budgets_decided(results: Results) -> None:  # shown and saved before recall can fail
         print_budget(results)
@@ -471,7 +489,7 @@ def check(
         results = run_check(
             config,
             baseline=base,
-            only=list(only) or None,
+            only=measuring.only,
             overrides=overrides,
             recall=not no_recall,
             progress=progress,
@@ -482,7 +500,7 @@ def check(
         print_recall(results)
         sys.stdout.flush()
     stages = ("budget",) if no_recall else ("budget", "recall")
-    _finish(results, json_out, stages=stages, junit=junit, baseline=base)
+    _finish(results, json_out, stages=stages, junit=measuring.junit, baseline=base)
 
 
 @main.command()
@@ -492,7 +510,7 @@ def check(
     "--output",
     "-o",
     "out_dir",
-    type=click.Path(file_okay=False, path_type=Path),
+    type=FOLDER,
     default=Path("needle-requests"),
     show_default=True,
     help="Folder to write the requests and their manifest to.",
@@ -551,12 +569,13 @@ def diff(
 ) -> None:
     """Compare the working tree with REF as the action compares a pull request with its base
     (the same as `needle check --base-ref REF`)."""
-    _refuse_with_base_ref(only=(), baseline=None, overrides=overrides, cache=cache)
-    _compare_with_ref(config_path, ref, overrides, not no_recall, comment_out, json_out, junit)
+    _refuse_with_base_ref(only=None, baseline=None, overrides=overrides, cache=cache)
+    measuring = Measuring(config_path, None, None, json_out, junit)
+    _compare_with_ref(measuring, ref, overrides, not no_recall, comment_out)
 
 
 def _refuse_with_base_ref(
-    *, only: tuple[str, ...], baseline: Path | None, overrides: RecallOverrides, cache: CacheArg
+    *, only: list[str] | None, baseline: Path | None, overrides: RecallOverrides, cache: CacheArg
 ) -> None:
     """Options the action has no input for would make the preview differ from the PR's verdict."""
     given = [
@@ -577,17 +596,12 @@ def _refuse_with_base_ref(
 
 
 def _compare_with_ref(
-    config_path: Path,
-    ref: str,
-    overrides: RecallOverrides,
-    recall: bool,
-    comment_out: Path | None,
-    json_out: Path | None,
-    junit: Path | None,
+    measuring: Measuring, ref: str, overrides: RecallOverrides, recall: bool, comment_out: Path | None
 ) -> None:
     """Measure the working tree and REF with the action's code (needle_action/flow/sides.py), print the
     comparison, write the comment the action would post; exit by the action's default policy."""
-    settings = local_settings(config_path, ref, Measure(recall=recall, overrides=overrides))
+    settings = local_settings(measuring.config_path, ref, Measure(recall=recall, overrides=overrides))
+    json_out, junit = measuring.json_out, measuring.junit
     sides = measure_pull_request(settings)
     comparison = compare_sides(settings, sides)
     print_budget(sides.head)
@@ -614,20 +628,18 @@ def _compare_with_ref(
 @click.option(
     "--dir",
     "folder",
-    type=click.Path(file_okay=False, path_type=Path),
+    type=FOLDER,
     help="Read a folder of results files instead (ordered by its index.json, else by modification time).",
 )
 @click.option(
     "--repo",
-    type=click.Path(file_okay=False, path_type=Path),
+    type=FOLDER,
     default=Path("."),
     show_default=True,
     help="The git repository holding the data branch.",
 )
 @only_option
-@click.option(
-    "--json", "json_out", type=click.Path(dir_okay=False, path_type=Path), help="Write the trends here."
-)
+@click.option("--json", "json_out", type=FILE, help="Write the trends here.")
 @handle_errors
 def history(
     data_branch: str | None, folder: Path | None, repo: Path, only: tuple[str, ...], json_out: Path | None
@@ -651,18 +663,16 @@ def history(
 
 
 @main.command()
-@click.argument("head", type=click.Path(dir_okay=False, path_type=Path))
-@click.option("--base", type=click.Path(dir_okay=False, path_type=Path), help="Base results to compare with.")
+@click.argument("head", type=FILE)
+@click.option("--base", type=FILE, help="Base results to compare with.")
 @click.option(
     "--format", "fmt", type=click.Choice(["markdown", "json"]), default="markdown", show_default=True
 )
-@click.option(
-    "--output", "-o", type=click.Path(dir_okay=False, path_type=Path), help="Write here, not stdout."
-)
+@click.option("--output", "-o", type=FILE, help="Write here, not stdout.")
 @click.option(
     "--html",
     "html_out",
-    type=click.Path(dir_okay=False, path_type=Path),
+    type=FILE,
     help="Also write a self-contained HTML report here (heatmaps, token table, diagnosis).",
 )
 @junit_option
