@@ -19,7 +19,7 @@ from needle_action.assemble.render import render_case
 from needle_action.config.model import Config, PromptConfig
 from needle_action.errors import ConfigError
 from needle_action.providers.specs import missing_key
-from needle_action.recall.engine import CacheArg, RecallJob, run_recall_for_prompts, run_recall_jobs
+from needle_action.recall.engine import CacheArg, RecallJob, run_recall_jobs
 from needle_action.recall.plan import RecallOverrides, effective_prompt
 from needle_action.recall.scheduler import ProgressFactory
 from needle_action.recall.shard import Shard
@@ -135,17 +135,8 @@ def run_recall(
     prompts = select_prompts(config, only)
     if overrides.full_trials:
         check_costs(prompts, baseline, overrides)
-    run_recall_for_prompts(
-        config,
-        prompts,
-        results,
-        baseline=baseline,
-        overrides=overrides,
-        progress=progress,
-        cache=cache,
-        shard=shard,
-        batch=batch,
-    )
+    job = RecallJob(config, prompts, results, baseline=baseline, overrides=overrides)
+    run_recall_jobs([job], progress=progress, cache=cache, shard=shard, batch=batch)
     results.totals.seconds = round(results.totals.seconds + time.perf_counter() - started, 3)
     return results
 

@@ -536,20 +536,3 @@ def _follow(job: RecallJob, pr: PromptResult, leader: PromptResult) -> None:
 
 def _batch_dir(run: _Run) -> Path:
     return (run.cache.path.parent if run.cache is not None else default_cache_path().parent) / "batches"
-
-
-def run_recall_for_prompts(
-    config: Config,
-    prompts: list[PromptConfig],
-    results: Results,
-    *,
-    baseline: Results | None = None,
-    overrides: RecallOverrides | None = None,
-    progress: ProgressFactory | None = None,
-    cache: CacheArg = None,
-    shard: Shard | None = None,
-    batch: bool = False,
-) -> None:
-    """Fill ``PromptResult.recall`` (or its skip reason) of RESULTS for each of PROMPTS."""
-    job = RecallJob(config, prompts, results, baseline=baseline, overrides=overrides)
-    run_recall_jobs([job], progress=progress, cache=cache, shard=shard, batch=batch)
