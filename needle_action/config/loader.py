@@ -27,11 +27,11 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ValidationError
+from pydantic import ValidationError
 
 from needle_action.config.model import PROVIDERS, Config, FileAccess, PromptConfig, PromptSettings
 from needle_action.config.path_checks import FIXTURE_SUFFIXES, PathChecks
-from needle_action.config.pydantic_errors import describe, did_you_mean, origin_key
+from needle_action.config.pydantic_errors import Problem, describe, did_you_mean, origin_key
 from needle_action.config.toml_lines import nearest_line, scan_lines
 from needle_action.dataformats import DataError, parse_toml
 from needle_action.errors import ConfigError
@@ -170,7 +170,7 @@ class _Loader:
         try:
             files = FileAccess.model_validate(raw)
         except ValidationError as exc:
-            raise self._invalid(exc, FileAccess, raw, {}, "files") from None
+            raise self._invalid(describe(exc, FileAccess, raw, {}, "files")) from None
         if self.allow_override is None:
             self.allow_hidden = list(files.allow_hidden)
         return files
@@ -213,7 +213,7 @@ class _Loader:
         try:
             defaults = PromptSettings.model_validate(defaults_raw)
         except ValidationError as exc:
-            raise self._invalid(exc, PromptSettings, {}, defaults_raw, "defaults") from None
+            raise self._invalid(describe(exc, PromptSettings, {}, defaults_raw, "defaults")) from None
         prompts: dict[str, PromptConfig] = {}
         for name, raw in prompts_raw.items():
             self._check_provider_names(raw, f"prompts.{name}")
@@ -222,7 +222,9 @@ class _Loader:
             try:
                 prompts[name] = PromptConfig.model_validate(merged)
             except ValidationError as exc:
-                raise self._invalid(exc, PromptConfig, raw, defaults_raw, f"prompts.{name}") from None
+                raise self._invalid(
+                    describe(exc, PromptConfig, raw, defaults_raw, f"prompts.{name}")
+                ) from None
             if self.check_paths:
                 self._path_checks().check_prompt(prompts[name], raw, defaults_raw)
             self._warn_unknown_params(prompts[name], raw, defaults_raw)
@@ -262,15 +264,8 @@ class _Loader:
             error=self.error,
         )
 
-    def _invalid(
-        self,
-        exc: ValidationError,
-        model: type[BaseModel],
-        prompt_raw: dict[str, Any],
-        defaults_raw: dict[str, Any],
-        base: str,
-    ) -> ConfigError:
-        problem = describe(exc, model, prompt_raw, defaults_raw, base)
+    def _invalid(self, problem: Problem) -> ConfigError:
+        """PROBLEM (a ValidationError :func:`describe`-d) at the line of its key."""
         return self.error(problem.message, key=problem.key, hint=problem.hint)
 
     def _check_provider_names(self, table: dict[str, Any], base: str) -> None:
