@@ -2,7 +2,7 @@
 decision functions of needle on draws from known recall curves, thousands of pull requests in
 seconds, and measure how often they are right and how many head calls they cost.
 
-What is real: the trial planning (``recall.power.plan_run``), the group-sequential decision the
+What is real: the trial planning (``recall.power.plan_for``), the group-sequential decision the
 scheduler's look gate and the compare stage both take (``recall.sequential.replay``: looks, alpha
 spending, pass rule, exact stratified or paired test, Holm over the pull request's family), and,
 on a sample of every row, the whole path from a run's cells to the exit code (``engine.summarize``
@@ -46,7 +46,7 @@ from needle_action.recall.engine import summarize  # noqa: E402
 from needle_action.recall.groups import CellKey, cell_key  # noqa: E402
 from needle_action.recall.history import pool_history  # noqa: E402
 from needle_action.recall.plan import RecallOverrides, effective_prompt  # noqa: E402
-from needle_action.recall.power import plan_run  # noqa: E402
+from needle_action.recall.power import plan_for  # noqa: E402
 from needle_action.recall.scheduler import CellRun, PromptPlan, RunOutcome  # noqa: E402
 from needle_action.recall.sequential import FIXED, FUTILITY, Design, PromptData  # noqa: E402
 from needle_action.recall.sequential import replay as sequential_replay  # noqa: E402
@@ -122,14 +122,7 @@ SEQUENTIAL = Design()
 
 def default_plan(settings: RecallSettings) -> RecallPower:
     """What trials = "auto" plans on the grid with no base known (what a pull request runs)."""
-    return plan_run(
-        sizes=SIZES,
-        depths=DEPTHS,
-        trials=settings.trials,
-        threshold=settings.threshold,
-        alpha=settings.alpha,
-        min_drop=settings.min_drop,
-    )
+    return plan_for(settings, SIZES, depths=DEPTHS)
 
 
 def _logit(p: np.ndarray) -> np.ndarray:
@@ -269,24 +262,6 @@ def through_compare(
     return comparison_exit_code(comparison) == EXIT_CHECKS_FAILED
 
 
-@dataclass
-class Tally:
-    prs: int = 0
-    blocked: int = 0
-    fixed_blocked: int = 0
-    pooled_blocked: int = 0
-    head_calls: int = 0
-    fixed_calls: int = 0
-    checked: int = 0
-    disagreements: int = 0
-    seconds: float = 0.0
-    stops: dict[int, int] = field(default_factory=dict)
-
-    def upper(self, k: int | None = None) -> float:
-        """One-sided 95% upper bound on the block rate (exact, Clopper-Pearson)."""
-        return clopper_upper(self.blocked if k is None else k, self.prs)
-
-
 def clopper_upper(k: int, n: int, conf: float = 0.95) -> float:
     if k >= n:
         return 1.0
@@ -298,14 +273,37 @@ def clopper_upper(k: int, n: int, conf: float = 0.95) -> float:
     return hi
 
 
+@dataclass
+class Tally:
+    """What one row's pull requests came to."""
+
+    prs: int = 0
+    blocked: int = 0
+    fixed_blocked: int = 0
+    pooled_blocked: int = 0
+    """Pull requests blocked by the sequential design, the fixed design and the old pooled test."""
+    head_calls: int = 0
+    fixed_calls: int = 0
+    """The head calls the sequential and the fixed design spent."""
+    checked: int = 0
+    disagreements: int = 0
+    """Pull requests also sent through results -> compare -> exit code, and how many disagreed."""
+    seconds: float = 0.0
+    stops: dict[int, int] = field(default_factory=dict)
+
+    def upper(self, k: int | None = None) -> float:
+        """One-sided 95% upper bound on the block rate (exact, Clopper-Pearson)."""
+        return clopper_upper(self.blocked if k is None else k, self.prs)
+
+
 def replay(
     scenario: Scenario,
     prs: int,
     seed: int,
     settings: RecallSettings | None = None,
     *,
-    seed_sd: float = 0.0,
     design: Design = SEQUENTIAL,
+    seed_sd: float = 0.0,
     check: int = CHECK_PRS,
 ) -> Tally:
     """PRS pull requests of SCENARIO: the sequential DESIGN, the fixed design, the old pooled test."""

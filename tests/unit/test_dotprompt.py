@@ -214,20 +214,26 @@ def test_dotprompt_literal_markers_in_template_text_are_honoured(tmp_path):
 
 
 @pytest.mark.parametrize(
-    ("text", "line", "words"),
+    ("line", "text", "words"),
     [
-        ("a\n{{#each xs}}\n{{this}}\nb\n", 2, "unclosed block"),
-        ("a\n{{#if x}}\nb\n{{/each}}\n", 4, "unexpected closing tag"),
-        ("a\nb {{x\nc\n", 2, "unclosed tag"),
-        ("a\n\n{{else}}\n", 3, "outside a block"),
-        ("a\nb\n{{x.0}}\n", 3, "not valid"),
+        # Handlebars syntax
+        (2, "a\n{{#each xs}}\n{{this}}\nb\n", "unclosed block"),
+        (4, "a\n{{#if x}}\nb\n{{/each}}\n", "unexpected closing tag"),
+        (2, "a\nb {{x\nc\n", "unclosed tag"),
+        (3, "a\n\n{{else}}\n", "outside a block"),
+        (3, "a\nb\n{{x.0}}\n", "not valid"),
+        # roles and helpers
+        (3, '{{role "system"}}\nS\n{{role "tool"}}\nT\n', "tool messages are not supported"),
+        (3, '{{role "user"}}\nU\n{{role "system"}}\nS\n', "system message must come first"),
+        (1, '{{role "assistant"}}\nA\n', "unknown role 'assistant'"),
+        (1, "x {{shout q}}\n", 'Missing helper: "shout"'),
     ],
 )
-def test_syntax_errors_point_at_their_line(tmp_path, text, line, words):
-    e = error(tmp_path, "---\nmodel: m\n---\n" + text)
+def test_body_errors_point_at_their_line(tmp_path, line, text, words):
+    e = error(tmp_path, "---\nmodel: m\n---\n" + text, {"q": "x"})
     assert e.location.file.endswith("prompts/t.prompt")
     assert e.location.line == line + 3, e.format()  # + the front matter's 3 lines
-    assert words in e.message
+    assert words in e.message, e.format()
     assert e.hint
 
 
@@ -261,21 +267,6 @@ def test_unclosed_front_matter(tmp_path):
     e = error(tmp_path, "---\nmodel: m\nbody\n")
     assert "missing closing delimiter" in e.message
     assert e.location.line == 1
-
-
-@pytest.mark.parametrize(
-    ("text", "line", "words"),
-    [
-        ('{{role "system"}}\nS\n{{role "tool"}}\nT\n', 3, "tool messages are not supported"),
-        ('{{role "user"}}\nU\n{{role "system"}}\nS\n', 3, "system message must come first"),
-        ('{{role "assistant"}}\nA\n', 1, "unknown role 'assistant'"),
-        ("x {{shout q}}\n", 1, 'Missing helper: "shout"'),
-    ],
-)
-def test_role_and_helper_errors(tmp_path, text, line, words):
-    e = error(tmp_path, text, {"q": "x"})
-    assert words in e.message, e.format()
-    assert e.location.line == line, e.format()
 
 
 def test_empty_render_is_an_error(tmp_path):
