@@ -29,7 +29,7 @@ import math
 import sys
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -289,7 +289,6 @@ class Tally:
     disagreements: int = 0
     """Pull requests also sent through results -> compare -> exit code, and how many disagreed."""
     seconds: float = 0.0
-    stops: dict[int, int] = field(default_factory=dict)
 
     def upper(self, k: int | None = None) -> float:
         """One-sided 95% upper bound on the block rate (exact, Clopper-Pearson)."""

@@ -24,20 +24,9 @@ from needle_action.paths import display_path, is_inside
 from needle_action.toolformats import load_tools
 
 TEMPLATE_SUFFIXES = (".j2", ".jinja", ".jinja2", ".prompty", ".prompt")
-SKIP_DIRS = {
-    ".git",
-    ".venv",
-    "venv",
-    "node_modules",
-    "__pycache__",
-    ".tox",
-    ".mypy_cache",
-    ".pytest_cache",
-    ".ruff_cache",
-    ".needle-cache",
-    "site-packages",
-}
 FIXTURE_DIR_NAMES = ("fixtures", "fixture", "samples", "testdata", "test_data")
+# besides every hidden folder (.git, .venv, the tool caches), which the walk skips by its dot
+SKIP_DIRS = {"venv", "node_modules", "__pycache__", "site-packages"}
 
 # Variable names that usually hold the haystack (retrieved text, conversation) or the question.
 CONTEXT_NAMES = (
