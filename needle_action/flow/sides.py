@@ -79,14 +79,14 @@ def local_settings(config_path: Path, base_ref: str, how: Measure) -> Settings:
     return Settings(
         config=str(config_path),
         base_ref=base_sha,
+        workspace=workspace,
+        sha=head or None,
+        local=True,
         comment=False,
         recall=how.recall,
         seed=o.seed,
         trials=o.trials,
         provider=o.provider,
-        workspace=workspace,
-        sha=head or None,
-        local=True,
     )
 
 

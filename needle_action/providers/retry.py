@@ -237,11 +237,11 @@ class RetryingProvider:
         reply, attempts = await call_with_retries(
             attempt,
             self._classify,
+            on_retry=count,
             policy=self.policy,
             provider=self.name,
             sleep=self._sleep,
             rng=self._rng,
-            on_retry=count,
             limiter=self.limiter,
         )
         self.limiter.on_success(reply.headers)
