@@ -20,6 +20,7 @@ from needle_action.errors import NeedleError, TemplateError
 from needle_action.paths import display_path
 
 
+# isolate.render repeats this signature on purpose: it is this function's door into the worker
 def render_raw(
     root: Path,
     allow_hidden: Sequence[str],

@@ -62,6 +62,8 @@ class TokenDelta(CompareModel):
 
 
 class CellDelta(CompareModel):
+    # the base_*/head_* fields repeat each other's form on purpose (`duplicates` pairs them): they
+    # are the flat field names of a cell in the comparison JSON (`needle report --format json`)
     style: str = Field(default="", description="needle style of the cell")
     size: int
     depth: float
@@ -287,6 +289,7 @@ class Failure(CompareModel):
     ``[prompts.NAME]`` line in the threshold file.
     """
 
+    # alike in form only to flow/settings.py's PullRequest (`duplicates` pairs the field lists)
     kind: FailureKind
     prompt: str
     title: str

@@ -33,6 +33,7 @@ def input_env_name(name: str) -> str:
 
 @dataclass(frozen=True)
 class PullRequest:
+    # alike in form only to compare/models.py's Failure (`duplicates` pairs the field lists)
     number: int
     base_sha: str
     head_sha: str

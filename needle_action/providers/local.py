@@ -69,6 +69,7 @@ __all__ = [  # the prompt-text helpers live in local_text (the worker imports th
 ]
 
 
+# counters alike in form to bench/verdicts.py's Tally (`duplicates` pairs them); nothing shared
 @dataclass
 class LocalStats:
     """What the embedded model did for a provider's calls: the tokens it was sent, kept from the

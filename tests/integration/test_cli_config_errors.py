@@ -50,6 +50,7 @@ def _t(toml: str) -> str:
     return textwrap.dedent(toml).lstrip("\n")
 
 
+# a table of cases: rows of the same form (`duplicates` pairs them), one mistake each
 CASES = [
     # ---- the threshold file
     Case("toml-syntax", "needle.toml:2", _t("[prompts.rag]\ntemplate = \n"), words="TOML syntax"),

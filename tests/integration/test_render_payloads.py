@@ -35,7 +35,8 @@ BOMB = textwrap.dedent(
     """
 )
 
-# name -> (template, expected words in the message, line)
+# name -> (template, expected words in the message, line); rows of one form (`duplicates` pairs
+# them), one payload each
 TEMPLATES = {
     "center": ("Hi {{ 'x'|center(10**9) }}", "|center", 1),
     "ljust": ("{{ 'x'.ljust(10**9) }}", "ljust()", 1),

@@ -71,6 +71,8 @@ def test_text_before_first_marker_is_user_and_empty_messages_dropped(tmp_path):
     assert roles(r) == [("user", "preamble"), ("user", "  question")]
 
 
+# the chat-history loop users write; test_request_render's HISTORY is one too (`duplicates` pairs
+# them): here the template under test stays in view, there it carries content blocks
 def test_history_loop_gives_alternating_messages(tmp_path):
     history = [{"role": "user" if i % 2 == 0 else "assistant", "content": f"turn {i}\n"} for i in range(6)]
     r = render(

@@ -97,6 +97,7 @@ ABSENT = Needle(
 )
 
 
+# answers and how they score: a table like test_scoring's (`duplicates` pairs them), another rule
 @pytest.mark.parametrize(
     ("answer", "hit", "distractor"),
     [

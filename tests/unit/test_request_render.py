@@ -416,6 +416,7 @@ def test_context_in_the_system_text_cannot_be_a_tool_result(tmp_path):
 # ---------------------------------------------------------------- a fixture's messages as content blocks
 
 
+# the chat-history loop, as in test_assemble's test of the role markers (there written inline)
 HISTORY = """system:
 You are an agent.
 {% for m in messages %}

@@ -22,6 +22,7 @@ def _s(mode: Literal["strict", "contains", "regex"], regex: str | None = None) -
     return RecallSettings(scoring=mode, answer_regex=regex)
 
 
+# answers and how they score: a table like test_probes' (`duplicates` pairs them), another rule
 @pytest.mark.parametrize(
     ("answer", "strict", "contains"),
     [
