@@ -16,9 +16,11 @@ Counters (the ``tokenizer`` key of a prompt):
     model without one (the bundled Gemma 3 270M), the provider's plain transcript plus BOS.
 
 ``count_prompts`` is the fast path the pipeline uses: it keeps a process-wide cache keyed by
-(counter, content hash), so the base and head of an unchanged prompt, or recall trials that repeat
-a prompt, are never encoded twice, and it sends every uncached text of a batch to the encoder in
-one ``encode_ordinary_batch`` call.
+(counter, content hash) holding each request's count and sections, so the base and head of an
+unchanged prompt are never counted twice. The uncached requests of a call and their section
+variants are counted together: with tiktoken, every distinct text of all of them goes to the
+encoder in one batch (a variant repeats most of its request's texts, encoded once); with the
+Anthropic counter, one ``count_tokens`` call per distinct request, concurrently.
 """
 
 from __future__ import annotations
@@ -67,7 +69,11 @@ def get_counter(spec: str, *, model: str, settings: PromptSettings) -> TokenCoun
         return _counters.setdefault(key, counter)
 
 
-_cache: dict[tuple[str, str], int] = {}
+Key = tuple[str, str]  # (counter's cache_id, content hash)
+Counted = tuple[int, dict[str, int]]  # a request's raw count and its sections
+
+_counted: dict[Key, Counted] = {}  # whole requests, with their sections
+_raw: dict[Key, int] = {}  # single requests (section variants too) counted by a slow counter
 _cache_lock = threading.Lock()
 _cache_enabled = True
 
@@ -80,7 +86,8 @@ def set_cache_enabled(enabled: bool) -> None:
 
 def clear_cache() -> None:
     with _cache_lock:
-        _cache.clear()
+        _counted.clear()
+        _raw.clear()
 
 
 def safety_factor_for(counter: TokenCounter, settings: PromptSettings) -> float:
@@ -95,63 +102,99 @@ def _apply_factor(raw: int, factor: float) -> int:
     return math.ceil(round(raw * factor, 6)) if factor != 1.0 else raw
 
 
-def _raw_counts(counter: TokenCounter, prompts: Sequence[RenderedPrompt]) -> list[int]:
-    """The counter's count of every prompt; cached by (counter, content hash)."""
+def _counted_all(counter: TokenCounter, prompts: Sequence[RenderedPrompt]) -> list[Counted]:
+    """Every prompt's raw count and sections: one cache lookup pass, then the misses counted
+    together (:func:`_count_fresh`). Cache off: nothing is hashed."""
+    if not _cache_enabled:
+        return _count_fresh(counter, prompts)
     keys = [(counter.cache_id, p.content_hash()) for p in prompts]
-    raw: dict[tuple[str, str], int] = {}
+    with _cache_lock:
+        found = {k: _counted[k] for k in keys if k in _counted}
+    todo: dict[Key, RenderedPrompt] = {}
+    for k, p in zip(keys, prompts, strict=True):
+        if k not in found and k not in todo:
+            todo[k] = p
+    if todo:
+        fresh = dict(zip(todo, _count_fresh(counter, list(todo.values())), strict=True))
+        found.update(fresh)
+        with _cache_lock:
+            _counted.update(fresh)
+    return [found[k] for k in keys]
+
+
+def _count_fresh(counter: TokenCounter, prompts: Sequence[RenderedPrompt]) -> list[Counted]:
+    """PROMPTS and their section variants (tokens/sections.py) counted in one go, then each
+    prompt's sections taken from its variants' counts."""
+    found = [sections.variants(p) for p in prompts]
+    flat = [*prompts, *(v for f in found for v in f.values())]
+    raws = _count_requests(counter, flat)
+    totals, rest = raws[: len(prompts)], iter(raws[len(prompts) :])
+    out = []
+    for p, f, total in zip(prompts, found, totals, strict=True):
+        counted = {name: next(rest) for name in f}
+        out.append((total, sections.from_counts(p, total, counted)))
+    return out
+
+
+def _count_requests(counter: TokenCounter, requests: list[RenderedPrompt]) -> list[int]:
+    """The counter's count of every request. tiktoken: the texts of all of them in one batch
+    (hashing each variant would cost more than counting it). Slow counters (an HTTP call or a
+    llama.cpp tokenization each): each distinct request once, by content hash, cached, HTTP calls
+    concurrently."""
+    if isinstance(counter, TiktokenCounter):
+        return counter.count_many(requests)
+    keys = [(counter.cache_id, p.content_hash()) for p in requests]
+    raw: dict[Key, int] = {}
     if _cache_enabled:
         with _cache_lock:
-            raw = {k: _cache[k] for k in keys if k in _cache}
-    todo: dict[tuple[str, str], RenderedPrompt] = {}
-    for k, p in zip(keys, prompts, strict=True):
+            raw = {k: _raw[k] for k in keys if k in _raw}
+    todo: dict[Key, RenderedPrompt] = {}
+    for k, p in zip(keys, requests, strict=True):
         if k not in raw and k not in todo:
             todo[k] = p
     if todo:
         pending = list(todo.values())
-        if isinstance(counter, TiktokenCounter):
-            counted = counter.count_many(pending)
-        elif isinstance(counter, AnthropicCounter) and len(pending) > 1:
-            with ThreadPoolExecutor(max_workers=min(8, len(pending))) as pool:  # one HTTP call each
-                counted = list(pool.map(counter.count_prompt, pending))
+        if isinstance(counter, AnthropicCounter):
+            counted = _concurrently(counter.count_prompt, pending)
         else:
             counted = [counter.count_prompt(p) for p in pending]
         fresh = dict(zip(todo, counted, strict=True))
         raw.update(fresh)
         if _cache_enabled:
             with _cache_lock:
-                _cache.update(fresh)
+                _raw.update(fresh)
     return [raw[k] for k in keys]
 
 
-def _sections(
-    counter: TokenCounter, prompts: Sequence[RenderedPrompt], raws: list[int]
-) -> list[dict[str, int]]:
-    """Each prompt's count by section (tokens/sections.py): the variants of every prompt are
-    counted in one go, through the same cache."""
-    found = [sections.variants(p) for p in prompts]
-    flat = [v for f in found for v in f.values()]
-    counted = iter(_raw_counts(counter, flat))
-    out = []
-    for p, f, raw in zip(prompts, found, raws, strict=True):
-        mine = [next(counted) for _ in f]
-        out.append(sections.by_difference(p, raw, _given(mine)))
-    return out
+HTTP_WORKERS = 8  # count_tokens calls in flight at once
 
 
-def _given(counts: list[int]) -> Callable[[list[RenderedPrompt]], list[int]]:
-    """A count function answering COUNTS (counted already, in the variants' order)."""
-    return lambda _variants: counts
+def _concurrently(count: Callable[[RenderedPrompt], int], requests: list[RenderedPrompt]) -> list[int]:
+    """COUNT of every request, one HTTP call each, several in flight. The first goes alone: a
+    wrong key or an unknown model then fails once, not once per request; on a failure the calls
+    not yet started are dropped."""
+    if not requests:
+        return []
+    first = count(requests[0])
+    if len(requests) == 1:
+        return [first]
+    pool = ThreadPoolExecutor(max_workers=min(HTTP_WORKERS, len(requests) - 1))
+    try:
+        rest = list(pool.map(count, requests[1:]))
+    except BaseException:
+        pool.shutdown(wait=True, cancel_futures=True)
+        raise
+    pool.shutdown(wait=True)
+    return [first, *rest]
 
 
 def count_prompts(prompts: Sequence[RenderedPrompt], prompt_settings: PromptSettings) -> list[TokenCount]:
     """Count every prompt with PROMPT_SETTINGS' tokenizer, by section too; cached by (counter,
     content hash)."""
     counter = get_counter(prompt_settings.tokenizer, model=prompt_settings.model, settings=prompt_settings)
-    raws = _raw_counts(counter, prompts)
-    parts = _sections(counter, prompts, raws)
     factor = safety_factor_for(counter, prompt_settings)
     out = []
-    for p, raw, sec in zip(prompts, raws, parts, strict=True):
+    for p, (raw, sec) in zip(prompts, _counted_all(counter, prompts), strict=True):
         tokens = _apply_factor(raw, factor)
         exact_for = getattr(counter, "exact_for", None)
         out.append(

@@ -61,7 +61,10 @@ def tool_overheads(model: str) -> tuple[ToolOverheads, bool]:
     return GPT4O, False
 
 
-Encode = Callable[[str], int]  # text -> its token count
+# text -> its token count. Every function here only ever ADDS what it returns (never scales,
+# compares or drops it): a request's count is its fixed tokens plus its texts' tokens, which is
+# what lets TiktokenCounter.count_many plan many requests first and encode their texts in one batch.
+Encode = Callable[[str], int]
 
 
 def _no_period(text: str) -> str:

@@ -102,7 +102,12 @@ def by_difference(
 ) -> dict[str, int]:
     """PROMPT's TOTAL split into sections, COUNT giving the counts of the variants."""
     found = variants(prompt)
-    counted = dict(zip(found, count(list(found.values())), strict=True))
+    return from_counts(prompt, total, dict(zip(found, count(list(found.values())), strict=True)))
+
+
+def from_counts(prompt: RenderedPrompt, total: int, counted: dict[str, int]) -> dict[str, int]:
+    """PROMPT's TOTAL split into sections, COUNTED holding the count of each of its
+    :func:`variants` by name (counted already, e.g. in one batch with many other requests)."""
     out = {name: 0 for name in SECTIONS}
     for name, n in counted.items():
         out[name] = max(0, total - n)

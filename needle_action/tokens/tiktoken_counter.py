@@ -158,8 +158,32 @@ class TiktokenCounter:
         return total + self._count(schema_text(body))
 
     def count_many(self, prompts: Sequence[RenderedPrompt]) -> list[int]:
-        """Every prompt of PROMPTS (the path ``count_prompts`` takes)."""
-        return [self.count_prompt(p) for p in prompts]
+        """Every prompt of PROMPTS, as :meth:`count_prompt` counts it, with the texts of all of
+        them encoded in one batch (the path ``count_prompts`` takes).
+
+        A request's count is fixed costs (framing, tool overheads, images) plus the tokens of each
+        of its texts, each counted once (:func:`~needle_action.tokens.openai_chat.chat_tokens` only
+        ever adds them), so each request is planned first, then every distinct text of the batch
+        is encoded once: a section variant repeats most of its request's texts at no extra cost.
+        """
+        plans = [self._plan(p) for p in prompts]
+        distinct = list(dict.fromkeys(t for _, texts in plans for t in texts))
+        tokens = dict(zip(distinct, self.count_texts(distinct), strict=True))
+        return [fixed + sum(tokens[t] for t in texts) for fixed, texts in plans]
+
+    def _plan(self, prompt: RenderedPrompt) -> tuple[int, list[str]]:
+        """PROMPT's fixed tokens and the texts whose tokens it adds (see :meth:`count_many`)."""
+        texts: list[str] = []
+
+        def record(text: str) -> int:
+            if text:
+                texts.append(text)
+            return 0
+
+        body = prompt.to_openai_body(self.model or "gpt-4o", 1)
+        fixed = chat_tokens(body, record, self.model, images=self._images)
+        record(schema_text(body))
+        return fixed, texts
 
 
 def schema_text(body: JSON) -> str:
