@@ -25,7 +25,6 @@ permutation, the same at every depth) and by their generated filler (a stream pe
 
 from __future__ import annotations
 
-import sys
 import threading
 from collections import OrderedDict
 from collections.abc import Callable
@@ -38,6 +37,7 @@ from needle_action.assemble.recorded import prompt_variables
 from needle_action.config import Config, PromptConfig
 from needle_action.errors import TemplateError
 from needle_action.recall.filler import repo_passages, scrub, split_paragraphs
+from needle_action.recall.gold_hay import GoldHay
 from needle_action.recall.placement import Placer
 from needle_action.recall.prefix import cut_before
 from needle_action.recall.probes.gold import TrialOrders, resolve_gold
@@ -115,12 +115,7 @@ class HaystackBuilder:
         self._overhead = 0.0 if self._shape.is_list else 2.0  # refined by _calibrate
         self.gold_needle: Needle | None = None
         self._fixed_units: list[FillerUnit] = []
-        # gold: the fixture's other items (reordered per trial), then the repository's passages
-        self._gold_rest: list[FillerUnit] = []
-        self._gold_repo: list[FillerUnit] = []
-        self._gold_orders = TrialOrders(0, seed)
-        self._gold_seen: dict[tuple[int, float], dict[str, int]] = {}  # cell -> prompt digest -> trial
-        self.warnings: list[str] = []  # printed once each (on stderr) as they arise
+        self._gold: GoldHay | None = None
         self._prepare_hay(original)
         self._calibrate()
         self._placer = Placer(self._shape, seed, self._overhead, deal)
@@ -163,8 +158,9 @@ class HaystackBuilder:
             rest = split_paragraphs(scrub(gold.rest), min_chars=1)
             self.gold_needle = gold.needle(None, scrub(gold.passage or "").strip())
         units = self._units.units(rest + repo_items)
-        self._gold_rest, self._gold_repo = units[: len(rest)], units[len(rest) :]
-        self._gold_orders = TrialOrders(len(rest), self.seed)
+        where = self.fixture_path.name if self.fixture_path is not None else self.prompt.name
+        orders = TrialOrders(len(rest), self.seed)
+        self._gold = GoldHay(units[: len(rest)], units[len(rest) :], orders, where, self.prompt.name)
 
     # ---- measuring -----------------------------------------------------------------------------
     def _measure(self, rendered: RenderedPrompt) -> int:
@@ -199,6 +195,11 @@ class HaystackBuilder:
         self._overhead = max(0.0, per_item)
 
     @property
+    def warnings(self) -> list[str]:
+        """What the builder warned about (on stderr, once each): gold trials that repeat a prompt."""
+        return self._gold.warnings if self._gold is not None else []
+
+    @property
     def list_slot(self) -> bool:
         """Is the context slot a list of items (retrieved documents, turns), not one string?"""
         return self._shape.is_list
@@ -216,7 +217,7 @@ class HaystackBuilder:
         in the trial's order."""
         s = self._streams.get((key, gold))
         if s is None:
-            fixed = self._gold_units(int(key)) if gold else self._fixed_units
+            fixed = self._gold.units(int(key)) if gold and self._gold is not None else self._fixed_units
             s = FillerStream(f"{self.seed}:{key}", fixed, self._units, self._overhead)
             self._streams[(key, gold)] = s
             while len(self._streams) > self.STREAMS_KEPT:
@@ -224,10 +225,6 @@ class HaystackBuilder:
         else:
             self._streams.move_to_end((key, gold))
         return s
-
-    def _gold_units(self, trial: int) -> list[FillerUnit]:
-        """Gold trial TRIAL's fixed filler: the fixture's other items in its order, then the repo's."""
-        return [self._gold_rest[i] for i in self._gold_orders.of(trial)] + self._gold_repo
 
     def build(
         self, size: int, depth: float, needle: Needle, trial: int, reference: Needle | None = None
@@ -276,8 +273,8 @@ class HaystackBuilder:
             words = search_words(size, self._renderer(stream, depth, reference), stream, where)
             self._layout[key] = words
         rendered = self._render(self._placer.context(stream.take(words), depth, needle), needle.question)
-        if gold:
-            self._check_repeat(size, depth, trial, rendered)
+        if gold and self._gold is not None:
+            self._gold.check_repeat(size, depth, trial, rendered)
         before = _text_before(rendered, needle_anchor(needle.facts[0]))
         known = self._counted.get(key)
         if needle.key != reference.key and known is not None and known[0] == before:
@@ -291,26 +288,6 @@ class HaystackBuilder:
         if needle.key == reference.key:
             self._counted[key] = (before, measured, offset, self._needle_tokens(needle))
         return Trial(rendered, size, depth, measured, offset, needle)
-
-    def _check_repeat(self, size: int, depth: float, trial: int, rendered: RenderedPrompt) -> None:
-        """Warn (once per prompt) when gold TRIAL is word for word another trial of its cell: too
-        few other items to reorder and no generated filler to differ in. It still counts as a trial."""
-        first = self._gold_seen.setdefault((size, depth), {}).setdefault(rendered.content_hash(), trial)
-        if first == trial:
-            return
-        where = self.fixture_path.name if self.fixture_path is not None else self.prompt.name
-        self._warn(
-            f"{where}: gold trials {min(first, trial)} and {max(first, trial)} of prompt {self.prompt.name!r} "
-            f"(size {size}, depth {depth:g}) are the same prompt word for word: the fixture has "
-            f"{self._gold_orders.n} item(s) besides the gold one to reorder and the size needs no "
-            "generated filler, so such trials count more than once. Add the other items retrieved with "
-            "the gold one to the fixture, or use a larger size"
-        )
-
-    def _warn(self, message: str) -> None:
-        if not self.warnings:  # one per prompt: the first says what to do
-            self.warnings.append(message)
-            print(f"warning: {message}", file=sys.stderr, flush=True)
 
     def _renderer(self, stream: FillerStream, depth: float, needle: Needle) -> Render:
         """Filler words -> (the prompt with NEEDLE at DEPTH in that much of STREAM, its tokens)."""
