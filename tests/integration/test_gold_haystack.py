@@ -151,6 +151,10 @@ def test_gold_trials_of_a_cell_are_distinct_prompts_in_reproducible_orders(proje
         assert all(a == depth for a in at) if depth in (0.0, 1.0) else all(0.2 < a < 0.8 for a in at), at
         rebuilt = [again.build(size, depth, gold, trial=t).rendered.content_hash() for t in (3, 1, 2, 0)]
         assert rebuilt == [hashes[3], hashes[1], hashes[2], hashes[0]]
+        for t in range(4):  # what a prompt built in code is sent ahead is the same trial
+            variables = builder.trial_variables(size, depth, gold, t)
+            ahead = render_case(builder.config, builder.prompt, builder.fixture_path, variables=variables)
+            assert ahead.content_hash() == hashes[t]
     assert builder.warnings == []
 
 
