@@ -15,7 +15,10 @@ The builder is the room's one door; its parts live beside it:
 
 Gold (``needle = "gold"``): the fixture's gold item (or passage) is the needle, placed as it is; the
 hay of gold trials is the fixture's context *without* it, then the same repository and generated
-filler, so the gold item moves among the real items it was retrieved with.
+filler, so the gold item moves among the real items it was retrieved with. The needle and question
+are the same in every trial, so trials differ by the order of those other items
+(:class:`~needle_action.recall.probes.gold.TrialOrders`: trial 0 the retriever's, trial T a seeded
+permutation, the same at every depth) and by their generated filler (a stream per trial).
 
 ``token_offset`` is the count of the prompt cut just before the needle's first fact, framing included.
 """
@@ -34,9 +37,10 @@ from needle_action.assemble.recorded import prompt_variables
 from needle_action.config import Config, PromptConfig
 from needle_action.errors import TemplateError
 from needle_action.recall.filler import repo_passages, scrub, split_paragraphs
+from needle_action.recall.gold_hay import GoldHay
 from needle_action.recall.placement import Placer
 from needle_action.recall.prefix import cut_before
-from needle_action.recall.probes.gold import resolve_gold
+from needle_action.recall.probes.gold import TrialOrders, resolve_gold
 from needle_action.recall.probes.needle import Needle
 from needle_action.recall.sizing import (
     FillerStream,
@@ -111,7 +115,7 @@ class HaystackBuilder:
         self._overhead = 0.0 if self._shape.is_list else 2.0  # refined by _calibrate
         self.gold_needle: Needle | None = None
         self._fixed_units: list[FillerUnit] = []
-        self._gold_units: list[FillerUnit] = []
+        self._gold: GoldHay | None = None
         self._prepare_hay(original)
         self._calibrate()
         self._placer = Placer(self._shape, seed, self._overhead, deal)
@@ -153,7 +157,10 @@ class HaystackBuilder:
         else:
             rest = split_paragraphs(scrub(gold.rest), min_chars=1)
             self.gold_needle = gold.needle(None, scrub(gold.passage or "").strip())
-        self._gold_units = self._units.units(rest + repo_items)
+        units = self._units.units(rest + repo_items)
+        where = self.fixture_path.name if self.fixture_path is not None else self.prompt.name
+        orders = TrialOrders(len(rest), self.seed)
+        self._gold = GoldHay(units[: len(rest)], units[len(rest) :], orders, where, self.prompt.name)
 
     # ---- measuring -----------------------------------------------------------------------------
     def _measure(self, rendered: RenderedPrompt) -> int:
@@ -188,6 +195,11 @@ class HaystackBuilder:
         self._overhead = max(0.0, per_item)
 
     @property
+    def warnings(self) -> list[str]:
+        """What the builder warned about (on stderr, once each): gold trials that repeat a prompt."""
+        return self._gold.warnings if self._gold is not None else []
+
+    @property
     def list_slot(self) -> bool:
         """Is the context slot a list of items (retrieved documents, turns), not one string?"""
         return self._shape.is_list
@@ -201,10 +213,11 @@ class HaystackBuilder:
 
     # ---- building -----------------------------------------------------------------------------
     def _stream(self, key: int | str = SHARED_STREAM, gold: bool = False) -> FillerStream:
-        """The filler stream KEY; GOLD: over the fixture's context without its gold item."""
+        """The filler stream KEY; GOLD: trial KEY's, over the fixture's context without its gold item
+        in the trial's order."""
         s = self._streams.get((key, gold))
         if s is None:
-            fixed = self._gold_units if gold else self._fixed_units
+            fixed = self._gold.units(int(key)) if gold and self._gold is not None else self._fixed_units
             s = FillerStream(f"{self.seed}:{key}", fixed, self._units, self._overhead)
             self._streams[(key, gold)] = s
             while len(self._streams) > self.STREAMS_KEPT:
@@ -224,8 +237,10 @@ class HaystackBuilder:
         text before the needle is shared, and the size stays within a few tokens of SIZE.
 
         Gold is the exception: its needle and question are the fixture's own, the same in every
-        trial, so its trials differ only by their filler: trial T draws from a stream of its own (and
-        its amount is searched for that stream), or a cell's trials would all be one prompt.
+        trial, so its trials differ only by their filler: trial T draws from a stream of its own, the
+        fixture's other items in trial T's order then generated filler of its own (and its amount is
+        searched for that stream), or a cell's trials would all be one prompt. Trial T's stream is
+        the same at every depth, so its prompts still share the text before the shallower needle.
         """
         with self._lock:
             return self._build(size, depth, needle, trial, reference or needle)
@@ -258,6 +273,8 @@ class HaystackBuilder:
             words = search_words(size, self._renderer(stream, depth, reference), stream, where)
             self._layout[key] = words
         rendered = self._render(self._placer.context(stream.take(words), depth, needle), needle.question)
+        if gold and self._gold is not None:
+            self._gold.check_repeat(size, depth, trial, rendered)
         before = _text_before(rendered, needle_anchor(needle.facts[0]))
         known = self._counted.get(key)
         if needle.key != reference.key and known is not None and known[0] == before:

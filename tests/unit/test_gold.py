@@ -3,13 +3,14 @@ the fixture's line with a hint, never a traceback."""
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 
 import pytest
 
 from needle_action.assemble import load_fixture
 from needle_action.errors import ConfigError
-from needle_action.recall.probes.gold import Expected, resolve_gold
+from needle_action.recall.probes.gold import Expected, TrialOrders, resolve_gold
 
 DOCS = """question: How long are deleted objects kept?
 documents:
@@ -155,3 +156,28 @@ def test_an_answer_that_a_non_answer_satisfies_is_refused(tmp_path, expected):
     err = _error(tmp_path, DOCS + f"expected: {expected}\n")
     assert "satisfied by a reply that answers nothing" in err.message
     assert err.location.line == 9
+
+
+# ---- trial orders: trial 0 the retriever's, later trials seeded permutations that differ
+
+
+@pytest.mark.parametrize("n", [2, 3, 5, 9, 20])
+def test_gold_trial_orders_differ_lead_differently_and_repeat_with_the_seed(n):
+    orders = TrialOrders(n, seed=7)
+    got = [orders.of(t) for t in range(min(6, math.factorial(n)))]
+    assert got[0] == tuple(range(n))  # the fixture's own order first
+    assert all(sorted(o) == list(range(n)) for o in got)  # permutations: nothing lost or copied
+    assert len(set(got)) == len(got)  # no two trials share an order while there are orders left
+    leaders = [o[0] for o in got[:n]]
+    assert len(set(leaders)) == len(leaders)  # the first n trials each lead with another item
+    later_first = TrialOrders(n, seed=7)
+    assert [later_first.of(t) for t in reversed(range(len(got)))] == got[::-1]  # not the build order
+    if n > 2:  # two items have one other order only: every seed picks it
+        assert [TrialOrders(n, seed=8).of(t) for t in range(1, len(got))] != got[1:]
+
+
+def test_gold_trial_orders_go_round_when_every_order_is_taken():
+    two = TrialOrders(2, seed=1)
+    assert [two.of(t) for t in range(5)] == [(0, 1), (1, 0), (0, 1), (1, 0), (0, 1)]
+    assert [TrialOrders(1, seed=1).of(t) for t in range(3)] == [(0,)] * 3
+    assert TrialOrders(0, seed=1).of(4) == ()

@@ -17,14 +17,21 @@ in sentences; a regex: any match). Without ``gold`` the gold item is the one ite
 paragraph of a string slot, that contains the expected answer. For a string slot ``gold`` is the
 passage itself, quoted from the text (whitespace may differ).
 
+A gold trial's variation is the order of the fixture's other items (:class:`TrialOrders`): the fact
+and the question are the same in every trial, so trial 0 keeps the retriever's order and every
+later trial a seeded permutation, or a cell's trials would be one prompt asked again.
+
 Fixtures come from pull requests: everything here is data. A regex is only compiled and matched,
 bounded in length, and every mistake is a ``ConfigError`` at the fixture's line.
 """
 
 from __future__ import annotations
 
+import itertools
+import random
 import re
-from dataclasses import dataclass
+from collections.abc import Iterator
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -293,9 +300,70 @@ def resolve_gold(
     )
 
 
+EXHAUSTIVE_REST = 6  # up to this many items after the leader, try every order (720) for a new one
+SAMPLED_ORDERS = 32  # beyond it, this many seeded shuffles per leader (a repeat is then ~impossible)
+
+
+@dataclass
+class TrialOrders:
+    """The order of a gold fixture's N other items in each trial: trial 0 the retriever's (as the
+    fixture lists them), trial T > 0 a permutation seeded by (SEED, T), so every run asks the same.
+
+    A later trial leads with an item no earlier trial led with while there are such (n - 1 trials),
+    then with any: the first item differs, so trials differ even when the size cuts the context
+    after a few items. Its order also differs from every earlier trial's while there are orders
+    left (n! of them). Orders depend only on (n, seed, trial), never on which trial is built first.
+    """
+
+    n: int
+    seed: int
+    _orders: list[tuple[int, ...]] = field(default_factory=list)
+    _unled: list[int] = field(default_factory=list)  # leaders not used in the current round
+
+    def of(self, trial: int) -> tuple[int, ...]:
+        """The order of trial TRIAL: item indices into the fixture's other items."""
+        while len(self._orders) <= trial:
+            self._orders.append(self._next(len(self._orders)))
+        return self._orders[trial]
+
+    def _next(self, trial: int) -> tuple[int, ...]:
+        identity = tuple(range(self.n))
+        if trial == 0 or self.n < 2:
+            self._unled = list(range(1, self.n))
+            return identity
+        # seeded, not secure: a trial's order is a pure function of the seed and its index
+        rng = random.Random(f"{self.seed}:gold-order:{trial}")
+        if not self._unled:
+            self._unled = list(range(self.n))
+        leaders = sorted(self._unled, key=lambda _: rng.random())
+        leaders += [i for i in range(self.n) if i not in self._unled]
+        seen = set(self._orders)
+        for lead in leaders:
+            for rest in _orders_of([i for i in identity if i != lead], rng):
+                if (lead, *rest) not in seen:
+                    if lead in self._unled:
+                        self._unled.remove(lead)
+                    return (lead, *rest)
+        # every order is taken (n! <= trial): go round them again; the builder warns that prompts repeat
+        return self._orders[trial % len(seen)]
+
+
+def _orders_of(items: list[int], rng: random.Random) -> Iterator[tuple[int, ...]]:
+    """Orders of ITEMS to try, in a seeded order: all of them when few, else seeded shuffles."""
+    if len(items) <= EXHAUSTIVE_REST:
+        every = list(itertools.permutations(items))
+        rng.shuffle(every)
+        yield from every
+        return
+    for _ in range(SAMPLED_ORDERS):
+        shuffled = list(items)
+        rng.shuffle(shuffled)
+        yield tuple(shuffled)
+
+
 def answer_keys(variables: dict[str, Any]) -> dict[str, Any]:
     """The fixture keys that decide a gold result without being rendered (for the settings hash)."""
     return {k: variables.get(k) for k in (EXPECTED_KEY, GOLD_KEY)}
 
 
-__all__ = ["Expected", "Gold", "answer_keys", "parse_expected", "resolve_gold"]
+__all__ = ["Expected", "Gold", "TrialOrders", "answer_keys", "parse_expected", "resolve_gold"]
