@@ -149,8 +149,15 @@ def _fixture_candidates(template: Path, config_dir: Path, fixture_files: list[Pa
     return [p.relative_to(config_dir).as_posix() for p in fixture_files if matches(p)]
 
 
+# a text format written before the template's own extension (``system.txt.j2``): not part of the name
+_INNER_SUFFIX = re.compile(r"\.(?:txt|md|xml|html)$", re.IGNORECASE)
+
+
 def _prompt_name(template: Path, taken: set[str]) -> str:
-    base = re.sub(r"[^A-Za-z0-9_-]+", "_", template.name.split(".")[0]).strip("_-") or "prompt"
+    # every dot of the stem stays a word: Genkit's variants (``hello.history.prompt``) and a
+    # system/user pair (``chat_answer.system.jinja2``) are different prompts
+    stem = _INNER_SUFFIX.sub("", template.name[: -len(template.suffix)] if template.suffix else template.name)
+    base = re.sub(r"[^A-Za-z0-9_-]+", "_", stem).strip("_-") or "prompt"
     if not base[0].isalnum():
         base = "p" + base
     name, n = base, 2
