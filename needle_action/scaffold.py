@@ -107,6 +107,10 @@ MEDIA_WORDS = ("image", "img", "picture", "photo", "figure", "screenshot", "audi
 TEXT_WORDS = ("text", "content", "doc", "passage", "chunk", "body")
 
 
+# a switch, not a slot: `include_follow_up_questions` (Azure's search demo) holds no question
+_FLAG = re.compile(r"^(?:include|use|is|has|enable|disable|show|suggest|with|allow)_", re.IGNORECASE)
+
+
 def _text_rank(name: str) -> int:
     low = name.lower()
     if any(w in low for w in MEDIA_WORDS):
@@ -119,7 +123,7 @@ def guess_var(
 ) -> str | None:
     """Exact known names first (in priority order), then names containing one of them, text-like
     names before plain ones and media names (images, urls) last."""
-    pool = [v for v in sorted(variables) if v != exclude]
+    pool = [v for v in sorted(variables) if v != exclude and not _FLAG.match(v)]
     for n in names:
         if n in pool:
             return n

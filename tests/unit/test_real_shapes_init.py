@@ -29,3 +29,22 @@ def test_variants_and_role_files_keep_their_whole_name(tmp_path):
         "agent_system",
     }
     assert config.prompts["hello_history"].template == "prompts/hello.history.prompt"
+
+
+def test_a_flag_is_not_taken_for_the_question(tmp_path):
+    # the variables of Azure's chat_answer.system.jinja2 (azure-search-openai-demo)
+    write(
+        tmp_path,
+        "prompts/chat_answer.system.jinja2",
+        "{% if include_follow_up_questions %}Ask more.{% endif %}"
+        "{% for c in citations %}[{{ c }}]{% endfor %}{{ injected_prompt }}\n",
+    )
+    write(
+        tmp_path,
+        "prompts/chat_answer.user.jinja2",
+        "{{ user_query }}{% for s in text_sources %}{{ s }}{% endfor %}\n",
+    )
+    config = load_config(write_starter(tmp_path, tmp_path / "needle.toml", force=False))
+    assert config.prompts["chat_answer_system"].question_var != "include_follow_up_questions"
+    user = config.prompts["chat_answer_user"]
+    assert (user.context_var, user.question_var) == ("text_sources", "user_query")
