@@ -66,3 +66,28 @@ def test_two_hashes_are_a_heading_not_a_marker(tmp_path):
     config = Config(path=root / "needle.toml", root=root, prompts={"p": prompt})
     out = render_case(config, prompt, None)
     assert [(m.role, m.content) for m in out.messages] == [("user", "## user:\nhello")]
+
+
+def test_a_nested_chat_history_is_a_slot_recall_can_fill():
+    from needle_action.recall.slot import detect_shape
+
+    history = load_fixture(DATA / "chat.yaml")["chat_history"] * 2
+    shape = detect_shape(history, "chat_history", {})
+    assert (shape.body_key, shape.body_path) == ("outputs", ("answer",))  # the longer of the two texts
+    item = shape.item("The vault code is 4471.", "", index=1, needle=True)
+    assert item == {
+        "inputs": {"question": "Hi, who are you?"},
+        "outputs": {"answer": "The vault code is 4471."},
+    }
+    assert shape.body(item) == "The vault code is 4471."
+    assert shape.with_body(item, "x")["inputs"] == item["inputs"]
+    assert shape.text_of(item) == "Hi, who are you? The vault code is 4471."
+    assert history[1]["outputs"]["answer"] == "# user:\nI am a bot."  # the fixture's items are not touched
+
+
+def test_nested_items_without_text_are_still_an_error():
+    from needle_action.errors import ConfigError
+    from needle_action.recall.slot import detect_shape
+
+    with pytest.raises(ConfigError, match="no text field"):
+        detect_shape([{"inputs": {"n": 1}}, {"inputs": {"n": 2}}], "chat_history", {})
