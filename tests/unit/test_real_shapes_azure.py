@@ -81,3 +81,20 @@ def test_each_switch_does_what_jinjas_does(root, settings, text):
     jinja = jinja2.Environment(**settings)  # noqa: S701 - a prompt, not HTML
     assert jinja.from_string(source).render() == "user:\n" + text
     assert render_case(config, prompt, None).messages[0].content == text.removeprefix("  \n")
+
+
+def test_a_builder_that_does_not_take_a_fixture_key_is_told_how():
+    from needle_action.assemble.builder import BuilderSpec, builder_error
+
+    spec = BuilderSpec.parse("app/backend/needle_builders.py:query_rewrite")
+    # what the worker reports when the call itself fails: a TypeError and no frame of the builder's
+    reported = {"kind": "raise", "type": "TypeError", "frames": []}
+    reported["message"] = "query_rewrite() got an unexpected keyword argument 'citations'"
+    err = builder_error(spec, reported)
+    assert "cannot be called with the fixture's variables" in err.message
+    assert "**_" in err.hint
+    # the same TypeError raised inside the builder's own code keeps its traceback and hint
+    inside = {**reported, "frames": [["app/backend/needle_builders.py", 7, "query_rewrite", "f(x=1)"]]}
+    err = builder_error(spec, inside)
+    assert "raised TypeError" in err.message
+    assert err.location.line == 7
