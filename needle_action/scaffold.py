@@ -96,6 +96,10 @@ MEDIA_WORDS = ("image", "img", "picture", "photo", "figure", "screenshot", "audi
 TEXT_WORDS = ("text", "content", "doc", "passage", "chunk", "body")
 
 
+# a switch, not a slot: `include_follow_up_questions` (Azure's search demo) holds no question
+_FLAG = re.compile(r"^(?:include|use|is|has|enable|disable|show|suggest|with|allow)_", re.IGNORECASE)
+
+
 def _text_rank(name: str) -> int:
     low = name.lower()
     if any(w in low for w in MEDIA_WORDS):
@@ -108,7 +112,7 @@ def guess_var(
 ) -> str | None:
     """Exact known names first (in priority order), then names containing one of them, text-like
     names before plain ones and media names (images, urls) last."""
-    pool = [v for v in sorted(variables) if v != exclude]
+    pool = [v for v in sorted(variables) if v != exclude and not _FLAG.match(v)]
     for n in names:
         if n in pool:
             return n
@@ -138,8 +142,15 @@ def _fixture_candidates(template: Path, config_dir: Path, fixture_files: list[Pa
     return [p.relative_to(config_dir).as_posix() for p in fixture_files if matches(p)]
 
 
+# a text format written before the template's own extension (``system.txt.j2``): not part of the name
+_INNER_SUFFIX = re.compile(r"\.(?:txt|md|xml|html)$", re.IGNORECASE)
+
+
 def _prompt_name(template: Path, taken: set[str]) -> str:
-    base = re.sub(r"[^A-Za-z0-9_-]+", "_", template.name.split(".")[0]).strip("_-") or "prompt"
+    # every dot of the stem stays a word: Genkit's variants (``hello.history.prompt``) and a
+    # system/user pair (``chat_answer.system.jinja2``) are different prompts
+    stem = _INNER_SUFFIX.sub("", template.name[: -len(template.suffix)] if template.suffix else template.name)
+    base = re.sub(r"[^A-Za-z0-9_-]+", "_", stem).strip("_-") or "prompt"
     if not base[0].isalnum():
         base = "p" + base
     name, n = base, 2

@@ -312,6 +312,12 @@ def _frames_text(frames: list[Any]) -> str:
     return "\n".join(lines)
 
 
+def _call_mismatch(error: dict[str, Any]) -> bool:
+    """Whether the builder raised a TypeError about its arguments before running a line of its own."""
+    text = str(error.get("message") or "")
+    return error.get("type") == "TypeError" and ("keyword argument" in text or "positional argument" in text)
+
+
 def builder_error(spec: BuilderSpec, error: dict[str, Any]) -> BuilderError:
     """The worker's report of a failed call as the user's error, at the innermost line of theirs."""
     kind = error.get("kind")
@@ -334,6 +340,12 @@ def builder_error(spec: BuilderSpec, error: dict[str, Any]) -> BuilderError:
     elif kind == "return":
         message = f"the builder {spec} returned a value that is not JSON: {error.get('message')}"
         hint = "return a request body (a dict) or a messages list of plain data: str, numbers, lists, dicts"
+    elif not _frames_text(frames) and _call_mismatch(error):
+        message = f"the builder {spec} cannot be called with the fixture's variables: {error.get('message')}"
+        hint = (
+            "needle passes every key of the fixture as a keyword argument: accept them all (**_ takes "
+            "the ones the builder does not use), or give the prompt fixtures holding only its arguments"
+        )
     else:
         message = f"the builder {spec} raised {what}"
         hint = "an error in the builder's own code: the lines above are its traceback, innermost call last"

@@ -35,6 +35,8 @@ _ENV_REF = re.compile(r"\$\{env:([^}]*)\}")
 # keys of model.parameters that are the request itself: needle sets them (max tokens from the
 # prompt's settings), or reads them apart (tools, tool_choice)
 _PROMPTY_CORE = ("max_tokens", "max_completion_tokens", "stream", "model", "messages")
+# the request parameters that declare structured output (Anthropic's, OpenAI's)
+_STRUCTURED_OUTPUT = {"output_config", "response_format"}
 _tools_cache: dict[tuple[str, int, int], tuple[JSON, ...]] = {}
 _tools_lock = threading.Lock()
 
@@ -47,6 +49,7 @@ class Declared:
     tool_choice: JSON | None = None
     params: JSON = field(default_factory=dict)
     unresolved: tuple[str, ...] = ()  # tools named without a definition (Dotprompt's ``tools``)
+    unresolved_schema: str | None = None  # Dotprompt ``output.schema: Name``, registered in code
 
     def over(self, base: Declared) -> Declared:
         """SELF's declarations over BASE's: tools replace (a tools list settles the names BASE
@@ -56,6 +59,7 @@ class Declared:
             tool_choice=self.tool_choice if self.tool_choice is not None else base.tool_choice,
             params={**base.params, **self.params},
             unresolved=() if self.tools else base.unresolved,
+            unresolved_schema=None if _STRUCTURED_OUTPUT & set(self.params) else base.unresolved_schema,
         )
 
 

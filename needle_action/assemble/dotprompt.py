@@ -266,12 +266,35 @@ def _runtime_error(exc: BaseException, compiled: Compiled, file: str) -> Templat
     text = str(exc)
     if "partial" in text:
         hint = "a partial NAME is the file _NAME.prompt, next to the template or at the config root"
+    elif text.startswith("Missing helper"):
+        hint = (
+            "needle has Dotprompt's own helpers (role, history, section, media, json, ifEquals, "
+            "unlessEquals, lookup) and Handlebars' (if, unless, each, with); a helper the "
+            "application registers in code (Genkit's defineHelper) cannot run here: measure the "
+            'prompt with a builder (builder = "file.py:function") that renders it as the app does'
+        )
     else:
         hint = (
             "Dotprompt's helpers are role, history, section, media, json, ifEquals, unlessEquals "
             "and lookup, besides Handlebars' if, unless, each and with"
         )
     return TemplateError(f"rendering failed: {text}", file=where, line=line, hint=hint)
+
+
+def context_data(variables: JSON, file: str) -> dict[str, Any]:
+    """The ``@`` variables of a render: the fixture's keys that start with ``@``, without it.
+
+    Dotprompt renders with a context beside the input (Genkit puts the session's ``state`` and the
+    caller's ``auth`` there), read as ``{{@state.name}}``; a fixture writes it ``"@state": {...}``.
+    ``@root`` is the engine's own (the input), as dotpromptz reserves it."""
+    data = {str(k)[1:]: v for k, v in variables.items() if str(k).startswith("@")}
+    if "root" in data:
+        raise TemplateError(
+            "the fixture's key '@root' is reserved: {{@root.x}} reads the input's x",
+            file=file,
+            hint="write the value as an input (root: ... without @), or name the context another way",
+        )
+    return data
 
 
 def render_raw(
@@ -288,9 +311,11 @@ def render_raw(
     Runs in the render worker (``template.render_raw`` sends ``.prompt`` names here), so time and
     memory are bounded there too; the answer is plain text for :func:`to_rendered`."""
     compiled = load(root, path, file, allow_hidden)
-    context = hbs.prepare({**compiled.doc.defaults, **variables})
+    inputs = {k: v for k, v in variables.items() if not str(k).startswith("@")}
+    context = hbs.prepare({**compiled.doc.defaults, **inputs})
+    data = hbs.prepare(context_data(variables, file))
     try:
-        return hbs.render(compiled.program, context, compiled.partials, strict=strict)
+        return hbs.render(compiled.program, context, compiled.partials, strict=strict, data=data)
     except (RenderLimit, StrictModeError, ValueError, TypeError, RecursionError, MemoryError) as exc:
         raise _runtime_error(exc, compiled, file) from None
 
@@ -496,11 +521,35 @@ def declared_by(source_text: str, path: Path, *, file: str) -> Declared:
         if isinstance(front.get("config"), dict) and theirs in front["config"]
     }
     output = front.get("output")
-    if isinstance(output, dict) and output.get("schema") is not None:
-        params["output_config"] = {
-            "format": {"type": "json_schema", "schema": _json_schema(output["schema"], file)}
-        }
-    return Declared(tools=tuple(tools), params=params, unresolved=tuple(unresolved))
+    schema = output.get("schema") if isinstance(output, dict) else None
+    named = schema if isinstance(schema, str) and _SCHEMA_NAME.match(schema) else None
+    if schema is not None and named is None:
+        params["output_config"] = {"format": {"type": "json_schema", "schema": _json_schema(schema, file)}}
+    return Declared(
+        tools=tuple(tools),
+        tool_choice=_tool_choice(front.get("toolChoice"), file),
+        params=params,
+        unresolved=tuple(unresolved),
+        unresolved_schema=named,
+    )
+
+
+# ``output.schema: Recipe``: a schema the application registers in code (Genkit's defineSchema),
+# not a Picoschema type, which needle cannot read from the file
+_SCHEMA_NAME = re.compile(r"^(?!(?:string|number|integer|boolean|null|any|object|array)\b)[A-Za-z_]\w*$")
+
+
+def _tool_choice(value: Any, file: str) -> JSON | None:
+    """Genkit's ``toolChoice`` (``auto``, ``required``, ``none``) in Anthropic's form."""
+    if value is None:
+        return None
+    if value not in ("auto", "required", "none"):
+        raise TemplateError(
+            f"toolChoice must be auto, required or none, not {value!r}",
+            file=file,
+            hint="Genkit's toolChoice: auto (the model decides), required (some tool), none",
+        )
+    return {"auto": {"type": "auto"}, "required": {"type": "any"}, "none": {"type": "none"}}[value]
 
 
 def _json_schema(schema: Any, file: str) -> Any:

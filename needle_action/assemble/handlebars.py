@@ -256,9 +256,17 @@ HELPERS: dict[str, Callable[[list[Any], HelperOptions], Any]] = {
 
 
 def render(
-    program: list[Node], context: dict[str, Any], partials: dict[str, list[Node]], *, strict: bool = True
+    program: list[Node],
+    context: dict[str, Any],
+    partials: dict[str, list[Node]],
+    *,
+    strict: bool = True,
+    data: dict[str, Any] | None = None,
 ) -> str:
     """The raw output of PROGRAM with CONTEXT (already :func:`prepare`\\ d), within a fresh budget.
+
+    DATA (prepared too) are the ``@`` variables: Dotprompt's render-time context, which Genkit
+    fills with ``state`` and ``auth`` (``{{@state.name}}``).
 
     With STRICT, printing a missing variable raises ``StrictModeError``; without it (Dotprompt's
     own setting) it prints nothing. A missing value in ``{{#if}}`` or ``{{#each}}`` is empty either
@@ -269,7 +277,7 @@ def render(
         return render_program(
             program,
             context,
-            data=None,
+            data=data,
             helpers=HELPERS,
             partials=partials,  # compiled programs are accepted too
             escape_html=False,  # Dotprompt renders with NO_ESCAPE: prompts are not HTML

@@ -204,6 +204,7 @@ def render(
     *,
     file: str,
     lenient: bool = False,
+    blocks: tuple[bool, bool] = (False, False),
 ) -> str:
     """The raw output of template NAME under ROOT with VARIABLES, rendered in a worker process.
 
@@ -212,13 +213,13 @@ def render(
     and line, or a TemplateError naming FILE when the worker ran out of time or died.
     """
     if not available():
-        return render_raw(root, allow_hidden, name, variables, file=file, lenient=lenient)
+        return render_raw(root, allow_hidden, name, variables, file=file, lenient=lenient, blocks=blocks)
     try:
         payload = pickle.dumps(
-            (str(root), list(allow_hidden), name, variables, file, os.getcwd(), lenient), protocol=5
+            (str(root), list(allow_hidden), name, variables, file, os.getcwd(), lenient, blocks), protocol=5
         )
     except Exception:  # noqa: BLE001 - data we cannot send: render here, size checks still apply
-        return render_raw(root, allow_hidden, name, variables, file=file, lenient=lenient)
+        return render_raw(root, allow_hidden, name, variables, file=file, lenient=lenient, blocks=blocks)
     worker = _pool.acquire()
     try:
         answer = worker.call(payload, RENDER_SECONDS + GRACE_SECONDS)
@@ -272,12 +273,13 @@ def _limit_memory() -> None:
 
 
 def _answer(request: tuple[Any, ...]) -> tuple[Any, ...]:
-    root, allow, name, variables, file, cwd, lenient = request
+    root, allow, name, variables, file, cwd, lenient, blocks = request
     if os.getcwd() != cwd:
         os.chdir(cwd)  # display paths in messages are relative to the parent's working directory
     signal.setitimer(signal.ITIMER_REAL, RENDER_SECONDS)
     try:
-        return ("ok", render_raw(Path(root), allow, name, variables, file=file, lenient=lenient))
+        answer = render_raw(Path(root), allow, name, variables, file=file, lenient=lenient, blocks=blocks)
+        return ("ok", answer)
     except NeedleError as exc:
         loc = exc.location
         # after a timeout or a memory error the worker is replaced: its heap may be in a sorry state

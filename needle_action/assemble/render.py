@@ -72,8 +72,8 @@ def render_case(
         raise
     except OSError as exc:
         raise TemplateError(f"cannot read the template: {exc.strerror or exc}", file=template_file) from None
-    lenient = lenient_undefined(prompt, kind)
-    raw = isolate.render(root, allow, name, variables, file=template_file, lenient=lenient)
+    lenient, blocks = lenient_undefined(prompt, kind), (prompt.trim_blocks, prompt.lstrip_blocks)
+    raw = isolate.render(root, allow, name, variables, file=template_file, lenient=lenient, blocks=blocks)
     if kind == ".prompt":  # Google Dotprompt: Handlebars, its own roles
         from needle_action.assemble.dotprompt import declared_by, to_rendered
 

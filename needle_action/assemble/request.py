@@ -16,6 +16,7 @@ from needle_action.assemble.prompt import RenderedPrompt
 from needle_action.config.model import Config, PromptConfig
 from needle_action.dataformats import JSON
 from needle_action.errors import ConfigError, TemplateError
+from needle_action.paths import display_path
 
 
 def complete(
@@ -31,13 +32,7 @@ def complete(
         allow_hidden=config.files.allow_hidden,
     )
     declared = own.over(front)
-    if declared.unresolved:
-        raise TemplateError(
-            f"the template names tools without their definitions: {', '.join(declared.unresolved)}",
-            file=str(config.template_path(prompt)),
-            hint=f'give their schemas in a tools file: tools = "tools.json" in [prompts.{prompt.name}], '
-            "or toolDefs in the front matter",
-        )
+    _check_resolved(config, prompt, declared)
     _check_choice(config, prompt, declared)
     out = replace(rendered, tools=declared.tools, tool_choice=declared.tool_choice, params=declared.params)
     try:
@@ -70,6 +65,27 @@ def setting_line(config: Config, prompt: PromptConfig, key: str) -> int | None:
         or config.line_of(f"defaults.{key}")
         or config.line_of(f"prompts.{prompt.name}")
     )
+
+
+def _check_resolved(config: Config, prompt: PromptConfig, declared: Declared) -> None:
+    """Names the template declares that only the application's code defines: an error saying
+    where needle.toml can give them."""
+    file = display_path(config.template_path(prompt))
+    if declared.unresolved:
+        raise TemplateError(
+            f"the template names tools without their definitions: {', '.join(declared.unresolved)}",
+            file=file,
+            hint=f'give their schemas in a tools file: tools = "tools.json" in [prompts.{prompt.name}], '
+            "or toolDefs in the front matter",
+        )
+    if declared.unresolved_schema:
+        raise TemplateError(
+            f"output.schema names the schema {declared.unresolved_schema!r}, which the application "
+            "registers in code (Genkit's defineSchema): needle cannot read it from the file",
+            file=file,
+            hint=f"give it as JSON Schema in [prompts.{prompt.name}.request_params.output_config.format] "
+            '(type = "json_schema", schema = {...}), or write the schema in the front matter',
+        )
 
 
 def _check_choice(config: Config, prompt: PromptConfig, declared: Declared) -> None:

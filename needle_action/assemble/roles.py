@@ -5,9 +5,9 @@ it is template text: a marker that comes from data (inside the sentinels :mod:`s
 around every interpolated value) is content, so a retrieved document or a user message cannot
 forge a ``system:`` line. ``tool_use: NAME`` (the section is the call's JSON input) and
 ``tool_result:`` / ``tool_result: NAME`` (the section is the result's text) emit tool turns, with
-the same protection. In ``.prompty`` files Prompty's own forms count too: ``# user:`` and
-``user[name="x"]:``, and text before the first marker is the system message, as Prompty's parser
-reads it. See docs/templates.md for the convention.
+the same protection. ``# user:`` (one ``#``, the Markdown form promptflow's chat templates use)
+counts in every template. In ``.prompty`` files Prompty's ``user[name="x"]:`` counts too, and text
+before the first marker is the system message, as Prompty's parser reads it. See docs/templates.md for the convention.
 """
 
 from __future__ import annotations
@@ -33,6 +33,9 @@ _TOOL_RESULT_RE = re.compile(rf"^{_PAD}(tool_result){_PAD}:{_PAD}({_NAME})?{_PAD
 _PROMPTY_RE = re.compile(
     rf"^{_PAD}#?{_PAD}(system|user|assistant)(?:\[[^\]\n]*\])?{_PAD}:{_PAD}$", re.IGNORECASE
 )
+# Markdown's form in any Jinja template: promptflow's chat templates write ``# system:`` (one '#',
+# as its own parser allows), and Prompty inherited it from there
+_HASH_ROLE_RE = re.compile(rf"^{_PAD}#{_PAD}(system|user|assistant){_PAD}:{_PAD}$", re.IGNORECASE)
 _SOURCE_MARKER_RE = re.compile(
     r"^\s*#?\s*(?:(system|user|assistant)(?:\[[^\]\n]*\])?\s*:\s*$|(tool_use|tool_result)\s*:)", re.IGNORECASE
 )
@@ -113,7 +116,7 @@ def _honoured(text: str, start: int, end: int, pairs: list[Pair], opens: list[in
 
 def _marker(line: str, prompty: bool) -> tuple[str, str | None] | None:
     """(role, tool name or None) if LINE is shaped like a marker."""
-    m = _ROLE_RE.match(line) or (_PROMPTY_RE.match(line) if prompty else None)
+    m = _ROLE_RE.match(line) or (_PROMPTY_RE if prompty else _HASH_ROLE_RE).match(line)
     if m:
         return m.group(1).lower(), None
     m = _TOOL_USE_RE.match(line) or _TOOL_RESULT_RE.match(line)

@@ -246,7 +246,14 @@ class PromptEnvironment(ImmutableSandboxedEnvironment):
     code_generator_class = _CodeGenerator
     loader: RootLoader
 
-    def __init__(self, root: Path, allow_hidden: Sequence[str] = (), *, lenient: bool = False) -> None:
+    def __init__(
+        self,
+        root: Path,
+        allow_hidden: Sequence[str] = (),
+        *,
+        lenient: bool = False,
+        blocks: tuple[bool, bool] = (False, False),
+    ) -> None:
         super().__init__(
             loader=RootLoader(root, allow_hidden),
             # lenient: jinja2.Undefined, what the Prompty runtime and plain jinja2 use (an undefined
@@ -256,6 +263,9 @@ class PromptEnvironment(ImmutableSandboxedEnvironment):
             finalize=finalize,
             auto_reload=True,
             cache_size=400,
+            # (trim_blocks, lstrip_blocks): what the application's own Environment sets
+            trim_blocks=blocks[0],
+            lstrip_blocks=blocks[1],
         )
         # Only harmless helpers: no lipsum, no url helpers, nothing that reaches modules.
         self.globals = {
@@ -323,20 +333,26 @@ class PromptEnvironment(ImmutableSandboxedEnvironment):
         return functools.update_wrapper(wrapper, value)
 
 
-_envs: dict[tuple[Path, tuple[str, ...], bool], PromptEnvironment] = {}
+_envs: dict[tuple[Path, tuple[str, ...], bool, tuple[bool, bool]], PromptEnvironment] = {}
 _envs_lock = threading.Lock()
 
 
 def environment_for(
-    root: Path, allow_hidden: Sequence[str] = (), *, lenient: bool = False
+    root: Path,
+    allow_hidden: Sequence[str] = (),
+    *,
+    lenient: bool = False,
+    blocks: tuple[bool, bool] = (False, False),
 ) -> PromptEnvironment:
-    """One environment per config root, hidden-path allow-list and undefined mode; Jinja caches
-    compiled templates per (name, mtime) inside it."""
-    key = (root.absolute().resolve(), tuple(allow_hidden), lenient)
+    """One environment per config root, hidden-path allow-list, undefined mode and block
+    whitespace (trim_blocks, lstrip_blocks); Jinja caches compiled templates per (name, mtime)
+    inside it."""
+    blocks = (bool(blocks[0]), bool(blocks[1]))
+    key = (root.absolute().resolve(), tuple(allow_hidden), lenient, blocks)
     with _envs_lock:
         env = _envs.get(key)
         if env is None:
-            env = _envs[key] = PromptEnvironment(root, allow_hidden, lenient=lenient)
+            env = _envs[key] = PromptEnvironment(root, allow_hidden, lenient=lenient, blocks=blocks)
         return env
 
 

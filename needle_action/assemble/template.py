@@ -29,8 +29,12 @@ def render_raw(
     *,
     file: str,
     lenient: bool = False,
+    blocks: tuple[bool, bool] = (False, False),
 ) -> str:
     """The raw output (sentinels included) of template NAME under ROOT, in this process.
+
+    BLOCKS is Jinja's (trim_blocks, lstrip_blocks), as the application's Environment sets them
+    (Handlebars has no such switch: a ``.prompt`` ignores it).
 
     Everything a template raises becomes a TemplateError at the template line that raised it. The
     size checks of the sandbox apply; time and memory are bounded only in the render worker, which
@@ -42,7 +46,7 @@ def render_raw(
         return render_dotprompt(
             root, root / name, variables, file=file, allow_hidden=allow_hidden, strict=not lenient
         )
-    env = environment_for(root, allow_hidden, lenient=lenient)
+    env = environment_for(root, allow_hidden, lenient=lenient, blocks=blocks)
     try:
         return env.get_template(name).render(scrub(variables))
     except NeedleError:

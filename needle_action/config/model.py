@@ -317,6 +317,9 @@ class PromptSettings(Strict):
     undefined: UndefinedMode | None = Field(
         default=None, description='"strict" or "lenient"; default: the template format\'s own runtime'
     )
+    # the application's own jinja2.Environment(trim_blocks=..., lstrip_blocks=...): the same text
+    trim_blocks: bool = False
+    lstrip_blocks: bool = False
     recall: RecallSettings = Field(default_factory=RecallSettings)
     providers: dict[str, ProviderSettings] = Field(default_factory=dict)
 

@@ -6,7 +6,8 @@ Slot shapes (:func:`detect_shape`, from the fixture's own value):
 - a **list of dicts** (retrieved documents, chat turns): items keep the fixture items' keys. The
   longest text field is the body; a ``role`` key gets ``user`` for the needle (filler turns repeat
   the fixture's role pattern); title-like keys get a title; any other key is copied from a fixture
-  item.
+  item. Items with no text at the top but one level down (promptflow's chat history,
+  ``{inputs: {question}, outputs: {answer}}``) keep their body there (``body_path``).
 - a **list of strings**: the same with plain strings.
 - a **string** (a ticket thread, a document): paragraphs joined by blank lines.
 
@@ -55,6 +56,7 @@ class SlotShape:
     kind: str  # "string" | "list_str" | "list_dict"
     items: list[Any] = field(default_factory=list)  # the fixture's own items (list slots)
     body_key: str | None = None
+    body_path: tuple[str, ...] = ()  # where the body sits below body_key (a nested item), if it does
     role_key: str | None = None
     title_keys: tuple[str, ...] = ()
 
@@ -80,24 +82,42 @@ class SlotShape:
             out[key] = title
         if self.role_key:
             out[self.role_key] = "user" if needle else template[self.role_key]
-        out[self.body_key] = body
-        return out
+        return self.with_body(out, body)
 
     def body(self, item: Any) -> str:
         if self.kind == "list_dict":
-            return str(item.get(self.body_key) or "")
+            value = item.get(self.body_key)
+            for key in self.body_path:
+                value = value.get(key) if isinstance(value, dict) else None
+            return str(value or "")
         return str(item)
 
     def with_body(self, item: Any, body: str) -> Any:
         if self.kind == "list_dict":
-            return {**item, self.body_key: body}
+            assert self.body_key is not None  # a list_dict shape always has one
+            return {**item, self.body_key: _nested(item.get(self.body_key), self.body_path, body)}
         return body
 
     def text_of(self, item: Any) -> str:
         """What an item contributes to the prompt, for pre-counting."""
         if self.kind == "list_dict":
-            return " ".join(str(v) for v in item.values() if isinstance(v, (str, int, float)))
+            return " ".join(_texts(item))
         return str(item)
+
+
+def _nested(value: Any, path: tuple[str, ...], body: str) -> Any:
+    """VALUE (a dict) with BODY at PATH below it, copied on the way; BODY itself for no PATH."""
+    if not path:
+        return body
+    inner = value if isinstance(value, dict) else {}
+    return {**inner, path[0]: _nested(inner.get(path[0]), path[1:], body)}
+
+
+def _texts(value: Any) -> list[str]:
+    """The scalar values of an item, nested ones too, in order."""
+    if isinstance(value, dict):
+        return [t for v in value.values() for t in _texts(v)]
+    return [str(value)] if isinstance(value, (str, int, float)) else []
 
 
 def deep_scrub(value: Any) -> Any:
@@ -140,6 +160,8 @@ def _dict_shape(value: list[dict[str, Any]], var: str, where: dict[str, Any]) ->
     """A list of dicts: the body (a usual body key, else the longest text), role and title keys."""
     keys = [k for k in value[0] if all(k in v for v in value)]
     text_keys = [k for k in keys if all(isinstance(v[k], str) for v in value)]
+    if not text_keys and (nested := _nested_body(value, keys)) is not None:
+        return SlotShape("list_dict", items=list(value), body_key=nested[0], body_path=(nested[1],))
     if not text_keys:
         raise ConfigError(
             f"the items of {var!r} have no text field recall could fill",
@@ -154,3 +176,18 @@ def _dict_shape(value: list[dict[str, Any]], var: str, where: dict[str, Any]) ->
     body_key = named[0] if named else max(candidates, key=lambda k: sum(len(v[k]) for v in value))
     titles = tuple(k for k in candidates if k != body_key and k.lower() in _TITLE_KEYS)
     return SlotShape("list_dict", items=list(value), body_key=body_key, role_key=role_key, title_keys=titles)
+
+
+def _nested_body(value: list[dict[str, Any]], keys: list[str]) -> tuple[str, str] | None:
+    """(key, inner key) of the body of items whose text sits one level down, e.g. promptflow's
+    ``{inputs: {question}, outputs: {answer}}``: a usual body key, else the longest text."""
+    found: list[tuple[str, str]] = []
+    for key in keys:
+        if not all(isinstance(v[key], dict) for v in value):
+            continue
+        inner = [k for k in value[0][key] if all(isinstance(v[key].get(k), str) for v in value)]
+        found += [(key, k) for k in inner if k.lower() != "role"]
+    if not found:
+        return None
+    named = [f for f in found if f[1].lower() in _BODY_KEYS]
+    return named[0] if named else max(found, key=lambda f: sum(len(v[f[0]][f[1]]) for v in value))
