@@ -73,6 +73,11 @@ def _agent(question: str) -> RenderedPrompt:
     )
 
 
+def _fixtures_or_none(paths: list[Path]) -> list[Path | None]:
+    """A recorded request has no fixture: it is rendered once, with None."""
+    return [*paths] if paths else [None]
+
+
 @pytest.fixture(scope="module")
 def requests() -> list[RenderedPrompt]:
     """Every example prompt x fixture (builder and recorded request too), hand-made agent requests,
@@ -81,7 +86,7 @@ def requests() -> list[RenderedPrompt]:
     out = [
         render_case(config, p, fx)
         for p in config.prompts.values()
-        for fx in config.fixture_paths(p) or [None]
+        for fx in _fixtures_or_none(config.fixture_paths(p))
     ]
     assert len(out) == 10, "8 template cases, a builder's request, a recorded request"
     assert any(r.tools for r in out), "the builder's request carries tools"
