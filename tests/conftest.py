@@ -39,3 +39,15 @@ def pytest_configure(config):
 @pytest.fixture
 def examples_dir() -> Path:
     return EXAMPLES
+
+
+@pytest.fixture
+def fresh_token_cache():
+    """The token counters' content-hash cache empty and on, before and after the test."""
+    import needle_action.tokens as tokens
+
+    tokens.clear_cache()
+    tokens.set_cache_enabled(True)
+    yield
+    tokens.clear_cache()
+    tokens.set_cache_enabled(True)

@@ -1,8 +1,10 @@
-"""Sample requests shared by unit and integration tests (data only, no behaviour)."""
+"""Sample requests shared by unit and integration tests (data, and one constructor of it)."""
 
 from __future__ import annotations
 
 from typing import Any
+
+from needle_action.assemble import Message, RenderedPrompt
 
 # A short retrieval chat in the Anthropic Messages shape: a system text, a multi-turn history and a
 # last user turn given as content blocks (the runtime guard and the fake count both shapes).
@@ -12,3 +14,22 @@ MESSAGES: list[dict[str, Any]] = [
     {"role": "assistant", "content": "Six."},
     {"role": "user", "content": [{"type": "text", "text": "And which river is it?"}]},
 ]
+
+
+def weather_agent(
+    last_turn: tuple[dict[str, Any], ...], tools: tuple[dict[str, Any], ...], **extra: Any
+) -> RenderedPrompt:
+    """An agent's request after one tool call: the user's question, the assistant's ``get_weather``
+    call (id ``toolu_1``), then LAST_TURN (its tool_result and whatever follows) as the last user turn."""
+    call = {"type": "tool_use", "id": "toolu_1", "name": "get_weather", "input": {"city": "Paris"}}
+    return RenderedPrompt(
+        system=extra.pop("system", "You are terse."),
+        messages=(
+            Message("user", "Weather in Paris?"),
+            Message("assistant", ({"type": "text", "text": "Let me look."}, call)),
+            Message("user", last_turn),
+        ),
+        tools=tools,
+        tool_choice={"type": "auto"},
+        **extra,
+    )

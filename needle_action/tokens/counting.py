@@ -29,7 +29,7 @@ import math
 import threading
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any
+from typing import Any, TypeVar
 
 from needle_action.assemble.prompt import RenderedPrompt
 from needle_action.config.model import PromptSettings, ProviderSettings
@@ -71,6 +71,7 @@ def get_counter(spec: str, *, model: str, settings: PromptSettings) -> TokenCoun
 
 Key = tuple[str, str]  # (counter's cache_id, content hash)
 Counted = tuple[int, dict[str, int]]  # a request's raw count and its sections
+T = TypeVar("T")
 
 _counted: dict[Key, Counted] = {}  # whole requests, with their sections
 _raw: dict[Key, int] = {}  # single requests (section variants too) counted by a slow counter
@@ -108,18 +109,26 @@ def _counted_all(counter: TokenCounter, prompts: Sequence[RenderedPrompt]) -> li
     if not _cache_enabled:
         return _count_fresh(counter, prompts)
     keys = [(counter.cache_id, p.content_hash()) for p in prompts]
-    with _cache_lock:
-        found = {k: _counted[k] for k in keys if k in _counted}
-    todo: dict[Key, RenderedPrompt] = {}
-    for k, p in zip(keys, prompts, strict=True):
-        if k not in found and k not in todo:
-            todo[k] = p
+    found, todo = _cached_and_todo(_counted, keys, prompts)
     if todo:
         fresh = dict(zip(todo, _count_fresh(counter, list(todo.values())), strict=True))
         found.update(fresh)
         with _cache_lock:
             _counted.update(fresh)
     return [found[k] for k in keys]
+
+
+def _cached_and_todo(
+    cache: dict[Key, T], keys: list[Key], prompts: Sequence[RenderedPrompt]
+) -> tuple[dict[Key, T], dict[Key, RenderedPrompt]]:
+    """What CACHE holds of KEYS (PROMPTS' keys), and each distinct prompt it does not hold."""
+    with _cache_lock:
+        found = {k: cache[k] for k in keys if k in cache}
+    todo: dict[Key, RenderedPrompt] = {}
+    for k, p in zip(keys, prompts, strict=True):
+        if k not in found and k not in todo:
+            todo[k] = p
+    return found, todo
 
 
 def _count_fresh(counter: TokenCounter, prompts: Sequence[RenderedPrompt]) -> list[Counted]:
@@ -144,14 +153,7 @@ def _count_requests(counter: TokenCounter, requests: list[RenderedPrompt]) -> li
     if isinstance(counter, TiktokenCounter):
         return counter.count_many(requests)
     keys = [(counter.cache_id, p.content_hash()) for p in requests]
-    raw: dict[Key, int] = {}
-    if _cache_enabled:
-        with _cache_lock:
-            raw = {k: _raw[k] for k in keys if k in _raw}
-    todo: dict[Key, RenderedPrompt] = {}
-    for k, p in zip(keys, requests, strict=True):
-        if k not in raw and k not in todo:
-            todo[k] = p
+    raw, todo = _cached_and_todo(_raw if _cache_enabled else {}, keys, requests)
     if todo:
         pending = list(todo.values())
         if isinstance(counter, AnthropicCounter):

@@ -203,6 +203,9 @@ class FakeAnthropic:
         self._server: Loopback | None = None
         self._enc = None
         self.responder_errors: list[str] = []  # exceptions a test's responder raised
+        self.peak_in_flight = 0  # the most requests the server held at once (in their latency)
+        self._in_flight = 0
+        self._flight_lock = threading.Lock()
         self.cache = PromptCache(min_tokens=cache_min_tokens, ttl_s=cache_ttl_s)
         self.bucket = TokenBucket(rate_limit_rpm, rate_limit_burst) if rate_limit_rpm else None
         self.batches = Batches(lambda params: self.message_for(params, batch=True), item_s=batch_item_s)
@@ -564,7 +567,12 @@ class _Handler(BaseHTTPRequestHandler):
                 )
                 return None
         if fake.latency_s:
+            with fake._flight_lock:
+                fake._in_flight += 1
+                fake.peak_in_flight = max(fake.peak_in_flight, fake._in_flight)
             time.sleep(fake.latency_s)
+            with fake._flight_lock:
+                fake._in_flight -= 1
         fault = fake._draw_fault(raw)
         if fault is not None:
             fake._count(fault, "faults")

@@ -28,13 +28,7 @@ REPO = Path(__file__).resolve().parents[2]
 EXAMPLES = REPO / "examples"
 
 
-@pytest.fixture(autouse=True)
-def fresh_cache():
-    tokens.clear_cache()
-    tokens.set_cache_enabled(True)
-    yield
-    tokens.clear_cache()
-    tokens.set_cache_enabled(True)
+pytestmark = pytest.mark.usefixtures("fresh_token_cache")
 
 
 @pytest.fixture(scope="module")

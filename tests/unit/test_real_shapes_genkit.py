@@ -14,18 +14,12 @@ from typing import Any
 import pytest
 from dotpromptz import DataArgument, Dotprompt
 
-from needle_action.assemble import isolate, render_case
+from needle_action.assemble import render_case
 from needle_action.assemble.roles import trim_blank_lines
 from needle_action.config import Config, PromptConfig
 from needle_action.errors import TemplateError
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "real_shapes" / "genkit"
-
-
-@pytest.fixture(autouse=True)
-def in_process(monkeypatch):
-    """Render here, not in the render worker (a unit test starts no process)."""
-    monkeypatch.setattr(isolate, "available", lambda: False)
 
 
 @pytest.fixture

@@ -13,16 +13,10 @@ from pathlib import Path
 
 import pytest
 
-from needle_action.assemble import isolate, load_fixture, render_case
+from needle_action.assemble import load_fixture, render_case
 from needle_action.config import Config, PromptConfig
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "real_shapes" / "promptflow"
-
-
-@pytest.fixture(autouse=True)
-def in_process(monkeypatch):
-    """Render here, not in the render worker (a unit test starts no process)."""
-    monkeypatch.setattr(isolate, "available", lambda: False)
 
 
 def _render(tmp_path: Path, template: str):

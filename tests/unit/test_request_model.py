@@ -8,6 +8,7 @@ import pytest
 
 from needle_action.assemble import ContextSlot, Message, RenderedPrompt, RequestShapeError
 from needle_action.toolformats import item_line, to_anthropic_tools, to_openai_tools
+from tests.samples import weather_agent
 
 WEATHER_OPENAI = {
     "type": "function",
@@ -25,29 +26,10 @@ WEATHER = {
 
 
 def agent_prompt(**extra) -> RenderedPrompt:
-    return RenderedPrompt(
-        system="You are terse.",
-        messages=(
-            Message("user", "Weather in Paris?"),
-            Message(
-                "assistant",
-                (
-                    {"type": "text", "text": "Let me look."},
-                    {"type": "tool_use", "id": "toolu_1", "name": "get_weather", "input": {"city": "Paris"}},
-                ),
-            ),
-            Message(
-                "user",
-                (
-                    {"type": "tool_result", "tool_use_id": "toolu_1", "content": "12 C, rain"},
-                    {"type": "text", "text": "Summarise."},
-                ),
-            ),
-        ),
-        tools=(WEATHER,),
-        tool_choice={"type": "auto"},
-        params={"thinking": {"type": "enabled", "budget_tokens": 2048}},
-        **extra,
+    result = {"type": "tool_result", "tool_use_id": "toolu_1", "content": "12 C, rain"}
+    thinking = {"thinking": {"type": "enabled", "budget_tokens": 2048}}
+    return weather_agent(
+        (result, {"type": "text", "text": "Summarise."}), (WEATHER,), params=thinking, **extra
     )
 
 
