@@ -68,3 +68,11 @@ def known_param(name: str) -> bool:
 
 
 __all__ = ["ANTHROPIC_PARAMS", "OPENAI_PARAMS", "PROVIDER_NAMES", "ProviderName", "known_param"]
+
+# needle styles (docs/needles.md); the two that change how a trial is built or counted are named
+NeedleStyle = Literal[
+    "codeword", "sentence", "distractors", "multihop", "custom", "gold", "nonlexical", "absent"
+]
+NEEDLE_STYLES: tuple[NeedleStyle, ...] = typing.get_args(NeedleStyle)
+GOLD_STYLE: NeedleStyle = "gold"  # the fixture's own gold item moved among its other items
+ABSENT_STYLE: NeedleStyle = "absent"  # its cells count abstentions: the answer is not in the context

@@ -29,6 +29,7 @@ from pydantic import (
 from needle_action import __version__
 from needle_action.config.model import LOOK_ALIKE_STYLES, Growth, parse_growth
 from needle_action.errors import ConfigError
+from needle_action.names import ABSENT_STYLE
 
 SCHEMA_VERSION = 2  # 2: pooled verdicts (status "partial", alpha is family-wise, min_drop the power target)
 
@@ -44,7 +45,6 @@ Diagnosis = Literal[
     "mixed-failure",
     "hallucination",
 ]
-ABSENT_STYLE = "absent"  # its cells count abstentions: a hit says the answer is not in the context
 
 
 def has_look_alikes(style: str, distractors: int) -> bool:

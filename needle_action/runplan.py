@@ -32,6 +32,7 @@ from needle_action.assemble.fixtures import load_fixture
 from needle_action.assemble.render import render_case
 from needle_action.config.model import Config, PromptConfig
 from needle_action.errors import ConfigError
+from needle_action.names import GOLD_STYLE
 from needle_action.paths import relative
 from needle_action.providers.pricing import estimate_cost, price_of
 from needle_action.recall.cache import ResultCache
@@ -187,7 +188,7 @@ def stored_source(
     fixture_path = config.recall_fixture(prompt)
     fixture = relative(config.root, fixture_path, resolved=True) if fixture_path is not None else None
     keys = None
-    if "gold" in prompt.recall.styles and fixture_path is not None:
+    if GOLD_STYLE in prompt.recall.styles and fixture_path is not None:
         keys = answer_keys(load_fixture(fixture_path))
     content = render_case(config, prompt, fixture_path).content_hash()
     digest = settings_hash(

@@ -45,6 +45,7 @@ from needle_action.compare.models import (
     RecallSide,
     StyleLine,
 )
+from needle_action.names import GOLD_STYLE
 from needle_action.recall import (
     CellKey,
     Decision,
@@ -316,8 +317,8 @@ def _paired_styles(hr: RecallResult, br: RecallResult) -> tuple[set[str], bool]:
     """(the needle styles both comparable sides ran, whether gold was left out of them because
     the fixture's answer changed: another quantity, judged against the threshold alone)."""
     both = set(hr.style_names()) & set(br.style_names())
-    if "gold" in both and _gold_target(br) != _gold_target(hr):
-        both.discard("gold")
+    if GOLD_STYLE in both and _gold_target(br) != _gold_target(hr):
+        both.discard(GOLD_STYLE)
         return both, True
     return both, False
 
@@ -458,7 +459,7 @@ def _fill_cells(rc: RecallComparison, hr: RecallResult, br: RecallResult | None,
 
 def _gold_target(r: RecallResult) -> str:
     """The expected answer the gold cells scored against (the fixture's ``expected``, as shown)."""
-    return " / ".join(sorted({a.needle for c in r.cells if c.style == "gold" for a in c.answers}))
+    return " / ".join(sorted({a.needle for c in r.cells if c.style == GOLD_STYLE for a in c.answers}))
 
 
 def _key(c: RecallCell) -> StyledKey:

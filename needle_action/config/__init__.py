@@ -10,7 +10,6 @@ from needle_action.config.loader import FIXTURE_SUFFIXES, load_config
 from needle_action.config.model import (
     DEFAULT_DEPTHS,
     LOOK_ALIKE_STYLES,
-    NEEDLE_STYLES,
     PROVIDERS,
     Config,
     FileAccess,
@@ -22,6 +21,7 @@ from needle_action.config.model import (
     RecallSettings,
     parse_growth,
 )
+from needle_action.names import NEEDLE_STYLES
 
 __all__ = [
     "DEFAULT_DEPTHS",

@@ -25,11 +25,11 @@ from __future__ import annotations
 import difflib
 import re
 from pathlib import Path
-from typing import Annotated, Any, Literal, Self, get_args
+from typing import Annotated, Any, Literal, Self
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
 
-from needle_action.names import PROVIDER_NAMES, ProviderName
+from needle_action.names import NEEDLE_STYLES, PROVIDER_NAMES, NeedleStyle, ProviderName
 from needle_action.paths import is_visible
 
 DEFAULT_DEPTHS = [0.0, 0.25, 0.5, 0.75, 1.0]
@@ -92,10 +92,6 @@ class NeedleSpec(Strict):
     answer: str = "{value}"
 
 
-NeedleStyle = Literal[
-    "codeword", "sentence", "distractors", "multihop", "custom", "gold", "nonlexical", "absent"
-]
-NEEDLE_STYLES: tuple[str, ...] = get_args(NeedleStyle)
 # styles that take generated look-alikes (gold moves the user's own items, multihop brings its own
 # decoys, custom needles have no subject to vary)
 LOOK_ALIKE_STYLES = ("codeword", "sentence", "distractors", "nonlexical", "absent")

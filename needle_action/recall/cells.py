@@ -12,9 +12,10 @@ from __future__ import annotations
 import functools
 from dataclasses import dataclass, field
 
+from needle_action.names import ABSENT_STYLE
 from needle_action.recall import stats
 from needle_action.recall.prefix import Mark
-from needle_action.results import ABSENT_STYLE, RecallAnswer, RecallCell
+from needle_action.results import RecallAnswer, RecallCell
 
 LOST_RETRIES = 1  # a trial whose call exhausted its retries is asked once more before it is lost
 

@@ -26,6 +26,7 @@ from needle_action.assemble.fixtures import load_fixture
 from needle_action.assemble.render import render_case
 from needle_action.config.model import Config, PromptConfig
 from needle_action.errors import ProviderUnavailable
+from needle_action.names import GOLD_STYLE
 from needle_action.paths import relative
 from needle_action.providers.base import Provider
 from needle_action.providers.registry import import_ahead, make_provider
@@ -302,7 +303,7 @@ def _plan_prompt(
 
     # reuse before any counting: an unchanged prompt costs no model call and no tokenizer call
     keys = None
-    if "gold" in prompt.recall.styles and fixture_path is not None:  # not rendered, yet decide the result
+    if GOLD_STYLE in prompt.recall.styles and fixture_path is not None:  # not rendered, yet decide the result
         keys = answer_keys(load_fixture(fixture_path))
     content = base.content_hash()
     digest = settings_hash(

@@ -36,6 +36,7 @@ from needle_action.assemble import RenderedPrompt, render_case
 from needle_action.assemble.recorded import prompt_variables
 from needle_action.config import Config, PromptConfig
 from needle_action.errors import TemplateError
+from needle_action.names import GOLD_STYLE
 from needle_action.recall.filler import repo_passages, scrub, split_paragraphs
 from needle_action.recall.gold_hay import GoldHay
 from needle_action.recall.placement import Placer
@@ -135,7 +136,7 @@ class HaystackBuilder:
         )
         repo_items = self._units.items(repo, len(own))
         self._fixed_units = self._units.units(own + repo_items)
-        if "gold" in recall.styles:
+        if GOLD_STYLE in recall.styles:
             self._prepare_gold(prompt_where(self.config, self.prompt), repo_items)
 
     def _prepare_gold(self, config_where: dict[str, Any], repo_items: list[Any]) -> None:
@@ -252,7 +253,7 @@ class HaystackBuilder:
         (its first trial built), else None: a prompt built in code gets them in one batch ahead."""
         reference = reference or needle
         depth = min(1.0, max(0.0, float(depth)))
-        gold = needle.style == "gold"
+        gold = needle.style == GOLD_STYLE
         stream_key = trial if gold else SHARED_STREAM
         with self._lock:
             words = self._layout.get((size, depth, reference.style, reference.key, stream_key))
@@ -263,7 +264,7 @@ class HaystackBuilder:
 
     def _build(self, size: int, depth: float, needle: Needle, trial: int, reference: Needle) -> Trial:
         depth = min(1.0, max(0.0, float(depth)))
-        gold = needle.style == "gold"
+        gold = needle.style == GOLD_STYLE
         stream_key: int | str = trial if gold else SHARED_STREAM
         stream = self._stream(stream_key, gold=gold)
         key: CellKey = (size, depth, reference.style, reference.key, stream_key)

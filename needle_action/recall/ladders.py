@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from needle_action.names import GOLD_STYLE
 from needle_action.providers.base import Breakpoint
 from needle_action.providers.pricing import price_of
 from needle_action.recall.cells import CellRun
@@ -23,7 +24,7 @@ def ladder(plan: PromptPlan, cell: CellRun) -> LadderKey:
     """The prefix ladder CELL belongs to: its plan's cells of its size over the same hay. Gold
     trials' hay is the fixture's context without the gold item, so their text before the needle
     differs from the other styles' and they climb a ladder of their own."""
-    return id(plan), cell.size, cell.style == "gold"
+    return id(plan), cell.size, cell.style == GOLD_STYLE
 
 
 class Ladders:

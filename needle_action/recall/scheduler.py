@@ -56,6 +56,7 @@ from dataclasses import dataclass, field
 
 from needle_action.config.model import RecallSettings
 from needle_action.errors import ProviderUnavailable
+from needle_action.names import GOLD_STYLE
 from needle_action.providers.base import Completion
 from needle_action.providers.pricing import price_of
 from needle_action.providers.retry import RequestRejected, RetriesExhausted
@@ -207,11 +208,8 @@ class Scheduler:
         ):
             return None
         if getattr(plan.provider, "sequential", False):  # the embedded model: prefix.py
-            return (
-                sequential_order(needed, self._prompt_rank[plan.name], cell.size, cell.depth, index),
-                index,
-                needed,
-            )
+            prompt_rank, own_hay = self._prompt_rank[plan.name], cell.style == GOLD_STYLE
+            return sequential_order(needed, prompt_rank, cell.size, cell.depth, index, own_hay), index, needed
         rank = -cell.depth if plan.cached(self.marks) else cell.depth  # a size's writer is its deepest cell
         key = (0, index, rank) if needed else (1, index - horizon, rank)
         return key, index, needed

@@ -32,6 +32,7 @@ import re
 from dataclasses import dataclass
 
 from needle_action.config import RecallSettings
+from needle_action.names import GOLD_STYLE
 from needle_action.recall.probes.absent import DEFAULT_ABSTAIN_PHRASES, abstained
 from needle_action.recall.probes.lexical import contains, normalise
 from needle_action.recall.probes.needle import Needle
@@ -106,7 +107,7 @@ def judge(
             pattern=settings.abstain_regex,
         )
         return Judgement(hit, confused)
-    if needle.style == "gold":
+    if needle.style == GOLD_STYLE:
         hit = _gold_hit(answer_text, needle)
     else:
         hit = _value_hit(answer_text, needle, settings)

@@ -25,6 +25,14 @@ def test_trials_go_prompt_by_prompt_deepest_cell_first_a_cells_trials_together()
     assert {p for p, *_ in order[6:]} == {"b_prompt"}  # never interleaved: the KV state is one prompt's
 
 
+def test_gold_trials_go_trial_by_trial_each_trials_depths_deepest_first():
+    # a gold trial orders the fixture's other documents its own way, the same at every depth: it
+    # shares its text with its own other depths, not with the cell's other trials
+    grid = list(itertools.product(["p"], [640], [0.0, 0.5, 1.0], [0, 1]))
+    order = sorted(grid, key=lambda g: sequential_order(True, *g, own_hay=True))
+    assert [(d, t) for _, _, d, t in order] == [(1.0, 0), (0.5, 0), (0.0, 0), (1.0, 1), (0.5, 1), (0.0, 1)]
+
+
 def test_needed_trials_come_before_speculative_ones():
     assert sequential_order(True, "z", 2000, 0.0, 5) < sequential_order(False, "a", 100, 1.0, 0)
 

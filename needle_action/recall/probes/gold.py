@@ -37,12 +37,13 @@ from typing import Any
 
 from needle_action.assemble.fixtures import key_line
 from needle_action.errors import ConfigError
+from needle_action.names import GOLD_STYLE
 from needle_action.paths import display_path, read_text
 from needle_action.recall.probes.lexical import contains
 from needle_action.recall.probes.needle import Needle
 
 EXPECTED_KEY = "expected"
-GOLD_KEY = "gold"
+GOLD_KEY = "gold"  # the fixture key naming the gold item
 MAX_PATTERN_CHARS = 500
 _EXPECTED_HINT = (
     """e.g. expected: "14 days", expected: ["14 days", "two weeks"] or expected: {regex: '14\\s*days'}"""
@@ -82,7 +83,7 @@ class Gold:
         """The trial needle: ITEM (a list slot's gold item as the template will show it, else None)
         and TEXT (its text, which locates it in the rendered prompt)."""
         return Needle(
-            style="gold",
+            style=GOLD_STYLE,
             facts=(text,),
             question=self.question,
             answer=self.expected.label,
