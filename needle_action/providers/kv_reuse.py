@@ -7,7 +7,7 @@ token, so the suffix is evaluated in other chunks than a fresh evaluation would 
 floating-point sums come out differently.
 
 So reuse happens only at **fixed split points**. A fresh evaluation processes the prompt in chunks
-of ``n_batch`` tokens from position 0 ([0, 128), [128, 256), ...: ``local_model.SPLIT_TOKENS``).
+of ``n_batch`` tokens from position 0 ([0, 64), [64, 128), ...: ``local_model.SPLIT_TOKENS``).
 We keep the KV state of the common prefix with the previous prompt cut down to a multiple of
 ``n_batch`` (and short of the prompt's last token, whose logits are needed), keyed by those very
 tokens, so the remaining tokens are evaluated in exactly the chunks, at exactly the positions, of a

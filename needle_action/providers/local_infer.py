@@ -18,12 +18,12 @@ from __future__ import annotations
 import contextlib
 import re
 import time
-from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 from needle_action.errors import ProviderUnavailable
 from needle_action.providers.kv_reuse import prepare, prompt_tokens
+from needle_action.providers.local_decode import greedy_line
 from needle_action.providers.local_model import get_llama
 from needle_action.providers.local_text import first_line, has_chat_template, round_ctx, transcript
 
@@ -113,11 +113,9 @@ def _infer(llm: Any, messages: list[dict[str, Any]], max_output: int, reuse_pref
 def _complete_transcript(
     llm: Any, prompt: str, max_output: int, reuse_prefix: bool
 ) -> tuple[str, int, dict[str, Any]]:
-    """(first line of the answer, prompt tokens reused, llama-cpp-python's response) for a base
-    model's transcript. Generation stops once the first non-empty line is complete: the answer is
-    that line, so the tokens after it would be thrown away (the line itself is unchanged)."""
-    from llama_cpp import StoppingCriteriaList  # loaded already: get_llama made LLM
-
+    """(first line of the answer, prompt tokens reused, usage) for a base model's transcript.
+    Generation stops once the first non-empty line is complete: the answer is that line, so the
+    tokens after it would be thrown away (the line itself is unchanged)."""
     tokens = prompt_tokens(llm, prompt)
     if tokens is None:  # the model adds an end-of-sequence token: its own string path, no reuse
         llm.reset()
@@ -126,25 +124,13 @@ def _complete_transcript(
     reused = prepare(llm, tokens) if reuse_prefix else 0
     if not reuse_prefix:
         llm.reset()
-    resp = llm.create_completion(
-        prompt=tokens,
-        max_tokens=max_output,
-        temperature=0.0,
-        seed=0,
-        stopping_criteria=StoppingCriteriaList([_first_line_done(llm, len(tokens))]),
-    )
-    return first_line(resp["choices"][0].get("text") or ""), reused, resp
-
-
-def _first_line_done(llm: Any, n_prompt: int) -> Callable[[Any, Any], bool]:
-    """A stopping criterion: true once the generated text holds a non-empty line and its newline."""
-
-    def done(input_ids: Any, _logits: Any) -> bool:
-        text = llm.detokenize(list(input_ids[n_prompt:])).decode("utf-8", "replace")
-        cut = text.rfind("\n")
-        return cut > 0 and bool(text[:cut].strip())
-
-    return done
+    text, generated = greedy_line(llm, tokens, max_output)
+    usage = {
+        "prompt_tokens": len(tokens),
+        "completion_tokens": generated,
+        "total_tokens": len(tokens) + generated,
+    }
+    return first_line(text), reused, {"usage": usage}
 
 
 def _perf_reset(llm: Any) -> None:

@@ -34,6 +34,7 @@ import subprocess
 import sys
 import tempfile
 import threading
+import time
 from pathlib import Path
 from typing import Any
 
@@ -61,7 +62,61 @@ _WORKER_ENV = (
     "OMP_NUM_THREADS",
     "OMP_WAIT_POLICY",
     "GOMP_SPINCOUNT",
+    "NEEDLE_LOCAL_THREADS",  # llama.cpp's decoding threads (threading_env chooses when unset)
 )
+
+
+# CPUs kept busy by other processes (per CPU) below which the machine counts as idle
+IDLE_LOAD_PER_CPU = 0.35
+SAMPLE_SECONDS = 0.25  # how long others_busy watches the machine
+
+
+def others_busy(seconds: float = SAMPLE_SECONDS) -> float:
+    """How many CPUs other processes kept busy over the next SECONDS (this process not counted):
+    from /proc/stat; elsewhere the 1-minute load average. A load average would still count a
+    compilation that ended a minute ago (the README's install, then the demo), so it is the fallback."""
+    try:
+        before, mine = _cpu_ticks(), _own_ticks()
+        time.sleep(seconds)
+        after, mine_after = _cpu_ticks(), _own_ticks()
+    except (OSError, ValueError, IndexError):
+        return os.getloadavg()[0]
+    busy = (after[0] - before[0]) - (mine_after - mine)
+    return max(0.0, busy / os.sysconf("SC_CLK_TCK") / seconds)
+
+
+def _cpu_ticks() -> tuple[int, int]:
+    """(busy, idle) clock ticks of all CPUs since boot: /proc/stat's first line."""
+    fields = [int(x) for x in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
+    idle = fields[3] + fields[4]  # idle + iowait
+    return sum(fields[:8]) - idle, idle
+
+
+def _own_ticks() -> int:
+    """This process's user + system clock ticks (its threads included)."""
+    fields = Path("/proc/self/stat").read_text().rsplit(")", 1)[1].split()
+    return int(fields[11]) + int(fields[12])
+
+
+SPIN_COUNT = "20000"  # a bounded spin at OpenMP barriers (libgomp's default spins far longer)
+
+
+def threading_env(env: dict[str, str], busy: float, cpus: int) -> dict[str, str]:
+    """llama.cpp's threads for the worker's life, from BUSY (CPUs other processes keep busy) when it
+    starts (docs/decisions.md).
+
+    Idle machine: every CPU decodes, and OpenMP threads spin briefly at each barrier before they
+    sleep (a 578-token prompt 3.4 ms a token, an answer token 19.5 ms, here). Busy machine: half the
+    CPUs decode and the threads wait passively, since a spinning thread takes the core its partner
+    needs (spinning: 10.5 ms a token beside one busy process; passive: 6.0). The user's own
+    ``OMP_WAIT_POLICY`` / ``GOMP_SPINCOUNT`` / ``NEEDLE_LOCAL_THREADS`` win."""
+    out: dict[str, str] = {}
+    idle = busy < IDLE_LOAD_PER_CPU * cpus
+    if "OMP_WAIT_POLICY" not in env and "GOMP_SPINCOUNT" not in env:
+        out["GOMP_SPINCOUNT" if idle else "OMP_WAIT_POLICY"] = SPIN_COUNT if idle else "PASSIVE"
+    if "NEEDLE_LOCAL_THREADS" not in env:
+        out["NEEDLE_LOCAL_THREADS"] = str(cpus if idle else max(1, cpus // 2))
+    return out
 
 
 def describe_exit(returncode: int) -> str:
@@ -92,10 +147,7 @@ class _Process:
         package_root = str(Path(__file__).resolve().parents[2])
         env = {k: os.environ[k] for k in _WORKER_ENV if k in os.environ}
         env["PYTHONPATH"] = os.pathsep.join([package_root, *sys.path])  # the same needle_action as ours
-        if "OMP_WAIT_POLICY" not in env and "GOMP_SPINCOUNT" not in env:
-            # llama.cpp's OpenMP threads spin at every barrier by default: on a busy machine the
-            # spinning thread takes the core its partner needs (measured 5x slower, docs/decisions.md)
-            env["OMP_WAIT_POLICY"] = "PASSIVE"
+        env.update(threading_env(env, others_busy(), os.cpu_count() or 1))
         self.log = tempfile.TemporaryFile()  # noqa: SIM115 - the worker's stderr for its life; stop() closes it
         self.proc = subprocess.Popen(  # noqa: S603 - our own worker module, a fixed argv
             worker_command(),

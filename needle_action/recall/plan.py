@@ -22,6 +22,7 @@ from needle_action.config.model import Config, PromptConfig
 from needle_action.errors import ConfigError
 from needle_action.paths import relative
 from needle_action.providers import specs
+from needle_action.providers.registry import local_n_ctx
 from needle_action.recall.filler import filler_files
 from needle_action.results import SCHEMA_VERSION, SkipKind
 
@@ -36,8 +37,9 @@ HASH_EXCLUDED = {
     "stop_on_no_change",
 }
 # how trials are built: 2 = one filler stream for every trial and depth, the filler amount fixed per
-# cell (issue 12); results (and pools) built the older way are not reused
-HAYSTACK_LAYOUT = 2
+# cell (issue 12); 3 = a gold trial orders the fixture's other items its own way (trials were one
+# prompt when the fixture filled the size); results (and pools) built an older way are not reused
+HAYSTACK_LAYOUT = 3
 # What decides the *answers* a trial gets is less than what decides a result: the seed picks which
 # needles are asked, trials how many, the rest how they are judged. Runs whose pool keys match are
 # samples of the same recall and may be pooled (recall/history.py).
@@ -172,6 +174,9 @@ def _answers_payload(
         "provider_settings": ps.model_dump(mode="json", include={"base_url", "model_path", "n_ctx"})
         if ps
         else None,
+        # the embedded model's window when it is derived from the sizes: its arithmetic (and so an
+        # answer) can differ from one window to another
+        "local_window": local_n_ctx(prompt) if prompt.provider == "local" else None,
         "filler": _filler_digest(config, prompt) if prompt.recall.filler_globs else None,
         "endpoint": specs.endpoint(
             prompt.provider, ps.base_url if ps else None, os.environ if env is None else env

