@@ -22,6 +22,7 @@ from needle_action.config.model import Config, PromptConfig
 from needle_action.errors import ConfigError
 from needle_action.paths import relative
 from needle_action.providers import specs
+from needle_action.providers.local_model import SPLIT_TOKENS
 from needle_action.providers.registry import local_n_ctx
 from needle_action.recall.filler import filler_files
 from needle_action.results import SCHEMA_VERSION, SkipKind
@@ -174,9 +175,9 @@ def _answers_payload(
         "provider_settings": ps.model_dump(mode="json", include={"base_url", "model_path", "n_ctx"})
         if ps
         else None,
-        # the embedded model's window when it is derived from the sizes: its arithmetic (and so an
-        # answer) can differ from one window to another
-        "local_window": local_n_ctx(prompt) if prompt.provider == "local" else None,
+        # the embedded model's window (when derived from the sizes) and evaluation chunk: its
+        # arithmetic, and so an answer, can differ from one to another
+        "local_window": [local_n_ctx(prompt), SPLIT_TOKENS] if prompt.provider == "local" else None,
         "filler": _filler_digest(config, prompt) if prompt.recall.filler_globs else None,
         "endpoint": specs.endpoint(
             prompt.provider, ps.base_url if ps else None, os.environ if env is None else env
