@@ -51,11 +51,10 @@ from needle_action.providers.base import Breakpoint, Completion
 from needle_action.providers.local_model import N_CTX_TRAIN, model_path
 from needle_action.providers.local_probe import ensure_probed
 from needle_action.providers.local_text import first_line, has_chat_template, round_ctx, transcript
-from needle_action.providers.local_worker import ModelWorker, worker_for
+from needle_action.providers.local_worker import TRACE_ENV, ModelWorker, worker_for
 
 DEFAULT_MODEL = "gemma-3-270m"
 DEFAULT_N_CTX = 4096
-TRACE_ENV = "NEEDLE_LOCAL_TRACE"  # set (to anything but "" or "0"): one line per call on stderr
 ANSWERS_KEPT = 512  # answers remembered per provider for a prompt asked again word for word
 __all__ = [  # the prompt-text helpers live in local_text (the worker imports them); named here too
     "DEFAULT_MODEL",

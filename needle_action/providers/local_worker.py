@@ -47,6 +47,7 @@ MAX_RESTARTS = 2  # fresh workers tried for one request after a crash; then the 
 # start, load and one answer: only a hung worker takes this long (a 32K-token prompt on a busy
 # 2-core machine takes ~20 min)
 ANSWER_SECONDS = 3600.0
+TRACE_ENV = "NEEDLE_LOCAL_TRACE"  # set (to anything but "" or "0"): one line per call on stderr
 MODULE = "needle_action.providers.local_serve"  # the worker's entry point; how tests and `ps` find it
 # what the worker needs from the parent's environment: nothing secret
 _WORKER_ENV = (
@@ -147,7 +148,11 @@ class _Process:
         package_root = str(Path(__file__).resolve().parents[2])
         env = {k: os.environ[k] for k in _WORKER_ENV if k in os.environ}
         env["PYTHONPATH"] = os.pathsep.join([package_root, *sys.path])  # the same needle_action as ours
-        env.update(threading_env(env, others_busy(), os.cpu_count() or 1))
+        threads = threading_env(env, others_busy(), os.cpu_count() or 1)
+        env.update(threads)
+        if os.environ.get(TRACE_ENV, "") not in ("", "0"):
+            chosen = " ".join(f"{k}={v}" for k, v in sorted(threads.items())) or "as the environment says"
+            print(f"local: model worker threads: {chosen}", file=sys.stderr, flush=True)
         self.log = tempfile.TemporaryFile()  # noqa: SIM115 - the worker's stderr for its life; stop() closes it
         self.proc = subprocess.Popen(  # noqa: S603 - our own worker module, a fixed argv
             worker_command(),
