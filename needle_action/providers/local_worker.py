@@ -70,19 +70,23 @@ _WORKER_ENV = (
 # CPUs kept busy by other processes (per CPU) below which the machine counts as idle
 IDLE_LOAD_PER_CPU = 0.35
 SAMPLE_SECONDS = 0.25  # how long others_busy watches the machine
+SPIN_COUNT = "20000"  # a bounded spin at OpenMP barriers (libgomp's default spins far longer)
 
 
 def others_busy(seconds: float = SAMPLE_SECONDS) -> float:
-    """How many CPUs other processes kept busy over the next SECONDS (this process not counted):
-    from /proc/stat; elsewhere the 1-minute load average. A load average would still count a
-    compilation that ended a minute ago (the README's install, then the demo), so it is the fallback."""
+    """How many CPUs other processes kept busy over the next SECONDS: from /proc/stat, without this
+    process and its children (the render and builder workers building the next trials are needle's
+    own work, not a neighbour's); elsewhere the 1-minute load average. A load average would still
+    count a compilation that ended a minute ago (the README's install, then the demo)."""
     try:
-        before, mine = _cpu_ticks(), _own_ticks()
+        before, mine = _cpu_ticks(), _family_ticks()
         time.sleep(seconds)
-        after, mine_after = _cpu_ticks(), _own_ticks()
+        after, mine_after = _cpu_ticks(), _family_ticks()
     except (OSError, ValueError, IndexError):
         return os.getloadavg()[0]
-    busy = (after[0] - before[0]) - (mine_after - mine)
+    ours = sum(mine_after.get(pid, 0) - ticks for pid, ticks in mine.items())
+    ours += sum(ticks for pid, ticks in mine_after.items() if pid not in mine)
+    busy = (after[0] - before[0]) - ours
     return max(0.0, busy / os.sysconf("SC_CLK_TCK") / seconds)
 
 
@@ -93,13 +97,20 @@ def _cpu_ticks() -> tuple[int, int]:
     return sum(fields[:8]) - idle, idle
 
 
-def _own_ticks() -> int:
-    """This process's user + system clock ticks (its threads included)."""
-    fields = Path("/proc/self/stat").read_text().rsplit(")", 1)[1].split()
-    return int(fields[11]) + int(fields[12])
-
-
-SPIN_COUNT = "20000"  # a bounded spin at OpenMP barriers (libgomp's default spins far longer)
+def _family_ticks() -> dict[int, int]:
+    """User + system clock ticks of this process and each of its live descendants, by pid."""
+    stats: dict[int, tuple[int, int]] = {}  # pid -> (parent, ticks)
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            with contextlib.suppress(OSError, ValueError, IndexError):  # a process that just ended
+                fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+                stats[int(entry.name)] = (int(fields[1]), int(fields[11]) + int(fields[12]))
+    family, grew = {os.getpid()}, True
+    while grew:
+        more = {pid for pid, (parent, _) in stats.items() if parent in family} - family
+        family |= more
+        grew = bool(more)
+    return {pid: stats[pid][1] for pid in family if pid in stats}
 
 
 def threading_env(env: dict[str, str], busy: float, cpus: int) -> dict[str, str]:
