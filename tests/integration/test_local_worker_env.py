@@ -8,7 +8,7 @@ import subprocess
 import sys
 import time
 
-from needle_action.providers.local_worker import others_busy
+from needle_action.providers.local_worker import _family_ticks, others_busy
 
 
 def test_others_busy_sees_another_busy_process():
@@ -29,13 +29,26 @@ def test_others_busy_sees_another_busy_process():
         os.kill(neighbour, signal.SIGKILL)
 
 
-def test_others_busy_leaves_out_needles_own_children():
-    # the render and builder workers building the next trials are needle's own work
+def test_needles_own_children_are_family_and_a_neighbour_is_not():
+    # the render and builder workers building the next trials are needle's own work: others_busy
+    # takes the family's ticks out of the machine's
     spin = "import time\nend = time.time() + 5\nwhile time.time() < end: pass"
     child = subprocess.Popen([sys.executable, "-c", spin])
+    started = subprocess.run(
+        ["sh", "-c", f'{sys.executable} -c "$0" >/dev/null 2>&1 & echo $!', spin],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    neighbour = int(started.stdout.strip())
     try:
-        time.sleep(0.3)
-        assert others_busy(0.5) < 0.9  # the child's whole CPU is not counted (0.9: a shared machine)
+        time.sleep(0.5)
+        family = _family_ticks()
+        assert os.getpid() in family
+        assert child.pid in family
+        assert family[child.pid] > 0  # it has been spinning
+        assert neighbour not in family
     finally:
         child.kill()
         child.wait()
+        os.kill(neighbour, signal.SIGKILL)
