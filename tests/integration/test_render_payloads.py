@@ -79,9 +79,11 @@ TEMPLATES = {
     ),
     "output 20 MB": ("{% for i in range(100000) %}{{ 'x' * 1000 }}{% endfor %}", "output grew", 1),
     "memory": (
-        "{% set ns = namespace(l=[]) %}\n{% for i in range(2000) %}{% set ns.l = ns.l + [('x' * 1000000) ~ i] %}"
+        "{% set ns = namespace(l=[]) %}\n{% for i in range(2000) %}{% set ns.l = ns.l + [('x' * 10000000) ~ i] %}"
         "{% endfor %}{{ ns.l|length }}",
-        "memory",
+        # the memory cap, or on a loaded machine the 5 s timer first: both end the render with a
+        # clear error within the bound (test_ordinary_renders_still_work_after_a_payload checks the cap)
+        ("memory", "longer than"),
         2,
     ),
     "batch": ("{{ [1]|batch(10**9, 'x')|list }}", "|batch", 1),
@@ -119,14 +121,14 @@ def run_budget(project: Path) -> dict:
     return json.loads(out.stdout)
 
 
-def _check(r: dict, words: str, line: int | None) -> None:
+def _check(r: dict, words: str | tuple[str, ...], line: int | None) -> None:
     assert r["code"] == 2, r
     assert "Traceback" not in r["stderr"] + r["stdout"], r["stderr"]
     first = r["stderr"].splitlines()[0]
     where = r"prompts/p\.j2:\d+:" if line is None else f"prompts/p.j2:{line}:"
     assert first.startswith("error: "), first
     assert (line is None and "prompts/p.j2" in first) or first.startswith(f"error: {where}"), first
-    assert words in first, first
+    assert any(w in first for w in ((words,) if isinstance(words, str) else words)), first
     assert r["seconds"] <= MAX_SECONDS, r["seconds"]
     assert r["rss_mb"] <= MAX_RSS_MB, r["rss_mb"]
 
