@@ -173,9 +173,39 @@ def test_ordinary_renders_still_work_after_a_payload(tmp_path):
 
     project = _project(tmp_path, TEMPLATES["memory"][0])
     config = load_config(project / "needle.toml")
-    with pytest.raises(TemplateError, match="memory"):
+    # the cap or, on a loaded machine, the timer: either way the worker is replaced
+    with pytest.raises(TemplateError, match=r"memory|longer than"):
         render_case(config, config.prompts["p"], None)
     (project / "prompts" / "p.j2").write_text("system:\nBe brief.\nuser:\n{{ 'ok' }}")
     rendered = render_case(config, config.prompts["p"], None)
     assert rendered.system == "Be brief."
     assert rendered.messages[0].content == "ok"
+
+
+_CAPPED_RENDER = """
+import signal, sys
+from pathlib import Path
+from needle_action.assemble import isolate
+from needle_action.assemble.template import render_raw
+from needle_action.errors import TemplateError
+isolate._limit_memory()
+signal.alarm(0)  # no timer: only the memory cap can end this render
+try:
+    render_raw(Path(sys.argv[1]), [], "prompts/p.j2", {}, file="prompts/p.j2")
+except TemplateError as exc:
+    print(exc.message)
+"""
+
+
+def test_the_memory_cap_ends_a_render_that_outgrows_it(tmp_path):
+    """The render worker's address-space cap turns an allocation spree into a clear error.
+
+    Run as the worker runs (the same cap), without its timer, so a slow machine cannot let the
+    timer answer first: only the cap can stop this payload.
+    """
+    project = _project(tmp_path, TEMPLATES["memory"][0])
+    out = subprocess.run(
+        [sys.executable, "-c", _CAPPED_RENDER, str(project)], capture_output=True, text=True, timeout=300
+    )
+    assert out.returncode == 0, out.stderr
+    assert "768 MB of memory" in out.stdout, out.stdout + out.stderr
