@@ -24,7 +24,7 @@ from typing import Any
 from needle_action.errors import ProviderUnavailable
 from needle_action.providers.kv_reuse import prepare, prompt_tokens
 from needle_action.providers.local_decode import greedy_line
-from needle_action.providers.local_model import get_llama
+from needle_action.providers.local_model import get_llama, loads
 from needle_action.providers.local_text import first_line, has_chat_template, round_ctx, transcript
 
 _TOO_LONG = re.compile(r"Requested tokens \((\d+)\) exceed context window of (\d+)")
@@ -55,7 +55,7 @@ def complete(request: dict[str, Any]) -> dict[str, Any]:
     while True:
         try:
             answer = _infer(llm, messages, max_output, bool(request["reuse_prefix"]))
-            return {**answer, "n_ctx": window.n_ctx, "max_ctx": window.max_ctx}
+            return {**answer, "n_ctx": window.n_ctx, "max_ctx": window.max_ctx, "loads": loads()}
         except ValueError as exc:
             m = _TOO_LONG.search(str(exc))
             if not m:
@@ -69,6 +69,13 @@ def complete(request: dict[str, Any]) -> dict[str, Any]:
                 ) from None
             window.n_ctx = min(window.max_ctx, round_ctx(needed))
             llm = get_llama(window.n_ctx, path)
+
+
+def load(request: dict[str, Any]) -> dict[str, Any]:
+    """Load ``model_path`` with a window of ``n_ctx`` now (the parent asks while it counts budgets,
+    so the first answer does not wait for it); returns ``loads`` so far."""
+    get_llama(int(request["n_ctx"]), request["model_path"])
+    return {"loads": loads()}
 
 
 def _fit(llm: Any, window: Window, path: str, messages: list[dict[str, Any]], max_output: int) -> Any:

@@ -39,6 +39,12 @@ INSTALL_HINT = 'pip install "needle-action[local]" (llama-cpp-python compiles fr
 
 _lock = threading.Lock()
 _models: dict[str, tuple[int, Any]] = {}  # model file -> (n_ctx, Llama)
+_loads = [0]  # models loaded by this process: a call that finds it 1 did not pay for a load
+
+
+def loads() -> int:
+    """How many times this process loaded a model (a window change loads it again)."""
+    return _loads[0]
 
 
 def cache_dir() -> Path:
@@ -191,4 +197,5 @@ def get_llama(n_ctx: int, path: Path | str | None = None) -> Any:
             verbose=False,
         )
         _models[resolved] = (int(n_ctx), llm)
+        _loads[0] += 1
         return llm

@@ -3,7 +3,8 @@
 Reads pickled requests from stdin and writes pickled answers to its real stdout (fd 1 is pointed at
 stderr, so llama.cpp's prints cannot corrupt them), one at a time, until its input closes (the
 parent exited or stopped it). Requests: ``("ping", None)``, ``("info", None)`` (llama-cpp-python's
-version and ``llama_print_system_info()``), ``("complete", request)`` (:func:`.local_infer.complete`).
+version and ``llama_print_system_info()``), ``("load", request)`` (:func:`.local_infer.load`: the
+model, before the first answer), ``("complete", request)`` (:func:`.local_infer.complete`).
 Answers: ``("ok", dict)`` or ``("error", class name, message, hint)``.
 
 Only the standard library and :mod:`needle_action.errors` are imported up front: the worker starts
@@ -22,7 +23,8 @@ from needle_action.errors import NeedleError, ProviderUnavailable
 
 
 def build_info() -> dict[str, Any]:
-    """llama-cpp-python's version and the CPU features compiled into its llama.cpp."""
+    """llama-cpp-python's version, the CPU features compiled into its llama.cpp, and how many times
+    this worker loaded a model."""
     try:
         import llama_cpp
     except ImportError:
@@ -31,7 +33,9 @@ def build_info() -> dict[str, Any]:
         ) from None
     raw = llama_cpp.llama_print_system_info()
     text = raw.decode("utf-8", "replace") if isinstance(raw, bytes) else str(raw)
-    return {"version": getattr(llama_cpp, "__version__", ""), "system_info": text.strip()}
+    from needle_action.providers.local_model import loads  # llama_cpp is imported already
+
+    return {"version": getattr(llama_cpp, "__version__", ""), "system_info": text.strip(), "loads": loads()}
 
 
 def answer(request: tuple[Any, ...]) -> tuple[Any, ...]:
@@ -42,10 +46,11 @@ def answer(request: tuple[Any, ...]) -> tuple[Any, ...]:
             return ("ok", {"pid": os.getpid()})
         if kind == "info":
             return ("ok", build_info())
-        if kind == "complete":
+        if kind in ("load", "complete"):
             from needle_action.providers import local_infer  # llama.cpp: loaded on first use
 
-            return ("ok", local_infer.complete(payload))
+            run = local_infer.load if kind == "load" else local_infer.complete
+            return ("ok", run(payload))
         return ("error", "ProviderUnavailable", f"unknown request {kind!r}", None)
     except NeedleError as exc:
         return ("error", type(exc).__name__, exc.message, exc.hint)

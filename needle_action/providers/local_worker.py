@@ -35,6 +35,7 @@ import sys
 import tempfile
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -221,6 +222,7 @@ class ModelWorker:
         self._proc: _Process | None = None
         self._info: dict[str, Any] | None = None
         self._lock = threading.Lock()
+        self._setup: threading.Thread | None = None  # start_soon's thread
 
     @property
     def pid(self) -> int | None:
@@ -232,6 +234,25 @@ class ModelWorker:
         if self._info is None:
             self._info = self.request("info")
         return self._info
+
+    def start_soon(self, setup: Callable[[], object]) -> None:
+        """Run SETUP (start the worker, self-test, load the model) in a background thread, once per
+        worker and before its first request: the caller goes on (budgets are counted meanwhile), and
+        :meth:`wait_started` waits for it. SETUP's errors are not raised there: the first real
+        request meets the same cause (a crash is recorded in ``failure`` / ``crashes``)."""
+        with self._lock:
+            if self._setup is not None or self._proc is not None or self.failure is not None:
+                return
+            self._setup = threading.Thread(
+                target=_quietly, args=(setup,), name="needle-model-start", daemon=True
+            )
+            self._setup.start()
+
+    def wait_started(self) -> None:
+        """Wait for :meth:`start_soon`'s SETUP, if one runs (a no-op from its own thread)."""
+        setup = self._setup
+        if setup is not None and setup is not threading.current_thread():
+            setup.join()
 
     def request(
         self, kind: str, payload: dict[str, Any] | None = None, *, timeout: float = ANSWER_SECONDS
@@ -295,6 +316,11 @@ class ModelWorker:
             if self._proc is not None:
                 self._proc.stop()
                 self._proc = None
+
+
+def _quietly(setup: Callable[[], object]) -> None:
+    with contextlib.suppress(Exception):  # the first real request meets the same error, and reports it
+        setup()
 
 
 def _crash_error(returncode: int, restarts: int) -> ProviderUnavailable:

@@ -59,6 +59,21 @@ def make_provider(
     return cls(chosen, settings, n_ctx=local_n_ctx(prompt_settings))
 
 
+def prestart(prompts: Iterable[PromptSettings]) -> None:
+    """Start, in the background, what the first recall call of PROMPTS would wait for: the embedded
+    model's worker and its model load (each model file and window once). HTTP providers need none."""
+    from needle_action.providers.local import LocalProvider
+
+    seen: set[tuple[str | None, int]] = set()
+    for prompt in prompts:
+        if prompt.provider != "local" or not prompt.recall.enabled:
+            continue
+        provider = make_provider(prompt, model=prompt.model, provider=prompt.provider)
+        if isinstance(provider, LocalProvider) and (provider.model_path, provider.n_ctx) not in seen:
+            seen.add((provider.model_path, provider.n_ctx))
+            provider.prestart()
+
+
 def _provider_class(name: str) -> Callable[..., Provider]:
     """The class named in the provider's spec, imported now (each SDK is slow to import)."""
     module, _, attr = SPECS[name].factory.partition(":")

@@ -6,6 +6,7 @@ tested in tests/e2e/test_local_crash.py."""
 from __future__ import annotations
 
 import sys
+import threading
 
 import pytest
 
@@ -93,3 +94,31 @@ def test_the_real_worker_is_reused_and_exits_when_its_input_closes(worker):
     worker.close()  # the end of its input: it exits by itself
     assert proc.returncode == 0
     assert worker.pid is None
+
+
+def test_start_soon_runs_its_setup_in_the_background_and_requests_wait_for_it(worker):
+    started = threading.Event()
+    release = threading.Event()
+    seen: list[int] = []
+
+    def setup() -> None:
+        seen.append(worker.request("ping")["pid"])
+        started.set()
+        release.wait(10)
+
+    worker.start_soon(setup)
+    assert started.wait(30)  # the caller went on while the worker started
+    worker.start_soon(lambda: seen.append(-1))  # once per worker: a second setup is ignored
+    release.set()
+    worker.wait_started()
+    assert worker.request("ping")["pid"] == seen[0]  # the same process answers: started once
+    assert seen == [seen[0]]
+
+
+def test_a_failing_setup_is_quiet_and_the_first_request_meets_the_cause(worker, monkeypatch):
+    monkeypatch.setattr(local_worker, "worker_command", lambda: _dies_of("SIGSEGV"))
+    worker.start_soon(lambda: worker.request("ping"))
+    worker.wait_started()  # the setup's ProviderUnavailable stays in its thread
+    assert worker.crashes == ["SIGSEGV"] * (MAX_RESTARTS + 1)
+    with pytest.raises(ProviderUnavailable, match="SIGSEGV"):
+        worker.request("ping")
