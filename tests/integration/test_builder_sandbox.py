@@ -107,7 +107,7 @@ def test_a_hostile_builder_finds_no_canary_and_writes_nowhere(checkout):
             folder,
         )
     finally:
-        home_config.unlink()
+        home_config.unlink(missing_ok=True)
     assert run.returncode == 0, run.stderr
     rendered = json.loads(run.stdout)
     found = json.loads(rendered["messages"][0]["content"].removeprefix("Q? "))
