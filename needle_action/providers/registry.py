@@ -61,17 +61,15 @@ def make_provider(
 
 def prestart(prompts: Iterable[PromptSettings]) -> None:
     """Start, in the background, what the first recall call of PROMPTS would wait for: the embedded
-    model's worker and its model load (each model file and window once). HTTP providers need none."""
+    model's worker and its model load (once per model file: the first prompt's window, as the
+    engine's provider for that file has). HTTP providers need none."""
     from needle_action.providers.local import LocalProvider
 
-    seen: set[tuple[str | None, int]] = set()
     for prompt in prompts:
-        if prompt.provider != "local" or not prompt.recall.enabled:
-            continue
-        provider = make_provider(prompt, model=prompt.model, provider=prompt.provider)
-        if isinstance(provider, LocalProvider) and (provider.model_path, provider.n_ctx) not in seen:
-            seen.add((provider.model_path, provider.n_ctx))
-            provider.prestart()
+        if prompt.provider == "local" and prompt.recall.enabled:
+            provider = make_provider(prompt, model=prompt.model, provider=prompt.provider)
+            if isinstance(provider, LocalProvider):
+                provider.prestart()  # a no-op for a model file whose worker started already
 
 
 def _provider_class(name: str) -> Callable[..., Provider]:

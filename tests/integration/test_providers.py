@@ -16,7 +16,7 @@ from needle_action.providers.anthropic import AnthropicProvider
 from needle_action.providers.local import LocalProvider
 from needle_action.providers.openai_compat import OpenAICompatProvider, is_openai_cloud
 from needle_action.providers.ratelimit import AdaptiveLimit
-from needle_action.providers.registry import local_n_ctx, make_provider
+from needle_action.providers.registry import local_n_ctx, make_provider, prestart
 from needle_action.providers.retry import RequestRejected
 from tests.fakes.anthropic_server import Faults
 from tests.fakes.openai_server import FakeOpenAI
@@ -430,3 +430,17 @@ def test_openai_connection_errors_never_show_credentials_in_the_base_url():
     assert "user" not in shown
     assert shown == "http://127.0.0.1:8080/v1"
     assert _without_credentials("https://api.example.com/v1") == "https://api.example.com/v1"
+
+
+def test_prestart_starts_the_embedded_model_only_for_prompts_whose_recall_runs_on_it(monkeypatch):
+    started: list[int] = []
+    monkeypatch.setattr(LocalProvider, "prestart", lambda self: started.append(self.n_ctx))
+    local = PromptSettings(provider="local", tokenizer="local", recall=RecallSettings(sizes=[576]))
+    prestart(
+        [
+            PromptSettings(provider="anthropic"),
+            local.model_copy(update={"recall": RecallSettings(sizes=[576], enabled=False)}),
+            local,
+        ]
+    )
+    assert started == [local_n_ctx(local)]
