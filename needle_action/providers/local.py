@@ -166,8 +166,14 @@ class LocalProvider:
         payload = {"model_path": worker.model_path, "n_ctx": self.n_ctx}
 
         def setup() -> None:
+            started = time.perf_counter()
             ensure_probed(worker, n_ctx=self.n_ctx, bundled=not self.model_path)
             worker.request("load", payload)
+            if self._trace:
+                seconds = time.perf_counter() - started
+                print(
+                    f"local: model worker started and loaded in {seconds:.2f} s", file=sys.stderr, flush=True
+                )
 
         worker.start_soon(setup)
 
