@@ -133,8 +133,9 @@ def _check(r: dict, words: str | tuple[str, ...], line: int | None) -> None:
     assert r["rss_mb"] <= MAX_RSS_MB, r["rss_mb"]
 
 
-# payloads only the render worker's timer can stop take its whole RENDER_SECONDS (5 s): slow tier
-TIMED_OUT = {"macro bomb", "nested range"}
+# payloads only the render worker's timer can stop take its whole RENDER_SECONDS (5 s), and the
+# one that fills the worker's 768 MB takes 2-5 s: slow tier
+TIMED_OUT = {"macro bomb", "nested range", "memory"}
 
 
 @pytest.mark.parametrize(
@@ -165,6 +166,7 @@ def test_a_big_fixture_is_refused_before_it_is_read(tmp_path):
     assert r["stderr"].startswith("error: fx.yaml:")
 
 
+@pytest.mark.slow  # fills the worker's 768 MB first
 def test_ordinary_renders_still_work_after_a_payload(tmp_path):
     """The worker that ran out of time or memory is replaced; the next prompt renders normally."""
     from needle_action.assemble.render import render_case
@@ -197,6 +199,7 @@ except TemplateError as exc:
 """
 
 
+@pytest.mark.slow  # fills 768 MB
 def test_the_memory_cap_ends_a_render_that_outgrows_it(tmp_path):
     """The render worker's address-space cap turns an allocation spree into a clear error.
 
