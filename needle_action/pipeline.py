@@ -6,6 +6,7 @@ Nothing here prints or talks to GitHub: the faces (``cli``, ``action``) do that 
 from __future__ import annotations
 
 import atexit
+import contextlib
 import dataclasses
 import gc
 import time
@@ -17,7 +18,7 @@ from needle_action.assemble import isolate
 from needle_action.assemble.prompt import RenderedPrompt
 from needle_action.assemble.render import render_case
 from needle_action.config.model import Config, PromptConfig
-from needle_action.errors import ConfigError
+from needle_action.errors import ConfigError, NeedleError
 from needle_action.providers.registry import prestart
 from needle_action.providers.specs import missing_key
 from needle_action.recall.engine import CacheArg, RecallJob, run_recall_jobs
@@ -142,6 +143,13 @@ def run_recall(
     return results
 
 
+def _prestart_models(prompts: Callable[[], list[PromptConfig]]) -> None:
+    """Let the embedded model load while the budgets are counted. Only a head start: a setting
+    that cannot work (an unknown prompt, ``--trials 0``) is reported by the stage that uses it."""
+    with contextlib.suppress(NeedleError):
+        prestart(prompts())
+
+
 def run_check(
     config: Config,
     *,
@@ -158,8 +166,8 @@ def run_check(
     """Budgets, then recall (unless RECALL is false): what ``needle check`` runs, on either side of
     a comparison, so every planned recall trial runs (no early stopping). AFTER_BUDGET gets the
     results as soon as the budgets are decided (the CLI prints and writes them before recall)."""
-    if recall:  # the embedded model loads while the budgets are counted
-        prestart([effective_prompt(p, overrides) for p in select_prompts(config, only)])
+    if recall:
+        _prestart_models(lambda: [effective_prompt(p, overrides) for p in select_prompts(config, only)])
     results = run_budget(config, baseline=baseline, only=only)
     if after_budget is not None:
         after_budget(results)
@@ -215,8 +223,10 @@ def measure_sides(
     then the recall of all of them through one scheduler, so both sides' calls share one queue and
     one limit and the run takes about as long as one side alone."""
     started = time.perf_counter()
-    if how.recall:  # the embedded model loads while the budgets are counted
-        prestart([effective_prompt(p, how.overrides) for c in configs for p in c.prompts.values()])
+    if how.recall:
+        _prestart_models(
+            lambda: [effective_prompt(p, how.overrides) for c in configs for p in c.prompts.values()]
+        )
     sides = []
     for config in configs:
         sides.append(run_budget(config))

@@ -224,3 +224,13 @@ def test_missing_baseline_file_exits_2(examples, tmp_path):
     result = budget("--config", str(examples / "needle.toml"), "--baseline", str(tmp_path / "nope.json"))
     assert result.exit_code == 2
     assert "results file not found" in result.output
+
+
+def test_a_bad_recall_setting_is_reported_after_the_budget_table(examples):
+    """`needle check` starts the embedded model's load before the budgets; that head start never
+    reports a setting itself: the budget table comes first, then the recall stage's clear error."""
+    r = run_needle(["check", "--config", str(examples / "needle.toml"), "--no-cache", "--trials", "0"])
+    assert r.returncode == 2, r.stderr
+    assert "budget PASS" in r.stdout
+    assert "\nerror: --trials must be at least 1\n" in "\n" + r.stderr, r.stderr
+    assert "Traceback" not in r.stderr
