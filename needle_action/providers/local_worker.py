@@ -223,6 +223,7 @@ class ModelWorker:
         self._info: dict[str, Any] | None = None
         self._lock = threading.Lock()
         self._setup: threading.Thread | None = None  # start_soon's thread
+        self._setup_lock = threading.Lock()
 
     @property
     def pid(self) -> int | None:
@@ -240,7 +241,7 @@ class ModelWorker:
         worker and before its first request: the caller goes on (budgets are counted meanwhile), and
         :meth:`wait_started` waits for it. SETUP's errors are not raised there: the first real
         request meets the same cause (a crash is recorded in ``failure`` / ``crashes``)."""
-        with self._lock:
+        with self._setup_lock:  # not the request lock: the setup holds that one while it loads
             if self._setup is not None or self._proc is not None or self.failure is not None:
                 return
             self._setup = threading.Thread(

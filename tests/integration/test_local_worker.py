@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import sys
 import threading
+import time
 
 import pytest
 
@@ -103,12 +104,15 @@ def test_start_soon_runs_its_setup_in_the_background_and_requests_wait_for_it(wo
 
     def setup() -> None:
         seen.append(worker.request("ping")["pid"])
-        started.set()
-        release.wait(10)
+        with worker._lock:  # noqa: SLF001 - as a request does while the model loads
+            started.set()
+            release.wait(10)
 
     worker.start_soon(setup)
     assert started.wait(30)  # the caller went on while the worker started
-    worker.start_soon(lambda: seen.append(-1))  # once per worker: a second setup is ignored
+    begun = time.monotonic()
+    worker.start_soon(lambda: seen.append(-1))  # once per worker: a second setup is ignored...
+    assert time.monotonic() - begun < 1  # ...at once, not after the loading setup's request
     release.set()
     worker.wait_started()
     assert worker.request("ping")["pid"] == seen[0]  # the same process answers: started once
