@@ -55,7 +55,7 @@ def complete(request: dict[str, Any]) -> dict[str, Any]:
     while True:
         try:
             answer = _infer(llm, messages, max_output, bool(request["reuse_prefix"]))
-            return {**answer, "n_ctx": window.n_ctx, "max_ctx": window.max_ctx, "loads": loads()}
+            return {**answer, "n_ctx": window.n_ctx, "max_ctx": window.max_ctx}
         except ValueError as exc:
             m = _TOO_LONG.search(str(exc))
             if not m:
