@@ -40,7 +40,7 @@ sys.path.insert(0, str(REPO))
 from needle_action.compare import compare  # noqa: E402
 from needle_action.compare.recall import drop_floor, test_styled_groups  # noqa: E402
 from needle_action.config.model import PromptConfig, RecallSettings  # noqa: E402
-from needle_action.errors import EXIT_CHECKS_FAILED  # noqa: E402
+from needle_action.core.errors import EXIT_CHECKS_FAILED  # noqa: E402
 from needle_action.policy import comparison_exit_code  # noqa: E402
 from needle_action.recall.engine import summarize  # noqa: E402
 from needle_action.recall.groups import CellKey, cell_key  # noqa: E402

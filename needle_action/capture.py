@@ -34,9 +34,9 @@ from needle_action import __version__
 from needle_action.assemble import builder as builders
 from needle_action.assemble import render_case
 from needle_action.config.model import Config, PromptConfig
-from needle_action.dataformats import DataError, parse_json
-from needle_action.errors import ConfigError
-from needle_action.paths import display_path, read_text
+from needle_action.core.dataformats import DataError, parse_json
+from needle_action.core.errors import ConfigError
+from needle_action.core.paths import display_path, read_text
 from needle_action.recall.cells import CellRun
 from needle_action.recall.haystack import HaystackBuilder
 from needle_action.recall.plan import RecallOverrides, context_window, effective_prompt, skip_reason

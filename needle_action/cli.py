@@ -2,7 +2,7 @@
 
 Every command loads the threshold file, runs one pipeline function and maps the outcome to an
 exit code: 0 pass, 1 checks failed, 2 config/usage error, 3 provider unavailable.
-A :class:`~needle_action.errors.NeedleError` is printed as ``file:line: message`` with its hint,
+A :class:`~needle_action.core.errors.NeedleError` is printed as ``file:line: message`` with its hint,
 never as a traceback.
 """
 
@@ -26,13 +26,13 @@ from needle_action.compare import compare
 from needle_action.compare.history import from_data_branch, from_folder, trends
 from needle_action.config.loader import load_config
 from needle_action.config.model import Config
+from needle_action.core.errors import EXIT_CONFIG, ConfigError, NeedleError
+from needle_action.core.names import PROVIDER_NAMES
+from needle_action.core.paths import UnsafePath, write_user_file
 from needle_action.doctor import exit_code as doctor_exit_code
 from needle_action.doctor import format_line, run_checks
-from needle_action.errors import EXIT_CONFIG, ConfigError, NeedleError
 from needle_action.flow.comment_body import with_head
 from needle_action.flow.sides import compare_sides, local_settings, measure_pull_request
-from needle_action.names import PROVIDER_NAMES
-from needle_action.paths import UnsafePath, write_user_file
 from needle_action.pipeline import (
     Measure,
     RecallOverrides,

@@ -27,7 +27,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Literal
 
-from needle_action.errors import NeedleError
+from needle_action.core.errors import NeedleError
 from needle_action.providers import local_model
 from needle_action.providers.local_build import PORTABLE_CMAKE_ARGS, installed_version, reinstall_command
 from needle_action.providers.specs import SPECS

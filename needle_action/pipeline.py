@@ -18,7 +18,7 @@ from needle_action.assemble import isolate
 from needle_action.assemble.prompt import RenderedPrompt
 from needle_action.assemble.render import render_case
 from needle_action.config.model import Config, PromptConfig
-from needle_action.errors import ConfigError, NeedleError
+from needle_action.core.errors import ConfigError, NeedleError
 from needle_action.providers.registry import prestart
 from needle_action.providers.specs import missing_key
 from needle_action.recall.engine import CacheArg, RecallJob, run_recall_jobs

@@ -1,6 +1,6 @@
 """Verdict -> exit code: the one policy both faces (the ``needle`` CLI and the action) apply.
 
-0 pass, 1 checks failed, 2 config or usage error (raised as :class:`~needle_action.errors.NeedleError`),
+0 pass, 1 checks failed, 2 config or usage error (raised as :class:`~needle_action.core.errors.NeedleError`),
 3 provider unavailable. A real failure wins over an outage: it is the more useful signal.
 """
 
@@ -10,7 +10,7 @@ from collections.abc import Collection
 from dataclasses import dataclass
 
 from needle_action.compare import Comparison
-from needle_action.errors import EXIT_CHECKS_FAILED, EXIT_OK, EXIT_PROVIDER
+from needle_action.core.errors import EXIT_CHECKS_FAILED, EXIT_OK, EXIT_PROVIDER
 from needle_action.results import Results
 
 

@@ -28,8 +28,8 @@ from pydantic import (
 
 from needle_action import __version__
 from needle_action.config.model import LOOK_ALIKE_STYLES, Growth, parse_growth
-from needle_action.errors import ConfigError
-from needle_action.names import ABSENT_STYLE
+from needle_action.core.errors import ConfigError
+from needle_action.core.names import ABSENT_STYLE
 
 SCHEMA_VERSION = 2  # 2: pooled verdicts (status "partial", alpha is family-wise, min_drop the power target)
 

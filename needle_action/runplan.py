@@ -31,9 +31,9 @@ from typing import Any
 from needle_action.assemble.fixtures import load_fixture
 from needle_action.assemble.render import render_case
 from needle_action.config.model import Config, PromptConfig
-from needle_action.errors import ConfigError
-from needle_action.names import GOLD_STYLE
-from needle_action.paths import relative
+from needle_action.core.errors import ConfigError
+from needle_action.core.names import GOLD_STYLE
+from needle_action.core.paths import relative
 from needle_action.providers.pricing import estimate_cost, price_of
 from needle_action.recall.cache import ResultCache
 from needle_action.recall.groups import CellKey, cell_key, family, planning_group, pooled

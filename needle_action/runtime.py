@@ -25,7 +25,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from needle_action.errors import EXIT_CHECKS_FAILED, NeedleError
+from needle_action.core.errors import EXIT_CHECKS_FAILED, NeedleError
 from needle_action.ordering import edge_order  # re-exported: part of this module's API
 
 if TYPE_CHECKING:  # imported lazily at run time (see _to_rendered)

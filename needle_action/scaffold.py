@@ -19,8 +19,8 @@ from needle_action.assemble.render import referenced_templates, render_case, und
 from needle_action.assemble.sandbox import environment_for
 from needle_action.config.loader import FIXTURE_SUFFIXES
 from needle_action.config.model import Config, PromptConfig, PromptSettings, RecallSettings
-from needle_action.errors import ConfigError, NeedleError
-from needle_action.paths import display_path, is_inside
+from needle_action.core.errors import ConfigError, NeedleError
+from needle_action.core.paths import display_path, is_inside
 from needle_action.toolformats import load_tools
 
 TEMPLATE_SUFFIXES = (".j2", ".jinja", ".jinja2", ".prompty", ".prompt")

@@ -22,9 +22,9 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, NoReturn
 
-from needle_action.dataformats import JSON, DataError, parse_json
-from needle_action.errors import ConfigError, RequestShapeError
-from needle_action.paths import display_path, read_text
+from needle_action.core.dataformats import JSON, DataError, parse_json
+from needle_action.core.errors import ConfigError, RequestShapeError
+from needle_action.core.paths import display_path, read_text
 
 MAX_TOOLS_BYTES = 2_000_000
 _EMPTY_SCHEMA = {"type": "object", "properties": {}}

@@ -28,7 +28,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from needle_action import __version__
-from needle_action.dataformats import JSON
+from needle_action.core.dataformats import JSON
 
 API_VERSION = "2022-11-28"
 _LINK = re.compile(r'<([^>]+)>\s*;\s*rel="([^"]+)"')

@@ -21,7 +21,7 @@ import traceback
 
 from needle_action.action.publish import log, post_from_report, publish
 from needle_action.compare import Comparison, history
-from needle_action.errors import EXIT_CHECKS_FAILED, NeedleError
+from needle_action.core.errors import EXIT_CHECKS_FAILED, NeedleError
 from needle_action.flow import databranch, workflow
 from needle_action.flow.settings import Settings, load_settings, workspace_relative
 from needle_action.flow.sides import compare_sides, measure_pull_request

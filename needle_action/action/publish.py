@@ -15,7 +15,7 @@ from needle_action.action.github import (
     GitHubUnprocessable,
 )
 from needle_action.compare import Comparison
-from needle_action.errors import EXIT_CHECKS_FAILED, EXIT_OK, NeedleError
+from needle_action.core.errors import EXIT_CHECKS_FAILED, EXIT_OK, NeedleError
 from needle_action.flow import workflow
 from needle_action.flow.settings import Settings, workspace_relative
 from needle_action.flow.trust import write_report

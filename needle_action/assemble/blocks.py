@@ -14,8 +14,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from needle_action.dataformats import JSON
-from needle_action.errors import RequestShapeError
+from needle_action.core.dataformats import JSON
+from needle_action.core.errors import RequestShapeError
 
 BLOCK_TYPES = ("text", "tool_use", "tool_result", "document", "image")
 _IMAGE_SOURCES = ("base64", "url")

@@ -42,9 +42,9 @@ from typing import Any
 from needle_action.assemble import builder_sandbox as sandbox
 from needle_action.assemble.prompt import RenderedPrompt
 from needle_action.config.model import Config, PromptConfig
-from needle_action.dataformats import DataError, parse_json
-from needle_action.errors import ConfigError, NeedleError, TemplateError
-from needle_action.pipes import WorkerGone, close_every, receive, send, widen_pipe
+from needle_action.core.dataformats import DataError, parse_json
+from needle_action.core.errors import ConfigError, NeedleError, TemplateError
+from needle_action.core.pipes import WorkerGone, close_every, receive, send, widen_pipe
 
 BUILD_SECONDS = 10.0
 GRACE_SECONDS = 3.0

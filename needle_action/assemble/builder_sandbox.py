@@ -41,8 +41,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from needle_action.errors import ConfigError
-from needle_action.paths import is_inside, is_visible
+from needle_action.core.errors import ConfigError
+from needle_action.core.paths import is_inside, is_visible
 
 UNPRIVILEGED_USER = "nobody"
 PYTHON_ENV = "NEEDLE_BUILDER_PYTHON"

@@ -166,7 +166,7 @@ def serve(settings: dict[str, Any]) -> None:
     finally:
         signal.setitimer(signal.ITIMER_REAL, 0)
     inp = sys.stdin.buffer
-    # deliberately a copy of needle_action.pipes' framing (serve): this file runs as `python -I -c`
+    # deliberately a copy of needle_action.core.pipes' framing (serve): this file runs as `python -I -c`
     # and may import nothing of needle's; tests/unit/test_worker_framing.py holds the two together
     while True:
         header = inp.read(HEADER.size)

@@ -24,8 +24,8 @@ from typing import Any
 
 from needle_action.assemble.blocks import document_block, text_block
 from needle_action.assemble.prompt import SYSTEM_PART, ContextSlot, Message, RenderedPrompt
-from needle_action.dataformats import JSON
-from needle_action.errors import ConfigError
+from needle_action.core.dataformats import JSON
+from needle_action.core.errors import ConfigError
 
 CONTEXT_TOOL_ID = "toolu_needle_context"
 MAX_ITEMS = 5000  # items made into documents: far more than any real context, bounded all the same

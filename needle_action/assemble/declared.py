@@ -25,9 +25,9 @@ from typing import Any
 from needle_action.assemble.blocks import RequestShapeError
 from needle_action.assemble.fixtures import load_fixture
 from needle_action.assemble.wire import anthropic_tool_choice
-from needle_action.dataformats import JSON
-from needle_action.errors import ConfigError, TemplateError
-from needle_action.paths import confine, display_path
+from needle_action.core.dataformats import JSON
+from needle_action.core.errors import ConfigError, TemplateError
+from needle_action.core.paths import confine, display_path
 from needle_action.toolformats import load_tools, to_anthropic_tools
 
 _FILE_REF = re.compile(r"^\s*\$\{file:(.+)\}\s*$")

@@ -39,9 +39,9 @@ from needle_action.assemble.limits import SIZE_HINT
 from needle_action.assemble.prompt import Message, RenderedPrompt, Role
 from needle_action.assemble.roles import trim_blank_lines
 from needle_action.assemble.sandbox import read_template
-from needle_action.dataformats import JSON
-from needle_action.errors import ConfigError, TemplateError
-from needle_action.paths import (
+from needle_action.core.dataformats import JSON
+from needle_action.core.errors import ConfigError, TemplateError
+from needle_action.core.paths import (
     ESCAPE_REASONS,
     HIDDEN_HINT,
     PathEscape,

@@ -1,6 +1,6 @@
 """Fixture files: the variables one case renders with (YAML, JSON or TOML; errors carry their line).
 
-Parsed by :mod:`needle_action.dataformats` (nesting, alias expansion and integer sizes bounded);
+Parsed by :mod:`needle_action.core.dataformats` (nesting, alias expansion and integer sizes bounded);
 files above :data:`MAX_FIXTURE_BYTES` are refused before they are read.
 """
 
@@ -14,9 +14,9 @@ from typing import Any
 
 import yaml
 
-from needle_action.dataformats import JSON, DataError, parse_json, parse_toml, parse_yaml
-from needle_action.errors import ConfigError
-from needle_action.paths import display_path, read_text
+from needle_action.core.dataformats import JSON, DataError, parse_json, parse_toml, parse_yaml
+from needle_action.core.errors import ConfigError
+from needle_action.core.paths import display_path, read_text
 
 # a fixture is the variables of one request: 10 MB is already far beyond any model's context
 # window, and keeps the slowest parser (pure-Python YAML, ~1.3 MB/s) under 10 s

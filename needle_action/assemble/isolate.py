@@ -44,8 +44,8 @@ from typing import Any
 
 from needle_action.assemble.limits import MEMORY_BYTES, SIZE_HINT, RenderLimit
 from needle_action.assemble.template import render_raw
-from needle_action.errors import ConfigError, NeedleError, TemplateError
-from needle_action.pipes import PlainData, WorkerGone, exchange, serve, widen_pipe
+from needle_action.core.errors import ConfigError, NeedleError, TemplateError
+from needle_action.core.pipes import PlainData, WorkerGone, exchange, serve, widen_pipe
 
 RENDER_SECONDS = 5.0
 GRACE_SECONDS = 3.0

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal, NamedTuple
 
 from needle_action.assemble.blocks import RequestShapeError, block_text, blocks_text, check_block, text_block
-from needle_action.dataformats import JSON
+from needle_action.core.dataformats import JSON
 
 Role = Literal["system", "user", "assistant"]
 SYSTEM_PART = -1  # ContextSlot.message for a context held in the system text

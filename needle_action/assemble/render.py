@@ -28,8 +28,8 @@ from needle_action.assemble.roles import split_sections, to_prompt
 from needle_action.assemble.sandbox import read_template
 from needle_action.assemble.template import render_raw
 from needle_action.config.model import Config, PromptConfig
-from needle_action.errors import ConfigError, NeedleError, TemplateError
-from needle_action.paths import confine, display_path, relative
+from needle_action.core.errors import ConfigError, NeedleError, TemplateError
+from needle_action.core.paths import confine, display_path, relative
 
 _FRONT_MATTER_META = ("name", "description", "model")
 

@@ -14,9 +14,9 @@ from needle_action.assemble.context import locate, place
 from needle_action.assemble.declared import Declared, from_config
 from needle_action.assemble.prompt import RenderedPrompt
 from needle_action.config.model import Config, PromptConfig
-from needle_action.dataformats import JSON
-from needle_action.errors import ConfigError, TemplateError
-from needle_action.paths import display_path
+from needle_action.core.dataformats import JSON
+from needle_action.core.errors import ConfigError, TemplateError
+from needle_action.core.paths import display_path
 
 
 def complete(

@@ -20,8 +20,8 @@ from dataclasses import dataclass
 from needle_action.assemble.blocks import RequestShapeError, check_block, text_block
 from needle_action.assemble.prompt import Message, Role
 from needle_action.assemble.sandbox import BLOCKS_CLOSE, BLOCKS_OPEN, CLOSE, OPEN, strip_sentinels
-from needle_action.dataformats import JSON, DataError, parse_json
-from needle_action.errors import TemplateError
+from needle_action.core.dataformats import JSON, DataError, parse_json
+from needle_action.core.errors import TemplateError
 
 _PAD = f"[ \\t\\r{OPEN}{CLOSE}]*"
 _TURN_ROLES: dict[str, Role] = {"user": "user", "assistant": "assistant"}  # a section that is a turn

@@ -35,8 +35,8 @@ from markupsafe import Markup
 from needle_action.assemble import limits
 from needle_action.assemble.blocks import BLOCK_TYPES
 from needle_action.assemble.prompty import split_prompty
-from needle_action.errors import TemplateError
-from needle_action.paths import (
+from needle_action.core.errors import TemplateError
+from needle_action.core.paths import (
     ESCAPE_REASONS,
     PathEscape,
     confined_path,

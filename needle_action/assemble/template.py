@@ -16,8 +16,8 @@ from jinja2.exceptions import SecurityError, TemplateNotFound, TemplateSyntaxErr
 
 from needle_action.assemble.limits import MEMORY_BYTES, SIZE_HINT, RenderLimit
 from needle_action.assemble.sandbox import AccessDenied, RootLoader, environment_for, scrub
-from needle_action.errors import NeedleError, TemplateError
-from needle_action.paths import display_path
+from needle_action.core.errors import NeedleError, TemplateError
+from needle_action.core.paths import display_path
 
 
 # isolate.render repeats this signature on purpose: it is this function's door into the worker

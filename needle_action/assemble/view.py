@@ -20,7 +20,7 @@ import json
 from typing import TYPE_CHECKING, Any
 
 from needle_action.assemble.blocks import block_text
-from needle_action.dataformats import JSON
+from needle_action.core.dataformats import JSON
 
 if TYPE_CHECKING:
     from needle_action.assemble.prompt import Message, RenderedPrompt

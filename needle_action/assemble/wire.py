@@ -26,8 +26,8 @@ from needle_action.assemble.blocks import (
     check_tool_pairs,
     text_block,
 )
-from needle_action.dataformats import JSON, DataError, parse_json
-from needle_action.names import ANTHROPIC_PARAMS, OPENAI_PARAMS, known_param
+from needle_action.core.dataformats import JSON, DataError, parse_json
+from needle_action.core.names import ANTHROPIC_PARAMS, OPENAI_PARAMS, known_param
 from needle_action.toolformats import to_anthropic_tools, to_openai_tools
 
 if TYPE_CHECKING:

@@ -22,8 +22,8 @@ from pathlib import Path
 
 from needle_action.compare.models import PromptTrend, TrendPoint
 from needle_action.compare.recall import drop_floor, same_fingerprint
-from needle_action.dataformats import DataError, parse_json
-from needle_action.errors import ConfigError
+from needle_action.core.dataformats import DataError, parse_json
+from needle_action.core.errors import ConfigError
 from needle_action.recall import stratified_drop_pvalue
 from needle_action.results import RecallResult, Results, load_results
 

@@ -7,7 +7,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from needle_action.names import ABSENT_STYLE
+from needle_action.core.names import ABSENT_STYLE
 from needle_action.results import ReorderDepth
 
 PromptStatus = Literal["new", "deleted", "renamed", "changed", "unchanged"]

@@ -45,7 +45,7 @@ from needle_action.compare.models import (
     RecallSide,
     StyleLine,
 )
-from needle_action.names import GOLD_STYLE
+from needle_action.core.names import GOLD_STYLE
 from needle_action.recall import (
     CellKey,
     Decision,

@@ -21,7 +21,7 @@ from needle_action.config.model import (
     RecallSettings,
     parse_growth,
 )
-from needle_action.names import NEEDLE_STYLES
+from needle_action.core.names import NEEDLE_STYLES
 
 __all__ = [
     "DEFAULT_DEPTHS",

@@ -2,7 +2,7 @@
 
 Three passes, each with its own reason to exist:
 
-1. ``tomllib`` parses the text, through :func:`~needle_action.dataformats.parse_toml` (syntax
+1. ``tomllib`` parses the text, through :func:`~needle_action.core.dataformats.parse_toml` (syntax
    errors carry their line only inside the message, so it is parsed back out; integers beyond
    4,300 digits and deep nesting become errors with a line too);
 2. a small line scanner (:func:`~needle_action.config.toml_lines.scan_lines`) remembers where every
@@ -33,10 +33,10 @@ from needle_action.config.model import PROVIDERS, Config, FileAccess, PromptConf
 from needle_action.config.path_checks import FIXTURE_SUFFIXES, PathChecks
 from needle_action.config.pydantic_errors import Problem, describe, did_you_mean, origin_key
 from needle_action.config.toml_lines import nearest_line, scan_lines
-from needle_action.dataformats import DataError, parse_toml
-from needle_action.errors import ConfigError
-from needle_action.names import known_param
-from needle_action.paths import (
+from needle_action.core.dataformats import DataError, parse_toml
+from needle_action.core.errors import ConfigError
+from needle_action.core.names import known_param
+from needle_action.core.paths import (
     read_text,
 )
 

@@ -29,8 +29,8 @@ from typing import Annotated, Any, Literal, Self
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
 
-from needle_action.names import NEEDLE_STYLES, PROVIDER_NAMES, NeedleStyle, ProviderName
-from needle_action.paths import is_visible
+from needle_action.core.names import NEEDLE_STYLES, PROVIDER_NAMES, NeedleStyle, ProviderName
+from needle_action.core.paths import is_visible
 
 DEFAULT_DEPTHS = [0.0, 0.25, 0.5, 0.75, 1.0]
 # concurrency = "auto" starts here: about a top standard tier's requests cap at 1 s a call

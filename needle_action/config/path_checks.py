@@ -13,10 +13,9 @@ from typing import Any
 from needle_action.config.model import PromptConfig
 from needle_action.config.pydantic_errors import did_you_mean, origin_key
 from needle_action.config.toml_lines import nearest_line, value_line
-from needle_action.dataformats import DataError, parse_json
-from needle_action.errors import ConfigError
-from needle_action.jsonpointer import PointerError, resolve
-from needle_action.paths import (
+from needle_action.core.dataformats import DataError, parse_json
+from needle_action.core.errors import ConfigError
+from needle_action.core.paths import (
     ESCAPE_REASONS,
     HIDDEN_HINT,
     PathEscape,
@@ -27,6 +26,7 @@ from needle_action.paths import (
     read_text,
     relative,
 )
+from needle_action.jsonpointer import PointerError, resolve
 from needle_action.toolformats import load_tools
 
 MAX_REQUEST_BYTES = 20_000_000

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import re
 
-from needle_action.dataformats import TomlErrorAt, toml_error_at
+from needle_action.core.dataformats import TomlErrorAt, toml_error_at
 
 _KEY_SEGMENT = re.compile(r"""\s*(?:([A-Za-z0-9_-]+)|"((?:[^"\\]|\\.)*)"|'([^']*)')\s*""")
 _INLINE_KEY = re.compile(r"([A-Za-z0-9_-]+)\s*=")

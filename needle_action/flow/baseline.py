@@ -24,8 +24,8 @@ from pathlib import Path
 
 from needle_action.config import load_config
 from needle_action.config.model import Config
-from needle_action.errors import NeedleError
-from needle_action.paths import relative_path
+from needle_action.core.errors import NeedleError
+from needle_action.core.paths import relative_path
 from needle_action.results import Results
 
 DUBIOUS = "dubious ownership"

@@ -25,10 +25,10 @@ from needle_action.assemble import builder_sandbox
 from needle_action.capture import measuring_captured
 from needle_action.config.model import Config
 from needle_action.config.trust import without_builders
-from needle_action.errors import ConfigError
+from needle_action.core.errors import ConfigError
+from needle_action.core.paths import PathEscape, check_relative, read_text
 from needle_action.flow.baseline import git
 from needle_action.flow.settings import Settings
-from needle_action.paths import PathEscape, check_relative, read_text
 
 MAX_REQUIREMENTS_BYTES = 1_000_000
 

@@ -37,11 +37,11 @@ from typing import Any
 
 from needle_action import __version__
 from needle_action.compare import history
-from needle_action.errors import ConfigError
+from needle_action.core.errors import ConfigError
+from needle_action.core.paths import relative_path
 from needle_action.flow import workflow
 from needle_action.flow.baseline import BaselineUnavailable, ensure_safe_directory
 from needle_action.flow.settings import Settings
-from needle_action.paths import relative_path
 from needle_action.results import Results
 
 BOT_NAME = "github-actions[bot]"

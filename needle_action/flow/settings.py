@@ -16,9 +16,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from needle_action.errors import ConfigError
-from needle_action.names import PROVIDER_NAMES
-from needle_action.paths import relative
+from needle_action.core.errors import ConfigError
+from needle_action.core.names import PROVIDER_NAMES
+from needle_action.core.paths import relative
 from needle_action.pipeline import Measure
 from needle_action.policy import Policy
 from needle_action.recall.plan import RecallOverrides

@@ -20,7 +20,7 @@ from pathlib import Path
 
 from needle_action.compare import Comparison, compare
 from needle_action.config.model import Config
-from needle_action.errors import ConfigError, NeedleError
+from needle_action.core.errors import ConfigError, NeedleError
 from needle_action.flow import builder_env, databranch, trust, workflow
 from needle_action.flow.baseline import (
     BaselineUnavailable,

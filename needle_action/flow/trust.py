@@ -27,11 +27,18 @@ from pathlib import Path
 from needle_action.config.loader import load_config
 from needle_action.config.model import Config
 from needle_action.config.trust import apply_trust, without_builders
-from needle_action.errors import ConfigError, NeedleError
+from needle_action.core.errors import ConfigError, NeedleError
+from needle_action.core.paths import (
+    PathEscape,
+    UnsafePath,
+    check_inside,
+    ensure_folder,
+    relative_path,
+    write_file,
+)
 from needle_action.flow import workflow
 from needle_action.flow.baseline import git
 from needle_action.flow.settings import Settings
-from needle_action.paths import PathEscape, UnsafePath, check_inside, ensure_folder, relative_path, write_file
 from needle_action.recall.cache import default_cache_path
 
 REPORT_DIR = ".needle-report"

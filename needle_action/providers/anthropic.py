@@ -33,8 +33,8 @@ from anthropic.types.messages import MessageBatchIndividualResponse
 
 from needle_action.assemble import RenderedPrompt
 from needle_action.config import ProviderSettings
-from needle_action.dataformats import JSON
-from needle_action.errors import ConfigError, ProviderUnavailable
+from needle_action.core.dataformats import JSON
+from needle_action.core.errors import ConfigError, ProviderUnavailable
 from needle_action.providers import specs
 from needle_action.providers.anthropic_cache import MAX_BREAKPOINTS, own_markers, split_content
 from needle_action.providers.base import Breakpoint, Completion

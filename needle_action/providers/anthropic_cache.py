@@ -22,7 +22,7 @@ import copy
 from typing import Any
 
 from needle_action.assemble.blocks import block_text
-from needle_action.dataformats import JSON
+from needle_action.core.dataformats import JSON
 from needle_action.providers.base import Breakpoint
 
 MAX_BREAKPOINTS = 4  # cache_control blocks the Messages API accepts per request

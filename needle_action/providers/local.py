@@ -45,8 +45,8 @@ from typing import Any
 
 from needle_action.assemble import RenderedPrompt
 from needle_action.config import ProviderSettings
-from needle_action.dataformats import JSON
-from needle_action.errors import ConfigError, ProviderUnavailable
+from needle_action.core.dataformats import JSON
+from needle_action.core.errors import ConfigError, ProviderUnavailable
 from needle_action.providers.base import Breakpoint, Completion
 from needle_action.providers.local_model import N_CTX_TRAIN, model_path
 from needle_action.providers.local_probe import ensure_probed

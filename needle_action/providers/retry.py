@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from typing import Protocol, TypeVar
 
 from needle_action.config import ProviderSettings
-from needle_action.errors import ProviderUnavailable
+from needle_action.core.errors import ProviderUnavailable
 from needle_action.providers.base import Completion
 from needle_action.providers.ratelimit import AdaptiveLimit
 

@@ -3,7 +3,7 @@
 Everything that needs to know which providers exist reads it from here: the config type
 (``PromptSettings.provider``), the CLI's ``--provider`` choice, the action's ``provider`` input and
 its missing-key check, and :func:`needle_action.providers.registry.make_provider`. Stdlib only.
-The names themselves are :mod:`needle_action.names`, below config, which reads them there.
+The names themselves are :mod:`needle_action.core.names`, below config, which reads them there.
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from needle_action.names import PROVIDER_NAMES, ProviderName
+from needle_action.core.names import PROVIDER_NAMES, ProviderName
 
 
 @dataclass(frozen=True)

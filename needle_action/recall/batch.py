@@ -16,7 +16,7 @@ import hashlib
 from collections import defaultdict
 from pathlib import Path
 
-from needle_action.errors import ConfigError
+from needle_action.core.errors import ConfigError
 from needle_action.providers.base import Breakpoint, Completion
 from needle_action.recall.cells import CellRun
 from needle_action.recall.haystack import Trial, needle_anchor

@@ -20,8 +20,8 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from needle_action.errors import ConfigError
-from needle_action.paths import UnsafePath, refuse_links
+from needle_action.core.errors import ConfigError
+from needle_action.core.paths import UnsafePath, refuse_links
 from needle_action.results import RecallResult
 
 _SQLITE_FILES = ("", "-wal", "-shm", "-journal")

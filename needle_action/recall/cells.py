@@ -12,7 +12,7 @@ from __future__ import annotations
 import functools
 from dataclasses import dataclass, field
 
-from needle_action.names import ABSENT_STYLE
+from needle_action.core.names import ABSENT_STYLE
 from needle_action.recall import stats
 from needle_action.recall.prefix import Mark
 from needle_action.results import RecallAnswer, RecallCell

@@ -25,9 +25,9 @@ from typing import Literal
 from needle_action.assemble.fixtures import load_fixture
 from needle_action.assemble.render import render_case
 from needle_action.config.model import Config, PromptConfig
-from needle_action.errors import ProviderUnavailable
-from needle_action.names import GOLD_STYLE
-from needle_action.paths import relative
+from needle_action.core.errors import ProviderUnavailable
+from needle_action.core.names import GOLD_STYLE
+from needle_action.core.paths import relative
 from needle_action.providers.base import Provider
 from needle_action.providers.registry import import_ahead, make_provider
 from needle_action.recall.batch import run_batch

@@ -25,7 +25,7 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from needle_action.paths import PathEscape, check_relative, is_visible
+from needle_action.core.paths import PathEscape, check_relative, is_visible
 from needle_action.recall.needles import BRIDGE_RE, VALUE_RE
 
 

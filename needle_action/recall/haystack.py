@@ -35,8 +35,8 @@ from typing import Any
 from needle_action.assemble import RenderedPrompt, render_case
 from needle_action.assemble.recorded import prompt_variables
 from needle_action.config import Config, PromptConfig
-from needle_action.errors import TemplateError
-from needle_action.names import GOLD_STYLE
+from needle_action.core.errors import TemplateError
+from needle_action.core.names import GOLD_STYLE
 from needle_action.recall.filler import repo_passages, scrub, split_paragraphs
 from needle_action.recall.gold_hay import GoldHay
 from needle_action.recall.placement import Placer

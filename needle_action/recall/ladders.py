@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from needle_action.names import GOLD_STYLE
+from needle_action.core.names import GOLD_STYLE
 from needle_action.providers.base import Breakpoint
 from needle_action.providers.pricing import price_of
 from needle_action.recall.cells import CellRun

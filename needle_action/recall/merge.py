@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from needle_action.errors import ConfigError
+from needle_action.core.errors import ConfigError
 from needle_action.recall.engine import conclude
 from needle_action.recall.shard import Shard
 from needle_action.results import PromptResult, RecallResult, Results, load_results

@@ -30,7 +30,7 @@ import re
 import string
 
 from needle_action.config import RecallSettings
-from needle_action.errors import ConfigError
+from needle_action.core.errors import ConfigError
 from needle_action.recall.probes.absent import absent
 from needle_action.recall.probes.bank import nonlexical
 from needle_action.recall.probes.families import FAMILIES, LookAlike, look_alikes

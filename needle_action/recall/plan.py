@@ -19,8 +19,8 @@ from typing import Any
 
 from needle_action import __version__
 from needle_action.config.model import Config, PromptConfig
-from needle_action.errors import ConfigError
-from needle_action.paths import relative
+from needle_action.core.errors import ConfigError
+from needle_action.core.paths import relative
 from needle_action.providers import specs
 from needle_action.providers.local_model import SPLIT_TOKENS
 from needle_action.providers.registry import local_n_ctx

@@ -36,7 +36,7 @@ from dataclasses import dataclass, field, replace
 
 from needle_action.assemble import Message, RenderedPrompt
 from needle_action.assemble.blocks import block_text
-from needle_action.dataformats import JSON
+from needle_action.core.dataformats import JSON
 from needle_action.providers.base import Breakpoint
 
 CACHE_TTL_S = 300.0  # Anthropic's default ephemeral cache lives 5 minutes from its last use

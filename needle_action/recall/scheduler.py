@@ -55,8 +55,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from needle_action.config.model import RecallSettings
-from needle_action.errors import ProviderUnavailable
-from needle_action.names import GOLD_STYLE
+from needle_action.core.errors import ProviderUnavailable
+from needle_action.core.names import GOLD_STYLE
 from needle_action.providers.base import Completion
 from needle_action.providers.pricing import price_of
 from needle_action.providers.retry import RequestRejected, RetriesExhausted

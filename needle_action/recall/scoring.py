@@ -32,7 +32,7 @@ import re
 from dataclasses import dataclass
 
 from needle_action.config import RecallSettings
-from needle_action.names import GOLD_STYLE
+from needle_action.core.names import GOLD_STYLE
 from needle_action.recall.probes.absent import DEFAULT_ABSTAIN_PHRASES, abstained
 from needle_action.recall.probes.lexical import contains, normalise
 from needle_action.recall.probes.needle import Needle

@@ -16,7 +16,7 @@ from itertools import islice
 from typing import Any
 
 from needle_action.assemble import RenderedPrompt
-from needle_action.errors import ConfigError
+from needle_action.core.errors import ConfigError
 from needle_action.recall.filler import Passage, generated_passages
 from needle_action.recall.slot import SlotShape
 from needle_action.tokens import TiktokenCounter, TokenCounter

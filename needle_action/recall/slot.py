@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from needle_action.config import Config, PromptConfig
-from needle_action.errors import ConfigError
+from needle_action.core.errors import ConfigError
 from needle_action.recall.filler import scrub
 
 _TITLE_KEYS = {"title", "name", "heading", "subject", "source", "filename", "file", "url", "label", "id"}

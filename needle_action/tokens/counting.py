@@ -33,7 +33,7 @@ from typing import Any, TypeVar
 
 from needle_action.assemble.prompt import RenderedPrompt
 from needle_action.config.model import PromptSettings, ProviderSettings
-from needle_action.errors import ConfigError
+from needle_action.core.errors import ConfigError
 from needle_action.results import TokenCount
 from needle_action.tokens import sections
 from needle_action.tokens.anthropic_counter import AnthropicCounter

@@ -22,7 +22,7 @@ import binascii
 import math
 import struct
 
-from needle_action.dataformats import JSON
+from needle_action.core.dataformats import JSON
 
 ANTHROPIC_MAX_EDGE = 1568
 ANTHROPIC_PIXELS_PER_TOKEN = 750

@@ -14,7 +14,7 @@ from typing import Any
 
 from needle_action.assemble.prompt import RenderedPrompt
 from needle_action.config.model import PromptSettings, ProviderSettings
-from needle_action.errors import ProviderUnavailable, TokenizerError
+from needle_action.core.errors import ProviderUnavailable, TokenizerError
 from needle_action.providers import local_model
 from needle_action.providers.local_text import transcript
 

@@ -22,7 +22,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from needle_action.dataformats import JSON
+from needle_action.core.dataformats import JSON
 from needle_action.tokens.images import (
     ANTHROPIC_MAX_TOKENS,
     OPENAI_MAX_TOKENS,

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from needle_action.errors import ConfigError
+from needle_action.core.errors import ConfigError
 from needle_action.flow import builder_env
 from needle_action.flow.settings import Settings
 from tests.builders import Project

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from needle_action.errors import EXIT_CONFIG
+from needle_action.core.errors import EXIT_CONFIG
 from tests.builders import GitRepo, Project, git
 from tests.fakes.anthropic_server import FakeAnthropic
 from tests.fakes.github_server import FakeGitHub

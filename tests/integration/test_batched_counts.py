@@ -164,7 +164,7 @@ def test_anthropic_counts_run_concurrently(requests, monkeypatch):
 
 
 def test_a_wrong_key_fails_on_the_first_call_not_on_every_request(requests, monkeypatch):
-    from needle_action.errors import ProviderUnavailable
+    from needle_action.core.errors import ProviderUnavailable
     from tests.fakes.anthropic_server import FakeAnthropic
 
     with FakeAnthropic() as fake:

@@ -14,7 +14,7 @@ import pytest
 from needle_action.assemble import builder
 from needle_action.capture import capture, measuring_captured
 from needle_action.config import load_config
-from needle_action.errors import ConfigError
+from needle_action.core.errors import ConfigError
 from needle_action.pipeline import RecallOverrides, run_check
 from tests.builders import Project
 from tests.fakes.anthropic_server import FakeAnthropic

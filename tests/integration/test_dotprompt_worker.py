@@ -10,7 +10,7 @@ import pytest
 from needle_action.assemble import render_case
 from needle_action.assemble.handlebars import MAX_STEPS
 from needle_action.config import Config, PromptConfig, load_config
-from needle_action.errors import TemplateError
+from needle_action.core.errors import TemplateError
 from tests.builders import EXAMPLES, Project
 
 

@@ -219,7 +219,7 @@ def test_overrides_apply_and_invalid_trials_is_a_config_error(tmp_path, fake):
     r = res.prompt("qa").recall
     assert r.seed == 42
     assert all(c.planned_trials == 2 for c in r.cells)
-    from needle_action.errors import ConfigError
+    from needle_action.core.errors import ConfigError
 
     with pytest.raises(ConfigError):
         engine.effective_prompt(load_config(write_project(tmp_path)).prompts["qa"], RecallOverrides(trials=0))

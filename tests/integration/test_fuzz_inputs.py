@@ -27,7 +27,7 @@ from hypothesis import strategies as st
 from needle_action.assemble.fixtures import load_fixture
 from needle_action.assemble.render import render_case
 from needle_action.config import load_config
-from needle_action.errors import NeedleError
+from needle_action.core.errors import NeedleError
 
 EXAMPLES = int(os.environ.get("NEEDLE_FUZZ_EXAMPLES", "40"))
 FUZZ = settings(

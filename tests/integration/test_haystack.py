@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 from needle_action.config import PromptConfig, load_config
-from needle_action.errors import ConfigError, TemplateError
-from needle_action.names import NeedleStyle
+from needle_action.core.errors import ConfigError, TemplateError
+from needle_action.core.names import NeedleStyle
 from needle_action.recall.haystack import HaystackBuilder, SizeTooSmall, Trial
 from needle_action.recall.needles import BRIDGE_RE, VALUE_RE, Needle, make_needle
 from needle_action.tokens import get_counter

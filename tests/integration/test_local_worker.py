@@ -11,7 +11,7 @@ import time
 
 import pytest
 
-from needle_action.errors import ProviderUnavailable
+from needle_action.core.errors import ProviderUnavailable
 from needle_action.providers import local_worker
 from needle_action.providers.local_worker import MAX_RESTARTS, MODULE, ModelWorker
 

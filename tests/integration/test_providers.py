@@ -11,7 +11,7 @@ import pytest
 
 from needle_action.assemble import Message, RenderedPrompt
 from needle_action.config import PromptSettings, ProviderSettings, RecallSettings
-from needle_action.errors import EXIT_PROVIDER, ProviderUnavailable
+from needle_action.core.errors import EXIT_PROVIDER, ProviderUnavailable
 from needle_action.providers.anthropic import AnthropicProvider
 from needle_action.providers.local import LocalProvider
 from needle_action.providers.openai_compat import OpenAICompatProvider, is_openai_cloud
@@ -206,7 +206,7 @@ def test_anthropic_custom_key_env_and_settings_base_url_win(fake_anthropic, monk
 
 
 def test_anthropic_prompt_without_user_turn_is_a_config_error(anthropic_env):
-    from needle_action.errors import ConfigError
+    from needle_action.core.errors import ConfigError
 
     empty = RenderedPrompt(system="only a system text", messages=(), source="prompts/x.j2")
     with pytest.raises(ConfigError) as info:

@@ -171,7 +171,7 @@ def test_ordinary_renders_still_work_after_a_payload(tmp_path):
     """The worker that ran out of time or memory is replaced; the next prompt renders normally."""
     from needle_action.assemble.render import render_case
     from needle_action.config import load_config
-    from needle_action.errors import TemplateError
+    from needle_action.core.errors import TemplateError
 
     project = _project(tmp_path, TEMPLATES["memory"][0])
     config = load_config(project / "needle.toml")
@@ -189,7 +189,7 @@ import signal, sys
 from pathlib import Path
 from needle_action.assemble import isolate
 from needle_action.assemble.template import render_raw
-from needle_action.errors import TemplateError
+from needle_action.core.errors import TemplateError
 isolate._limit_memory()
 signal.alarm(0)  # no timer: only the memory cap can end this render
 try:

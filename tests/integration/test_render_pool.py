@@ -8,7 +8,7 @@ import threading
 import time
 
 from needle_action.assemble import isolate
-from needle_action.pipes import PlainData
+from needle_action.core.pipes import PlainData
 
 
 def test_a_second_worker_starts_in_the_background_and_is_handed_over_once_it_answers():

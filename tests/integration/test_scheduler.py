@@ -9,7 +9,7 @@ import time
 import pytest
 
 from needle_action.config import load_config
-from needle_action.errors import ConfigError
+from needle_action.core.errors import ConfigError
 from needle_action.pipeline import RecallOverrides, run_recall
 from needle_action.recall.engine import RecallJob, run_recall_jobs
 from needle_action.recall.merge import merge

@@ -19,7 +19,7 @@ import tiktoken
 import needle_action.tokens as tokens
 from needle_action.assemble import Message, RenderedPrompt, render_case
 from needle_action.config import PromptSettings, ProviderSettings, load_config
-from needle_action.errors import ProviderUnavailable, TokenizerError
+from needle_action.core.errors import ProviderUnavailable, TokenizerError
 from needle_action.tokens import TiktokenCounter, count_prompts, get_counter, sections
 from needle_action.tokens.openai_chat import TOKENS_PER_MESSAGE, TOKENS_REPLY_PRIMING
 from tests.builders import Project
@@ -335,7 +335,7 @@ def test_anthropic_wrong_key_is_provider_unavailable_and_never_printed(fake, mon
 
 
 def test_anthropic_unknown_model_is_a_config_error(fake, monkeypatch):
-    from needle_action.errors import ConfigError
+    from needle_action.core.errors import ConfigError
 
     fake.point_env(monkeypatch)
     settings = PromptSettings(tokenizer="anthropic", model="claude-nonexistent-1")
@@ -463,7 +463,7 @@ def test_local_counter_is_approximate_for_another_provider(example_cases):
 
 def test_local_counter_without_the_model_package_is_a_setup_error(monkeypatch):
     pytest.importorskip("llama_cpp", reason="needs the [local] extra")
-    from needle_action.errors import EXIT_CONFIG, ProviderUnavailable
+    from needle_action.core.errors import EXIT_CONFIG, ProviderUnavailable
     from needle_action.providers import local_model
     from needle_action.tokens import counting
 

@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from needle_action.errors import ConfigError
+from needle_action.core.errors import ConfigError
 from needle_action.flow import workflow
 from needle_action.flow.settings import input_env_name, load_settings
 

@@ -10,7 +10,7 @@ import pytest
 from needle_action.assemble import load_fixture, render_case, split_messages
 from needle_action.assemble.sandbox import OPEN
 from needle_action.config import Config, PromptConfig
-from needle_action.errors import ConfigError, TemplateError
+from needle_action.core.errors import ConfigError, TemplateError
 from tests import builders
 from tests.builders import Project
 

@@ -78,7 +78,7 @@ def test_a_case_with_a_budget_is_left_alone_and_auto_is_the_only_word_allowed():
 
 def test_a_word_other_than_auto_is_an_error_at_its_line_that_names_auto(tmp_path):
     from needle_action.config.loader import load_config
-    from needle_action.errors import ConfigError
+    from needle_action.core.errors import ConfigError
     from tests.builders import Project
 
     project = Project(tmp_path).template("p/a.j2", "user:\nhi\n")

@@ -247,7 +247,7 @@ def test_json_round_trip():
 
 def test_a_results_file_claiming_more_hits_than_trials_is_a_config_error(tmp_path):
     # hand-edited or corrupt: used to reach the Fisher test and end in a ValueError traceback
-    from needle_action.errors import ConfigError
+    from needle_action.core.errors import ConfigError
     from needle_action.results import load_results
 
     path = tmp_path / "head.json"

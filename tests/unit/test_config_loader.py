@@ -10,7 +10,7 @@ import pytest
 
 from needle_action.config import load_config
 from needle_action.config.toml_lines import scan_lines
-from needle_action.errors import ConfigError
+from needle_action.core.errors import ConfigError
 from tests.builders import Project
 
 

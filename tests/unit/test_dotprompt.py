@@ -22,7 +22,7 @@ from needle_action.assemble import isolate, render_case, sandbox
 from needle_action.assemble.handlebars import MARK, MAX_OUTPUT_CHARS, MAX_STEPS
 from needle_action.assemble.roles import trim_blank_lines
 from needle_action.config import Config, PromptConfig, load_config
-from needle_action.errors import ConfigError, TemplateError
+from needle_action.core.errors import ConfigError, TemplateError
 from needle_action.scaffold import write_starter
 from tests import builders
 from tests.builders import EXAMPLES, Project

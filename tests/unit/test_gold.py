@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from needle_action.assemble import load_fixture
-from needle_action.errors import ConfigError
+from needle_action.core.errors import ConfigError
 from needle_action.recall.probes.gold import Expected, TrialOrders, resolve_gold
 
 DOCS = """question: How long are deleted objects kept?

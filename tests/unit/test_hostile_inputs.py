@@ -9,9 +9,9 @@ import pytest
 
 from needle_action.config import load_config
 from needle_action.config.trust import apply_trust
-from needle_action.dataformats import DataError, parse_json, parse_toml, parse_yaml
-from needle_action.errors import ConfigError, TemplateError
-from needle_action.paths import (
+from needle_action.core.dataformats import DataError, parse_json, parse_toml, parse_yaml
+from needle_action.core.errors import ConfigError, TemplateError
+from needle_action.core.paths import (
     PathEscape,
     UnsafePath,
     check_relative,

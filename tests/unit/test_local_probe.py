@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from needle_action.errors import ProviderUnavailable
+from needle_action.core.errors import ProviderUnavailable
 from needle_action.providers import local_probe
 
 PORTABLE = "CPU : SSE3 = 1 | AVX = 1 | AVX2 = 1 | F16C = 1 | FMA = 1 | "

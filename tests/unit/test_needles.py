@@ -7,8 +7,8 @@ import random
 import pytest
 
 from needle_action.config import NeedleSpec, RecallSettings
-from needle_action.errors import ConfigError
-from needle_action.names import NeedleStyle
+from needle_action.core.errors import ConfigError
+from needle_action.core.names import NeedleStyle
 from needle_action.recall.needles import BRIDGE_RE, VALUE_RE, Needle, make_needle, make_value
 
 STYLES = ("codeword", "sentence", "distractors", "multihop")

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from needle_action.config import RecallSettings, load_config
-from needle_action.errors import ConfigError
+from needle_action.core.errors import ConfigError
 from needle_action.scaffold import write_starter
 from tests.builders import Project, write
 

@@ -9,7 +9,7 @@ import statistics
 import pytest
 
 from needle_action.config import RecallSettings
-from needle_action.names import NeedleStyle
+from needle_action.core.names import NeedleStyle
 from needle_action.recall.needles import VALUE_RE, make_needle
 from needle_action.recall.probes.absent import ABSENT_ANSWER
 from needle_action.recall.probes.families import FAMILIES

@@ -12,7 +12,7 @@ from needle_action.assemble.builder import BuilderSpec, builder_error, call_key
 from needle_action.assemble.recorded import as_rendered
 from needle_action.config import load_config
 from needle_action.config.trust import apply_trust
-from needle_action.errors import ConfigError
+from needle_action.core.errors import ConfigError
 from tests.builders import Project
 
 BODY = {

@@ -17,7 +17,7 @@ from dotpromptz import DataArgument, Dotprompt
 from needle_action.assemble import render_case
 from needle_action.assemble.roles import trim_blank_lines
 from needle_action.config import Config, PromptConfig
-from needle_action.errors import TemplateError
+from needle_action.core.errors import TemplateError
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "real_shapes" / "genkit"
 

@@ -80,7 +80,7 @@ def test_a_nested_chat_history_is_a_slot_recall_can_fill():
 
 
 def test_nested_items_without_text_are_still_an_error():
-    from needle_action.errors import ConfigError
+    from needle_action.core.errors import ConfigError
     from needle_action.recall.slot import detect_shape
 
     with pytest.raises(ConfigError, match="no text field"):

@@ -12,7 +12,7 @@ import pytest
 
 from needle_action.assemble import ContextSlot, render_case
 from needle_action.config import load_config
-from needle_action.errors import ConfigError, TemplateError
+from needle_action.core.errors import ConfigError, TemplateError
 from tests.builders import Project
 
 SEARCH_OPENAI: list[dict[str, Any]] = [

@@ -8,7 +8,7 @@ import random
 
 import pytest
 
-from needle_action.errors import EXIT_PROVIDER, ProviderUnavailable
+from needle_action.core.errors import EXIT_PROVIDER, ProviderUnavailable
 from needle_action.providers.retry import (
     RequestRejected,
     Retry,

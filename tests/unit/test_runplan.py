@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from needle_action.config.model import PromptConfig, RecallSettings
-from needle_action.errors import ConfigError
+from needle_action.core.errors import ConfigError
 from needle_action.runplan import as_json, check_cost, format_plans, one_line, plan_prompt
 
 

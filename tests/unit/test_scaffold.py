@@ -11,7 +11,7 @@ from click.testing import CliRunner
 from needle_action.assemble import render_case
 from needle_action.cli import main
 from needle_action.config import load_config
-from needle_action.errors import ConfigError
+from needle_action.core.errors import ConfigError
 from needle_action.scaffold import CONTEXT_NAMES, guess_var, write_starter
 from tests.builders import write
 

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from needle_action.errors import ConfigError
+from needle_action.core.errors import ConfigError
 from needle_action.flow.settings import input_env_name, load_settings
 
 

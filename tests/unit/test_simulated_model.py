@@ -9,7 +9,7 @@ from itertools import islice
 import pytest
 
 from needle_action.config import RecallSettings
-from needle_action.names import NeedleStyle
+from needle_action.core.names import NeedleStyle
 from needle_action.recall.filler import generated_passages
 from needle_action.recall.needles import VALUE_RE, make_needle
 from needle_action.recall.scoring import score

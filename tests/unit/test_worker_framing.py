@@ -1,5 +1,5 @@
 """The builder worker runs as ``python -I -c <its source>`` and imports nothing of needle's, so it
-restates the frame format of :mod:`needle_action.pipes` (a deliberate copy); this holds the two
+restates the frame format of :mod:`needle_action.core.pipes` (a deliberate copy); this holds the two
 together."""
 
 from __future__ import annotations
@@ -7,8 +7,8 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
-from needle_action import pipes
 from needle_action.assemble import builder_worker
+from needle_action.core import pipes
 
 
 def test_the_builder_worker_frames_messages_as_pipes_does():

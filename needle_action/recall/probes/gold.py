@@ -36,9 +36,9 @@ from pathlib import Path
 from typing import Any
 
 from needle_action.assemble.fixtures import key_line
-from needle_action.errors import ConfigError
-from needle_action.names import GOLD_STYLE
-from needle_action.paths import display_path, read_text
+from needle_action.core.errors import ConfigError
+from needle_action.core.names import GOLD_STYLE
+from needle_action.core.paths import display_path, read_text
 from needle_action.recall.probes.lexical import contains
 from needle_action.recall.probes.needle import Needle
 

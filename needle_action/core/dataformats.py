@@ -12,7 +12,7 @@ Limits: :data:`MAX_DEPTH` levels of nesting, and for YAML :data:`MAX_YAML_VALUES
 alias is expanded. YAML uses PyYAML's pure-Python ``SafeLoader`` on purpose: the C loader is ~15x
 faster but crashes the interpreter (SIGSEGV) on deeply nested flow collections.
 
-Bottom of the import graph: standard library, PyYAML and :mod:`needle_action.paths`. The position
+Bottom of the import graph: standard library, PyYAML and :mod:`needle_action.core.paths`. The position
 parser for ``tomllib``'s messages lives here too (``config.toml_lines`` re-exports it).
 """
 
@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any, NoReturn
 
 import yaml
 
-from needle_action.paths import last_content_line
+from needle_action.core.paths import last_content_line
 
 if TYPE_CHECKING:  # libyaml's marks: an event's start_mark may be one
     from yaml._yaml import Mark as CMark

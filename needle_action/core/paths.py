@@ -15,7 +15,7 @@ against the folder it must stay in. The rules live here once:
   symlink anywhere on the way (``O_NOFOLLOW`` per part, relative to the parent's descriptor), so a
   symlink a pull request committed cannot redirect a write outside the workspace.
 
-Bottom of the import graph: standard library and :mod:`needle_action.errors` only.
+Bottom of the import graph: standard library and :mod:`needle_action.core.errors` only.
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ from collections.abc import Sequence
 from pathlib import Path, PurePosixPath
 from typing import Literal
 
-from needle_action.errors import ConfigError, NeedleError
+from needle_action.core.errors import ConfigError, NeedleError
 
 EscapeKind = Literal["absolute", "parent", "unresolvable", "outside", "hidden", "invalid"]
 
