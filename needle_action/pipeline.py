@@ -15,7 +15,6 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from needle_action.assemble import isolate
-from needle_action.assemble.prompt import RenderedPrompt
 from needle_action.assemble.render import render_case
 from needle_action.config.model import Config, PromptConfig
 from needle_action.core.errors import ConfigError, NeedleError
@@ -25,6 +24,7 @@ from needle_action.recall.engine import CacheArg, RecallJob, run_recall_jobs
 from needle_action.recall.plan import RecallOverrides, effective_prompt
 from needle_action.recall.scheduler import ProgressFactory
 from needle_action.recall.shard import Shard
+from needle_action.request.prompt import RenderedPrompt
 from needle_action.results import PromptResult, Results, SkipKind
 from needle_action.runplan import check_cost, plan_prompt
 from needle_action.tokens import count_prompts

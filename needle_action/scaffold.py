@@ -21,7 +21,7 @@ from needle_action.config.loader import FIXTURE_SUFFIXES
 from needle_action.config.model import Config, PromptConfig, PromptSettings, RecallSettings
 from needle_action.core.errors import ConfigError, NeedleError
 from needle_action.core.paths import display_path, is_inside
-from needle_action.toolformats import load_tools
+from needle_action.request.toolformats import load_tools
 
 TEMPLATE_SUFFIXES = (".j2", ".jinja", ".jinja2", ".prompty", ".prompt")
 FIXTURE_DIR_NAMES = ("fixtures", "fixture", "samples", "testdata", "test_data")

@@ -2,7 +2,7 @@
 
 ``from needle_action.assemble import render_case, RenderedPrompt`` is the way in. The submodules:
 ``prompt`` (the request itself; ``blocks``, ``wire`` and ``view`` its parts; tool formats are
-:mod:`needle_action.toolformats`), ``fixtures``, ``prompty``, ``sandbox`` (the Jinja2 environment,
+:mod:`needle_action.request.toolformats`), ``fixtures``, ``prompty``, ``sandbox`` (the Jinja2 environment,
 the root-confined loader, the data sentinels), ``roles`` (marker splitting) and ``render``.
 
 Only the request types load eagerly: tokens, providers and the runtime library import
@@ -14,7 +14,7 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
-from needle_action.assemble.prompt import ContextSlot, Message, RenderedPrompt, RequestShapeError, Role
+from needle_action.request.prompt import ContextSlot, Message, RenderedPrompt, RequestShapeError, Role
 
 if TYPE_CHECKING:
     from needle_action.assemble.fixtures import load_fixture

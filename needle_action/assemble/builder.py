@@ -2,7 +2,7 @@
 
 The builder gets the fixture's variables as keyword arguments and returns a request body (Anthropic
 Messages or OpenAI chat) or a messages list; :func:`render_built` turns that into the
-:class:`~needle_action.assemble.prompt.RenderedPrompt` every later stage measures. Recall calls it
+:class:`~needle_action.request.prompt.RenderedPrompt` every later stage measures. Recall calls it
 once per trial input with ``context_var`` / ``question_var`` replaced, so the team's real code
 places the haystack.
 
@@ -40,11 +40,11 @@ from pathlib import Path
 from typing import Any
 
 from needle_action.assemble import builder_sandbox as sandbox
-from needle_action.assemble.prompt import RenderedPrompt
 from needle_action.config.model import Config, PromptConfig
 from needle_action.core.dataformats import DataError, parse_json
 from needle_action.core.errors import ConfigError, NeedleError, TemplateError
 from needle_action.core.pipes import WorkerGone, close_every, receive, send, widen_pipe
+from needle_action.request.prompt import RenderedPrompt
 
 BUILD_SECONDS = 10.0
 GRACE_SECONDS = 3.0

@@ -22,10 +22,10 @@ from collections.abc import Iterator
 from dataclasses import replace
 from typing import Any
 
-from needle_action.assemble.blocks import document_block, text_block
-from needle_action.assemble.prompt import SYSTEM_PART, ContextSlot, Message, RenderedPrompt
 from needle_action.core.dataformats import JSON
 from needle_action.core.errors import ConfigError
+from needle_action.request.blocks import document_block, text_block
+from needle_action.request.prompt import SYSTEM_PART, ContextSlot, Message, RenderedPrompt
 
 CONTEXT_TOOL_ID = "toolu_needle_context"
 MAX_ITEMS = 5000  # items made into documents: far more than any real context, bounded all the same

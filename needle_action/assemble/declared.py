@@ -22,13 +22,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from needle_action.assemble.blocks import RequestShapeError
 from needle_action.assemble.fixtures import load_fixture
-from needle_action.assemble.wire import anthropic_tool_choice
 from needle_action.core.dataformats import JSON
 from needle_action.core.errors import ConfigError, TemplateError
 from needle_action.core.paths import confine, display_path
-from needle_action.toolformats import load_tools, to_anthropic_tools
+from needle_action.request.blocks import RequestShapeError
+from needle_action.request.toolformats import load_tools, to_anthropic_tools
+from needle_action.request.wire import anthropic_tool_choice
 
 _FILE_REF = re.compile(r"^\s*\$\{file:(.+)\}\s*$")
 _ENV_REF = re.compile(r"\$\{env:([^}]*)\}")

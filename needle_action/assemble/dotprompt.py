@@ -36,7 +36,6 @@ from needle_action.assemble import handlebars as hbs
 from needle_action.assemble.declared import Declared
 from needle_action.assemble.handlebars import MARK, RenderLimit, Tag
 from needle_action.assemble.limits import SIZE_HINT
-from needle_action.assemble.prompt import Message, RenderedPrompt, Role
 from needle_action.assemble.roles import trim_blank_lines
 from needle_action.assemble.sandbox import read_template
 from needle_action.core.dataformats import JSON
@@ -49,6 +48,7 @@ from needle_action.core.paths import (
     check_relative,
     display_path,
 )
+from needle_action.request.prompt import Message, RenderedPrompt, Role
 
 MAX_PARTIALS = 200
 ROLES: dict[str, Role] = {"system": "system", "user": "user", "model": "assistant"}

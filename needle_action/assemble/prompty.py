@@ -14,10 +14,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from needle_action.assemble.fixtures import load_fixture
-from needle_action.assemble.prompt import Message
 from needle_action.core.dataformats import JSON, DataError, parse_yaml
 from needle_action.core.errors import TemplateError
 from needle_action.core.paths import confine
+from needle_action.request.prompt import Message
 
 _FILE_REF = re.compile(r"\$\{file:(.+)\}")
 

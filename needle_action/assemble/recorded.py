@@ -17,13 +17,13 @@ from pathlib import Path
 from typing import Any
 
 from needle_action.assemble.fixtures import load_fixture
-from needle_action.assemble.prompt import SYSTEM_PART, ContextSlot, RenderedPrompt
-from needle_action.assemble.wire import is_openai_body
 from needle_action.config.model import Config, PromptConfig
 from needle_action.core.dataformats import JSON, DataError, parse_json
 from needle_action.core.errors import ConfigError, TemplateError
 from needle_action.core.paths import confine, display_path, read_text, relative
-from needle_action.jsonpointer import PointerError, parse, resolve, set_value
+from needle_action.request.jsonpointer import PointerError, parse, resolve, set_value
+from needle_action.request.prompt import SYSTEM_PART, ContextSlot, RenderedPrompt
+from needle_action.request.wire import is_openai_body
 
 MAX_REQUEST_BYTES = 20_000_000
 _bodies: dict[tuple[str, int, int], tuple[str, JSON]] = {}

@@ -18,10 +18,8 @@ import jinja2
 from jinja2 import meta as jinja_meta
 
 from needle_action.assemble import isolate
-from needle_action.assemble.blocks import RequestShapeError
 from needle_action.assemble.declared import Declared, from_prompty
 from needle_action.assemble.fixtures import load_fixture
-from needle_action.assemble.prompt import RenderedPrompt
 from needle_action.assemble.prompty import prompty_defaults, split_prompty, with_images
 from needle_action.assemble.request import complete
 from needle_action.assemble.roles import split_sections, to_prompt
@@ -30,6 +28,8 @@ from needle_action.assemble.template import render_raw
 from needle_action.config.model import Config, PromptConfig
 from needle_action.core.errors import ConfigError, NeedleError, TemplateError
 from needle_action.core.paths import confine, display_path, relative
+from needle_action.request.blocks import RequestShapeError
+from needle_action.request.prompt import RenderedPrompt
 
 _FRONT_MATTER_META = ("name", "description", "model")
 

@@ -9,14 +9,14 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from needle_action.assemble.blocks import RequestShapeError
 from needle_action.assemble.context import locate, place
 from needle_action.assemble.declared import Declared, from_config
-from needle_action.assemble.prompt import RenderedPrompt
 from needle_action.config.model import Config, PromptConfig
 from needle_action.core.dataformats import JSON
 from needle_action.core.errors import ConfigError, TemplateError
 from needle_action.core.paths import display_path
+from needle_action.request.blocks import RequestShapeError
+from needle_action.request.prompt import RenderedPrompt
 
 
 def complete(

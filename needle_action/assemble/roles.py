@@ -17,11 +17,11 @@ from bisect import bisect_left
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
-from needle_action.assemble.blocks import RequestShapeError, check_block, text_block
-from needle_action.assemble.prompt import Message, Role
 from needle_action.assemble.sandbox import BLOCKS_CLOSE, BLOCKS_OPEN, CLOSE, OPEN, strip_sentinels
 from needle_action.core.dataformats import JSON, DataError, parse_json
 from needle_action.core.errors import TemplateError
+from needle_action.request.blocks import RequestShapeError, check_block, text_block
+from needle_action.request.prompt import Message, Role
 
 _PAD = f"[ \\t\\r{OPEN}{CLOSE}]*"
 _TURN_ROLES: dict[str, Role] = {"user": "user", "assistant": "assistant"}  # a section that is a turn

@@ -33,7 +33,6 @@ from jinja2.sandbox import ImmutableSandboxedEnvironment, SandboxedEscapeFormatt
 from markupsafe import Markup
 
 from needle_action.assemble import limits
-from needle_action.assemble.blocks import BLOCK_TYPES
 from needle_action.assemble.prompty import split_prompty
 from needle_action.core.errors import TemplateError
 from needle_action.core.paths import (
@@ -43,6 +42,7 @@ from needle_action.core.paths import (
     display_path,
     read_text,
 )
+from needle_action.request.blocks import BLOCK_TYPES
 
 # Private-use code points (Supplementary Private Use Area-A): they bracket every interpolated value
 # in the raw render and are removed before anything leaves the assemble package.

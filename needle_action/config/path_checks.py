@@ -26,8 +26,8 @@ from needle_action.core.paths import (
     read_text,
     relative,
 )
-from needle_action.jsonpointer import PointerError, resolve
-from needle_action.toolformats import load_tools
+from needle_action.request.jsonpointer import PointerError, resolve
+from needle_action.request.toolformats import load_tools
 
 MAX_REQUEST_BYTES = 20_000_000
 FIXTURE_SUFFIXES = (".yaml", ".yml", ".json", ".toml")

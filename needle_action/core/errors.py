@@ -93,8 +93,8 @@ class RequestShapeError(ValueError):
     """A request (or a part of one) that does not have the shape the Messages API accepts.
 
     Not a NeedleError: the caller knows which file the request came from and rewords it as one.
-    It lives here, below both, because the tools-file reader (:mod:`needle_action.toolformats`,
-    used by config) and the request model (:mod:`needle_action.assemble.blocks`) both raise it.
+    It lives here, below both, because the tools-file reader (:mod:`needle_action.request.toolformats`,
+    used by config) and the request model (:mod:`needle_action.request.blocks`) both raise it.
     ``field_path`` names the field (``messages[1].content[0].type``); ``hint`` says what to do."""
 
     def __init__(self, field_path: str, message: str, hint: str | None = None, value: Any = None) -> None:

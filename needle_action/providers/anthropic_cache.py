@@ -21,9 +21,9 @@ from __future__ import annotations
 import copy
 from typing import Any
 
-from needle_action.assemble.blocks import block_text
 from needle_action.core.dataformats import JSON
 from needle_action.providers.base import Breakpoint
+from needle_action.request.blocks import block_text
 
 MAX_BREAKPOINTS = 4  # cache_control blocks the Messages API accepts per request
 EPHEMERAL = {"type": "ephemeral"}

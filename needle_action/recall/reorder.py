@@ -13,10 +13,10 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from needle_action.ordering import edge_order
 from needle_action.recall.cells import CellRun
 from needle_action.recall.haystack import HaystackBuilder
 from needle_action.recall.scheduler import PromptPlan
+from needle_action.request.ordering import edge_order
 from needle_action.results import RecallResult, ReorderDepth
 
 B_ARM = ":edge_order"  # suffix of the B arm's settings hash (batch custom ids stay distinct)

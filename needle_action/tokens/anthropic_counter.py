@@ -7,10 +7,10 @@ from __future__ import annotations
 
 import inspect
 
-from needle_action.assemble.prompt import RenderedPrompt
 from needle_action.config.model import ProviderSettings
 from needle_action.core.dataformats import JSON
 from needle_action.core.errors import ConfigError, NeedleError, ProviderUnavailable
+from needle_action.request.prompt import RenderedPrompt
 
 # What a failed count_tokens call means, first match wins: (the SDK's error classes, our error, the
 # message (``{status}``, ``{model}``, ``{api}``: the API's own message, ``{kind}``), the hint)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Protocol
 
-from needle_action.assemble.prompt import RenderedPrompt
+from needle_action.request.prompt import RenderedPrompt
 
 
 class TokenCounter(Protocol):

@@ -18,8 +18,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import PurePosixPath
 
-from needle_action.assemble.prompt import RenderedPrompt
 from needle_action.config.model import Growth, PromptSettings
+from needle_action.request.prompt import RenderedPrompt
 from needle_action.results import AssembledView, BudgetCase, PromptResult, Results, TokenCount
 
 

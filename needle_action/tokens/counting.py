@@ -31,9 +31,9 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar
 
-from needle_action.assemble.prompt import RenderedPrompt
 from needle_action.config.model import PromptSettings, ProviderSettings
 from needle_action.core.errors import ConfigError
+from needle_action.request.prompt import RenderedPrompt
 from needle_action.results import TokenCount
 from needle_action.tokens import sections
 from needle_action.tokens.anthropic_counter import AnthropicCounter

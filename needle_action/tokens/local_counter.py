@@ -12,11 +12,11 @@ import threading
 from pathlib import Path
 from typing import Any
 
-from needle_action.assemble.prompt import RenderedPrompt
 from needle_action.config.model import PromptSettings, ProviderSettings
 from needle_action.core.errors import ProviderUnavailable, TokenizerError
 from needle_action.providers import local_model
 from needle_action.providers.local_text import transcript
+from needle_action.request.prompt import RenderedPrompt
 
 _vocabs: dict[str, Any] = {}  # gguf path -> llama_cpp.Llama holding the vocabulary only
 _vocabs_lock = threading.Lock()

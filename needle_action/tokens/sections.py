@@ -22,8 +22,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import replace
 
-from needle_action.assemble.prompt import SYSTEM_PART, ContextSlot, Message, RenderedPrompt
 from needle_action.core.dataformats import JSON
+from needle_action.request.prompt import SYSTEM_PART, ContextSlot, Message, RenderedPrompt
 
 SECTIONS = ("system", "tools", "messages", "context", "params")
 PLACEHOLDER = "."  # stands for an emptied context slot: the APIs refuse empty text

@@ -18,9 +18,9 @@ from functools import cache
 import tiktoken
 from tiktoken.model import encoding_name_for_model
 
-from needle_action.assemble.prompt import RenderedPrompt
 from needle_action.core.dataformats import JSON
 from needle_action.core.errors import TokenizerError
+from needle_action.request.prompt import RenderedPrompt
 from needle_action.tokens import tiktoken_cache
 from needle_action.tokens.base import is_claude
 from needle_action.tokens.openai_chat import (  # noqa: F401 - the overheads, re-exported

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from needle_action.assemble.prompt import Message, RenderedPrompt
 from needle_action.providers.anthropic import build_request
 from needle_action.providers.anthropic_cache import own_markers, split_content
 from needle_action.providers.base import Breakpoint
+from needle_action.request.prompt import Message, RenderedPrompt
 
 EPHEMERAL = {"type": "ephemeral"}
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from needle_action.jsonpointer import PointerError, join, nearest_valid, parse, resolve, set_value
+from needle_action.request.jsonpointer import PointerError, join, nearest_valid, parse, resolve, set_value
 
 BODY = {
     "model": "m",

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from needle_action.assemble.prompt import ContextSlot, Message, RenderedPrompt
+from needle_action.request.prompt import ContextSlot, Message, RenderedPrompt
 from needle_action.tokens.sections import (
     PLACEHOLDER,
     SECTIONS,

@@ -19,19 +19,19 @@ import copy
 import json
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from needle_action.assemble.blocks import (
+from needle_action.core.dataformats import JSON, DataError, parse_json
+from needle_action.core.names import ANTHROPIC_PARAMS, OPENAI_PARAMS, known_param
+from needle_action.request.blocks import (
     RequestShapeError,
     block_text,
     check_block,
     check_tool_pairs,
     text_block,
 )
-from needle_action.core.dataformats import JSON, DataError, parse_json
-from needle_action.core.names import ANTHROPIC_PARAMS, OPENAI_PARAMS, known_param
-from needle_action.toolformats import to_anthropic_tools, to_openai_tools
+from needle_action.request.toolformats import to_anthropic_tools, to_openai_tools
 
 if TYPE_CHECKING:
-    from needle_action.assemble.prompt import Message, RenderedPrompt, Role
+    from needle_action.request.prompt import Message, RenderedPrompt, Role
 
     Kinds = tuple[type[Message], type[RenderedPrompt]]
 

@@ -19,11 +19,11 @@ from __future__ import annotations
 import json
 from typing import TYPE_CHECKING, Any
 
-from needle_action.assemble.blocks import block_text
 from needle_action.core.dataformats import JSON
+from needle_action.request.blocks import block_text
 
 if TYPE_CHECKING:
-    from needle_action.assemble.prompt import Message, RenderedPrompt
+    from needle_action.request.prompt import Message, RenderedPrompt
 
 
 def pretty(value: Any) -> str:

@@ -2,9 +2,9 @@
 
 The canonical form is the Anthropic Messages request, held as plain JSON-able data: the system as
 text blocks, the tools and tool choice, messages whose content is a string or content blocks
-(:mod:`~needle_action.assemble.blocks`), and the request parameters passed through unchanged.
+(:mod:`~needle_action.request.blocks`), and the request parameters passed through unchanged.
 :meth:`RenderedPrompt.to_anthropic_body` and :meth:`RenderedPrompt.to_openai_body` give the wire
-bodies (:mod:`~needle_action.assemble.wire`); :meth:`RenderedPrompt.from_body` reads either back.
+bodies (:mod:`~needle_action.request.wire`); :meth:`RenderedPrompt.from_body` reads either back.
 
 Lives apart from the rendering modules so that tokens, recall and providers can share it without
 importing Jinja2 machinery.
@@ -17,8 +17,8 @@ import json
 from dataclasses import dataclass, field
 from typing import Any, Literal, NamedTuple
 
-from needle_action.assemble.blocks import RequestShapeError, block_text, blocks_text, check_block, text_block
 from needle_action.core.dataformats import JSON
+from needle_action.request.blocks import RequestShapeError, block_text, blocks_text, check_block, text_block
 
 Role = Literal["system", "user", "assistant"]
 SYSTEM_PART = -1  # ContextSlot.message for a context held in the system text
@@ -192,7 +192,7 @@ class RenderedPrompt:
 
     def view(self, collapse_context: bool = False) -> str:
         """The labelled human view (``needle render``, the assembled-prompt diff)."""
-        from needle_action.assemble.view import request_view
+        from needle_action.request.view import request_view
 
         return request_view(self, collapse_context=collapse_context)
 
@@ -204,14 +204,14 @@ class RenderedPrompt:
 
     def to_anthropic_body(self, model: str, max_tokens: int) -> JSON:
         """The exact Anthropic Messages request body."""
-        from needle_action.assemble.wire import anthropic_body
+        from needle_action.request.wire import anthropic_body
 
         return anthropic_body(self, model, max_tokens)
 
     def to_openai_body(self, model: str, max_tokens: int) -> JSON:
         """The OpenAI chat completions body: tools as functions, assistant ``tool_calls``,
         ``role: "tool"`` messages, documents as text."""
-        from needle_action.assemble.wire import openai_body
+        from needle_action.request.wire import openai_body
 
         return openai_body(self, model, max_tokens)
 
@@ -219,13 +219,13 @@ class RenderedPrompt:
     def from_body(cls, body: JSON, *, source: str = "") -> RenderedPrompt:
         """An Anthropic Messages body or an OpenAI chat body (detected) as a RenderedPrompt;
         a bad shape raises :class:`RequestShapeError` naming the field."""
-        from needle_action.assemble.wire import from_body
+        from needle_action.request.wire import from_body
 
         return from_body(body, (Message, cls), source=source)
 
     def validate(self) -> RenderedPrompt:
         """Self, if every block is well formed and every tool_result follows its tool_use."""
-        from needle_action.assemble.blocks import check_tool_pairs
+        from needle_action.request.blocks import check_tool_pairs
 
         for i, m in enumerate(self.messages):
             if not isinstance(m.content, str):
