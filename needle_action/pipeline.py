@@ -14,8 +14,8 @@ from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from needle_action.assemble import isolate
 from needle_action.assemble.render import render_case
+from needle_action.assemble.templates import isolate
 from needle_action.config.model import Config, PromptConfig
 from needle_action.core.errors import ConfigError, NeedleError
 from needle_action.providers.registry import prestart

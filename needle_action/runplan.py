@@ -28,8 +28,8 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from needle_action.assemble.fixtures import load_fixture
 from needle_action.assemble.render import render_case
+from needle_action.assemble.templates.fixtures import load_fixture
 from needle_action.config.model import Config, PromptConfig
 from needle_action.core.errors import ConfigError
 from needle_action.core.names import GOLD_STYLE

@@ -13,10 +13,10 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from needle_action.assemble.fixtures import load_fixture
-from needle_action.assemble.prompty import split_prompty
 from needle_action.assemble.render import referenced_templates, render_case, undeclared_variables
-from needle_action.assemble.sandbox import environment_for
+from needle_action.assemble.templates.fixtures import load_fixture
+from needle_action.assemble.templates.prompty import split_prompty
+from needle_action.assemble.templates.sandbox import environment_for
 from needle_action.config.loader import FIXTURE_SUFFIXES
 from needle_action.config.model import Config, PromptConfig, PromptSettings, RecallSettings
 from needle_action.core.errors import ConfigError, NeedleError
@@ -170,7 +170,7 @@ def _inspect(found: FoundTemplate, config_dir: Path) -> None:
     try:
         text = found.path.read_text(encoding="utf-8")
         if found.path.suffix.lower() == ".prompt":  # Dotprompt: Handlebars, variables from its schema
-            from needle_action.assemble.dotprompt import template_variables
+            from needle_action.assemble.templates.dotprompt import template_variables
 
             names, found.has_sample = template_variables(text, found.rel)
             _guess(found, names)

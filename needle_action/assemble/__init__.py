@@ -17,20 +17,20 @@ from typing import TYPE_CHECKING, Any
 from needle_action.request.prompt import ContextSlot, Message, RenderedPrompt, RequestShapeError, Role
 
 if TYPE_CHECKING:
-    from needle_action.assemble.fixtures import load_fixture
     from needle_action.assemble.render import referenced_templates, render_case, undeclared_variables
-    from needle_action.assemble.roles import split_messages
-    from needle_action.assemble.sandbox import PromptEnvironment, RootLoader, environment_for
+    from needle_action.assemble.templates.fixtures import load_fixture
+    from needle_action.assemble.templates.roles import split_messages
+    from needle_action.assemble.templates.sandbox import PromptEnvironment, RootLoader, environment_for
 
 _LAZY = {
-    "load_fixture": "needle_action.assemble.fixtures",
+    "load_fixture": "needle_action.assemble.templates.fixtures",
     "render_case": "needle_action.assemble.render",
     "undeclared_variables": "needle_action.assemble.render",
     "referenced_templates": "needle_action.assemble.render",
-    "split_messages": "needle_action.assemble.roles",
-    "environment_for": "needle_action.assemble.sandbox",
-    "PromptEnvironment": "needle_action.assemble.sandbox",
-    "RootLoader": "needle_action.assemble.sandbox",
+    "split_messages": "needle_action.assemble.templates.roles",
+    "environment_for": "needle_action.assemble.templates.sandbox",
+    "PromptEnvironment": "needle_action.assemble.templates.sandbox",
+    "RootLoader": "needle_action.assemble.templates.sandbox",
 }
 
 

@@ -16,7 +16,7 @@ import threading
 from pathlib import Path
 from typing import Any
 
-from needle_action.assemble.fixtures import load_fixture
+from needle_action.assemble.templates.fixtures import load_fixture
 from needle_action.config.model import Config, PromptConfig
 from needle_action.core.dataformats import JSON, DataError, parse_json
 from needle_action.core.errors import ConfigError, TemplateError

@@ -1,10 +1,10 @@
 """Templates + fixtures -> the exact request the application would send (:class:`RenderedPrompt`).
 
 Templates and fixtures come from pull requests, so they are treated as hostile: they render in the
-sandbox of :mod:`~needle_action.assemble.sandbox` (confined to the config root, data marked with
+sandbox of :mod:`~needle_action.assemble.templates.sandbox` (confined to the config root, data marked with
 sentinels), role markers are honoured only when they are template text
-(:mod:`~needle_action.assemble.roles`), and whatever a template raises becomes a ``TemplateError``
-at the template line that raised it (:mod:`~needle_action.assemble.template`), never a traceback.
+(:mod:`~needle_action.assemble.templates.roles`), and whatever a template raises becomes a ``TemplateError``
+at the template line that raised it (:mod:`~needle_action.assemble.templates.raw`), never a traceback.
 """
 
 from __future__ import annotations
@@ -17,14 +17,14 @@ from typing import Any
 import jinja2
 from jinja2 import meta as jinja_meta
 
-from needle_action.assemble import isolate
-from needle_action.assemble.declared import Declared, from_prompty
-from needle_action.assemble.fixtures import load_fixture
-from needle_action.assemble.prompty import prompty_defaults, split_prompty, with_images
 from needle_action.assemble.request import complete
-from needle_action.assemble.roles import split_sections, to_prompt
-from needle_action.assemble.sandbox import read_template
-from needle_action.assemble.template import render_raw
+from needle_action.assemble.templates import isolate
+from needle_action.assemble.templates.declared import Declared, from_prompty
+from needle_action.assemble.templates.fixtures import load_fixture
+from needle_action.assemble.templates.prompty import prompty_defaults, split_prompty, with_images
+from needle_action.assemble.templates.raw import render_raw
+from needle_action.assemble.templates.roles import split_sections, to_prompt
+from needle_action.assemble.templates.sandbox import read_template
 from needle_action.config.model import Config, PromptConfig
 from needle_action.core.errors import ConfigError, NeedleError, TemplateError
 from needle_action.core.paths import confine, display_path, relative
@@ -44,7 +44,7 @@ def render_case(
 
     Files are read here (confined to the root, out of hidden folders unless ``[files] allow_hidden``
     lists them); the template itself runs in the render worker, bounded in time and memory
-    (:mod:`~needle_action.assemble.isolate`). The result carries the declared tools, tool choice
+    (:mod:`~needle_action.assemble.templates.isolate`). The result carries the declared tools, tool choice
     and request parameters, and its context slot placed as ``context_as`` says
     (:mod:`~needle_action.assemble.request`)."""
     root = config.root
@@ -75,7 +75,7 @@ def render_case(
     lenient, blocks = lenient_undefined(prompt, kind), (prompt.trim_blocks, prompt.lstrip_blocks)
     raw = isolate.render(root, allow, name, variables, file=template_file, lenient=lenient, blocks=blocks)
     if kind == ".prompt":  # Google Dotprompt: Handlebars, its own roles
-        from needle_action.assemble.dotprompt import declared_by, to_rendered
+        from needle_action.assemble.templates.dotprompt import declared_by, to_rendered
 
         rendered = to_rendered(
             raw, source_text, variables, path=template_path, source=name, fixture=fixture_rel

@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from needle_action.assemble.context import locate, place
-from needle_action.assemble.declared import Declared, from_config
+from needle_action.assemble.templates.declared import Declared, from_config
 from needle_action.config.model import Config, PromptConfig
 from needle_action.core.dataformats import JSON
 from needle_action.core.errors import ConfigError, TemplateError

@@ -1,5 +1,5 @@
 """The pipe protocol between needle and the worker processes it owns: the render workers
-(:mod:`needle_action.assemble.isolate`), the prompt builders' worker
+(:mod:`needle_action.assemble.templates.isolate`), the prompt builders' worker
 (:mod:`needle_action.assemble.builder`) and the embedded model's worker
 (:mod:`needle_action.providers.local_worker`).
 
@@ -20,9 +20,12 @@ import sys
 import threading
 import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 HEADER = struct.Struct("!Q")
+# what a worker inherits of our environment: never a key, a token or anything of the runner's
+WORKER_ENV = ("PATH", "LANG", "LC_ALL", "LC_CTYPE", "TMPDIR", "PYTHONDONTWRITEBYTECODE", "SYSTEMROOT")
 
 
 class WorkerGone(Exception):
@@ -34,6 +37,15 @@ class PlainData(pickle.Unpickler):
 
     def find_class(self, module: str, name: str) -> Any:
         raise pickle.UnpicklingError(f"a worker sent a reference to {module}.{name}")
+
+
+def worker_env(*extra: str) -> dict[str, str]:
+    """A worker's environment: WORKER_ENV and the EXTRA names of ours, and a PYTHONPATH that imports
+    this very ``needle_action`` first (a checkout's copy, not an installed one)."""
+    env = {k: os.environ[k] for k in (*WORKER_ENV, *extra) if k in os.environ}
+    package_root = str(Path(__file__).resolve().parents[2])  # needle_action/core/pipes.py
+    env["PYTHONPATH"] = os.pathsep.join([package_root, *sys.path])
+    return env
 
 
 def widen_pipe(stream: Any) -> None:

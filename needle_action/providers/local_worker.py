@@ -8,7 +8,7 @@ kill ends the process that runs it. Here that process is a worker, not the run:
 * one worker per model file and process, started on first use and **reused** across calls and
   providers (the weights load once; the live KV state stays for :mod:`.kv_reuse`'s prefix reuse);
 * requests and answers are plain data through pipes (pickled built-ins only, as in
-  :mod:`needle_action.assemble.isolate`), one at a time under a lock;
+  :mod:`needle_action.assemble.templates.isolate`), one at a time under a lock;
 * when the worker dies, its exit is **named** (``SIGSEGV``, ``SIGILL``, ``SIGABRT``, ``SIGKILL``: the
   out-of-memory killer's signal), a warning goes to stderr, and a fresh worker answers the same
   request; after :data:`MAX_RESTARTS` restarts in a row the call raises ``ProviderUnavailable``
@@ -40,7 +40,7 @@ from pathlib import Path
 from typing import Any
 
 from needle_action.core.errors import ProviderUnavailable
-from needle_action.core.pipes import PlainData, WorkerGone, close_every, exchange, widen_pipe
+from needle_action.core.pipes import PlainData, WorkerGone, close_every, exchange, widen_pipe, worker_env
 from needle_action.providers.local_build import crash_hint, installed_version
 from needle_action.providers.retry import RequestRejected
 
@@ -51,14 +51,7 @@ ANSWER_SECONDS = 3600.0
 TRACE_ENV = "NEEDLE_LOCAL_TRACE"  # set (to anything but "" or "0"): one line per call on stderr
 MODULE = "needle_action.providers.local_serve"  # the worker's entry point; how tests and `ps` find it
 # what the worker needs from the parent's environment: nothing secret
-_WORKER_ENV = (
-    "PATH",
-    "LANG",
-    "LC_ALL",
-    "LC_CTYPE",
-    "TMPDIR",
-    "PYTHONDONTWRITEBYTECODE",
-    "SYSTEMROOT",
+_WORKER_ENV = (  # beside core.pipes.WORKER_ENV
     "LD_LIBRARY_PATH",
     "LLAMA_CPP_LIB_PATH",  # llama-cpp-python's own switch to another libllama
     "OMP_NUM_THREADS",
@@ -157,9 +150,7 @@ class _Process:
     """One worker process, its pipes and its log."""
 
     def __init__(self) -> None:
-        package_root = str(Path(__file__).resolve().parents[2])
-        env = {k: os.environ[k] for k in _WORKER_ENV if k in os.environ}
-        env["PYTHONPATH"] = os.pathsep.join([package_root, *sys.path])  # the same needle_action as ours
+        env = worker_env(*_WORKER_ENV)
         threads = threading_env(env, others_busy(), os.cpu_count() or 1)
         env.update(threads)
         if os.environ.get(TRACE_ENV, "") not in ("", "0"):

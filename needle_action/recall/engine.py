@@ -22,8 +22,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
-from needle_action.assemble.fixtures import load_fixture
 from needle_action.assemble.render import render_case
+from needle_action.assemble.templates.fixtures import load_fixture
 from needle_action.config.model import Config, PromptConfig
 from needle_action.core.errors import ProviderUnavailable
 from needle_action.core.names import GOLD_STYLE

@@ -24,8 +24,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from needle_action.assemble.fixtures import load_fixture
 from needle_action.assemble.render import render_case
+from needle_action.assemble.templates.fixtures import load_fixture
 from needle_action.config import load_config
 from needle_action.core.errors import NeedleError
 

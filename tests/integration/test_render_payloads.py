@@ -188,7 +188,7 @@ _CAPPED_RENDER = """
 import signal, sys
 from pathlib import Path
 from needle_action.assemble import isolate
-from needle_action.assemble.template import render_raw
+from needle_action.assemble.templates.raw import render_raw
 from needle_action.core.errors import TemplateError
 isolate._limit_memory()
 signal.alarm(0)  # no timer: only the memory cap can end this render

@@ -7,7 +7,7 @@ import io
 import threading
 import time
 
-from needle_action.assemble import isolate
+from needle_action.assemble.templates import isolate
 from needle_action.core.pipes import PlainData
 
 

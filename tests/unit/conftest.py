@@ -34,6 +34,6 @@ def _renders_in_process(monkeypatch):
     # production renders run in a bounded worker process (assemble/isolate.py, tested in
     # tests/integration/); a unit test checks what the sandbox itself allows and refuses, the same
     # code the worker runs, without starting that process
-    from needle_action.assemble import isolate
+    from needle_action.assemble.templates import isolate
 
     monkeypatch.setattr(isolate, "available", lambda: False)

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from needle_action.assemble import load_fixture, render_case, split_messages
-from needle_action.assemble.sandbox import OPEN
+from needle_action.assemble.templates.sandbox import OPEN
 from needle_action.config import Config, PromptConfig
 from needle_action.core.errors import ConfigError, TemplateError
 from tests import builders

@@ -17,10 +17,11 @@ from typing import Any
 import pytest
 from dotpromptz import DataArgument, Dotprompt
 
-from needle_action.assemble import handlebars as hbs
-from needle_action.assemble import isolate, render_case, sandbox
-from needle_action.assemble.handlebars import MARK, MAX_OUTPUT_CHARS, MAX_STEPS
-from needle_action.assemble.roles import trim_blank_lines
+from needle_action.assemble import render_case
+from needle_action.assemble.templates import handlebars as hbs
+from needle_action.assemble.templates import isolate, sandbox
+from needle_action.assemble.templates.handlebars import MARK, MAX_OUTPUT_CHARS, MAX_STEPS
+from needle_action.assemble.templates.roles import trim_blank_lines
 from needle_action.config import Config, PromptConfig, load_config
 from needle_action.core.errors import ConfigError, TemplateError
 from needle_action.scaffold import write_starter

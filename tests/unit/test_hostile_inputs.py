@@ -161,7 +161,7 @@ def test_hostile_data_is_a_data_error_with_a_line(parse, text, line, words):
 def test_shared_values_are_scrubbed_once_and_stay_shared():
     import time
 
-    from needle_action.assemble.sandbox import scrub
+    from needle_action.assemble.templates.sandbox import scrub
 
     value: list = ["lol"] * 9
     for _ in range(9):  # 9**10 strings if every reference were walked anew

@@ -35,7 +35,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from needle_action.assemble.fixtures import key_line
+from needle_action.assemble.templates.fixtures import key_line
 from needle_action.core.errors import ConfigError
 from needle_action.core.names import GOLD_STYLE
 from needle_action.core.paths import display_path, read_text

@@ -1,7 +1,7 @@
 """Templates run in a worker process with hard bounds on time and memory.
 
-The sandbox (:mod:`~needle_action.assemble.sandbox`) decides what a template may *reach*, and its
-size checks (:mod:`~needle_action.assemble.limits`) refuse the obvious blow-ups with a clear line.
+The sandbox (:mod:`~needle_action.assemble.templates.sandbox`) decides what a template may *reach*, and its
+size checks (:mod:`~needle_action.assemble.templates.limits`) refuse the obvious blow-ups with a clear line.
 Neither can stop a template that simply computes for a long time (``{% for i in range(100000) %}
 {% for j in range(100000) %}``, a macro that calls itself twice per level) or the allocation no
 estimate foresaw; and the renders run in threads (recall builds prompts in ``asyncio.to_thread``),
@@ -25,7 +25,7 @@ for a start when another worker is about to be free. A render costs one round tr
 (6.9 ms instead of 3.4 ms); starting a worker costs ~0.2 s once. Where ``resource`` is missing
 (Windows) the render runs in-process with the sandbox's size checks only.
 
-``python -m needle_action.assemble.isolate`` is the worker's entry point.
+``python -m needle_action.assemble.templates.isolate`` is the worker's entry point.
 """
 
 from __future__ import annotations
@@ -42,10 +42,10 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from needle_action.assemble.limits import MEMORY_BYTES, SIZE_HINT, RenderLimit
-from needle_action.assemble.template import render_raw
+from needle_action.assemble.templates.limits import MEMORY_BYTES, SIZE_HINT, RenderLimit
+from needle_action.assemble.templates.raw import render_raw
 from needle_action.core.errors import ConfigError, NeedleError, TemplateError
-from needle_action.core.pipes import PlainData, WorkerGone, exchange, serve, widen_pipe
+from needle_action.core.pipes import PlainData, WorkerGone, exchange, serve, widen_pipe, worker_env
 
 RENDER_SECONDS = 5.0
 GRACE_SECONDS = 3.0
@@ -56,10 +56,9 @@ _ERRORS: dict[str, type[NeedleError]] = {
     "ConfigError": ConfigError,
     "NeedleError": NeedleError,
 }
+
+
 # what the worker needs from the parent's environment: nothing secret
-_WORKER_ENV = ("PATH", "LANG", "LC_ALL", "LC_CTYPE", "TMPDIR", "PYTHONDONTWRITEBYTECODE", "SYSTEMROOT")
-
-
 class RenderTimeout(RenderLimit):
     """The worker's timer went off while a template was rendering."""
 
@@ -69,11 +68,9 @@ class RenderTimeout(RenderLimit):
 
 class _Worker:
     def __init__(self) -> None:
-        package_root = str(Path(__file__).resolve().parents[2])
-        env = {k: os.environ[k] for k in _WORKER_ENV if k in os.environ}
-        env["PYTHONPATH"] = os.pathsep.join([package_root, *sys.path])  # the same needle_action as ours
+        env = worker_env()
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "needle_action.assemble.isolate"],
+            [sys.executable, "-m", "needle_action.assemble.templates.isolate"],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=subprocess.DEVNULL,

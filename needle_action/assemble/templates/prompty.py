@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from needle_action.assemble.fixtures import load_fixture
+from needle_action.assemble.templates.fixtures import load_fixture
 from needle_action.core.dataformats import JSON, DataError, parse_yaml
 from needle_action.core.errors import TemplateError
 from needle_action.core.paths import confine

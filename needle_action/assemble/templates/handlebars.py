@@ -43,7 +43,7 @@ from dotpromptz_handlebars import (
 )
 from dotpromptz_handlebars._render import compile_template, render_program
 
-from needle_action.assemble.limits import MAX_OUTPUT_CHARS, RenderLimit
+from needle_action.assemble.templates.limits import MAX_OUTPUT_CHARS, RenderLimit
 
 # Marks a role or history marker in the raw render. Private use (Supplementary Private Use Area-A),
 # next to the Jinja sandbox's sentinels; removed from every value before rendering.

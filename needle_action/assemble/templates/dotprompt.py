@@ -2,7 +2,7 @@
 
 The front matter is read by the official ``dotpromptz`` package (its restricted YAML loader: no
 anchors, aliases or tags, errors with their line); the body is rendered by its Handlebars engine,
-bounded and with unforgeable role markers (:mod:`~needle_action.assemble.handlebars`). The messages
+bounded and with unforgeable role markers (:mod:`~needle_action.assemble.templates.handlebars`). The messages
 follow Dotprompt's rules (``to_messages`` in dotpromptz):
 
 * ``{{role "system"}}``, ``{{role "user"}}``, ``{{role "model"}}`` start a message (``model`` is
@@ -32,12 +32,12 @@ from dotpromptz import FrontmatterError, ParsedPrompt, parse_document
 from dotpromptz.picoschema import picoschema_to_json_schema
 from dotpromptz_handlebars import Node, StrictModeError
 
-from needle_action.assemble import handlebars as hbs
-from needle_action.assemble.declared import Declared
-from needle_action.assemble.handlebars import MARK, RenderLimit, Tag
-from needle_action.assemble.limits import SIZE_HINT
-from needle_action.assemble.roles import trim_blank_lines
-from needle_action.assemble.sandbox import read_template
+from needle_action.assemble.templates import handlebars as hbs
+from needle_action.assemble.templates.declared import Declared
+from needle_action.assemble.templates.handlebars import MARK, RenderLimit, Tag
+from needle_action.assemble.templates.limits import SIZE_HINT
+from needle_action.assemble.templates.roles import trim_blank_lines
+from needle_action.assemble.templates.sandbox import read_template
 from needle_action.core.dataformats import JSON
 from needle_action.core.errors import ConfigError, TemplateError
 from needle_action.core.paths import (

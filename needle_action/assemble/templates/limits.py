@@ -5,7 +5,7 @@ characters: ``'x'|center(10**9)``, ``'%0999999999d'|format(1)``, ``((10**1000)**
 string doubled with ``~`` thirty times, a 20 MB ``|wordwrap``. Each check here looks at the size a
 filter, method or operator *would* produce before it runs and refuses with :class:`RenderLimit`
 (raised inside the template, so the error names its line). They are the fast, clear first line; the
-hard bounds on time and memory are the render worker's (:mod:`~needle_action.assemble.isolate`),
+hard bounds on time and memory are the render worker's (:mod:`~needle_action.assemble.templates.isolate`),
 which also catches what no estimate covers (nested loops, runaway recursion).
 
 The numbers are generous for prompts (a 2M-token context window is ~8 MB of text) and small for a

@@ -17,7 +17,7 @@ from bisect import bisect_left
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
-from needle_action.assemble.sandbox import BLOCKS_CLOSE, BLOCKS_OPEN, CLOSE, OPEN, strip_sentinels
+from needle_action.assemble.templates.sandbox import BLOCKS_CLOSE, BLOCKS_OPEN, CLOSE, OPEN, strip_sentinels
 from needle_action.core.dataformats import JSON, DataError, parse_json
 from needle_action.core.errors import TemplateError
 from needle_action.request.blocks import RequestShapeError, check_block, text_block

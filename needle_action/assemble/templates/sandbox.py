@@ -7,8 +7,8 @@
 * includes, imports and extends resolve only inside the config root and out of hidden files and
   folders (``.git/``, ``.github/``, ``.env``; :class:`RootLoader`);
 * every interpolated value is wrapped in private-use sentinels by :func:`finalize`, so the marker
-  splitter (:mod:`~needle_action.assemble.roles`) can tell template text from data;
-* sizes are bounded (:mod:`~needle_action.assemble.limits`): strings built by filters, methods and
+  splitter (:mod:`~needle_action.assemble.templates.roles`) can tell template text from data;
+* sizes are bounded (:mod:`~needle_action.assemble.templates.limits`): strings built by filters, methods and
   operators (``*``, ``**``, ``+``, ``%``, ``~``), integers, and the whole output of a render.
 """
 
@@ -32,8 +32,8 @@ from jinja2.runtime import BlockReference, Context, Macro
 from jinja2.sandbox import ImmutableSandboxedEnvironment, SandboxedEscapeFormatter, SandboxedFormatter
 from markupsafe import Markup
 
-from needle_action.assemble import limits
-from needle_action.assemble.prompty import split_prompty
+from needle_action.assemble.templates import limits
+from needle_action.assemble.templates.prompty import split_prompty
 from needle_action.core.errors import TemplateError
 from needle_action.core.paths import (
     ESCAPE_REASONS,

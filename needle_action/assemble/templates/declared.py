@@ -5,7 +5,7 @@ Three places may declare them, merged in this order (a later one wins):
 1. the template's own front matter: ``.prompty`` ``model.parameters`` (``tools`` may be
    ``${file:tools.json}``, relative to the file and confined to the config root; ``${env:...}`` is
    never resolved, it is an error), Dotprompt ``tools``/``toolDefs``/``output`` (read in
-   :mod:`~needle_action.assemble.dotprompt`);
+   :mod:`~needle_action.assemble.templates.dotprompt`);
 2. ``[prompts.NAME]`` of ``needle.toml``: ``tools = "path.json"`` (replaces the front matter's
    list), ``tool_choice``, ``request_params`` (merged key by key over the front matter's).
 
@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from needle_action.assemble.fixtures import load_fixture
+from needle_action.assemble.templates.fixtures import load_fixture
 from needle_action.core.dataformats import JSON
 from needle_action.core.errors import ConfigError, TemplateError
 from needle_action.core.paths import confine, display_path

@@ -1,6 +1,6 @@
 """One template's raw output, rendered in this process, and whatever it raised as a TemplateError.
 
-This is what the render worker runs (:mod:`~needle_action.assemble.isolate` bounds it in time and
+This is what the render worker runs (:mod:`~needle_action.assemble.templates.isolate` bounds it in time and
 memory); :mod:`~needle_action.assemble.render` turns the raw output into the request. Kept apart
 from both so the worker and the request builder do not import each other.
 """
@@ -14,8 +14,8 @@ from typing import Any
 
 from jinja2.exceptions import SecurityError, TemplateNotFound, TemplateSyntaxError, UndefinedError
 
-from needle_action.assemble.limits import MEMORY_BYTES, SIZE_HINT, RenderLimit
-from needle_action.assemble.sandbox import AccessDenied, RootLoader, environment_for, scrub
+from needle_action.assemble.templates.limits import MEMORY_BYTES, SIZE_HINT, RenderLimit
+from needle_action.assemble.templates.sandbox import AccessDenied, RootLoader, environment_for, scrub
 from needle_action.core.errors import NeedleError, TemplateError
 from needle_action.core.paths import display_path
 
@@ -38,10 +38,10 @@ def render_raw(
 
     Everything a template raises becomes a TemplateError at the template line that raised it. The
     size checks of the sandbox apply; time and memory are bounded only in the render worker, which
-    is what calls this (:func:`needle_action.assemble.isolate.render`).
+    is what calls this (:func:`needle_action.assemble.templates.isolate.render`).
     """
     if name.lower().endswith(".prompt"):  # Dotprompt: the Handlebars engine, metered (dotprompt.py)
-        from needle_action.assemble.dotprompt import render_raw as render_dotprompt
+        from needle_action.assemble.templates.dotprompt import render_raw as render_dotprompt
 
         return render_dotprompt(
             root, root / name, variables, file=file, allow_hidden=allow_hidden, strict=not lenient
