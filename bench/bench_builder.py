@@ -28,7 +28,7 @@ from unittest import mock
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from needle_action.assemble import builder  # noqa: E402
+from needle_action.assemble.builder import client as builder  # noqa: E402
 from needle_action.config import load_config  # noqa: E402
 from needle_action.pipeline import RecallOverrides, run_recall  # noqa: E402
 from needle_action.recall import prebuild  # noqa: E402

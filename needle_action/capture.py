@@ -1,6 +1,6 @@
 """``needle capture`` and ``needle check --requests DIR``: builders run in one job, measured in another.
 
-A builder is pull request code. :mod:`~needle_action.assemble.builder` already runs it without a
+A builder is pull request code. :mod:`~needle_action.assemble.builder.client` already runs it without a
 secret; capture goes one step further and lets a workflow keep the key and the code in different
 jobs: ``needle capture`` (a job with no secrets) runs every builder over its fixtures and over every
 recall trial input the configured seed plans, and writes what each call returned to a folder; a
@@ -12,7 +12,7 @@ The folder::
                           "prompts": {prompt: {"builder", "calls"}}}
     requests/NAME.jsonl  one {"key": <call key>, "body": <what the builder returned>} per line
 
-A call is filed under :func:`~needle_action.assemble.builder.call_key` (the prompt's name and its
+A call is filed under :func:`~needle_action.assemble.builder.client.call_key` (the prompt's name and its
 keyword arguments), which is how the measuring run finds it again: recall builds the same trial
 inputs from the same seed. The config hash covers the threshold file, every builder prompt's
 fixtures and its module; a folder captured with another config, seed or needle version is an error,
@@ -31,8 +31,8 @@ from pathlib import Path
 from typing import Any
 
 from needle_action import __version__
-from needle_action.assemble import builder as builders
 from needle_action.assemble import render_case
+from needle_action.assemble.builder import client as builders
 from needle_action.config.model import Config, PromptConfig
 from needle_action.core.dataformats import DataError, parse_json
 from needle_action.core.errors import ConfigError

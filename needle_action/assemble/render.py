@@ -107,7 +107,7 @@ def _render_data(
         from needle_action.assemble.recorded import fixture_name, render_recorded
 
         return render_recorded(config, prompt, variables, fixture_name(config, fixture_path))
-    from needle_action.assemble.builder import render_built
+    from needle_action.assemble.builder.client import render_built
 
     variables, fixture_rel = _case_variables(config.root, fixture_path, variables, config.files.allow_hidden)
     return render_built(config, prompt, variables, fixture_rel)

@@ -1,6 +1,6 @@
 """The pipe protocol between needle and the worker processes it owns: the render workers
 (:mod:`needle_action.assemble.templates.isolate`), the prompt builders' worker
-(:mod:`needle_action.assemble.builder`) and the embedded model's worker
+(:mod:`needle_action.assemble.builder.client`) and the embedded model's worker
 (:mod:`needle_action.providers.local_worker`).
 
 One message is one frame: an 8-byte big-endian length, then that many bytes. The parent writes a

@@ -13,7 +13,7 @@ builders"):
   install time next to the key), and it is installed only when the policy in force enables
   builders (the base's ``[files] builders``; a head whose builder prompts were left out installs
   nothing), as the builders' unprivileged user with an empty environment, into a private folder on
-  the builders' ``sys.path`` (:func:`~needle_action.assemble.builder_sandbox.install_requirements`).
+  the builders' ``sys.path`` (:func:`~needle_action.assemble.builder.sandbox.install_requirements`).
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-from needle_action.assemble import builder_sandbox
+from needle_action.assemble.builder import sandbox as builder_sandbox
 from needle_action.capture import measuring_captured
 from needle_action.config.model import Config
 from needle_action.config.trust import without_builders

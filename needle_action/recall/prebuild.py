@@ -1,7 +1,7 @@
 """Trial inputs of a prompt built in code, sent to its builder ahead in one batch.
 
 A builder prompt (``builder = "file.py:function"``) renders every trial by calling the user's
-function in a worker process (:mod:`needle_action.assemble.builder`): one round trip per call when
+function in a worker process (:mod:`needle_action.assemble.builder.client`): one round trip per call when
 trials are built one at a time. Once a cell's first trial is built its filler amount is known, so
 the keyword arguments of its next trials are too (:meth:`HaystackBuilder.trial_variables`). The
 first time a plan builds a later trial, :class:`Prebuilder` computes those inputs for every cell of
@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING
 
-from needle_action.assemble.builder import prefetch
+from needle_action.assemble.builder.client import prefetch
 from needle_action.recall.cells import CellRun
 from needle_action.recall.probes.needle import Needle
 

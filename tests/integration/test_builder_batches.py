@@ -11,7 +11,7 @@ from unittest import mock
 
 import pytest
 
-from needle_action.assemble import builder
+from needle_action.assemble.builder import client as builder
 from needle_action.capture import capture
 from needle_action.config import load_config
 from needle_action.pipeline import RecallOverrides, run_recall

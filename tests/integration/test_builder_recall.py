@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from needle_action.assemble import builder
+from needle_action.assemble.builder import client as builder
 from needle_action.capture import capture, measuring_captured
 from needle_action.config import load_config
 from needle_action.core.errors import ConfigError

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from needle_action.assemble import builder
+from needle_action.assemble.builder import client as builder
 from needle_action.config.loader import load_config
 from tests.needle_cli import needle_env, run_needle
 

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from needle_action.assemble.builder import BuilderSpec, builder_error, call_key
+from needle_action.assemble.builder.client import BuilderSpec, builder_error, call_key
 from needle_action.assemble.recorded import as_rendered
 from needle_action.config import load_config
 from needle_action.config.trust import apply_trust

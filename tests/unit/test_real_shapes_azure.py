@@ -78,7 +78,7 @@ def test_each_switch_does_what_jinjas_does(root, settings, text):
 
 
 def test_a_builder_that_does_not_take_a_fixture_key_is_told_how():
-    from needle_action.assemble.builder import BuilderSpec, builder_error
+    from needle_action.assemble.builder.client import BuilderSpec, builder_error
 
     spec = BuilderSpec.parse("app/backend/needle_builders.py:query_rewrite")
     # what the worker reports when the call itself fails: a TypeError and no frame of the builder's

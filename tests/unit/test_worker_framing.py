@@ -7,7 +7,7 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
-from needle_action.assemble import builder_worker
+from needle_action.assemble.builder import worker as builder_worker
 from needle_action.core import pipes
 
 

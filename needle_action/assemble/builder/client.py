@@ -7,8 +7,8 @@ once per trial input with ``context_var`` / ``question_var`` replaced, so the te
 places the haystack.
 
 The builder is code from the pull request, so it never runs in this process: a long-lived worker
-(:mod:`~needle_action.assemble.builder_worker`, started by
-:mod:`~needle_action.assemble.builder_sandbox`: empty environment, unprivileged user under root, a
+(:mod:`~needle_action.assemble.builder.worker`, started by
+:mod:`~needle_action.assemble.builder.sandbox`: empty environment, unprivileged user under root, a
 copy of the repository) answers batches of calls over pipes, as JSON only. One request frame
 carries a batch (at most :data:`MAX_BATCH` calls, :data:`BATCH_BYTES` of arguments); the worker
 answers each call in a frame of its own as soon as it is built, so the limits stay those of one
@@ -39,7 +39,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from needle_action.assemble import builder_sandbox as sandbox
+from needle_action.assemble.builder import sandbox
 from needle_action.config.model import Config, PromptConfig
 from needle_action.core.dataformats import DataError, parse_json
 from needle_action.core.errors import ConfigError, NeedleError, TemplateError

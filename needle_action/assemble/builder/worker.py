@@ -1,7 +1,7 @@
 """The builder worker: runs a pull request's prompt builder, and nothing of needle's.
 
 This file is *standard library only* and is started as ``python -I -c <this source> <settings>``
-(see :mod:`needle_action.assemble.builder`), so the worker reads none of needle's files, imports none
+(see :mod:`needle_action.assemble.builder.client`), so the worker reads none of needle's files, imports none
 of its dependencies, and can run under a Python the unprivileged user may execute even when
 needle's own environment lives in a folder that user cannot read (``/root/.pyenv``).
 

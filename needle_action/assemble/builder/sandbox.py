@@ -1,7 +1,7 @@
 """Where and as whom a pull request's builder runs: a copy of the repository, a user, an interpreter.
 
 A builder (``builder = "app/prompts.py:build_support"``) is Python code from the pull request. The
-worker that runs it (:mod:`~needle_action.assemble.builder_worker`) is started here:
+worker that runs it (:mod:`~needle_action.assemble.builder.worker`) is started here:
 
 * **environment**: empty, apart from ``HOME`` (the copy), ``PATH`` and a UTF-8 locale: no
   ``*_KEY``, ``*_TOKEN``, ``GITHUB_*`` or anything else of ours; ``python -I`` ignores
@@ -320,7 +320,7 @@ def worker_env(home: Path) -> dict[str, str]:
 
 def start_worker(python: str, settings: str, home: Path, who: RunAs) -> subprocess.Popen[bytes]:
     """The worker process: ``python -I -c <builder_worker's source> SETTINGS`` as WHO."""
-    source = (Path(__file__).parent / "builder_worker.py").read_text(encoding="utf-8")
+    source = (Path(__file__).parent / "worker.py").read_text(encoding="utf-8")
     drop: dict[str, Any] = {}
     if who.drops:
         drop = {"user": who.uid, "group": who.gid, "extra_groups": []}
