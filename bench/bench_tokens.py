@@ -39,8 +39,10 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
 from needle_action import tokens  # noqa: E402
-from needle_action.assemble import RenderedPrompt, load_fixture, render_case  # noqa: E402
+from needle_action.assemble.render import render_case  # noqa: E402
+from needle_action.assemble.templates.fixtures import load_fixture  # noqa: E402
 from needle_action.config import PromptConfig, load_config  # noqa: E402
+from needle_action.request.prompt import RenderedPrompt  # noqa: E402
 from needle_action.tokens import tiktoken_cache  # noqa: E402
 
 ENCODING = "o200k_base"

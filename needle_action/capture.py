@@ -31,8 +31,8 @@ from pathlib import Path
 from typing import Any
 
 from needle_action import __version__
-from needle_action.assemble import render_case
 from needle_action.assemble.builder import client as builders
+from needle_action.assemble.render import render_case
 from needle_action.config.model import Config, PromptConfig
 from needle_action.core.dataformats import DataError, parse_json
 from needle_action.core.errors import ConfigError

@@ -29,7 +29,7 @@ from needle_action.core.errors import EXIT_CHECKS_FAILED, NeedleError
 from needle_action.request.ordering import edge_order  # re-exported: part of this module's API
 
 if TYPE_CHECKING:  # imported lazily at run time (see _to_rendered)
-    from needle_action.assemble import RenderedPrompt
+    from needle_action.request.prompt import RenderedPrompt
     from needle_action.tokens import TokenCounter
 
 T = TypeVar("T")
@@ -111,8 +111,8 @@ def _to_rendered(
     ``tool_choice``, ``thinking``, ``response_format``, ...), counted with it.
     """
     # on first use: an app that imports runtime for edge_order skips Jinja2 and tiktoken
-    from needle_action.assemble import RenderedPrompt
     from needle_action.request.blocks import RequestShapeError
+    from needle_action.request.prompt import RenderedPrompt
 
     body: dict[str, Any] = {k: _plain(v) for k, v in (extra or {}).items() if k not in _NOT_INPUT}
     body["messages"] = _plain(list(messages))

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from needle_action.assemble import Message, RenderedPrompt
+from needle_action.request.prompt import Message, RenderedPrompt
 
 # A short retrieval chat in the Anthropic Messages shape: a system text, a multi-turn history and a
 # last user turn given as content blocks (the runtime guard and the fake count both shapes).

@@ -31,7 +31,6 @@ from typing import Any, TypeVar
 import anthropic
 from anthropic.types.messages import MessageBatchIndividualResponse
 
-from needle_action.assemble import RenderedPrompt
 from needle_action.config import ProviderSettings
 from needle_action.core.dataformats import JSON
 from needle_action.core.errors import ConfigError, ProviderUnavailable
@@ -48,6 +47,7 @@ from needle_action.providers.retry import (
     classify_status,
 )
 from needle_action.providers.specs import SPECS
+from needle_action.request.prompt import RenderedPrompt
 
 DEFAULT_KEY_ENVS = SPECS["anthropic"].key_envs
 

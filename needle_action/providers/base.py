@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Protocol
 
-from needle_action.assemble import RenderedPrompt
+from needle_action.request.prompt import RenderedPrompt
 
 
 @dataclass(frozen=True)

@@ -43,7 +43,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from needle_action.assemble import RenderedPrompt
 from needle_action.config import ProviderSettings
 from needle_action.core.dataformats import JSON
 from needle_action.core.errors import ConfigError, ProviderUnavailable
@@ -52,6 +51,7 @@ from needle_action.providers.local_model import N_CTX_TRAIN, model_path
 from needle_action.providers.local_probe import ensure_probed
 from needle_action.providers.local_text import first_line, has_chat_template, round_ctx, transcript
 from needle_action.providers.local_worker import TRACE_ENV, ModelWorker, worker_for
+from needle_action.request.prompt import RenderedPrompt
 
 DEFAULT_MODEL = "gemma-3-270m"
 DEFAULT_N_CTX = 4096

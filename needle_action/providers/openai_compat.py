@@ -21,7 +21,6 @@ from urllib.parse import urlparse
 
 import openai
 
-from needle_action.assemble import RenderedPrompt
 from needle_action.config import ProviderSettings
 from needle_action.core.dataformats import JSON
 from needle_action.core.errors import ConfigError, ProviderUnavailable
@@ -35,6 +34,7 @@ from needle_action.providers.retry import (
     classify_status,
 )
 from needle_action.providers.specs import SPECS
+from needle_action.request.prompt import RenderedPrompt
 
 OPENAI_HOSTS = ("api.openai.com",)
 PLACEHOLDER_KEY = "sk-no-key-needed"

@@ -12,9 +12,9 @@ from __future__ import annotations
 import sys
 from dataclasses import dataclass, field
 
-from needle_action.assemble import RenderedPrompt
 from needle_action.recall.probes.gold import TrialOrders
 from needle_action.recall.sizing import FillerUnit
+from needle_action.request.prompt import RenderedPrompt
 
 
 @dataclass

@@ -32,8 +32,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from needle_action.assemble import RenderedPrompt, render_case
 from needle_action.assemble.recorded import prompt_variables
+from needle_action.assemble.render import render_case
 from needle_action.config import Config, PromptConfig
 from needle_action.core.errors import TemplateError
 from needle_action.core.names import GOLD_STYLE
@@ -53,6 +53,7 @@ from needle_action.recall.sizing import (
     unit_counter_for,
 )
 from needle_action.recall.slot import deep_scrub, detect_shape, prompt_where, slot_variables
+from needle_action.request.prompt import RenderedPrompt
 from needle_action.tokens import TokenCounter
 
 SHARED_STREAM = 0  # the one filler stream every trial and depth draws from (trial 0's of old)

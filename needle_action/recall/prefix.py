@@ -34,10 +34,10 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
-from needle_action.assemble import Message, RenderedPrompt
 from needle_action.core.dataformats import JSON
 from needle_action.providers.base import Breakpoint
 from needle_action.request.blocks import block_text
+from needle_action.request.prompt import Message, RenderedPrompt
 
 CACHE_TTL_S = 300.0  # Anthropic's default ephemeral cache lives 5 minutes from its last use
 TTL_MARGIN_S = 30.0  # re-write rather than risk a miss at the edge of the TTL

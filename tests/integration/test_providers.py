@@ -9,7 +9,6 @@ from typing import Any
 
 import pytest
 
-from needle_action.assemble import Message, RenderedPrompt
 from needle_action.config import PromptSettings, ProviderSettings, RecallSettings
 from needle_action.core.errors import EXIT_PROVIDER, ProviderUnavailable
 from needle_action.providers.anthropic import AnthropicProvider
@@ -18,6 +17,7 @@ from needle_action.providers.openai_compat import OpenAICompatProvider, is_opena
 from needle_action.providers.ratelimit import AdaptiveLimit
 from needle_action.providers.registry import local_n_ctx, make_provider, prestart
 from needle_action.providers.retry import RequestRejected
+from needle_action.request.prompt import Message, RenderedPrompt
 from tests.fakes.anthropic_server import Faults
 from tests.fakes.openai_server import FakeOpenAI
 

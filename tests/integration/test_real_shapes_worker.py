@@ -8,8 +8,9 @@ from pathlib import Path
 import jinja2
 import pytest
 
-from needle_action.assemble import load_fixture, render_case
+from needle_action.assemble.render import render_case
 from needle_action.assemble.templates import isolate
+from needle_action.assemble.templates.fixtures import load_fixture
 from needle_action.config import Config, PromptConfig
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "real_shapes" / "azure-search-openai-demo"

@@ -187,7 +187,7 @@ def test_ordinary_renders_still_work_after_a_payload(tmp_path):
 _CAPPED_RENDER = """
 import signal, sys
 from pathlib import Path
-from needle_action.assemble import isolate
+from needle_action.assemble.templates import isolate
 from needle_action.assemble.templates.raw import render_raw
 from needle_action.core.errors import TemplateError
 isolate._limit_memory()

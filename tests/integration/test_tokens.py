@@ -17,9 +17,10 @@ import pytest
 import tiktoken
 
 import needle_action.tokens as tokens
-from needle_action.assemble import Message, RenderedPrompt, render_case
+from needle_action.assemble.render import render_case
 from needle_action.config import PromptSettings, ProviderSettings, load_config
 from needle_action.core.errors import ProviderUnavailable, TokenizerError
+from needle_action.request.prompt import Message, RenderedPrompt
 from needle_action.tokens import TiktokenCounter, count_prompts, get_counter, sections
 from needle_action.tokens.openai_chat import TOKENS_PER_MESSAGE, TOKENS_REPLY_PRIMING
 from tests.builders import Project

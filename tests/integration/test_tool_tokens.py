@@ -7,7 +7,7 @@ import struct
 
 import pytest
 
-from needle_action.assemble import RenderedPrompt
+from needle_action.request.prompt import RenderedPrompt
 from needle_action.tokens import TiktokenCounter, load_encoding
 from needle_action.tokens.openai_chat import chat_tokens, tools_tokens
 

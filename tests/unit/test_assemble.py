@@ -7,7 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from needle_action.assemble import load_fixture, render_case, split_messages
+from needle_action.assemble.render import render_case
+from needle_action.assemble.templates.fixtures import load_fixture
+from needle_action.assemble.templates.roles import split_messages
 from needle_action.assemble.templates.sandbox import OPEN
 from needle_action.config import Config, PromptConfig
 from needle_action.core.errors import ConfigError, TemplateError

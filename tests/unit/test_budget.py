@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from needle_action.assemble import Message, RenderedPrompt
 from needle_action.config import PromptSettings
+from needle_action.request.prompt import Message, RenderedPrompt
 from needle_action.results import BudgetCase, PromptResult, TokenCount
 from needle_action.tokens.budget import evaluate_case, match_base_case
 

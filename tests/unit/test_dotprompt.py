@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 from dotpromptz import DataArgument, Dotprompt
 
-from needle_action.assemble import render_case
+from needle_action.assemble.render import render_case
 from needle_action.assemble.templates import handlebars as hbs
 from needle_action.assemble.templates import isolate, sandbox
 from needle_action.assemble.templates.handlebars import MARK, MAX_OUTPUT_CHARS, MAX_STEPS

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from needle_action.assemble import load_fixture
+from needle_action.assemble.templates.fixtures import load_fixture
 from needle_action.core.errors import ConfigError
 from needle_action.recall.probes.gold import Expected, TrialOrders, resolve_gold
 

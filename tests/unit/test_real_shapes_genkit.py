@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 from dotpromptz import DataArgument, Dotprompt
 
-from needle_action.assemble import render_case
+from needle_action.assemble.render import render_case
 from needle_action.assemble.templates.roles import trim_blank_lines
 from needle_action.config import Config, PromptConfig
 from needle_action.core.errors import TemplateError

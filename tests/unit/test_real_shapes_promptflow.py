@@ -13,7 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from needle_action.assemble import load_fixture, render_case
+from needle_action.assemble.render import render_case
+from needle_action.assemble.templates.fixtures import load_fixture
 from needle_action.config import Config, PromptConfig
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "real_shapes" / "promptflow"

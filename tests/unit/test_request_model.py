@@ -6,7 +6,8 @@ import json
 
 import pytest
 
-from needle_action.assemble import ContextSlot, Message, RenderedPrompt, RequestShapeError
+from needle_action.request.blocks import RequestShapeError
+from needle_action.request.prompt import ContextSlot, Message, RenderedPrompt
 from needle_action.request.toolformats import item_line, to_anthropic_tools, to_openai_tools
 from tests.samples import weather_agent
 

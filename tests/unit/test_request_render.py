@@ -10,9 +10,10 @@ from typing import Any
 
 import pytest
 
-from needle_action.assemble import ContextSlot, render_case
+from needle_action.assemble.render import render_case
 from needle_action.config import load_config
 from needle_action.core.errors import ConfigError, TemplateError
+from needle_action.request.prompt import ContextSlot
 from tests.builders import Project
 
 SEARCH_OPENAI: list[dict[str, Any]] = [

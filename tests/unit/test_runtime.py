@@ -13,9 +13,9 @@ import tiktoken
 
 import needle_action.tokens as tokens
 from examples.agent.tools import TOOLS as AGENT_TOOLS
-from needle_action.assemble import Message, RenderedPrompt
 from needle_action.config import PromptSettings
 from needle_action.providers.pricing import price_of
+from needle_action.request.prompt import Message, RenderedPrompt
 from needle_action.runtime import BudgetExceeded, Estimate, PreflightGuard, edge_order
 from tests.samples import MESSAGES, SYSTEM
 

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from needle_action.assemble import render_case
+from needle_action.assemble.render import render_case
 from needle_action.cli import main
 from needle_action.config import load_config
 from needle_action.core.errors import ConfigError
