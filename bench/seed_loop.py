@@ -14,10 +14,10 @@ from dataclasses import dataclass, field
 
 import anthropic
 
-from needle_action.recall import stats
 from needle_action.recall.needles import make_needle
 from needle_action.recall.plan import trial_rng
 from needle_action.recall.scoring import score
+from needle_action.stats.cells import final_status
 
 PAUSE_S = 0.5  # the seed article's `await sleep(500)` between calls
 
@@ -30,7 +30,7 @@ class SeedLoopResult:
     trials: dict[tuple[int, float], int] = field(default_factory=dict)
 
     def verdicts(self, threshold: float, planned: int) -> dict[tuple[int, float], str]:
-        return {k: stats.final_status(self.hits[k], planned, threshold) for k in self.hits}
+        return {k: final_status(self.hits[k], planned, threshold) for k in self.hits}
 
 
 def run_seed_loop(

@@ -43,14 +43,14 @@ from needle_action.config.model import PromptConfig, RecallSettings  # noqa: E40
 from needle_action.core.errors import EXIT_CHECKS_FAILED  # noqa: E402
 from needle_action.policy import comparison_exit_code  # noqa: E402
 from needle_action.recall.engine import summarize  # noqa: E402
-from needle_action.recall.groups import CellKey, cell_key  # noqa: E402
-from needle_action.recall.history import pool_history  # noqa: E402
 from needle_action.recall.plan import RecallOverrides, effective_prompt  # noqa: E402
-from needle_action.recall.power import plan_for  # noqa: E402
 from needle_action.recall.scheduler import CellRun, PromptPlan, RunOutcome  # noqa: E402
-from needle_action.recall.sequential import FIXED, FUTILITY, Design, PromptData  # noqa: E402
-from needle_action.recall.sequential import replay as sequential_replay  # noqa: E402
 from needle_action.results import PromptResult, RecallAnswer, RecallPower, RecallResult, Results  # noqa: E402
+from needle_action.stats.groups import CellKey, cell_key  # noqa: E402
+from needle_action.stats.pooling import pool_history  # noqa: E402
+from needle_action.stats.power import plan_for  # noqa: E402
+from needle_action.stats.sequential import FIXED, FUTILITY, Design, PromptData  # noqa: E402
+from needle_action.stats.sequential import replay as sequential_replay  # noqa: E402
 
 SIZES = [2000, 8000, 16000]
 DEPTHS = [0.0, 0.25, 0.5, 0.75, 1.0]

@@ -40,9 +40,9 @@ from needle_action.core.paths import display_path, read_text
 from needle_action.recall.cells import CellRun
 from needle_action.recall.haystack import HaystackBuilder
 from needle_action.recall.plan import RecallOverrides, context_window, effective_prompt, skip_reason
-from needle_action.recall.power import plan_for
 from needle_action.recall.prebuild import every_trial
 from needle_action.recall.scheduler import PromptPlan, trial_needles
+from needle_action.stats.power import plan_for
 from needle_action.tokens import get_counter
 
 FORMAT = 1

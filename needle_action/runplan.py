@@ -4,7 +4,7 @@ Per prompt, from the settings alone (no provider, no tokenizer call, no network)
 
 * **planned calls**: the full plan (cells x trials per cell, as ``trials = "auto"`` plans them);
 * **expected calls** of the group-sequential comparison when nothing changed and when the middle
-  loses ``min_drop``: the real decision (:func:`needle_action.recall.sequential.replay`) on a
+  loses ``min_drop``: the real decision (:func:`needle_action.stats.sequential.replay`) on a
   fixed, seeded sample of simulated runs at the planned base rate;
 * **input tokens** (every trial's prompt is filled to its cell's size) and **dollars** at list
   price (``data/prices.toml``): uncached, with the prompt cache (a cell's trials share the text
@@ -36,8 +36,6 @@ from needle_action.core.names import GOLD_STYLE
 from needle_action.core.paths import relative
 from needle_action.providers.pricing import estimate_cost, price_of
 from needle_action.recall.cache import ResultCache
-from needle_action.recall.groups import CellKey, cell_key, family, planning_group, pooled
-from needle_action.recall.history import base_counts, testable_counts
 from needle_action.recall.plan import (
     RecallOverrides,
     auto_sizes,
@@ -45,10 +43,12 @@ from needle_action.recall.plan import (
     effective_prompt,
     settings_hash,
 )
-from needle_action.recall.power import GroupDesign, detectable_drop, plan_for
 from needle_action.recall.probes.gold import answer_keys
-from needle_action.recall.sequential import Design, PromptData, replay
 from needle_action.results import Results
+from needle_action.stats.groups import CellKey, cell_key, family, planning_group, pooled
+from needle_action.stats.pooling import base_counts, testable_counts
+from needle_action.stats.power import GroupDesign, detectable_drop, plan_for
+from needle_action.stats.sequential import Design, PromptData, replay
 
 SIMULATED_RUNS = 40  # runs behind each expected-calls figure (seeded: the same every time)
 

@@ -24,8 +24,8 @@ from needle_action.compare.models import PromptTrend, TrendPoint
 from needle_action.compare.recall import drop_floor, same_fingerprint
 from needle_action.core.dataformats import DataError, parse_json
 from needle_action.core.errors import ConfigError
-from needle_action.recall import stratified_drop_pvalue
 from needle_action.results import RecallResult, Results, load_results
+from needle_action.stats.exact import stratified_drop_pvalue
 
 INDEX = "results/index.json"
 MAX_RESULTS_BYTES = 20 * 1024 * 1024

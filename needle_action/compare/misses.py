@@ -10,8 +10,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from needle_action.compare.models import GroupMisses, MissSample, RecallComparison
-from needle_action.recall import CellKey, cell_key, family
 from needle_action.results import RecallCell, RecallResult
+from needle_action.stats.groups import CellKey, cell_key, family
 
 MISSES_PER_GROUP = 3
 BELOW_LABEL = "cells below the threshold"

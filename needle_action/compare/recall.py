@@ -2,7 +2,7 @@
 
 The decision rule (docs/recall.md, "Comparing base and head"):
 
-* cells are pooled into groups (:mod:`needle_action.recall.groups`: the middle depths, each depth,
+* cells are pooled into groups (:mod:`needle_action.stats.groups`: the middle depths, each depth,
   each size); a group is tested only when its observed drop (mean of its cells' drops) is at least
   the **floor**, ``min_drop / 2``;
 * each tested group gets a one-sided exact stratified test (strata = cells), so rates that differ by
@@ -15,7 +15,7 @@ The decision rule (docs/recall.md, "Comparing base and head"):
   trials, but is kept **out of the test**: a run's trials share its seed's needles and filler, so
   a run is a cluster, and pooling clusters as if they were independent trials blocked up to 17% of
   unchanged pull requests in simulation (docs/decisions.md, "History plans, the test does not pool");
-* the comparison is **group-sequential** (:mod:`needle_action.recall.sequential`): looks at
+* the comparison is **group-sequential** (:mod:`needle_action.stats.sequential`): looks at
   fractions of the planned trials with alpha spent across them, a non-binding pass rule, paired
   by trial index when both sides asked the same needles (same seed, same trials), and Holm over
   every group of every prompt the pull request tests (``compare.verdict`` builds the family).
@@ -46,27 +46,20 @@ from needle_action.compare.models import (
     StyleLine,
 )
 from needle_action.core.names import GOLD_STYLE
-from needle_action.recall import (
-    CellKey,
+from needle_action.results import PromptResult, RecallCell, RecallResult, StyleSummary
+from needle_action.stats.exact import holm_rejections, stratified_drop_pvalue
+from needle_action.stats.groups import CellKey, Group, cell_key, family, planning_group, pooled
+from needle_action.stats.pooling import testable_counts
+from needle_action.stats.power import GroupDesign, detectable_drop
+from needle_action.stats.sequential import (
     Decision,
     Design,
-    Group,
-    GroupDesign,
     GroupResult,
     PromptData,
     answers_line_up,
-    cell_key,
-    detectable_drop,
-    family,
-    holm_rejections,
-    planning_group,
-    pooled,
     replay,
     result_answers,
-    stratified_drop_pvalue,
-    testable_counts,
 )
-from needle_action.results import PromptResult, RecallCell, RecallResult, StyleSummary
 
 Counts = Mapping[CellKey, tuple[int, int]]  # cell -> (hits, trials)
 StyledKey = tuple[str, int, float]  # (needle style, size, depth)

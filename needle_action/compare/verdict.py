@@ -41,8 +41,8 @@ from needle_action.compare.models import (
 from needle_action.compare.recall import compare_recall, head_end, prompt_data
 from needle_action.compare.tokens import budget_reason, growth_reason, token_delta
 from needle_action.core.names import ABSENT_STYLE
-from needle_action.recall import Decision, family_size, replay
 from needle_action.results import PromptResult, Results, SkipKind
+from needle_action.stats.sequential import Decision, family_size, replay
 
 
 def _case_hashes(p: PromptResult) -> set[str]:

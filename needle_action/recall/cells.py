@@ -13,14 +13,15 @@ import functools
 from dataclasses import dataclass, field
 
 from needle_action.core.names import ABSENT_STYLE
-from needle_action.recall import stats
 from needle_action.recall.prefix import Mark
 from needle_action.results import RecallAnswer, RecallCell
+from needle_action.stats.cells import cell_status, is_decided, trials_to_decide
+from needle_action.stats.intervals import wilson_interval
 
 LOST_RETRIES = 1  # a trial whose call exhausted its retries is asked once more before it is lost
 
 # pure and asked for at every pick: cached here rather than in stats
-_trials_to_decide = functools.lru_cache(maxsize=65536)(stats.trials_to_decide)
+_trials_to_decide = functools.lru_cache(maxsize=65536)(trials_to_decide)
 
 
 @dataclass
@@ -119,7 +120,7 @@ class CellRun:
             if (
                 early_stop
                 and self.done < self.planned
-                and stats.is_decided(self.hits, self.done, self.planned, threshold)
+                and is_decided(self.hits, self.done, self.planned, threshold)
             ):
                 self.settled = self.stopped_early = True
                 self.saved = self.planned - self.done - len(self.lost)
@@ -131,7 +132,7 @@ class CellRun:
     def to_result(self, threshold: float) -> RecallCell:
         """The cell as the results file records it (answers in trial order)."""
         n = self.done
-        low, high = stats.wilson_interval(self.hits, n)
+        low, high = wilson_interval(self.hits, n)
         absent = self.style == ABSENT_STYLE
         return RecallCell(
             style=self.style,
@@ -145,7 +146,7 @@ class CellRun:
             rate=round(self.hits / n, 4) if n else None,
             ci_low=round(low, 4),
             ci_high=round(high, 4),
-            status=stats.cell_status(self.hits, n, self.planned, threshold),
+            status=cell_status(self.hits, n, self.planned, threshold),
             stopped_early=self.stopped_early,
             distractor_answers=self.distractor_answers,
             tool_call_answers=self.tool_call_answers,

@@ -2,7 +2,7 @@
 length as an estimate with its range, both from **pooled** estimates rather than single cells.
 
 A cell holds a few dozen trials at most, so one unlucky cell must not change the class. The grid is
-read through the groups of :mod:`needle_action.recall.groups` (each depth over every size, each size
+read through the groups of :mod:`needle_action.stats.groups` (each depth over every size, each size
 over every depth), each with a Wilson interval that holds jointly over the whole family (Bonferroni
 at two-sided 1 - 2 alpha: a grid sitting at the threshold is called below it at most alpha of the
 time). A group is *below* the threshold when its whole interval is, *above* when its whole interval
@@ -26,7 +26,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
-from needle_action.recall.groups import (
+from needle_action.results import Diagnosis, RecallCell, RecallDiagnosis
+from needle_action.stats.groups import (
     CellKey,
     Estimate,
     Group,
@@ -34,11 +35,10 @@ from needle_action.recall.groups import (
     family,
     pooled,
 )
-from needle_action.recall.groups import (
+from needle_action.stats.groups import (
     estimate as group_estimate,
 )
-from needle_action.recall.stats import family_z, wilson_interval
-from needle_action.results import Diagnosis, RecallCell, RecallDiagnosis
+from needle_action.stats.intervals import family_z, wilson_interval
 
 Z_ONE_SIDED_95 = 1.6448536269514722
 

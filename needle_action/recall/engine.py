@@ -1,7 +1,7 @@
 """The recall engine: for each prompt of each job (the action's head and base are two jobs), reuse a
 stored result when one matches (the baseline, the cache, or the same settings hash measured by the
 other side in this run), else plan the style x size x depth grid with its trials (``trials =
-"auto"``: by power, :mod:`needle_action.recall.power`), run every job's cells through one scheduler
+"auto"``: by power, :mod:`needle_action.stats.power`), run every job's cells through one scheduler
 (:mod:`needle_action.recall.scheduler`), summarise and diagnose each style (pooled reading), add the
 pooled history of earlier runs, and write ``PromptResult.recall``.
 
@@ -33,9 +33,7 @@ from needle_action.providers.registry import import_ahead, make_provider
 from needle_action.recall.batch import run_batch
 from needle_action.recall.cache import ResultCache, default_cache_path
 from needle_action.recall.cells import CellRun
-from needle_action.recall.groups import CellKey
 from needle_action.recall.haystack import HaystackBuilder
-from needle_action.recall.history import base_counts, pool_history
 from needle_action.recall.plan import (
     RecallOverrides,
     auto_sizes,
@@ -45,7 +43,6 @@ from needle_action.recall.plan import (
     settings_hash,
     skip_reason,
 )
-from needle_action.recall.power import plan_for
 from needle_action.recall.probes.gold import answer_keys
 from needle_action.recall.probes.summary import summarize_cells
 from needle_action.recall.reorder import add_arm, edge_order_plan
@@ -68,6 +65,9 @@ from needle_action.results import (
     SkipKind,
     TokenUsage,
 )
+from needle_action.stats.groups import CellKey
+from needle_action.stats.pooling import base_counts, pool_history
+from needle_action.stats.power import plan_for
 from needle_action.tokens import get_counter
 
 CacheArg = ResultCache | str | Path | Literal[False] | None

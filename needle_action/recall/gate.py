@@ -3,10 +3,10 @@ and stop at the look where the group-sequential comparison decides (recall/seque
 
 The scheduler asks a gated plan's cells only up to the current look's trial count (``limit``);
 once every cell of every gated plan has counted that many answers (lost trials skipped), the gate
-evaluates the look with :func:`needle_action.recall.sequential.evaluate_look` over all of them
+evaluates the look with :func:`needle_action.stats.sequential.evaluate_look` over all of them
 together (the pull request's family) and either stops a plan (its cells settle, ``plan.look``
 records the look) or lets the next look's trials go. The compare stage re-derives the same
-decision from the results files (:func:`needle_action.recall.sequential.replay`): same answers,
+decision from the results files (:func:`needle_action.stats.sequential.replay`): same answers,
 same function, same verdict.
 """
 
@@ -17,8 +17,9 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from needle_action.recall.cells import CellRun
-from needle_action.recall.groups import cell_key
-from needle_action.recall.sequential import (
+from needle_action.results import RecallResult
+from needle_action.stats.groups import cell_key
+from needle_action.stats.sequential import (
     Answers,
     Design,
     PromptData,
@@ -26,7 +27,6 @@ from needle_action.recall.sequential import (
     evaluate_look,
     result_answers,
 )
-from needle_action.results import RecallResult
 
 if TYPE_CHECKING:  # the scheduler imports this module
     from needle_action.recall.scheduler import PromptPlan

@@ -11,8 +11,6 @@ caps); its answers never enter the cells, groups or verdicts: it is advice, meas
 
 from __future__ import annotations
 
-from collections.abc import Callable
-
 from needle_action.recall.cells import CellRun
 from needle_action.recall.haystack import HaystackBuilder
 from needle_action.recall.scheduler import PromptPlan
@@ -83,19 +81,3 @@ def add_arm(result: RecallResult, arm: PromptPlan) -> None:
     result.calls += arm.outcome.calls
     result.speculative_calls += arm.outcome.speculative_calls
     result.cost_usd = round(result.cost_usd + arm.outcome.cost_usd, 6)
-
-
-def describe(rows: list[ReorderDepth], style: Callable[[str], str] = str) -> str:
-    """The measured gain, e.g. "edge_order would lift depth 0.5 from 40% to 85%" (or "lower", or
-    "leave ... at"), for the comment and the terminal. STYLE formats a style's name (the comment
-    passes its sanitiser: a comparison file may come from an untrusted run)."""
-    parts = []
-    for r in rows:
-        if r.rate is None or r.edge_rate is None:
-            continue
-        a, b = round(r.rate * 100), round(r.edge_rate * 100)
-        verb = "lift" if b > a else ("lower" if b < a else "leave")
-        change = f"from {a}% to {b}%" if verb != "leave" else f"at {a}%"
-        where = f"depth {r.depth:g}" + (f" ({style(r.style)})" if len({x.style for x in rows}) > 1 else "")
-        parts.append(f"{verb} {where} {change} ({r.edge_hits}/{r.edge_trials} vs {r.hits}/{r.trials})")
-    return "edge_order would " + "; ".join(parts) if parts else ""

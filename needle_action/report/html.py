@@ -23,10 +23,10 @@ from markupsafe import Markup
 from needle_action import __version__
 from needle_action.compare import CellDelta, Comparison, PromptComparison, RecallComparison
 from needle_action.compare.diff import section_label
-from needle_action.recall import wilson_interval
 from needle_action.report import charts, sanitize
 from needle_action.report.diff import side_by_side
 from needle_action.report.render import DIAGNOSIS_LABEL, SECTIONS, STATUS_LABEL, VERDICT_LABEL, section_rows
+from needle_action.stats.intervals import wilson_interval
 
 TEMPLATES = Path(__file__).parent / "templates"
 CELL_W, CELL_H = 72, 40

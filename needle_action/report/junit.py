@@ -25,8 +25,9 @@ from collections.abc import Collection
 from dataclasses import dataclass, field
 
 from needle_action.compare import Comparison, GroupDelta, PromptComparison, RecallComparison, TokenDelta
-from needle_action.recall import Estimate, read_grid
+from needle_action.recall.diagnose import read_grid
 from needle_action.results import Results
+from needle_action.stats.groups import Estimate
 
 _XML_INVALID = re.compile("[^\u0009\u000a\u000d\u0020-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]")
 _MAX_TEXT = 4000

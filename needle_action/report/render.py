@@ -16,9 +16,9 @@ import jinja2
 
 from needle_action.compare import CellDelta, Comparison, PromptComparison, RecallComparison, TokenDelta
 from needle_action.compare.diff import section_label
-from needle_action.recall import describe_reorder
 from needle_action.report import charts, sanitize
 from needle_action.report import diff as diff_md
+from needle_action.report.reorder import describe_reorder
 from needle_action.results import has_look_alikes
 
 MARKER = "<!-- needle-action:comment -->"

@@ -301,7 +301,7 @@ def _print_recall_prompt(name: str, r: RecallResult) -> None:
     if kind != "all-pass":
         click.echo(f"  fix: {r.diagnosis.fix}")
     if r.reorder_ab:
-        from needle_action.recall import describe_reorder as describe  # the CLI only: light imports
+        from needle_action.report.reorder import describe_reorder as describe
 
         click.echo(f"  reorder measured: {describe(r.reorder_ab)}")
     misses = [(c, a) for c in r.cells if c.status != "pass" for a in c.answers if not a.hit][:3]

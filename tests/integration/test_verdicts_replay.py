@@ -15,7 +15,7 @@ import math
 import pytest
 
 from bench.verdicts import DROPS, FOUR, NULLS, replay
-from needle_action.recall.sequential import FIXED
+from needle_action.stats.sequential import FIXED
 
 PRS = 150
 FAMILY_ALPHA = 0.01

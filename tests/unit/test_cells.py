@@ -8,9 +8,9 @@ import random
 
 import pytest
 
-from needle_action.recall import stats
 from needle_action.recall.cells import CellRun
 from needle_action.results import RecallAnswer
+from needle_action.stats import cells as stat_cells
 
 
 def sequential(outcomes: tuple[bool, ...], threshold: float) -> tuple[int, int, str]:
@@ -18,9 +18,9 @@ def sequential(outcomes: tuple[bool, ...], threshold: float) -> tuple[int, int, 
     hits = 0
     for n, hit in enumerate(outcomes, start=1):
         hits += hit
-        if stats.is_decided(hits, n, len(outcomes), threshold):
-            return hits, n, stats.cell_status(hits, n, len(outcomes), threshold)
-    return hits, len(outcomes), stats.final_status(hits, len(outcomes), threshold)
+        if stat_cells.is_decided(hits, n, len(outcomes), threshold):
+            return hits, n, stat_cells.cell_status(hits, n, len(outcomes), threshold)
+    return hits, len(outcomes), stat_cells.final_status(hits, len(outcomes), threshold)
 
 
 def answer(i: int, hit: bool) -> RecallAnswer:

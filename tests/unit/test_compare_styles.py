@@ -5,8 +5,8 @@ an absent drop (the model inventing answers) regresses like recall."""
 from __future__ import annotations
 
 from needle_action.compare import compare
-from needle_action.recall.groups import family
 from needle_action.results import RecallAnswer, RecallDiagnosis, RecallResult, StyleSummary
+from needle_action.stats.groups import family
 from tests.unit._results_builder import case, grid, prompt, recall, results
 
 DEPTHS = (0.0, 0.5, 1.0)

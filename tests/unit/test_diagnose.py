@@ -3,9 +3,10 @@ unlucky cell does not change the class, and the effective context comes with its
 
 from __future__ import annotations
 
-from needle_action.recall import stats
 from needle_action.recall.diagnose import diagnose, read_grid
 from needle_action.results import RecallCell
+from needle_action.stats import cells as stat_cells
+from needle_action.stats import intervals as stat_intervals
 
 SIZES = [2000, 8000, 32000]
 DEPTHS = [0.0, 0.25, 0.5, 0.75, 1.0]
@@ -15,7 +16,7 @@ N = 20
 
 
 def cell(size: int, depth: float, hits: int, trials: int = N, planned: int = N) -> RecallCell:
-    low, high = stats.wilson_interval(hits, trials)
+    low, high = stat_intervals.wilson_interval(hits, trials)
     return RecallCell(
         size=size,
         depth=depth,
@@ -25,7 +26,7 @@ def cell(size: int, depth: float, hits: int, trials: int = N, planned: int = N) 
         rate=hits / trials if trials else None,
         ci_low=low,
         ci_high=high,
-        status=stats.cell_status(hits, trials, planned, THR),
+        status=stat_cells.cell_status(hits, trials, planned, THR),
     )
 
 

@@ -8,8 +8,8 @@ import random
 
 import pytest
 
-from needle_action.recall import power
-from needle_action.recall.stats import fisher_drop_pvalue
+from needle_action.stats import power
+from needle_action.stats.exact import fisher_drop_pvalue
 
 
 def _brute_power(base_n: int, pb: float, head_n: int, ph: float, level: float) -> float:

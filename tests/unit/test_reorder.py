@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from needle_action.recall.reorder import describe
+from needle_action.report.reorder import describe_reorder as describe
 from needle_action.results import ReorderDepth
 
 

@@ -7,10 +7,10 @@ import re
 from html.parser import HTMLParser
 
 from needle_action.compare import AnswerSample, compare
-from needle_action.recall.stats import wilson_interval
 from needle_action.report.charts import cell_tier, recall_by_depth
 from needle_action.report.html import render_html
 from needle_action.report.render import render_comment, render_summary
+from needle_action.stats.intervals import wilson_interval
 from tests.unit._results_builder import case, grid, prompt, recall, results
 
 FULL = {0.0: (5, 5), 0.25: (5, 5), 0.5: (5, 5), 0.75: (5, 5), 1.0: (5, 5)}

@@ -8,9 +8,9 @@ import random
 import pytest
 
 from needle_action.compare.recall import test_styled_groups as fixed_groups
-from needle_action.recall.groups import cell_key
-from needle_action.recall.sequential import FIXED, Design, PromptData, drop_upper, evaluate_look, replay
-from needle_action.recall.stats import paired_drop_pvalue
+from needle_action.stats.exact import paired_drop_pvalue
+from needle_action.stats.groups import cell_key
+from needle_action.stats.sequential import FIXED, Design, PromptData, drop_upper, evaluate_look, replay
 
 SIZES, DEPTHS = [2000, 8000, 16000], [0.0, 0.25, 0.5, 0.75, 1.0]
 CELLS = [cell_key(s, d) for s in SIZES for d in DEPTHS]

@@ -22,9 +22,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from needle_action.recall import stats
 from needle_action.recall.diagnose import GridReading, diagnose, read_grid
 from needle_action.results import RecallCell, RecallDiagnosis, RecallStatus, StyleSummary
+from needle_action.stats.cells import effective_context_relative
 
 FIX_ABSTAIN = (
     'Tell the model what to do when the context does not hold the answer (e.g. "If the documents do '
@@ -171,4 +171,4 @@ def _relative(recall: Sequence[RecallCell], sizes: Sequence[int], threshold: flo
     for c in recall:
         prev = worst.get(c.size, 1.0)
         worst[c.size] = None if prev is None or c.rate is None else min(prev, c.rate)
-    return stats.effective_context_relative(sizes, worst, threshold)
+    return effective_context_relative(sizes, worst, threshold)

@@ -24,9 +24,9 @@ from dataclasses import dataclass
 from typing import Literal
 
 from needle_action.config.model import RecallSettings
-from needle_action.recall.groups import CellKey, family, planning_group, pooled
-from needle_action.recall.stats import _head_hits_pmf
 from needle_action.results import RecallPower
+from needle_action.stats.exact import _head_hits_pmf
+from needle_action.stats.groups import CellKey, family, planning_group, pooled
 
 POWER_TARGET = 0.95  # the chance of catching a drop of min_drop that a run is planned for
 MIN_TRIALS = 5  # below this a cell's own threshold verdict says nothing

@@ -20,8 +20,8 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from needle_action.recall.groups import CellKey, cell_key
 from needle_action.results import HistoryCell, RecallHistory, RecallResult
+from needle_action.stats.groups import CellKey, cell_key
 
 MAX_POOLED_RUNS = 20  # bounds the results file; twenty runs already dwarf one run's trials
 

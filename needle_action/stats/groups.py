@@ -20,7 +20,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
-from needle_action.recall.stats import family_z, wilson_interval
+from needle_action.stats.intervals import family_z, wilson_interval
 
 CellKey = tuple[int, float]  # (size, depth)
 GroupKind = Literal["middle", "depth", "size"]

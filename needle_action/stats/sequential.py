@@ -37,15 +37,11 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from needle_action.recall.groups import CellKey, Group, cell_key, family, pooled
-from needle_action.recall.power import conditional_power
-from needle_action.recall.stats import (
-    holm_rejections,
-    paired_drop_pvalue,
-    stratified_drop_pvalue,
-    wilson_interval,
-)
 from needle_action.results import RecallResult
+from needle_action.stats.exact import holm_rejections, paired_drop_pvalue, stratified_drop_pvalue
+from needle_action.stats.groups import CellKey, Group, cell_key, family, pooled
+from needle_action.stats.intervals import wilson_interval
+from needle_action.stats.power import conditional_power
 
 FRACTIONS = (0.3, 0.6, 1.0)
 SPEND = (0.04, 0.08, 0.88)  # share of alpha spent at each look (adds up to 1)
