@@ -7,9 +7,9 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
-from needle_action.recall.haystack import HaystackBuilder
-from needle_action.recall.needles import make_needle
-from needle_action.recall.plan import trial_rng
+from needle_action.recall.plan.prompt import trial_rng
+from needle_action.recall.trials.haystack import HaystackBuilder
+from needle_action.recall.trials.needles import make_needle
 from needle_action.tokens import get_counter
 
 

@@ -27,7 +27,7 @@ from bench._common import planned_trials  # noqa: E402
 from needle_action.config import load_config  # noqa: E402
 from needle_action.providers.local import LocalProvider  # noqa: E402
 from needle_action.providers.registry import local_n_ctx  # noqa: E402
-from needle_action.recall.prefix import sequential_order  # noqa: E402
+from needle_action.recall.run.prefix import sequential_order  # noqa: E402
 
 
 def prompts(limit: int | None) -> list[tuple[str, object]]:

@@ -30,8 +30,8 @@ sys.path.insert(0, str(REPO))
 from bench.seed_loop import run_seed_loop  # noqa: E402
 from needle_action.config import load_config  # noqa: E402
 from needle_action.pipeline import RecallOverrides, run_recall  # noqa: E402
-from needle_action.recall.haystack import HaystackBuilder  # noqa: E402
-from needle_action.recall.plan import effective_prompt  # noqa: E402
+from needle_action.recall.plan.prompt import effective_prompt  # noqa: E402
+from needle_action.recall.trials.haystack import HaystackBuilder  # noqa: E402
 from needle_action.tokens import get_counter, tiktoken_cache  # noqa: E402
 from tests.fakes.anthropic_server import FakeAnthropic  # noqa: E402
 from tests.fakes.simulated_model import SimulatedModel, u_shape  # noqa: E402

@@ -46,8 +46,8 @@ from bench.workload import write_cache_project, write_speed_project  # noqa: E40
 from needle_action.config import load_config  # noqa: E402
 from needle_action.pipeline import run_recall  # noqa: E402
 from needle_action.providers.anthropic import build_request  # noqa: E402
-from needle_action.recall.merge import merge  # noqa: E402
-from needle_action.recall.shard import Shard  # noqa: E402
+from needle_action.recall.run.merge import merge  # noqa: E402
+from needle_action.recall.run.shard import Shard  # noqa: E402
 from needle_action.tokens import tiktoken_cache  # noqa: E402
 from tests.fakes.anthropic_server import FakeAnthropic  # noqa: E402
 from tests.fakes.simulated_model import SimulatedModel, u_shape  # noqa: E402

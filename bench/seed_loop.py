@@ -14,9 +14,9 @@ from dataclasses import dataclass, field
 
 import anthropic
 
-from needle_action.recall.needles import make_needle
-from needle_action.recall.plan import trial_rng
-from needle_action.recall.scoring import score
+from needle_action.recall.plan.prompt import trial_rng
+from needle_action.recall.trials.needles import make_needle
+from needle_action.recall.trials.scoring import score
 from needle_action.stats.cells import final_status
 
 PAUSE_S = 0.5  # the seed article's `await sleep(500)` between calls

@@ -37,11 +37,11 @@ from needle_action.config.model import Config, PromptConfig
 from needle_action.core.dataformats import DataError, parse_json
 from needle_action.core.errors import ConfigError
 from needle_action.core.paths import display_path, read_text
-from needle_action.recall.cells import CellRun
-from needle_action.recall.haystack import HaystackBuilder
-from needle_action.recall.plan import RecallOverrides, context_window, effective_prompt, skip_reason
-from needle_action.recall.prebuild import every_trial
-from needle_action.recall.scheduler import PromptPlan, trial_needles
+from needle_action.recall.plan.prompt import RecallOverrides, context_window, effective_prompt, skip_reason
+from needle_action.recall.run.cells import CellRun
+from needle_action.recall.run.prebuild import every_trial
+from needle_action.recall.run.scheduler import PromptPlan, trial_needles
+from needle_action.recall.trials.haystack import HaystackBuilder
 from needle_action.stats.power import plan_for
 from needle_action.tokens import get_counter
 
@@ -90,7 +90,7 @@ def _trial_plan(config: Config, prompt: PromptConfig) -> PromptPlan:
 
 
 def _auto_sizes(prompt: PromptConfig, haystack: HaystackBuilder) -> list[int]:
-    from needle_action.recall.plan import auto_sizes
+    from needle_action.recall.plan.prompt import auto_sizes
 
     ladder = auto_sizes(context_window(prompt), prompt.reserve_output_tokens)
     return [s for s in ladder if s > haystack.base_tokens()]

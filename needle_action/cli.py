@@ -45,8 +45,8 @@ from needle_action.pipeline import (
     select_prompts,
 )
 from needle_action.policy import comparison_exit_code, results_exit_code
-from needle_action.recall.merge import merge_files
-from needle_action.recall.scheduler import Progress
+from needle_action.recall.run.merge import merge_files
+from needle_action.recall.run.scheduler import Progress
 from needle_action.report.html import render_html
 from needle_action.report.junit import junit_xml
 from needle_action.report.render import render_comment
@@ -61,8 +61,8 @@ from needle_action.results import Results, load_results
 from needle_action.scaffold import write_starter
 
 if TYPE_CHECKING:
-    from needle_action.recall.engine import CacheArg
-    from needle_action.recall.scheduler import ProgressFactory
+    from needle_action.recall.run.engine import CacheArg
+    from needle_action.recall.run.scheduler import ProgressFactory
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -388,8 +388,8 @@ def recall(
 @handle_errors
 def plan(config_path: Path, only: tuple[str, ...], baseline: Path | None, json_out: Path | None) -> None:
     """Calls, tokens and dollars a compared recall run will spend, before any call (offline)."""
-    from needle_action.recall.cache import ResultCache, default_cache_path
-    from needle_action.runplan import as_json, format_plans, plan_prompt
+    from needle_action.recall.plan.cost import as_json, format_plans, plan_prompt
+    from needle_action.results.cache import ResultCache, default_cache_path
 
     config = _load(config_path)
     base = _baseline(baseline)

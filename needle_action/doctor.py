@@ -31,7 +31,7 @@ from needle_action.core.errors import NeedleError
 from needle_action.providers import local_model
 from needle_action.providers.local_build import PORTABLE_CMAKE_ARGS, installed_version, reinstall_command
 from needle_action.providers.specs import SPECS
-from needle_action.recall.cache import default_cache_path
+from needle_action.results.cache import default_cache_path
 
 Status = Literal["ok", "warn", "fail"]
 INSTALL_LOCAL = (

@@ -20,13 +20,13 @@ from needle_action.config.model import Config, PromptConfig
 from needle_action.core.errors import ConfigError, NeedleError
 from needle_action.providers.registry import prestart
 from needle_action.providers.specs import missing_key
-from needle_action.recall.engine import CacheArg, RecallJob, run_recall_jobs
-from needle_action.recall.plan import RecallOverrides, effective_prompt
-from needle_action.recall.scheduler import ProgressFactory
-from needle_action.recall.shard import Shard
+from needle_action.recall.plan.cost import check_cost, plan_prompt
+from needle_action.recall.plan.prompt import RecallOverrides, effective_prompt
+from needle_action.recall.run.engine import CacheArg, RecallJob, run_recall_jobs
+from needle_action.recall.run.scheduler import ProgressFactory
+from needle_action.recall.run.shard import Shard
 from needle_action.request.prompt import RenderedPrompt
 from needle_action.results import PromptResult, Results, SkipKind
-from needle_action.runplan import check_cost, plan_prompt
 from needle_action.tokens import count_prompts
 from needle_action.tokens.budget import evaluate_case
 

@@ -21,7 +21,7 @@ from needle_action.core.names import PROVIDER_NAMES
 from needle_action.core.paths import relative
 from needle_action.pipeline import Measure
 from needle_action.policy import Policy
-from needle_action.recall.plan import RecallOverrides
+from needle_action.recall.plan.prompt import RecallOverrides
 
 TRUE = {"true", "yes", "on", "1"}
 FALSE = {"false", "no", "off", "0"}

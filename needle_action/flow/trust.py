@@ -39,7 +39,7 @@ from needle_action.core.paths import (
 from needle_action.flow import workflow
 from needle_action.flow.baseline import git
 from needle_action.flow.settings import Settings
-from needle_action.recall.cache import default_cache_path
+from needle_action.results.cache import default_cache_path
 
 REPORT_DIR = ".needle-report"
 CACHE_FILE = "recall.sqlite"

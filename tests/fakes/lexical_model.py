@@ -31,8 +31,8 @@ import random
 import threading
 from dataclasses import dataclass
 
-from needle_action.recall.needles import VALUE_RE, make_value
-from needle_action.recall.probes.lexical import content_stems
+from needle_action.recall.trials.needles import VALUE_RE, make_value
+from needle_action.recall.trials.probes.lexical import content_stems
 from tests.fakes.simulated_model import NOT_FOUND, Curve, _texts, find_question
 
 MAX_PASSAGE_ANSWER = 600  # an extractive answer quotes at most this much of its passage

@@ -42,7 +42,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from needle_action.recall.needles import BRIDGE_RE, VALUE_RE, make_value
+from needle_action.recall.trials.needles import BRIDGE_RE, VALUE_RE, make_value
 from tests.fakes.anthropic_request import request_parts
 
 Curve = Callable[[float, int], float]

@@ -79,7 +79,7 @@ def add_line(path: Path, line: str) -> None:
         (
             "tokens/counting.py",
             "def _f():\n    from needle_action.recall import engine",
-            "needle_action.tokens.counting -> needle_action.recall.engine",
+            "needle_action.tokens.counting -> needle_action.recall.run.engine",
         ),
         # the faces are independent of each other
         ("action/main.py", "import needle_action.cli", "needle_action.action.main -> needle_action.cli"),
@@ -87,7 +87,7 @@ def add_line(path: Path, line: str) -> None:
         (
             "recall/engine.py",
             "import needle_action.runtime",
-            "needle_action.recall.engine -> needle_action.runtime",
+            "needle_action.recall.run.engine -> needle_action.runtime",
         ),
         # report uses recall's public names, not its modules
         (

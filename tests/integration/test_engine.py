@@ -11,8 +11,8 @@ import pytest
 
 from needle_action.config import load_config
 from needle_action.pipeline import RecallOverrides
-from needle_action.recall import engine
-from needle_action.recall.cache import ResultCache
+from needle_action.recall.run import engine
+from needle_action.results.cache import ResultCache
 from needle_action.stats.cells import final_status
 from tests.fakes.anthropic_server import FakeAnthropic, Faults
 from tests.fakes.simulated_model import SimulatedModel, flat, u_shape

@@ -16,9 +16,9 @@ import anthropic
 import pytest
 
 from needle_action.config import RecallSettings, load_config
-from needle_action.recall.haystack import HaystackBuilder
-from needle_action.recall.needles import make_needle
-from needle_action.recall.scoring import score
+from needle_action.recall.trials.haystack import HaystackBuilder
+from needle_action.recall.trials.needles import make_needle
+from needle_action.recall.trials.scoring import score
 from needle_action.tokens import get_counter
 from tests.fakes.anthropic_server import FakeAnthropic, Faults
 from tests.fakes.simulated_model import SimulatedModel, flat

@@ -12,7 +12,7 @@ from click.testing import CliRunner
 from needle_action.assemble.render import render_case
 from needle_action.cli import main
 from needle_action.config import load_config
-from needle_action.recall.haystack import HaystackBuilder
+from needle_action.recall.trials.haystack import HaystackBuilder
 from needle_action.tokens import get_counter
 from tests.builders import Project
 

@@ -11,8 +11,8 @@ import pytest
 from needle_action.config import PromptConfig, load_config
 from needle_action.core.errors import ConfigError, TemplateError
 from needle_action.core.names import NeedleStyle
-from needle_action.recall.haystack import HaystackBuilder, SizeTooSmall, Trial
-from needle_action.recall.needles import BRIDGE_RE, VALUE_RE, Needle, make_needle
+from needle_action.recall.trials.haystack import HaystackBuilder, SizeTooSmall, Trial
+from needle_action.recall.trials.needles import BRIDGE_RE, VALUE_RE, Needle, make_needle
 from needle_action.tokens import get_counter
 from tests.builders import Project
 

@@ -25,7 +25,7 @@ from needle_action.cli import main
 from needle_action.compare import compare
 from needle_action.config import load_config
 from needle_action.pipeline import RecallOverrides, run_recall
-from needle_action.recall.probes.bank import NAMES
+from needle_action.recall.trials.probes.bank import NAMES
 from needle_action.report.render import render_comment
 from tests.builders import Project
 from tests.fakes.anthropic_server import FakeAnthropic

@@ -190,7 +190,7 @@ def test_a_request_that_reads_a_warm_mark_is_not_held_by_a_shallower_write():
     """Five depths, four breakpoints: the writer leaves one mark for its own cell's first trial to
     write. Meanwhile the deeper cells' trials, whose own mark is warm, read it and go; only a
     request that would write (or read) the mark being written waits."""
-    from needle_action.recall.prefix import Mark, MarkStates
+    from needle_action.recall.run.prefix import Mark, MarkStates
 
     now = [0.0]
     states = MarkStates(min_tokens={1: 1024}, clock=lambda: now[0])
@@ -216,7 +216,7 @@ def test_a_prefix_another_ladder_is_writing_is_written_again_not_waited_for():
     needle. The second ladder's writer does not wait a round for the first's write of it: it writes
     its own marks now (paying that shared prefix once more). A request that needs exactly the
     shared mark still waits and reads it; within one ladder nothing changes."""
-    from needle_action.recall.prefix import Mark, MarkStates
+    from needle_action.recall.run.prefix import Mark, MarkStates
 
     states = MarkStates(min_tokens={1: 1024}, clock=lambda: 0.0)
     shared = Mark(0, 100, 1400, "system prompt")

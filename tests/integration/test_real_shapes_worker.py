@@ -47,8 +47,8 @@ def test_promptflows_nested_history_takes_the_needle_at_its_depth(tmp_path, dept
     import random
 
     from needle_action.config import RecallSettings, load_config
-    from needle_action.recall.haystack import HaystackBuilder
-    from needle_action.recall.needles import make_needle
+    from needle_action.recall.trials.haystack import HaystackBuilder
+    from needle_action.recall.trials.needles import make_needle
     from needle_action.tokens import get_counter
 
     root = tmp_path / "flow"

@@ -16,7 +16,7 @@ import os
 
 import pytest
 
-from needle_action.recall.cache import ResultCache
+from needle_action.results.cache import ResultCache
 from tests.fakes.anthropic_server import FakeAnthropic
 from tests.fakes.simulated_model import SimulatedModel, cliff, flat, u_shape
 from tests.integration.recall_helpers import outcomes, recall_of, run, verdicts, write_project

@@ -10,7 +10,7 @@ import os
 import pytest
 
 from examples.agent.tools import TOOLS as AGENT_TOOLS
-from needle_action.recall.needles import VALUE_RE
+from needle_action.recall.trials.needles import VALUE_RE
 from tests.fakes.anthropic_server import FakeAnthropic
 from tests.fakes.simulated_model import SimulatedModel, flat, u_shape
 from tests.integration.recall_helpers import run, write_project

@@ -11,9 +11,9 @@ import pytest
 from needle_action.config import load_config
 from needle_action.core.errors import ConfigError
 from needle_action.pipeline import RecallOverrides, run_recall
-from needle_action.recall.engine import RecallJob, run_recall_jobs
-from needle_action.recall.merge import merge
-from needle_action.recall.shard import Shard
+from needle_action.recall.run.engine import RecallJob, run_recall_jobs
+from needle_action.recall.run.merge import merge
+from needle_action.recall.run.shard import Shard
 from needle_action.results import Results
 from tests.fakes.anthropic_server import FakeAnthropic
 from tests.fakes.simulated_model import SimulatedModel, flat, u_shape

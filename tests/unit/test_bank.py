@@ -9,10 +9,10 @@ import random
 import pytest
 
 from needle_action.config import RecallSettings
-from needle_action.recall.filler import _FIRST as FILLER_NAMES
-from needle_action.recall.needles import make_needle
-from needle_action.recall.probes.bank import ANSWER_SUFFIX, NAMES, NEUTRAL, RELATIONS, bank_items
-from needle_action.recall.probes.lexical import STOP_WORDS, content_stems, overlap, stem
+from needle_action.recall.trials.filler import _FIRST as FILLER_NAMES
+from needle_action.recall.trials.needles import make_needle
+from needle_action.recall.trials.probes.bank import ANSWER_SUFFIX, NAMES, NEUTRAL, RELATIONS, bank_items
+from needle_action.recall.trials.probes.lexical import STOP_WORDS, content_stems, overlap, stem
 
 
 def _pairs():

@@ -8,7 +8,7 @@ import random
 
 import pytest
 
-from needle_action.recall.cells import CellRun
+from needle_action.recall.run.cells import CellRun
 from needle_action.results import RecallAnswer
 from needle_action.stats import cells as stat_cells
 

@@ -8,8 +8,14 @@ from collections import Counter
 from itertools import islice
 from pathlib import Path
 
-from needle_action.recall.filler import GENRES, generated_passages, repo_passages, scrub, split_paragraphs
-from needle_action.recall.needles import BRIDGE_RE, VALUE_RE
+from needle_action.recall.trials.filler import (
+    GENRES,
+    generated_passages,
+    repo_passages,
+    scrub,
+    split_paragraphs,
+)
+from needle_action.recall.trials.needles import BRIDGE_RE, VALUE_RE
 
 
 def test_generator_is_reproducible_and_seed_dependent():

@@ -10,7 +10,7 @@ import pytest
 
 from needle_action.assemble.templates.fixtures import load_fixture
 from needle_action.core.errors import ConfigError
-from needle_action.recall.probes.gold import Expected, TrialOrders, resolve_gold
+from needle_action.recall.trials.probes.gold import Expected, TrialOrders, resolve_gold
 
 DOCS = """question: How long are deleted objects kept?
 documents:

@@ -121,7 +121,7 @@ def test_write_file_refuses_a_symlinked_file_folder_fifo_and_hard_link(tmp_path)
 
 
 def test_the_cache_refuses_a_symlinked_database(tmp_path):
-    from needle_action.recall.cache import ResultCache
+    from needle_action.results.cache import ResultCache
 
     os.symlink(tmp_path / "elsewhere.sqlite", tmp_path / "recall.sqlite")
     with pytest.raises(ConfigError, match="not safe"):

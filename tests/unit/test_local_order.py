@@ -8,7 +8,7 @@ import itertools
 from needle_action.providers import local as local_module
 from needle_action.providers.local import LocalProvider, LocalStats, trace_line
 from needle_action.providers.local_decode import line_done
-from needle_action.recall.prefix import sequential_order
+from needle_action.recall.run.prefix import sequential_order
 
 
 def test_trials_go_prompt_by_prompt_deepest_cell_first_a_cells_trials_together():

@@ -9,7 +9,7 @@ import pytest
 from needle_action.config import NeedleSpec, RecallSettings
 from needle_action.core.errors import ConfigError
 from needle_action.core.names import NeedleStyle
-from needle_action.recall.needles import BRIDGE_RE, VALUE_RE, Needle, make_needle, make_value
+from needle_action.recall.trials.needles import BRIDGE_RE, VALUE_RE, Needle, make_needle, make_value
 
 STYLES = ("codeword", "sentence", "distractors", "multihop")
 

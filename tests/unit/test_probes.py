@@ -10,12 +10,12 @@ import pytest
 
 from needle_action.config import RecallSettings
 from needle_action.core.names import NeedleStyle
-from needle_action.recall.needles import VALUE_RE, make_needle
-from needle_action.recall.probes.absent import ABSENT_ANSWER
-from needle_action.recall.probes.families import FAMILIES
-from needle_action.recall.probes.lexical import content_stems
-from needle_action.recall.probes.needle import Needle
-from needle_action.recall.scoring import judge
+from needle_action.recall.trials.needles import VALUE_RE, make_needle
+from needle_action.recall.trials.probes.absent import ABSENT_ANSWER
+from needle_action.recall.trials.probes.families import FAMILIES
+from needle_action.recall.trials.probes.lexical import content_stems
+from needle_action.recall.trials.probes.needle import Needle
+from needle_action.recall.trials.scoring import judge
 
 VALUE_STYLES = ("codeword", "sentence", "distractors", "absent")
 

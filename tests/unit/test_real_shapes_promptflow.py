@@ -64,7 +64,7 @@ def test_two_hashes_are_a_heading_not_a_marker(tmp_path):
 
 
 def test_a_nested_chat_history_is_a_slot_recall_can_fill():
-    from needle_action.recall.slot import detect_shape
+    from needle_action.recall.trials.slot import detect_shape
 
     history = load_fixture(DATA / "chat.yaml")["chat_history"] * 2
     shape = detect_shape(history, "chat_history", {})
@@ -82,7 +82,7 @@ def test_a_nested_chat_history_is_a_slot_recall_can_fill():
 
 def test_nested_items_without_text_are_still_an_error():
     from needle_action.core.errors import ConfigError
-    from needle_action.recall.slot import detect_shape
+    from needle_action.recall.trials.slot import detect_shape
 
     with pytest.raises(ConfigError, match="no text field"):
         detect_shape([{"inputs": {"n": 1}}, {"inputs": {"n": 2}}], "chat_history", {})

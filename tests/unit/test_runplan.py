@@ -7,7 +7,7 @@ import pytest
 
 from needle_action.config.model import PromptConfig, RecallSettings
 from needle_action.core.errors import ConfigError
-from needle_action.runplan import as_json, check_cost, format_plans, one_line, plan_prompt
+from needle_action.recall.plan.cost import as_json, check_cost, format_plans, one_line, plan_prompt
 
 
 def _prompt(**recall) -> PromptConfig:

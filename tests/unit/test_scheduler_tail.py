@@ -11,8 +11,8 @@ import pytest
 
 from needle_action.config import load_config
 from needle_action.providers.base import Completion
-from needle_action.recall.haystack import Trial
-from needle_action.recall.scheduler import CellRun, PromptPlan, Scheduler
+from needle_action.recall.run.scheduler import CellRun, PromptPlan, Scheduler
+from needle_action.recall.trials.haystack import Trial
 from needle_action.request.prompt import Message, RenderedPrompt
 from tests.integration.recall_helpers import write_project
 

@@ -7,8 +7,8 @@ from typing import Literal
 import pytest
 
 from needle_action.config import RecallSettings
-from needle_action.recall.needles import Needle
-from needle_action.recall.scoring import normalise, score
+from needle_action.recall.trials.needles import Needle
+from needle_action.recall.trials.scoring import normalise, score
 
 NEEDLE = Needle(
     style="codeword",
@@ -78,7 +78,7 @@ def test_oversized_answers_are_bounded():
 
 
 def test_a_tool_call_is_a_miss_of_its_own_kind():
-    from needle_action.recall.scoring import judge as judge_answer
+    from needle_action.recall.trials.scoring import judge as judge_answer
 
     plain = judge_answer(NEEDLE.answer, NEEDLE, RecallSettings())
     called = judge_answer(NEEDLE.answer, NEEDLE, RecallSettings(), tool_call="search")

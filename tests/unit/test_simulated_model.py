@@ -10,9 +10,9 @@ import pytest
 
 from needle_action.config import RecallSettings
 from needle_action.core.names import NeedleStyle
-from needle_action.recall.filler import generated_passages
-from needle_action.recall.needles import VALUE_RE, make_needle
-from needle_action.recall.scoring import score
+from needle_action.recall.trials.filler import generated_passages
+from needle_action.recall.trials.needles import VALUE_RE, make_needle
+from needle_action.recall.trials.scoring import score
 from tests.fakes.simulated_model import NOT_FOUND, SimulatedModel, cliff, flat, u_shape
 
 FILLER = "\n".join(p.text for p in islice(generated_passages("sim-tests"), 60))
