@@ -25,7 +25,7 @@ sys.path.insert(0, str(REPO))
 
 from bench._common import planned_trials  # noqa: E402
 from needle_action.config import load_config  # noqa: E402
-from needle_action.providers.local import LocalProvider  # noqa: E402
+from needle_action.providers.local.provider import LocalProvider  # noqa: E402
 from needle_action.providers.registry import local_n_ctx  # noqa: E402
 from needle_action.recall.run.prefix import sequential_order  # noqa: E402
 

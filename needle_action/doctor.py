@@ -7,7 +7,7 @@ required check fails, else 0.
 * Python: 3.11 or newer.
 * Tokenizers: tiktoken's ``o200k_base`` and ``cl100k_base`` load offline and count.
 * The embedded model: llama-cpp-python and the bundled Gemma installed; the self-test (a tiny
-  completion in a model worker, :mod:`needle_action.providers.local_probe`) answers, with the build's
+  completion in a model worker, :mod:`needle_action.providers.local.probe`) answers, with the build's
   CPU features; a build with the features behind the known AMX / AVX-512 crash is flagged with the
   exact reinstall command. The result refreshes the probe cache the first run consults.
 * Provider keys: which are set (never their values).
@@ -28,8 +28,8 @@ from dataclasses import dataclass
 from typing import Literal
 
 from needle_action.core.errors import NeedleError
-from needle_action.providers import local_model
-from needle_action.providers.local_build import PORTABLE_CMAKE_ARGS, installed_version, reinstall_command
+from needle_action.providers.local import model as local_model
+from needle_action.providers.local.build import PORTABLE_CMAKE_ARGS, installed_version, reinstall_command
 from needle_action.providers.specs import SPECS
 from needle_action.results.cache import default_cache_path
 
@@ -84,8 +84,8 @@ def check_model() -> Check:
             f'not installed ({missing}): only needed for provider = "local", the default',
             INSTALL_LOCAL,
         )
-    from needle_action.providers import local_probe
-    from needle_action.providers.local_worker import worker_for
+    from needle_action.providers.local import probe as local_probe
+    from needle_action.providers.local.worker import worker_for
 
     try:
         worker = worker_for(local_model.model_path())

@@ -1,7 +1,7 @@
 """The pipe protocol between needle and the worker processes it owns: the render workers
 (:mod:`needle_action.assemble.templates.isolate`), the prompt builders' worker
 (:mod:`needle_action.assemble.builder.client`) and the embedded model's worker
-(:mod:`needle_action.providers.local_worker`).
+(:mod:`needle_action.providers.local.worker`).
 
 One message is one frame: an 8-byte big-endian length, then that many bytes. The parent writes a
 request frame to the worker's stdin and reads the answer frame from its stdout within a deadline;

@@ -13,7 +13,7 @@ from needle_action.config.model import PromptSettings, ProviderSettings
 from needle_action.core.errors import ConfigError
 from needle_action.core.names import PROVIDER_NAMES
 from needle_action.providers.base import Provider
-from needle_action.providers.local import DEFAULT_MODEL, round_ctx
+from needle_action.providers.local.provider import DEFAULT_MODEL, round_ctx
 from needle_action.providers.specs import SPECS
 
 OUTPUT_MARGIN = 512  # chat-template tokens, question and instructions around the context slot
@@ -63,7 +63,7 @@ def prestart(prompts: Iterable[PromptSettings]) -> None:
     """Start, in the background, what the first recall call of PROMPTS would wait for: the embedded
     model's worker and its model load (once per model file: the first prompt's window, as the
     engine's provider for that file has). HTTP providers need none."""
-    from needle_action.providers.local import LocalProvider
+    from needle_action.providers.local.provider import LocalProvider
 
     for prompt in prompts:
         if prompt.provider == "local" and prompt.recall.enabled:

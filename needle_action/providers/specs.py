@@ -47,7 +47,7 @@ SPECS: dict[str, ProviderSpec] = {
         base_url_env="OPENAI_BASE_URL",
         official_url="https://api.openai.com/v1",
     ),
-    "local": ProviderSpec("local", "needle_action.providers.local:LocalProvider"),
+    "local": ProviderSpec("local", "needle_action.providers.local.provider:LocalProvider"),
 }
 assert tuple(SPECS) == PROVIDER_NAMES, "SPECS and names.ProviderName must list the same providers"
 

@@ -14,8 +14,8 @@ from typing import Any
 
 from needle_action.config.model import PromptSettings, ProviderSettings
 from needle_action.core.errors import ProviderUnavailable, TokenizerError
-from needle_action.providers import local_model
-from needle_action.providers.local_text import transcript
+from needle_action.providers.local import model as local_model
+from needle_action.providers.local.text import transcript
 from needle_action.request.prompt import RenderedPrompt
 
 _vocabs: dict[str, Any] = {}  # gguf path -> llama_cpp.Llama holding the vocabulary only

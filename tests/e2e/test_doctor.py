@@ -14,9 +14,9 @@ import time
 
 import pytest
 
-from needle_action.providers import local_model
-from needle_action.providers.local_build import build_features, reinstall_command
-from needle_action.providers.local_worker import ModelWorker
+from needle_action.providers.local import model as local_model
+from needle_action.providers.local.build import build_features, reinstall_command
+from needle_action.providers.local.worker import ModelWorker
 
 pytestmark = [pytest.mark.model, pytest.mark.slow]
 

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from needle_action.providers.local_worker import MAX_RESTARTS, MODULE
+from needle_action.providers.local.worker import MAX_RESTARTS, MODULE
 from tests.builders import Project
 from tests.e2e.local_model import NOTES_PROMPT, NOTES_TEMPLATE, local_config
 from tests.fakes.github_server import FakeGitHub

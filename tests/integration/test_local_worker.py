@@ -12,8 +12,8 @@ import time
 import pytest
 
 from needle_action.core.errors import ProviderUnavailable
-from needle_action.providers import local_worker
-from needle_action.providers.local_worker import MAX_RESTARTS, MODULE, ModelWorker
+from needle_action.providers.local import worker as local_worker
+from needle_action.providers.local.worker import MAX_RESTARTS, MODULE, ModelWorker
 
 
 def _dies_of(signame: str) -> list[str]:

@@ -10,7 +10,7 @@ import sys
 import time
 from collections.abc import Iterator
 
-from needle_action.providers.local_worker import _family_ticks, others_busy
+from needle_action.providers.local.worker import _family_ticks, others_busy
 
 SPIN = "import time\nend = time.time() + 5\nwhile time.time() < end: pass"
 

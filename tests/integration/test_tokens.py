@@ -391,7 +391,7 @@ def _llama_or_skip():
         import llama_cpp  # noqa: F401
     except ImportError:
         pytest.skip("llama-cpp-python is not installed (the [local] extra)")
-    from needle_action.providers.local_model import model_path
+    from needle_action.providers.local.model import model_path
 
     return model_path()
 
@@ -436,7 +436,7 @@ def test_local_count_equals_what_the_model_reports_for_the_real_call():
     import asyncio
 
     _llama_or_skip()
-    from needle_action.providers.local import LocalProvider
+    from needle_action.providers.local.provider import LocalProvider
 
     settings = PromptSettings(tokenizer="local", provider="local", model="gemma3-270m")
     prompt = RenderedPrompt(
@@ -465,7 +465,7 @@ def test_local_counter_is_approximate_for_another_provider(example_cases):
 def test_local_counter_without_the_model_package_is_a_setup_error(monkeypatch):
     pytest.importorskip("llama_cpp", reason="needs the [local] extra")
     from needle_action.core.errors import EXIT_CONFIG, ProviderUnavailable
-    from needle_action.providers import local_model
+    from needle_action.providers.local import model as local_model
     from needle_action.tokens import counting
 
     def missing():

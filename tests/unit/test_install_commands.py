@@ -6,7 +6,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from needle_action.providers.local_build import PORTABLE_CMAKE_ARGS
+from needle_action.providers.local.build import PORTABLE_CMAKE_ARGS
 
 ROOT = Path(__file__).resolve().parents[2]
 PORTABLE = f'CMAKE_ARGS="{PORTABLE_CMAKE_ARGS}" python3 -m pip install --no-cache-dir -e '

@@ -1,6 +1,6 @@
 """The split point of KV reuse: always a multiple of the evaluation chunk, never the last token."""
 
-from needle_action.providers.kv_reuse import aligned, common_prefix
+from needle_action.providers.local.kv_reuse import aligned, common_prefix
 
 
 def test_split_points_are_multiples_of_the_chunk():

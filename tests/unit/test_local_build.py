@@ -5,7 +5,7 @@ from __future__ import annotations
 import signal
 
 from needle_action.doctor import Check, exit_code, format_line
-from needle_action.providers.local_build import (
+from needle_action.providers.local.build import (
     BASELINE_CMAKE_ARGS,
     PORTABLE_CMAKE_ARGS,
     build_features,
@@ -13,8 +13,8 @@ from needle_action.providers.local_build import (
     reinstall_command,
     risky_features,
 )
-from needle_action.providers.local_probe import probe_key
-from needle_action.providers.local_worker import describe_exit
+from needle_action.providers.local.probe import probe_key
+from needle_action.providers.local.worker import describe_exit
 
 # the report of the build that crashed on the Xeon (issue 17), and of the README's portable build
 NATIVE_XEON = (

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import itertools
 
-from needle_action.providers import local as local_module
-from needle_action.providers.local import LocalProvider, LocalStats, trace_line
-from needle_action.providers.local_decode import line_done
+from needle_action.providers.local import provider as local_module
+from needle_action.providers.local.decode import line_done
+from needle_action.providers.local.provider import LocalProvider, LocalStats, trace_line
 from needle_action.recall.run.prefix import sequential_order
 
 

@@ -8,7 +8,7 @@ import json
 import pytest
 
 from needle_action.core.errors import ProviderUnavailable
-from needle_action.providers import local_probe
+from needle_action.providers.local import probe as local_probe
 
 PORTABLE = "CPU : SSE3 = 1 | AVX = 1 | AVX2 = 1 | F16C = 1 | FMA = 1 | "
 NATIVE = PORTABLE + "AVX512 = 1 | AVX512_BF16 = 1 | AMX_INT8 = 1 | "

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from needle_action.providers.local_worker import threading_env
+from needle_action.providers.local.worker import threading_env
 
 
 def test_an_idle_machine_gets_every_cpu_and_a_bounded_spin():

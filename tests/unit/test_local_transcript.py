@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from needle_action.providers.local import transcript
+from needle_action.providers.local.provider import transcript
 
 
 def test_tool_turns_read_as_text():

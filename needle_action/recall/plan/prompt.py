@@ -22,7 +22,7 @@ from needle_action.config.model import Config, PromptConfig
 from needle_action.core.errors import ConfigError
 from needle_action.core.paths import relative
 from needle_action.providers import specs
-from needle_action.providers.local_model import SPLIT_TOKENS
+from needle_action.providers.local.model import SPLIT_TOKENS
 from needle_action.providers.registry import local_n_ctx
 from needle_action.recall.trials.filler import filler_files
 from needle_action.results import SCHEMA_VERSION, SkipKind

@@ -18,7 +18,7 @@ of them (the API's limit) for caching, so one request writes the whole ladder an
 request of that size reads it.
 
 A provider that answers one call at a time and keeps the previous prompt's KV state (the embedded
-model, :mod:`needle_action.providers.kv_reuse`) gains from the same structure without any marker:
+model, :mod:`needle_action.providers.local.kv_reuse`) gains from the same structure without any marker:
 the scheduler asks its trials in :func:`sequential_order`, so consecutive prompts share the longest
 prefix.
 

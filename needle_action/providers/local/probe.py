@@ -20,14 +20,14 @@ from pathlib import Path
 from typing import Any
 
 from needle_action.core.errors import ProviderUnavailable
-from needle_action.providers import local_model
-from needle_action.providers.local_build import (
+from needle_action.providers.local import model as local_model
+from needle_action.providers.local.build import (
     build_features,
     installed_version,
     reinstall_command,
     risky_features,
 )
-from needle_action.providers.local_worker import ModelWorker
+from needle_action.providers.local.worker import ModelWorker
 
 PROBE_MESSAGES = [{"role": "user", "content": "Question: What is the capital of France?"}]
 PROBE_EXPECTED = "paris"  # what the bundled Gemma 3 270M answers (checked only for the bundled model)

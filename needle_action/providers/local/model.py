@@ -9,7 +9,7 @@ half-written model that a later run would trust. A small ``.verified`` note (siz
 re-hashing ~250 MB on every run.
 
 ``get_llama(n_ctx)`` loads llama-cpp-python's ``Llama`` once per model file and process: only ever
-in the model worker (:mod:`needle_action.providers.local_worker`), where a native crash cannot take
+in the model worker (:mod:`needle_action.providers.local.worker`), where a native crash cannot take
 the run down.
 """
 

@@ -1,21 +1,21 @@
 """The embedded model through llama-cpp-python: no key, no network, reproducible.
 
-* Default model: the embedded Gemma 3 270M (:mod:`needle_action.providers.local_model`); any .gguf with
+* Default model: the embedded Gemma 3 270M (:mod:`needle_action.providers.local.model`); any .gguf with
   ``providers.local.model_path``.
-* The model runs in a **worker process** needle owns (:mod:`needle_action.providers.local_worker`):
+* The model runs in a **worker process** needle owns (:mod:`needle_action.providers.local.worker`):
   loaded once, reused by every call and provider of the process; a native crash (SIGSEGV, SIGILL,
   SIGABRT, an out-of-memory SIGKILL) restarts it, and past two restarts becomes
   ``ProviderUnavailable`` naming the signal: the run keeps what it measured. Before the first call
-  on a machine the worker runs the self-test (:mod:`needle_action.providers.local_probe`).
+  on a machine the worker runs the self-test (:mod:`needle_action.providers.local.probe`).
 * Two prompt formats, chosen from the GGUF metadata. A GGUF with a chat template (instruction
   models) gets the chat through that template. One without (base models, like the embedded
   ``google/gemma-3-270m``, which is the pretrained, not the ``-it``, checkpoint) gets a plain
   transcript ending in ``Answer:``: measured on the embedded model, a chat format makes it echo the
   prompt, while the transcript makes it answer. Its answer is the first non-empty line (a base
   model keeps writing the next "Question:" otherwise). The inference itself:
-  :mod:`needle_action.providers.local_infer`, in the worker.
+  :mod:`needle_action.providers.local.infer`, in the worker.
 * Decoding is greedy (``temperature=0``). Shared prompt prefixes are not evaluated twice, and an
-  answer still depends on the prompt alone: see :mod:`needle_action.providers.kv_reuse` (the KV
+  answer still depends on the prompt alone: see :mod:`needle_action.providers.local.kv_reuse` (the KV
   state of the prefix shared with the previous prompt, cut to a multiple of the evaluation chunk,
   so every prompt is evaluated in the same chunks as from an empty state). ``sequential`` makes the
   scheduler ask trials in :func:`needle_action.recall.run.prefix.sequential_order`, so consecutive
@@ -47,10 +47,10 @@ from needle_action.config import ProviderSettings
 from needle_action.core.dataformats import JSON
 from needle_action.core.errors import ConfigError, ProviderUnavailable
 from needle_action.providers.base import Breakpoint, Completion
-from needle_action.providers.local_model import N_CTX_TRAIN, model_path
-from needle_action.providers.local_probe import ensure_probed
-from needle_action.providers.local_text import first_line, has_chat_template, round_ctx, transcript
-from needle_action.providers.local_worker import TRACE_ENV, ModelWorker, worker_for
+from needle_action.providers.local.model import N_CTX_TRAIN, model_path
+from needle_action.providers.local.probe import ensure_probed
+from needle_action.providers.local.text import first_line, has_chat_template, round_ctx, transcript
+from needle_action.providers.local.worker import TRACE_ENV, ModelWorker, worker_for
 from needle_action.request.prompt import RenderedPrompt
 
 DEFAULT_MODEL = "gemma-3-270m"

@@ -1,4 +1,4 @@
-"""The model worker process: ``python -m needle_action.providers.local_serve``.
+"""The model worker process: ``python -m needle_action.providers.local.serve``.
 
 Reads pickled requests from stdin and writes pickled answers to its real stdout (fd 1 is pointed at
 stderr, so llama.cpp's prints cannot corrupt them), one at a time, until its input closes (the
@@ -9,7 +9,7 @@ Answers: ``("ok", dict)`` or ``("error", class name, message, hint)``.
 
 Only the standard library and :mod:`needle_action.core.errors` are imported up front: the worker starts
 in ~0.1 s, and llama.cpp loads on the first request that needs it. The parent side, restarts and
-crash reports: :mod:`needle_action.providers.local_worker`.
+crash reports: :mod:`needle_action.providers.local.worker`.
 """
 
 from __future__ import annotations
@@ -33,7 +33,7 @@ def build_info() -> dict[str, Any]:
         ) from None
     raw = llama_cpp.llama_print_system_info()
     text = raw.decode("utf-8", "replace") if isinstance(raw, bytes) else str(raw)
-    from needle_action.providers.local_model import loads  # llama_cpp is imported already
+    from needle_action.providers.local.model import loads  # llama_cpp is imported already
 
     return {"version": getattr(llama_cpp, "__version__", ""), "system_info": text.strip(), "loads": loads()}
 
@@ -47,7 +47,7 @@ def answer(request: tuple[Any, ...]) -> tuple[Any, ...]:
         if kind == "info":
             return ("ok", build_info())
         if kind in ("load", "complete"):
-            from needle_action.providers import local_infer  # llama.cpp: loaded on first use
+            from needle_action.providers.local import infer as local_infer  # llama.cpp: loaded on first use
 
             run = local_infer.load if kind == "load" else local_infer.complete
             return ("ok", run(payload))

@@ -22,10 +22,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from needle_action.core.errors import ProviderUnavailable
-from needle_action.providers.kv_reuse import prepare, prompt_tokens
-from needle_action.providers.local_decode import greedy_line
-from needle_action.providers.local_model import get_llama, loads
-from needle_action.providers.local_text import first_line, has_chat_template, round_ctx, transcript
+from needle_action.providers.local.decode import greedy_line
+from needle_action.providers.local.kv_reuse import prepare, prompt_tokens
+from needle_action.providers.local.model import get_llama, loads
+from needle_action.providers.local.text import first_line, has_chat_template, round_ctx, transcript
 
 _TOO_LONG = re.compile(r"Requested tokens \((\d+)\) exceed context window of (\d+)")
 

@@ -19,7 +19,7 @@ kill ends the process that runs it. Here that process is a worker, not the run:
   (the parent decides), and exits when the parent's end of its pipe closes;
 * its stderr (llama.cpp's log lines) goes to a temporary file, so the terminal stays clean.
 
-This module is the parent's side; the worker runs :mod:`needle_action.providers.local_serve`.
+This module is the parent's side; the worker runs :mod:`needle_action.providers.local.serve`.
 """
 
 from __future__ import annotations
@@ -41,7 +41,7 @@ from typing import Any
 
 from needle_action.core.errors import ProviderUnavailable
 from needle_action.core.pipes import PlainData, WorkerGone, close_every, exchange, widen_pipe, worker_env
-from needle_action.providers.local_build import crash_hint, installed_version
+from needle_action.providers.local.build import crash_hint, installed_version
 from needle_action.providers.retry import RequestRejected
 
 MAX_RESTARTS = 2  # fresh workers tried for one request after a crash; then the model is unavailable
@@ -49,7 +49,7 @@ MAX_RESTARTS = 2  # fresh workers tried for one request after a crash; then the 
 # 2-core machine takes ~20 min)
 ANSWER_SECONDS = 3600.0
 TRACE_ENV = "NEEDLE_LOCAL_TRACE"  # set (to anything but "" or "0"): one line per call on stderr
-MODULE = "needle_action.providers.local_serve"  # the worker's entry point; how tests and `ps` find it
+MODULE = "needle_action.providers.local.serve"  # the worker's entry point; how tests and `ps` find it
 # what the worker needs from the parent's environment: nothing secret
 _WORKER_ENV = (  # beside core.pipes.WORKER_ENV
     "LD_LIBRARY_PATH",
