@@ -57,6 +57,8 @@ from needle_action.report.terminal import (
     print_recall,
     recall_progress,
 )
+from needle_action.request.view import request_view
+from needle_action.request.wire import anthropic_body, openai_body
 from needle_action.results import Results, load_results
 from needle_action.scaffold import write_starter
 
@@ -293,7 +295,7 @@ def render(name: str, fixture: str | None, fmt: str, config_path: Path) -> None:
     if fmt == "text":
         for case in cases:
             click.echo(f"=== {name} [{case.fixture or 'no fixture'}]")
-            click.echo(case.as_text(), nl=False)
+            click.echo(request_view(case), nl=False)
         return
     assert prompt is not None  # render_prompt_cases checked the name
     if fmt == "json" and len(cases) == 1 and "raw_body" in cases[0].meta:
@@ -302,8 +304,8 @@ def render(name: str, fixture: str | None, fmt: str, config_path: Path) -> None:
         sys.stdout.buffer.write(raw.encode("utf-8"))
         sys.stdout.buffer.flush()
         return
-    body = "to_anthropic_body" if fmt == "json" else "to_openai_body"
-    bodies = [getattr(c, body)(prompt.model, prompt.reserve_output_tokens) for c in cases]
+    body = anthropic_body if fmt == "json" else openai_body
+    bodies = [body(c, prompt.model, prompt.reserve_output_tokens) for c in cases]
     out: object = (
         bodies[0]
         if len(cases) == 1

@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from needle_action.core.errors import EXIT_CHECKS_FAILED, NeedleError
 from needle_action.request.ordering import edge_order  # re-exported: part of this module's API
+from needle_action.request.wire import from_body
 
 if TYPE_CHECKING:  # imported lazily at run time (see _to_rendered)
     from needle_action.request.prompt import RenderedPrompt
@@ -112,7 +113,6 @@ def _to_rendered(
     """
     # on first use: an app that imports runtime for edge_order skips Jinja2 and tiktoken
     from needle_action.request.blocks import RequestShapeError
-    from needle_action.request.prompt import RenderedPrompt
 
     body: dict[str, Any] = {k: _plain(v) for k, v in (extra or {}).items() if k not in _NOT_INPUT}
     body["messages"] = _plain(list(messages))
@@ -121,7 +121,7 @@ def _to_rendered(
     if system is not None and system != "":
         body["system"] = _plain(system)
     try:
-        return RenderedPrompt.from_body(body, source="<runtime>")
+        return from_body(body, source="<runtime>")
     except RequestShapeError as exc:
         raise ValueError(f"PreflightGuard cannot read this request: {exc}") from None
 

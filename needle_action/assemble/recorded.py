@@ -23,7 +23,7 @@ from needle_action.core.errors import ConfigError, TemplateError
 from needle_action.core.paths import confine, display_path, read_text, relative
 from needle_action.request.jsonpointer import PointerError, parse, resolve, set_value
 from needle_action.request.prompt import SYSTEM_PART, ContextSlot, RenderedPrompt
-from needle_action.request.wire import is_openai_body
+from needle_action.request.wire import from_body, is_openai_body
 
 MAX_REQUEST_BYTES = 20_000_000
 _bodies: dict[tuple[str, int, int], tuple[str, JSON]] = {}
@@ -118,7 +118,7 @@ def as_rendered(
             file=file,
         )
     try:
-        rendered = RenderedPrompt.from_body(body, source=source)
+        rendered = from_body(body, source=source)
     except ValueError as exc:
         field = getattr(exc, "field_path", None)
         detail = getattr(exc, "message", None) or str(exc)

@@ -48,6 +48,7 @@ from needle_action.providers.retry import (
 )
 from needle_action.providers.specs import SPECS
 from needle_action.request.prompt import RenderedPrompt
+from needle_action.request.wire import anthropic_body
 
 DEFAULT_KEY_ENVS = SPECS["anthropic"].key_envs
 
@@ -214,7 +215,7 @@ def build_request(
             file=prompt.source or None,
             hint="a prompt needs at least one user turn besides the system text",
         )
-    request = prompt.to_anthropic_body(model, max_output_tokens)
+    request = anthropic_body(prompt, model, max_output_tokens)
     for key in SAMPLING_PARAMS:  # a .prompty's `temperature`, say: the SDK and the API refuse them
         request.pop(key, None)
     if not breakpoints:

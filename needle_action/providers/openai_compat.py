@@ -35,6 +35,7 @@ from needle_action.providers.retry import (
 )
 from needle_action.providers.specs import SPECS
 from needle_action.request.prompt import RenderedPrompt
+from needle_action.request.wire import openai_body
 
 OPENAI_HOSTS = ("api.openai.com",)
 PLACEHOLDER_KEY = "sk-no-key-needed"
@@ -92,7 +93,7 @@ class OpenAICompatProvider(RetryingProvider):
                 file=prompt.source or None,
                 hint="a prompt needs at least one user turn besides the system text",
             )
-        request = prompt.to_openai_body(self.model, max_output_tokens)
+        request = openai_body(prompt, self.model, max_output_tokens)
         request.pop("max_tokens", None)
         request.pop("max_completion_tokens", None)
         if self.cloud:

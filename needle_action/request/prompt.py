@@ -3,11 +3,9 @@
 The canonical form is the Anthropic Messages request, held as plain JSON-able data: the system as
 text blocks, the tools and tool choice, messages whose content is a string or content blocks
 (:mod:`~needle_action.request.blocks`), and the request parameters passed through unchanged.
-:meth:`RenderedPrompt.to_anthropic_body` and :meth:`RenderedPrompt.to_openai_body` give the wire
-bodies (:mod:`~needle_action.request.wire`); :meth:`RenderedPrompt.from_body` reads either back.
-
-Lives apart from the rendering modules so that tokens, recall and providers can share it without
-importing Jinja2 machinery.
+Plain data: what other stages make of it lives with them or beside it — the wire bodies both ways
+(:mod:`~needle_action.request.wire`), the labelled view (:mod:`~needle_action.request.view`), the
+counts by section (:mod:`needle_action.tokens.sections`).
 """
 
 from __future__ import annotations
@@ -18,7 +16,14 @@ from dataclasses import dataclass, field
 from typing import Any, Literal, NamedTuple
 
 from needle_action.core.dataformats import JSON
-from needle_action.request.blocks import RequestShapeError, block_text, blocks_text, check_block, text_block
+from needle_action.request.blocks import (
+    RequestShapeError,
+    block_text,
+    blocks_text,
+    check_block,
+    check_tool_pairs,
+    text_block,
+)
 
 Role = Literal["system", "user", "assistant"]
 SYSTEM_PART = -1  # ContextSlot.message for a context held in the system text
@@ -156,116 +161,14 @@ class RenderedPrompt:
             texts = [texts[0][self.context_span[0] : self.context_span[1]]]
         return texts
 
-    def sections(self) -> dict[str, list[str]]:
-        """Texts by section, for per-section counting: system, tools (canonical JSON each), messages
-        (without the context slot), context (the slot's texts) and params (canonical JSON each)."""
-        system = [b["text"] for b in self.system_blocks if b.get("type") == "text"]
-        messages: list[str] = []
-        for m in self.messages:
-            messages.extend(_message_texts(m))
-        context = self._context_parts() or []
-        slot = self.context_slot
-        if slot is not None:
-            system, messages = self._without_context(system, messages)
-        return {
-            "system": system,
-            "tools": [_canonical(t) for t in self.tools],
-            "messages": messages,
-            "context": context,
-            "params": [_canonical({k: v}) for k, v in self.params.items()]
-            + ([_canonical({"tool_choice": self.tool_choice})] if self.tool_choice else []),
-        }
-
-    def _without_context(self, system: list[str], messages: list[str]) -> tuple[list[str], list[str]]:
-        """SYSTEM and MESSAGES with the context slot's text taken out (the sections add up)."""
-        slot = self.context_slot
-        assert slot is not None
-        cut = _cut_context(self, slot)
-        if slot.message == SYSTEM_PART:
-            return cut, messages
-        out: list[str] = []
-        for i, m in enumerate(self.messages):
-            out.extend(cut if i == slot.message else _message_texts(m))
-        return system, out
-
-    # ------------------------------------------------------------------ views
-
-    def view(self, collapse_context: bool = False) -> str:
-        """The labelled human view (``needle render``, the assembled-prompt diff)."""
-        from needle_action.request.view import request_view
-
-        return request_view(self, collapse_context=collapse_context)
-
-    def as_text(self) -> str:
-        """Human-readable form used by ``needle render``: :meth:`view`."""
-        return self.view()
-
-    # ------------------------------------------------------------------ wire bodies
-
-    def to_anthropic_body(self, model: str, max_tokens: int) -> JSON:
-        """The exact Anthropic Messages request body."""
-        from needle_action.request.wire import anthropic_body
-
-        return anthropic_body(self, model, max_tokens)
-
-    def to_openai_body(self, model: str, max_tokens: int) -> JSON:
-        """The OpenAI chat completions body: tools as functions, assistant ``tool_calls``,
-        ``role: "tool"`` messages, documents as text."""
-        from needle_action.request.wire import openai_body
-
-        return openai_body(self, model, max_tokens)
-
-    @classmethod
-    def from_body(cls, body: JSON, *, source: str = "") -> RenderedPrompt:
-        """An Anthropic Messages body or an OpenAI chat body (detected) as a RenderedPrompt;
-        a bad shape raises :class:`RequestShapeError` naming the field."""
-        from needle_action.request.wire import from_body
-
-        return from_body(body, (Message, cls), source=source)
-
     def validate(self) -> RenderedPrompt:
         """Self, if every block is well formed and every tool_result follows its tool_use."""
-        from needle_action.request.blocks import check_tool_pairs
-
         for i, m in enumerate(self.messages):
             if not isinstance(m.content, str):
                 for j, b in enumerate(m.content):
                     check_block(b, f"messages[{i}].content[{j}]")
         check_tool_pairs(self.messages)
         return self
-
-
-def _message_texts(m: Message) -> list[str]:
-    if isinstance(m.content, str):
-        return [m.content]
-    out = []
-    for b in m.content:
-        if b.get("type") == "tool_use":
-            out.append(_canonical({"name": b.get("name"), "input": b.get("input", {})}))
-        elif t := block_text(b):
-            out.append(t)
-    return out
-
-
-def _cut_context(p: RenderedPrompt, slot: ContextSlot) -> list[str]:
-    """The texts of the part holding the slot, the slot itself left out."""
-    if slot.block is None or (p.context_span is not None and p.context_blocks == 1):
-        if slot.block is None:
-            text = p.system or "" if slot.message == SYSTEM_PART else p.messages[slot.message].text
-            others: list[str] = []
-        else:
-            parts = p.system_blocks if slot.message == SYSTEM_PART else p.messages[slot.message].blocks
-            text = block_text(parts[slot.block])
-            others = _message_texts(Message("user", parts[: slot.block] + parts[slot.block + 1 :]))
-        start, end = p.context_span or (0, len(text))
-        return [t for t in (text[:start], text[end:]) if t] + others
-    if slot.message == SYSTEM_PART:
-        blocks = p.system_blocks
-        keep = blocks[: slot.block] + blocks[slot.block + p.context_blocks :]
-        return [b["text"] for b in keep if b.get("type") == "text"]
-    m = p.messages[slot.message]
-    keep = m.blocks[: slot.block] + m.blocks[slot.block + p.context_blocks :]
-    return _message_texts(Message(m.role, keep))
 
 
 __all__ = ["SYSTEM_PART", "ContextSlot", "Message", "RenderedPrompt", "RequestShapeError", "Role"]

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import copy
 import json
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import Any, TypeVar
 
 from needle_action.core.dataformats import JSON, DataError, parse_json
 from needle_action.core.names import ANTHROPIC_PARAMS, OPENAI_PARAMS, known_param
@@ -28,12 +28,8 @@ from needle_action.request.blocks import (
     check_tool_pairs,
     text_block,
 )
+from needle_action.request.prompt import Message, RenderedPrompt, Role
 from needle_action.request.toolformats import to_anthropic_tools, to_openai_tools
-
-if TYPE_CHECKING:
-    from needle_action.request.prompt import Message, RenderedPrompt, Role
-
-    Kinds = tuple[type[Message], type[RenderedPrompt]]
 
 # keys of a body that are the request itself, not parameters
 _ANTHROPIC_CORE = ("model", "max_tokens", "system", "messages", "tools", "tool_choice", "stream")
@@ -214,23 +210,19 @@ def is_openai_body(body: JSON) -> bool:
     return any(isinstance(t, dict) and "function" in t for t in body.get("tools") or ())
 
 
-def from_body(body: Any, kinds: Kinds, *, source: str = "") -> RenderedPrompt:
-    """A RenderedPrompt from an Anthropic or OpenAI body; RequestShapeError on a bad shape.
-
-    KINDS is (Message, RenderedPrompt), handed in by ``RenderedPrompt.from_body``: prompt.py
-    imports this module, so this module must not import prompt.py back (no import cycle)."""
+def from_body(body: Any, *, source: str = "") -> RenderedPrompt:
+    """A RenderedPrompt from an Anthropic or OpenAI body; RequestShapeError on a bad shape."""
     if not isinstance(body, dict):
         raise RequestShapeError("", "a request body must be a JSON object")
     if not isinstance(body.get("messages"), list):
         raise RequestShapeError("messages", "a request body needs a `messages` list")
     reader = _from_openai if is_openai_body(body) else _from_anthropic
-    prompt = reader(body, source, kinds)
+    prompt = reader(body, source)
     check_tool_pairs(prompt.messages)
     return prompt
 
 
-def _from_anthropic(body: JSON, source: str, kinds: Kinds) -> RenderedPrompt:
-    make_message, make_prompt = kinds
+def _from_anthropic(body: JSON, source: str) -> RenderedPrompt:
 
     system = body.get("system")
     system_blocks: tuple[JSON, ...] = ()
@@ -245,8 +237,8 @@ def _from_anthropic(body: JSON, source: str, kinds: Kinds) -> RenderedPrompt:
         role, content = _role_and_content(m, f"messages[{i}]", _ANTHROPIC_ROLES)
         if isinstance(content, list):
             content = tuple(check_block(b, f"messages[{i}].content[{j}]") for j, b in enumerate(content))
-        messages.append(make_message(role, copy.deepcopy(content)))
-    return make_prompt(
+        messages.append(Message(role, copy.deepcopy(content)))
+    return RenderedPrompt(
         system=None,
         messages=tuple(messages),
         source=source,
@@ -274,8 +266,7 @@ def _choice(choice: Any) -> JSON | None:
     raise RequestShapeError("tool_choice", "tool_choice must be a mapping such as {type = 'auto'}")
 
 
-def _from_openai(body: JSON, source: str, kinds: Kinds) -> RenderedPrompt:
-    make_message, make_prompt = kinds
+def _from_openai(body: JSON, source: str) -> RenderedPrompt:
 
     system: list[str] = []
     messages: list[Message] = []
@@ -286,21 +277,21 @@ def _from_openai(body: JSON, source: str, kinds: Kinds) -> RenderedPrompt:
         if role in ("system", "developer"):
             text = _openai_text(content, f"{path}.content")
             if messages:
-                messages.append(make_message("system", text))
+                messages.append(Message("system", text))
             else:
                 system.append(text)
         elif role == "tool":
             result = _tool_result(m, path)
             last = messages[-1] if messages else None
             if last is not None and last.role == "user" and _all_results(last):
-                messages[-1] = make_message("user", (*last.blocks, result))
+                messages[-1] = Message("user", (*last.blocks, result))
             else:
-                messages.append(make_message("user", (result,)))
+                messages.append(Message("user", (result,)))
         elif role == "assistant":
-            messages.append(make_message("assistant", _assistant_blocks(m, path)))
+            messages.append(Message("assistant", _assistant_blocks(m, path)))
         else:
-            messages.append(make_message("user", _user_content(content, f"{path}.content")))
-    return make_prompt(
+            messages.append(Message("user", _user_content(content, f"{path}.content")))
+    return RenderedPrompt(
         system="\n\n".join(system) if system else None,
         messages=tuple(messages),
         source=source,

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import hashlib
-from typing import Annotated, Any
+from typing import Annotated
 
 from pydantic import (
     BeforeValidator,
@@ -71,10 +71,8 @@ class AssembledView(Model):
     truncated: bool = Field(default=False, description="true when lines or the end were cut to fit")
 
     @classmethod
-    def of(cls, rendered: Any) -> AssembledView:
-        """The view of RENDERED (an ``assemble.RenderedPrompt``), context collapsed, capped."""
-        view = getattr(rendered, "view", None)
-        full = view(collapse_context=True) if callable(view) else rendered.as_text()
+    def of(cls, full: str) -> AssembledView:
+        """FULL (a request's view, context collapsed: ``request.view.request_view``), capped."""
         lines = [_cap_line(line) for line in full.split("\n")]
         text = "\n".join(lines)
         cut = len(text) > VIEW_MAX_CHARS

@@ -11,6 +11,7 @@ from needle_action.config.model import ProviderSettings
 from needle_action.core.dataformats import JSON
 from needle_action.core.errors import ConfigError, NeedleError, ProviderUnavailable
 from needle_action.request.prompt import RenderedPrompt
+from needle_action.request.wire import anthropic_body
 
 # What a failed count_tokens call means, first match wins: (the SDK's error classes, our error, the
 # message (``{status}``, ``{model}``, ``{api}``: the API's own message, ``{kind}``), the hint)
@@ -88,7 +89,7 @@ class AnthropicCounter:
         """What is sent to count_tokens: the request body (``to_anthropic_body``: system blocks,
         tools, tool_choice, content blocks with documents and images, parameters) without what the
         endpoint does not take (``max_tokens``, ``metadata``, sampling, ...: none of it is input)."""
-        body = prompt.to_anthropic_body(self.model, 1)
+        body = anthropic_body(prompt, self.model, 1)
         accepted = self._accepted()
         body = {k: v for k, v in body.items() if k in accepted}
         if not body.get("messages"):  # the API needs one message; a system-only template sends an empty turn

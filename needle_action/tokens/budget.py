@@ -20,6 +20,7 @@ from pathlib import PurePosixPath
 
 from needle_action.config.model import Growth, PromptSettings
 from needle_action.request.prompt import RenderedPrompt
+from needle_action.request.view import request_view
 from needle_action.results import AssembledView, BudgetCase, PromptResult, Results, TokenCount
 
 
@@ -222,7 +223,7 @@ def evaluate_case(
         status="fail" if reasons else "pass",
         reasons=reasons,
         budget_source=AUTO if auto else None,
-        assembled=AssembledView.of(rendered),
+        assembled=AssembledView.of(request_view(rendered, collapse_context=True)),
         sections=count.sections,
     )
     if auto:

@@ -21,6 +21,7 @@ from tiktoken.model import encoding_name_for_model
 from needle_action.core.dataformats import JSON
 from needle_action.core.errors import TokenizerError
 from needle_action.request.prompt import RenderedPrompt
+from needle_action.request.wire import openai_body
 from needle_action.tokens import tiktoken_cache
 from needle_action.tokens.base import is_claude
 from needle_action.tokens.openai_chat import (  # noqa: F401 - the overheads, re-exported
@@ -153,7 +154,7 @@ class TiktokenCounter:
         """The chat request as OpenAI counts it (:mod:`needle_action.tokens.openai_chat`): messages
         with their framing, tools with their overheads, tool calls, images by their pixels; plus a
         structured-output schema's JSON (approximate: OpenAI does not document its cost)."""
-        body = prompt.to_openai_body(self.model or "gpt-4o", 1)
+        body = openai_body(prompt, self.model or "gpt-4o", 1)
         total = chat_tokens(body, self._count, self.model, images=self._images)
         return total + self._count(schema_text(body))
 
@@ -180,7 +181,7 @@ class TiktokenCounter:
                 texts.append(text)
             return 0
 
-        body = prompt.to_openai_body(self.model or "gpt-4o", 1)
+        body = openai_body(prompt, self.model or "gpt-4o", 1)
         fixed = chat_tokens(body, record, self.model, images=self._images)
         record(schema_text(body))
         return fixed, texts

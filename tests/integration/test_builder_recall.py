@@ -16,6 +16,7 @@ from needle_action.capture import capture, measuring_captured
 from needle_action.config import load_config
 from needle_action.core.errors import ConfigError
 from needle_action.pipeline import RecallOverrides, run_check
+from needle_action.request.wire import anthropic_body
 from tests.builders import Project
 from tests.fakes.anthropic_server import FakeAnthropic
 from tests.fakes.simulated_model import SimulatedModel, u_shape
@@ -252,7 +253,7 @@ def test_the_example_agent_builder_is_measured_in_its_full_shape(fake, examples_
     from needle_action.assemble.render import render_case
 
     rendered = render_case(config, prompt, config.fixture_paths(prompt)[0])
-    body = rendered.to_anthropic_body("claude-sonnet-5-5", 64)
+    body = anthropic_body(rendered, "claude-sonnet-5-5", 64)
     assert [t["name"] for t in body["tools"]] == ["search_docs", "lookup_order", "escalate_to_human"]
     assert results.prompt("support_built").cases[0].status == "pass"
     recall = results.prompt("support_built").recall

@@ -7,7 +7,7 @@ import struct
 
 import pytest
 
-from needle_action.request.prompt import RenderedPrompt
+from needle_action.request.wire import from_body
 from needle_action.tokens import TiktokenCounter, load_encoding
 from needle_action.tokens.openai_chat import chat_tokens, tools_tokens
 
@@ -62,19 +62,17 @@ def test_the_cookbook_example_counts_what_the_api_reported(model, encoding, expe
 
 @pytest.mark.parametrize("model", ["gpt-4o", "gpt-4o-mini"])
 def test_the_counter_counts_the_cookbook_request_exactly(model):
-    prompt = RenderedPrompt.from_body(
-        {"model": model, "messages": COOKBOOK_MESSAGES, "tools": COOKBOOK_TOOLS}
-    )
+    prompt = from_body({"model": model, "messages": COOKBOOK_MESSAGES, "tools": COOKBOOK_TOOLS})
     counter = TiktokenCounter("o200k_base", model=model)
     assert counter.count_prompt(prompt) == 101
     assert counter.exact_for(prompt) is True
     # the same request without its tools: the tools cost what num_tokens_for_tools says they cost
-    bare = RenderedPrompt.from_body({"model": model, "messages": COOKBOOK_MESSAGES})
+    bare = from_body({"model": model, "messages": COOKBOOK_MESSAGES})
     assert counter.count_prompt(bare) == 101 - tools_tokens(COOKBOOK_TOOLS, _count("o200k_base"), model)
 
 
 def test_tools_on_an_undocumented_model_family_are_approximate():
-    prompt = RenderedPrompt.from_body({"model": "x", "messages": COOKBOOK_MESSAGES, "tools": COOKBOOK_TOOLS})
+    prompt = from_body({"model": "x", "messages": COOKBOOK_MESSAGES, "tools": COOKBOOK_TOOLS})
     assert TiktokenCounter("o200k_base", model="o3-mini").exact_for(prompt) is False
 
 
@@ -100,7 +98,7 @@ def _png(width: int, height: int, padding: int = 1_000_000) -> str:
 
 def test_a_large_image_costs_its_pixels_not_its_base64_length():
     data = _png(1024, 1024)  # ~1.3M base64 characters
-    prompt = RenderedPrompt.from_body(
+    prompt = from_body(
         {
             "messages": [
                 {
@@ -116,9 +114,7 @@ def test_a_large_image_costs_its_pixels_not_its_base64_length():
             ]
         }
     )
-    text_only = RenderedPrompt.from_body(
-        {"messages": [{"role": "user", "content": "What is in this picture?"}]}
-    )
+    text_only = from_body({"messages": [{"role": "user", "content": "What is in this picture?"}]})
     gpt = TiktokenCounter("o200k_base", model="gpt-4o")
     assert gpt.count_prompt(prompt) - gpt.count_prompt(text_only) == 765  # 85 + 170 x 4 tiles
     claude = TiktokenCounter("o200k_base", model="claude-sonnet-5-5")

@@ -35,7 +35,7 @@ def case(
     headroom = None if max_input is None else max_input - tokens - reserve
     assembled = None
     if view is not None:
-        assembled = AssembledView.of(_Viewed(view))
+        assembled = AssembledView.of(view)
         h = h or assembled.sha256
     kind = BudgetCase if sections is None or "sections" in BudgetCase.model_fields else _SectionedCase
     extra: dict[str, Any] = {"sections": sections} if sections is not None else {}
@@ -51,16 +51,6 @@ def case(
         max_growth=growth,
         status="fail" if headroom is not None and headroom < 0 else "pass",
     )
-
-
-class _Viewed:
-    """Stands in for a RenderedPrompt: its view is given."""
-
-    def __init__(self, text: str) -> None:
-        self.text = text
-
-    def view(self, collapse_context: bool = False) -> str:
-        return self.text
 
 
 class _SectionedCase(BudgetCase):

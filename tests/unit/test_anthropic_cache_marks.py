@@ -6,6 +6,7 @@ from needle_action.providers.anthropic import build_request
 from needle_action.providers.anthropic_cache import own_markers, split_content
 from needle_action.providers.base import Breakpoint
 from needle_action.request.prompt import Message, RenderedPrompt
+from needle_action.request.wire import anthropic_body
 
 EPHEMERAL = {"type": "ephemeral"}
 
@@ -73,7 +74,7 @@ def test_the_apps_own_markers_leave_fewer_for_needle():
 
 def test_without_breakpoints_the_body_is_the_prompts_own():
     prompt = _agent("ctx")
-    assert build_request("m", prompt, 10) == prompt.to_anthropic_body("m", 10)
+    assert build_request("m", prompt, 10) == anthropic_body(prompt, "m", 10)
 
 
 def test_sampling_parameters_of_the_template_are_left_out_of_the_call():

@@ -13,7 +13,7 @@ from needle_action.report.diff import fence_for, shown, terminal_lines
 from needle_action.report.html import render_html
 from needle_action.report.render import GITHUB_COMMENT_LIMIT, render_comment, render_summary
 from needle_action.results import VIEW_LINE_MAX, AssembledView, RecallAnswer
-from tests.unit._results_builder import _Viewed, case, grid, prompt, recall, results
+from tests.unit._results_builder import case, grid, prompt, recall, results
 
 SYSTEM = "You are the support agent of Acme."
 SENTENCE = "Always cite the document you used."
@@ -86,8 +86,8 @@ def test_model_visible_whitespace_is_shown_on_changed_lines():
 
 def test_stored_view_caps_a_huge_line_but_still_sees_a_change_inside_it():
     long = "x" * 70_000
-    a = AssembledView.of(_Viewed(f"--- user ---\n{long}\n"))
-    b = AssembledView.of(_Viewed(f"--- user ---\n{long[:30_000]}y{long[30_001:]}\n"))
+    a = AssembledView.of(f"--- user ---\n{long}\n")
+    b = AssembledView.of(f"--- user ---\n{long[:30_000]}y{long[30_001:]}\n")
     assert a.truncated
     assert a.chars == 70_014
     assert len(a.text) < VIEW_LINE_MAX + 200

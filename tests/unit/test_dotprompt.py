@@ -24,6 +24,7 @@ from needle_action.assemble.templates.handlebars import MARK, MAX_OUTPUT_CHARS, 
 from needle_action.assemble.templates.roles import trim_blank_lines
 from needle_action.config import Config, PromptConfig, load_config
 from needle_action.core.errors import ConfigError, TemplateError
+from needle_action.request.view import request_view
 from needle_action.scaffold import write_starter
 from tests import builders
 from tests.builders import EXAMPLES, Project
@@ -358,7 +359,7 @@ def test_python_internals_are_unreachable(tmp_path, monkeypatch, payload):
     monkeypatch.setenv("NEEDLE_TEST_SECRET", "hunter2-secret")
     try:
         r = render(tmp_path, "x " + payload + "\n", {"s": "text"})
-        out = r.as_text()
+        out = request_view(r)
     except TemplateError as exc:
         out = exc.format()
     assert "hunter2" not in out

@@ -18,6 +18,7 @@ from needle_action.assemble.render import render_case
 from needle_action.assemble.templates.roles import trim_blank_lines
 from needle_action.config import Config, PromptConfig
 from needle_action.core.errors import TemplateError
+from needle_action.request.wire import anthropic_body
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "real_shapes" / "genkit"
 
@@ -67,7 +68,7 @@ def test_at_root_in_a_fixture_is_refused(root):
 
 def test_tool_choice_in_the_front_matter_reaches_the_request(root):
     out = _render(root, "prompts/greeter.prompt", "greeter.yaml", tools="tools.json")
-    body = out.to_anthropic_body("m", 64)
+    body = anthropic_body(out, "m", 64)
     assert body["tool_choice"] == {"type": "any"}  # Genkit's toolChoice: required
     assert [t["name"] for t in body["tools"]] == ["lookupOrder"]
 

@@ -1,4 +1,4 @@
-"""The request model (assemble/prompt.py): blocks, tools, params, wire bodies both ways, views."""
+"""The request model (request/prompt.py): blocks, tools, params, wire bodies both ways, views."""
 
 from __future__ import annotations
 
@@ -9,6 +9,9 @@ import pytest
 from needle_action.request.blocks import RequestShapeError
 from needle_action.request.prompt import ContextSlot, Message, RenderedPrompt
 from needle_action.request.toolformats import item_line, to_anthropic_tools, to_openai_tools
+from needle_action.request.view import request_view
+from needle_action.request.wire import anthropic_body, from_body, openai_body
+from needle_action.tokens.sections import PLACEHOLDER, variants, without_context
 from tests.samples import weather_agent
 
 WEATHER_OPENAI = {
@@ -38,7 +41,7 @@ def test_plain_prompt_keeps_the_old_api_and_hash_shape():
     p = RenderedPrompt(system="S", messages=(Message("user", "hi"),))
     assert p.system_blocks == ({"type": "text", "text": "S"},)
     assert p.texts() == ["S", "hi"]
-    assert p.as_text() == "--- system ---\nS\n--- user ---\nhi\n"
+    assert request_view(p) == "--- system ---\nS\n--- user ---\nhi\n"
     assert p.to_json() == {"system": "S", "messages": [{"role": "user", "content": "hi"}]}
     assert p.messages[0].text == "hi"
 
@@ -50,7 +53,7 @@ def test_system_from_blocks_and_cache_control_reach_the_body():
     )
     p = RenderedPrompt(system=None, messages=(Message("user", "q"),), system_blocks=blocks)
     assert p.system == "A\n\nB"
-    body = p.to_anthropic_body("claude-x", 100)
+    body = anthropic_body(p, "claude-x", 100)
     assert body["system"] == list(blocks)
     assert body["max_tokens"] == 100
     assert body["model"] == "claude-x"
@@ -85,7 +88,7 @@ def test_content_hash_covers_tools_choice_and_params():
 
 
 def test_anthropic_body_is_the_model_itself():
-    body = agent_prompt().to_anthropic_body("claude-x", 256)
+    body = anthropic_body(agent_prompt(), "claude-x", 256)
     assert body["tools"] == [WEATHER]
     assert body["tool_choice"] == {"type": "auto"}
     assert body["thinking"] == {"type": "enabled", "budget_tokens": 2048}
@@ -94,7 +97,7 @@ def test_anthropic_body_is_the_model_itself():
 
 
 def test_openai_body_translates_tools_calls_and_results():
-    body = agent_prompt().to_openai_body("gpt-4o", 256)
+    body = openai_body(agent_prompt(), "gpt-4o", 256)
     assert body["tools"] == [WEATHER_OPENAI]
     assert body["tool_choice"] == "auto"
     assert "thinking" not in body
@@ -108,9 +111,9 @@ def test_openai_body_translates_tools_calls_and_results():
 
 def test_both_bodies_read_back_to_the_same_request():
     p = agent_prompt()
-    from_anthropic = RenderedPrompt.from_body(p.to_anthropic_body("m", 1))
+    from_anthropic = from_body(anthropic_body(p, "m", 1))
     assert from_anthropic.content_hash() == p.content_hash()
-    from_openai = RenderedPrompt.from_body(p.to_openai_body("m", 1))
+    from_openai = from_body(openai_body(p, "m", 1))
     assert from_openai.tools == p.tools
     assert from_openai.tool_choice == {"type": "auto"}
     assert [m.role for m in from_openai.messages] == ["user", "assistant", "user", "user"]
@@ -124,19 +127,19 @@ def test_structured_output_is_translated_both_ways():
         messages=(Message("user", "q"),),
         params={"output_config": {"format": {"type": "json_schema", "schema": schema}}},
     )
-    rf = p.to_openai_body("m", 1)["response_format"]
+    rf = openai_body(p, "m", 1)["response_format"]
     assert rf["type"] == "json_schema"
     assert rf["json_schema"]["schema"] == schema
     back = RenderedPrompt(system=None, messages=p.messages, params={"response_format": rf})
-    assert back.to_anthropic_body("m", 1)["output_config"] == {
+    assert anthropic_body(back, "m", 1)["output_config"] == {
         "format": {"type": "json_schema", "schema": schema}
     }
 
 
 def test_unknown_params_pass_through_to_both():
     p = RenderedPrompt(system=None, messages=(Message("user", "q"),), params={"frobnicate": 3})
-    assert p.to_anthropic_body("m", 1)["frobnicate"] == 3
-    assert p.to_openai_body("m", 1)["frobnicate"] == 3
+    assert anthropic_body(p, "m", 1)["frobnicate"] == 3
+    assert openai_body(p, "m", 1)["frobnicate"] == 3
 
 
 @pytest.mark.parametrize(
@@ -158,7 +161,7 @@ def test_unknown_params_pass_through_to_both():
 )
 def test_from_body_names_the_bad_field(body, field):
     with pytest.raises(RequestShapeError) as info:
-        RenderedPrompt.from_body(body)
+        from_body(body)
     assert info.value.field_path == field
     assert isinstance(info.value, ValueError)
 
@@ -193,26 +196,29 @@ def text_context_prompt() -> RenderedPrompt:
 
 def test_sections_partition_the_request_around_the_context():
     p = text_context_prompt()
-    s = p.sections()
-    assert s["context"] == ["DOC ONE\nDOC TWO"]
-    assert s["messages"] == ["Sources:\n", "\nQuestion: why?"]
-    assert s["system"] == ["Answer from the sources."]
-    a = agent_prompt().sections()
-    assert a["tools"] == [json.dumps(WEATHER, sort_keys=True, ensure_ascii=False)]
-    assert len(a["params"]) == 2
-    assert a["context"] == []
+    assert p.context_text() == "DOC ONE\nDOC TWO"
+    emptied = without_context(p)
+    assert emptied is not None
+    assert emptied.messages[0].text == "Sources:\n" + PLACEHOLDER + "\nQuestion: why?"
+    assert emptied.system == "Answer from the sources."
+    a = variants(agent_prompt())
+    assert a["tools"].tools == ()
+    assert a["tools"].tool_choice is None
+    assert a["params"].params == {}
+    assert a["params"].tools == agent_prompt().tools
+    assert "context" not in a  # no slot: nothing to empty
 
 
 def test_view_collapses_the_context_slot():
     p = text_context_prompt()
-    assert "DOC ONE" in p.view()
-    collapsed = p.view(collapse_context=True)
+    assert "DOC ONE" in request_view(p)
+    collapsed = request_view(p, collapse_context=True)
     assert "DOC ONE" not in collapsed
     assert "Sources:\n[context: 15 chars, 2 items]\nQuestion: why?" in collapsed
 
 
 def test_view_labels_tools_tool_turns_and_params():
-    v = agent_prompt().view()
+    v = request_view(agent_prompt())
     assert '--- tools ---\n{\n  "description": "Weather for a city"' in v
     assert '--- assistant ---\nLet me look.\n--- tool_use get_weather ---\n{\n  "city": "Paris"\n}' in v
     assert "--- tool_result ---\n12 C, rain\n--- user ---\nSummarise." in v
@@ -232,9 +238,13 @@ def test_block_slot_context_and_collapse():
     )
     assert p.context_slot == ContextSlot(0, 0)
     assert p.context_text() == "one\n\ntwo"
-    assert p.sections()["messages"] == ["Q?"]
+    emptied = without_context(p)
+    assert emptied is not None
+    assert [b.get("type") for b in emptied.messages[0].blocks] == ["document", "text"]
+    assert emptied.messages[0].blocks[-1] == {"type": "text", "text": "Q?"}
     assert (
-        p.view(collapse_context=True) == "--- document ---\n[context: 8 chars, 2 items]\n--- user ---\nQ?\n"
+        request_view(p, collapse_context=True)
+        == "--- document ---\n[context: 8 chars, 2 items]\n--- user ---\nQ?\n"
     )
 
 
@@ -266,5 +276,5 @@ def test_locate_spans_first_to_last_item_and_stays_cheap_on_big_contexts():
 def test_an_empty_system_sends_no_system():
     p = RenderedPrompt(system="", messages=(Message("user", "q"),))
     assert p.system_blocks == ()
-    assert "system" not in p.to_anthropic_body("m", 1)
-    assert p.to_openai_body("m", 1)["messages"] == [{"role": "user", "content": "q"}]
+    assert "system" not in anthropic_body(p, "m", 1)
+    assert openai_body(p, "m", 1)["messages"] == [{"role": "user", "content": "q"}]

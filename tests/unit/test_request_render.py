@@ -14,6 +14,9 @@ from needle_action.assemble.render import render_case
 from needle_action.config import load_config
 from needle_action.core.errors import ConfigError, TemplateError
 from needle_action.request.prompt import ContextSlot
+from needle_action.request.view import request_view
+from needle_action.request.wire import anthropic_body, openai_body
+from needle_action.tokens.sections import without_context
 from tests.builders import Project
 
 SEARCH_OPENAI: list[dict[str, Any]] = [
@@ -86,8 +89,8 @@ def test_tools_file_in_either_format_reaches_both_bodies(tmp_path):
     )
     assert r.tools == (SEARCH,)
     assert r.tool_choice == {"type": "auto"}
-    assert r.to_anthropic_body("m", 10)["tools"] == [SEARCH]
-    assert r.to_openai_body("m", 10)["tools"] == SEARCH_OPENAI
+    assert anthropic_body(r, "m", 10)["tools"] == [SEARCH]
+    assert openai_body(r, "m", 10)["tools"] == SEARCH_OPENAI
 
 
 def test_request_params_pass_through_unchanged(tmp_path):
@@ -96,7 +99,7 @@ def test_request_params_pass_through_unchanged(tmp_path):
         toml(request_params='{ thinking = { type = "enabled", budget_tokens = 1024 }, frobnicate = 1 }'),
         {"prompts/p.j2": RAG},
     )
-    body = r.to_anthropic_body("m", 10)
+    body = anthropic_body(r, "m", 10)
     assert body["thinking"] == {"type": "enabled", "budget_tokens": 1024}
     assert body["frobnicate"] == 1
 
@@ -189,7 +192,7 @@ def test_tool_markers_emit_tool_turns(tmp_path):
     result, text = r.messages[2].content
     assert result == {"type": "tool_result", "tool_use_id": call["id"], "content": "Alpha fact."}
     assert text == {"type": "text", "text": "Now answer."}
-    body = r.to_openai_body("m", 10)
+    body = openai_body(r, "m", 10)
     assert [m["role"] for m in body["messages"]] == ["system", "user", "assistant", "tool", "user"]
 
 
@@ -299,7 +302,7 @@ def test_prompty_parameters_tools_from_a_file_and_params(tmp_path):
     )
     assert r.tools == (SEARCH,)
     assert r.params == {"temperature": 0.0}  # max_tokens is needle's (reserve_output_tokens)
-    assert r.to_anthropic_body("m", 10)["tools"][0]["name"] == "search_sources"
+    assert anthropic_body(r, "m", 10)["tools"][0]["name"] == "search_sources"
 
 
 @pytest.mark.parametrize(
@@ -346,7 +349,7 @@ def test_dotprompt_tools_and_output_schema(tmp_path):
     assert r.tools == (SEARCH,)
     schema = r.params["output_config"]["format"]["schema"]
     assert schema["properties"]["sources"] == {"type": "array", "items": {"type": "string"}}
-    assert r.to_openai_body("m", 1)["response_format"]["json_schema"]["schema"] == schema
+    assert openai_body(r, "m", 1)["response_format"]["json_schema"]["schema"] == schema
     with pytest.raises(TemplateError, match="without their definitions: search_sources"):
         rendered(tmp_path / "x", '[prompts.p]\ntemplate = "prompts/p.prompt"\n', files, None)
 
@@ -358,8 +361,7 @@ def test_context_slot_and_sections_in_text_mode(tmp_path):
     r = rendered(tmp_path, toml(), {"prompts/p.j2": RAG})
     assert r.context_slot == ContextSlot(0, None)
     assert r.context_text() == "Alpha fact.\n\nBeta fact."
-    assert r.sections()["context"] == ["Alpha fact.\n\nBeta fact."]
-    assert "[context: 23 chars, 2 items]" in r.view(collapse_context=True)
+    assert "[context: 23 chars, 2 items]" in request_view(r, collapse_context=True)
 
 
 def test_context_as_tool_result_is_the_agent_shape(tmp_path):
@@ -379,8 +381,12 @@ def test_context_as_tool_result_is_the_agent_shape(tmp_path):
     assert r.context_slot == ContextSlot(1, 0)
     assert r.context_text() == "Alpha fact.\n\nBeta fact."
     assert r.validate() is r
-    assert "--- tool_result ---\nSources:\n\n[context: 23 chars, 2 items]" in r.view(collapse_context=True)
-    assert "Alpha fact." not in "".join(r.sections()["messages"])
+    assert "--- tool_result ---\nSources:\n\n[context: 23 chars, 2 items]" in request_view(
+        r, collapse_context=True
+    )
+    emptied = without_context(r)
+    assert emptied is not None
+    assert "Alpha fact." not in request_view(emptied)
 
 
 def test_context_as_tool_result_needs_a_tool(tmp_path):
@@ -398,7 +404,7 @@ def test_context_as_document_sends_one_document_per_item(tmp_path):
     assert blocks[1]["source"]["data"] == "Alpha fact."
     assert r.context_slot == ContextSlot(0, 1)
     assert r.context_blocks == 2
-    openai = r.to_openai_body("m", 1)["messages"][1]["content"]
+    openai = openai_body(r, "m", 1)["messages"][1]["content"]
     assert openai[1] == {"type": "text", "text": "a\n\nAlpha fact."}
 
 
@@ -458,7 +464,7 @@ def test_a_fixture_messages_list_of_blocks_renders_as_blocks(tmp_path):
         {"type": "tool_result", "tool_use_id": "toolu_1", "content": "The launch is on 3 May."},
         {"type": "text", "text": "So when is it?"},
     )
-    assert r.to_openai_body("m", 1)["messages"][3] == {
+    assert openai_body(r, "m", 1)["messages"][3] == {
         "role": "tool",
         "tool_call_id": "toolu_1",
         "content": "The launch is on 3 May.",
@@ -513,7 +519,7 @@ def test_prompty_markdown_images_become_image_blocks(tmp_path):
     assert local["media_type"] == "image/png"
     assert base64.b64decode(local["data"]) == png
     assert data == {"type": "base64", "media_type": "image/png", "data": "AAAA"}
-    assert "[image: image/png" in r.view()
+    assert "[image: image/png" in request_view(r)
 
 
 @pytest.mark.parametrize(
