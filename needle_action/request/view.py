@@ -17,13 +17,11 @@ With ``collapse_context`` the context slot becomes one line ``[context: N chars,
 from __future__ import annotations
 
 import json
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from needle_action.core.dataformats import JSON
 from needle_action.request.blocks import block_text
-
-if TYPE_CHECKING:
-    from needle_action.request.prompt import Message, RenderedPrompt
+from needle_action.request.prompt import Message, RenderedPrompt
 
 
 def pretty(value: Any) -> str:

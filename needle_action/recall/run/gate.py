@@ -14,9 +14,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 from needle_action.recall.run.cells import CellRun
+from needle_action.recall.run.prompt_plan import PromptPlan
 from needle_action.results import RecallResult
 from needle_action.stats.groups import cell_key
 from needle_action.stats.sequential import (
@@ -27,9 +27,6 @@ from needle_action.stats.sequential import (
     evaluate_look,
     result_answers,
 )
-
-if TYPE_CHECKING:  # the scheduler imports this module
-    from needle_action.recall.run.scheduler import PromptPlan
 
 
 @dataclass

@@ -13,14 +13,11 @@ as built one by one: the same function over the same inputs.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
-from typing import TYPE_CHECKING
 
 from needle_action.assemble.builder.client import prefetch
 from needle_action.recall.run.cells import CellRun
+from needle_action.recall.run.prompt_plan import PromptPlan
 from needle_action.recall.trials.probes.needle import Needle
-
-if TYPE_CHECKING:
-    from needle_action.recall.run.prompt_plan import PromptPlan
 
 AHEAD = 16  # trials per cell sent ahead at once when no look bounds them (early stopping may end a cell)
 
