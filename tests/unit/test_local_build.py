@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import signal
 
-from needle_action.doctor import Check, exit_code, format_line
+from needle_action.cli.doctor import Check, exit_code, format_line
 from needle_action.providers.local.build import (
     BASELINE_CMAKE_ARGS,
     PORTABLE_CMAKE_ARGS,

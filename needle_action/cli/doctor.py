@@ -27,6 +27,9 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Literal
 
+import click
+
+from needle_action.cli.common import handle_errors
 from needle_action.core.errors import NeedleError
 from needle_action.providers.local import model as local_model
 from needle_action.providers.local.build import PORTABLE_CMAKE_ARGS, installed_version, reinstall_command
@@ -191,3 +194,16 @@ def format_line(check: Check) -> str:
     if check.fix and check.status != "ok":
         text += f"\n      fix: {check.fix}"
     return text
+
+
+@click.command()
+@handle_errors
+def doctor() -> None:
+    """Check this machine: Python, tokenizers, the embedded model (a tiny completion in a worker),
+    provider keys (never printed), git and the cache folder. Run it first when something fails."""
+    checks = []
+    for check in run_checks():
+        click.echo(format_line(check))
+        sys.stdout.flush()
+        checks.append(check)
+    sys.exit(exit_code(checks))

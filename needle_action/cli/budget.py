@@ -1,0 +1,46 @@
+"""``needle budget``: every prompt x fixture counted against its budgets."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import click
+
+from needle_action.cli.common import Measuring, finish, handle_errors, measure_options
+from needle_action.config.model import Config
+from needle_action.pipeline import (
+    run_budget,
+)
+from needle_action.report.terminal import (
+    print_budget,
+)
+
+if TYPE_CHECKING:
+    pass
+
+
+def _offline(config: Config) -> None:
+    """Count without the network: prompts whose tokenizer is the Anthropic API count with tiktoken
+    instead (approximate, with their safety factor, marked ~ in the table)."""
+    for prompt in config.prompts.values():
+        if prompt.tokenizer == "anthropic":
+            prompt.tokenizer = "tiktoken:o200k_base"
+
+
+@click.command()
+@measure_options
+@click.option(
+    "--offline",
+    is_flag=True,
+    help='Never call an API: tokenizer = "anthropic" counts with tiktoken (approximate). For pre-commit.',
+)
+@handle_errors
+def budget(measuring: Measuring, offline: bool) -> None:
+    """Count real tokens of every prompt x fixture and check them against the budgets."""
+    config = measuring.config()
+    if offline:
+        _offline(config)
+    base = measuring.baseline()
+    results = run_budget(config, baseline=base, only=measuring.only)
+    print_budget(results)
+    finish(results, measuring.json_out, stages=("budget",), junit=measuring.junit, baseline=base)

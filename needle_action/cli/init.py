@@ -1,0 +1,25 @@
+"""``needle init``: write a starter threshold file for this repository."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import click
+
+from needle_action.cli.common import FOLDER, config_option, handle_errors
+from needle_action.scaffold import write_starter
+
+if TYPE_CHECKING:
+    pass
+
+
+@click.command()
+@click.option("--force", is_flag=True, help="Overwrite an existing threshold file.")
+@click.option("--root", type=FOLDER, default=Path("."), show_default=True)
+@config_option
+@handle_errors
+def init(force: bool, root: Path, config_path: Path) -> None:
+    """Scan ROOT for prompt templates and write a commented starter threshold file."""
+    written = write_starter(root, config_path, force=force)
+    click.echo(f"wrote {written}")
