@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 import click
 
 from needle_action.cli.common import Measuring, finish, handle_errors, measure_options
@@ -14,9 +12,6 @@ from needle_action.pipeline import (
 from needle_action.report.terminal import (
     print_budget,
 )
-
-if TYPE_CHECKING:
-    pass
 
 
 def _offline(config: Config) -> None:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import click
 
@@ -13,9 +12,6 @@ from needle_action.config.loader import load_config
 from needle_action.pipeline import (
     RecallOverrides,
 )
-
-if TYPE_CHECKING:
-    pass
 
 
 @click.command()

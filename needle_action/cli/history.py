@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import click
 
@@ -14,9 +13,6 @@ from needle_action.core.errors import ConfigError
 from needle_action.report.terminal import (
     print_history,
 )
-
-if TYPE_CHECKING:
-    pass
 
 
 @click.command()

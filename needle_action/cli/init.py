@@ -3,15 +3,11 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import click
 
 from needle_action.cli.common import FOLDER, config_option, handle_errors
 from needle_action.scaffold import write_starter
-
-if TYPE_CHECKING:
-    pass
 
 
 @click.command()

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import click
 
@@ -12,9 +11,6 @@ from needle_action.recall.run.merge import merge_files
 from needle_action.report.terminal import (
     print_recall,
 )
-
-if TYPE_CHECKING:
-    pass
 
 
 @click.command()

@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import click
 
@@ -16,9 +15,6 @@ from needle_action.pipeline import (
 )
 from needle_action.request.view import request_view
 from needle_action.request.wire import anthropic_body, openai_body
-
-if TYPE_CHECKING:
-    pass
 
 
 @click.command()

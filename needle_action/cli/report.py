@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import click
 
@@ -17,14 +16,12 @@ from needle_action.cli.common import (
     write_text,
 )
 from needle_action.compare import compare
+from needle_action.core.paths import write_user_file
 from needle_action.policy import comparison_exit_code
 from needle_action.report.html import render_html
 from needle_action.report.junit import junit_xml
 from needle_action.report.render import render_comment
 from needle_action.results import load_results
-
-if TYPE_CHECKING:
-    pass
 
 
 @click.command()
@@ -50,7 +47,7 @@ def report(
     comparison = compare(load_baseline(base), head_results)
     text = comparison.model_dump_json(indent=2) if fmt == "json" else render_comment(comparison)
     if output:
-        write_output(output, lambda path: path.write_text(text, encoding="utf-8"))
+        write_output(output, lambda path: write_user_file(path, text))
     else:
         click.echo(text)
     if html_out is not None:
