@@ -30,7 +30,7 @@ sys.path.insert(0, str(REPO))
 
 from needle_action.assemble.builder import client as builder  # noqa: E402
 from needle_action.config import load_config  # noqa: E402
-from needle_action.pipeline import RecallOverrides, run_recall  # noqa: E402
+from needle_action.pipeline.measure import RecallOverrides, run_recall  # noqa: E402
 from needle_action.recall.run import prebuild  # noqa: E402
 from needle_action.tokens import tiktoken_cache  # noqa: E402
 from tests.fakes.anthropic_server import FakeAnthropic  # noqa: E402

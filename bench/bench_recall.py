@@ -29,7 +29,7 @@ sys.path.insert(0, str(REPO))
 
 from bench.seed_loop import run_seed_loop  # noqa: E402
 from needle_action.config import load_config  # noqa: E402
-from needle_action.pipeline import RecallOverrides, run_recall  # noqa: E402
+from needle_action.pipeline.measure import RecallOverrides, run_recall  # noqa: E402
 from needle_action.recall.plan.prompt import effective_prompt  # noqa: E402
 from needle_action.recall.trials.haystack import HaystackBuilder  # noqa: E402
 from needle_action.tokens import get_counter, tiktoken_cache  # noqa: E402

@@ -44,7 +44,7 @@ sys.path.insert(0, str(REPO))
 from bench._common import planned_trials  # noqa: E402
 from bench.workload import write_cache_project, write_speed_project  # noqa: E402
 from needle_action.config import load_config  # noqa: E402
-from needle_action.pipeline import run_recall  # noqa: E402
+from needle_action.pipeline.measure import run_recall  # noqa: E402
 from needle_action.providers.anthropic import build_request  # noqa: E402
 from needle_action.recall.run.merge import merge  # noqa: E402
 from needle_action.recall.run.shard import Shard  # noqa: E402

@@ -19,7 +19,7 @@ sys.path.insert(0, str(REPO))
 import anthropic  # noqa: E402,F401 - imported before the clock, like the tokenizer below
 
 from needle_action.config import load_config  # noqa: E402
-from needle_action.pipeline import Measure, measure_sides  # noqa: E402
+from needle_action.pipeline.measure import Measure, measure_sides  # noqa: E402
 from needle_action.tokens import load_encoding  # noqa: E402
 
 

@@ -41,7 +41,7 @@ from needle_action.compare import compare  # noqa: E402
 from needle_action.compare.recall import drop_floor, test_styled_groups  # noqa: E402
 from needle_action.config.model import PromptConfig, RecallSettings  # noqa: E402
 from needle_action.core.errors import EXIT_CHECKS_FAILED  # noqa: E402
-from needle_action.policy import comparison_exit_code  # noqa: E402
+from needle_action.pipeline.policy import comparison_exit_code  # noqa: E402
 from needle_action.recall.plan.prompt import RecallOverrides, effective_prompt  # noqa: E402
 from needle_action.recall.run.engine import summarize  # noqa: E402
 from needle_action.recall.run.scheduler import CellRun, PromptPlan, RunOutcome  # noqa: E402

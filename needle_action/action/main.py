@@ -25,7 +25,7 @@ from needle_action.core.errors import EXIT_CHECKS_FAILED, NeedleError
 from needle_action.flow import databranch, workflow
 from needle_action.flow.settings import Settings, load_settings, workspace_relative
 from needle_action.flow.sides import compare_sides, measure_pull_request
-from needle_action.pipeline import freeze_at_exit
+from needle_action.pipeline.measure import freeze_at_exit
 from needle_action.report.sanitize import inline
 from needle_action.results import Results
 

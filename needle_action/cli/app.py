@@ -1,4 +1,4 @@
-"""The ``needle`` command line: a thin face over ``needle_action.pipeline``.
+"""The ``needle`` command line: a thin face over ``needle_action.pipeline.measure``.
 
 Every command loads the threshold file, runs one pipeline function and maps the outcome to an
 exit code: 0 pass, 1 checks failed, 2 config/usage error, 3 provider unavailable.
@@ -23,7 +23,7 @@ from needle_action.cli.preview import diff
 from needle_action.cli.recall import recall
 from needle_action.cli.render import render
 from needle_action.cli.report import report
-from needle_action.pipeline import freeze_at_exit
+from needle_action.pipeline.measure import freeze_at_exit
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})

@@ -6,7 +6,7 @@ import click
 
 from needle_action.cli.common import Measuring, finish, handle_errors, measure_options
 from needle_action.config.model import Config
-from needle_action.pipeline import (
+from needle_action.pipeline.measure import (
     run_budget,
 )
 from needle_action.report.terminal import (

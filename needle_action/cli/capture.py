@@ -6,10 +6,10 @@ from pathlib import Path
 
 import click
 
-from needle_action.capture import capture as capture_requests
 from needle_action.cli.common import FOLDER, config_option, handle_errors, only_option
 from needle_action.config.loader import load_config
-from needle_action.pipeline import (
+from needle_action.pipeline.capture import capture as capture_requests
+from needle_action.pipeline.measure import (
     RecallOverrides,
 )
 

@@ -9,7 +9,6 @@ from typing import TYPE_CHECKING
 
 import click
 
-from needle_action.capture import measuring_captured
 from needle_action.cli.common import (
     FOLDER,
     Measuring,
@@ -23,7 +22,8 @@ from needle_action.cli.common import (
 )
 from needle_action.cli.preview import compare_with_ref, refuse_with_base_ref
 from needle_action.core.errors import ConfigError
-from needle_action.pipeline import (
+from needle_action.pipeline.capture import measuring_captured
+from needle_action.pipeline.measure import (
     RecallOverrides,
     run_check,
 )

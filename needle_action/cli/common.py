@@ -17,10 +17,10 @@ from needle_action.config.model import Config
 from needle_action.core.errors import ConfigError, NeedleError
 from needle_action.core.names import PROVIDER_NAMES
 from needle_action.core.paths import UnsafePath, write_user_file
-from needle_action.pipeline import (
+from needle_action.pipeline.measure import (
     RecallOverrides,
 )
-from needle_action.policy import results_exit_code
+from needle_action.pipeline.policy import results_exit_code
 from needle_action.recall.run.scheduler import Progress
 from needle_action.report.junit import junit_xml
 from needle_action.report.terminal import (

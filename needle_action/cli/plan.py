@@ -17,7 +17,7 @@ from needle_action.cli.common import (
     write_text,
 )
 from needle_action.config.loader import load_config
-from needle_action.pipeline import select_prompts
+from needle_action.pipeline.measure import select_prompts
 
 
 @click.command()

@@ -23,11 +23,11 @@ from needle_action.cli.common import (
 from needle_action.core.errors import ConfigError
 from needle_action.flow.comment_body import with_head
 from needle_action.flow.sides import compare_sides, local_settings, measure_pull_request
-from needle_action.pipeline import (
+from needle_action.pipeline.measure import (
     Measure,
     RecallOverrides,
 )
-from needle_action.policy import comparison_exit_code
+from needle_action.pipeline.policy import comparison_exit_code
 from needle_action.report.junit import junit_xml
 from needle_action.report.render import render_comment
 from needle_action.report.terminal import (

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 import click
 
 from needle_action.cli.common import Measuring, finish, handle_errors, measure_options, recall_options
-from needle_action.pipeline import (
+from needle_action.pipeline.measure import (
     RecallOverrides,
     Shard,
     run_recall,

@@ -10,7 +10,7 @@ import click
 
 from needle_action.cli.common import config_option, handle_errors
 from needle_action.config.loader import load_config
-from needle_action.pipeline import (
+from needle_action.pipeline.measure import (
     render_prompt_cases,
 )
 from needle_action.request.view import request_view

@@ -17,7 +17,7 @@ from needle_action.cli.common import (
 )
 from needle_action.compare import compare
 from needle_action.core.paths import write_user_file
-from needle_action.policy import comparison_exit_code
+from needle_action.pipeline.policy import comparison_exit_code
 from needle_action.report.html import render_html
 from needle_action.report.junit import junit_xml
 from needle_action.report.render import render_comment

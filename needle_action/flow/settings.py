@@ -19,8 +19,8 @@ from typing import Any
 from needle_action.core.errors import ConfigError
 from needle_action.core.names import PROVIDER_NAMES
 from needle_action.core.paths import relative
-from needle_action.pipeline import Measure
-from needle_action.policy import Policy
+from needle_action.pipeline.measure import Measure
+from needle_action.pipeline.policy import Policy
 from needle_action.recall.plan.prompt import RecallOverrides
 
 TRUE = {"true", "yes", "on", "1"}

@@ -32,7 +32,7 @@ from needle_action.flow.baseline import (
     resolve_commit,
 )
 from needle_action.flow.settings import Settings, workspace_relative
-from needle_action.pipeline import Measure, measure, measure_sides
+from needle_action.pipeline.measure import Measure, measure, measure_sides
 from needle_action.results import Results, SkipKind
 from needle_action.results.cache import ResultCache
 from needle_action.tokens.budget import resolve_auto_budgets

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 
 from bench.workload import CLAUDE_DEFAULTS
 from needle_action.config import load_config
-from needle_action.pipeline import RecallOverrides, run_recall
+from needle_action.pipeline.measure import RecallOverrides, run_recall
 from needle_action.results import RecallResult, Results
 from tests.builders import Project
 from tests.needle_cli import needle_env, run_needle

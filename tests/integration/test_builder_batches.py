@@ -12,9 +12,9 @@ from unittest import mock
 import pytest
 
 from needle_action.assemble.builder import client as builder
-from needle_action.capture import capture
 from needle_action.config import load_config
-from needle_action.pipeline import RecallOverrides, run_recall
+from needle_action.pipeline.capture import capture
+from needle_action.pipeline.measure import RecallOverrides, run_recall
 from needle_action.recall.run import prebuild
 from tests.builders import Project
 from tests.fakes.simulated_model import SimulatedModel, u_shape

@@ -12,10 +12,10 @@ from pathlib import Path
 import pytest
 
 from needle_action.assemble.builder import client as builder
-from needle_action.capture import capture, measuring_captured
 from needle_action.config import load_config
 from needle_action.core.errors import ConfigError
-from needle_action.pipeline import RecallOverrides, run_check
+from needle_action.pipeline.capture import capture, measuring_captured
+from needle_action.pipeline.measure import RecallOverrides, run_check
 from needle_action.request.wire import anthropic_body
 from tests.builders import Project
 from tests.fakes.anthropic_server import FakeAnthropic

@@ -10,7 +10,7 @@ import time
 import pytest
 
 from needle_action.config import load_config
-from needle_action.pipeline import RecallOverrides
+from needle_action.pipeline.measure import RecallOverrides
 from needle_action.recall.run import engine
 from needle_action.results.cache import ResultCache
 from needle_action.stats.cells import final_status
@@ -344,7 +344,7 @@ def _with_retries(cfg, n: int):
 
 
 def test_a_call_that_exhausts_its_retries_loses_one_trial_not_the_run(tmp_path, fake):
-    from needle_action.policy import results_exit_code
+    from needle_action.pipeline.policy import results_exit_code
 
     # 60% of attempts fail (429, retried at once), 3 attempts a call: ~22% of calls are lost
     fake.faults = Faults(rate=0.6, kinds=("429",), retry_after_s=0.001, max_consecutive=10)
@@ -361,7 +361,7 @@ def test_a_call_that_exhausts_its_retries_loses_one_trial_not_the_run(tmp_path, 
 
 
 def test_a_provider_that_dies_mid_run_gives_a_partial_result_that_never_passes(tmp_path, fake):
-    from needle_action.policy import results_exit_code
+    from needle_action.pipeline.policy import results_exit_code
 
     sim, answered = SimulatedModel(flat(0.97), seed=3), []
 

@@ -24,7 +24,7 @@ from click.testing import CliRunner
 from needle_action.cli import main
 from needle_action.compare import compare
 from needle_action.config import load_config
-from needle_action.pipeline import RecallOverrides, run_recall
+from needle_action.pipeline.measure import RecallOverrides, run_recall
 from needle_action.recall.trials.probes.bank import NAMES
 from needle_action.report.render import render_comment
 from tests.builders import Project

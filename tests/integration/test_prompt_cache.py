@@ -10,7 +10,7 @@ import anthropic
 import pytest
 
 from needle_action.config import load_config
-from needle_action.pipeline import run_recall
+from needle_action.pipeline.measure import run_recall
 from tests.fakes.anthropic_server import FakeAnthropic
 from tests.fakes.simulated_model import SimulatedModel, u_shape
 from tests.integration.recall_helpers import verdicts, write_project

@@ -10,7 +10,7 @@ import pytest
 
 from needle_action.config import load_config
 from needle_action.core.errors import ConfigError
-from needle_action.pipeline import RecallOverrides, run_recall
+from needle_action.pipeline.measure import RecallOverrides, run_recall
 from needle_action.recall.run.engine import RecallJob, run_recall_jobs
 from needle_action.recall.run.merge import merge
 from needle_action.recall.run.shard import Shard

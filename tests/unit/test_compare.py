@@ -7,7 +7,7 @@ import json
 import pytest
 
 from needle_action.compare import compare
-from needle_action.policy import comparison_exit_code as exit_of
+from needle_action.pipeline.policy import comparison_exit_code as exit_of
 from needle_action.results import SkipKind
 from tests.unit._results_builder import case, grid, prompt, recall, results
 

@@ -33,12 +33,12 @@ def test_import_ahead_swallows_a_missing_sdk_and_skips_unknown_names(monkeypatch
 
 
 def test_the_faces_register_the_exit_freeze_once(monkeypatch):
-    """freeze_at_exit (needle_action/pipeline.py) registers gc.freeze with atexit, once however
+    """freeze_at_exit (needle_action/pipeline/measure.py) registers gc.freeze with atexit, once however
     often a face calls it (the CLI group runs it on every invocation in one test process)."""
     import atexit
     import gc
 
-    from needle_action import pipeline
+    from needle_action.pipeline import measure as pipeline
 
     registered = []
     monkeypatch.setattr(atexit, "register", lambda fn, *a, **k: registered.append(fn))
