@@ -7,7 +7,7 @@ from pathlib import Path
 import click
 
 from needle_action.cli.common import FOLDER, config_option, handle_errors
-from needle_action.scaffold import write_starter
+from needle_action.scaffold.starter import write_starter
 
 
 @click.command()

@@ -25,7 +25,7 @@ from needle_action.assemble.templates.roles import trim_blank_lines
 from needle_action.config import Config, PromptConfig, load_config
 from needle_action.core.errors import ConfigError, TemplateError
 from needle_action.request.view import request_view
-from needle_action.scaffold import write_starter
+from needle_action.scaffold.starter import write_starter
 from tests import builders
 from tests.builders import EXAMPLES, Project
 

@@ -7,7 +7,7 @@ import pytest
 
 from needle_action.config import RecallSettings, load_config
 from needle_action.core.errors import ConfigError
-from needle_action.scaffold import write_starter
+from needle_action.scaffold.starter import write_starter
 from tests.builders import Project, write
 
 CONFIG = """

@@ -10,7 +10,7 @@ named after the text up to its first dot, so the second became ``chat_answer_2``
 from __future__ import annotations
 
 from needle_action.config import load_config
-from needle_action.scaffold import write_starter
+from needle_action.scaffold.starter import write_starter
 from tests.builders import write
 
 

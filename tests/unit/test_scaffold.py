@@ -12,7 +12,8 @@ from needle_action.assemble.render import render_case
 from needle_action.cli import main
 from needle_action.config import load_config
 from needle_action.core.errors import ConfigError
-from needle_action.scaffold import CONTEXT_NAMES, guess_var, write_starter
+from needle_action.scaffold.starter import write_starter
+from needle_action.scaffold.templates import CONTEXT_NAMES, guess_var
 from tests.builders import write
 
 

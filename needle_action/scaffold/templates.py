@@ -1,4 +1,4 @@
-"""``needle init``: find the repository's prompt templates and write a commented starter ``needle.toml``.
+"""``needle init``, the search: the repository's prompt templates, their fixtures, tools and variables.
 
 The starter is a guess a human finishes: fixtures found next to a template or in ``fixtures/``
 folders with a matching name, the context/question variables guessed from the names the template
@@ -7,7 +7,6 @@ reads, budgets left as commented suggestions. Whatever it writes must load with 
 
 from __future__ import annotations
 
-import json
 import os
 import re
 from dataclasses import dataclass, field
@@ -17,10 +16,9 @@ from needle_action.assemble.render import referenced_templates, render_case, und
 from needle_action.assemble.templates.fixtures import load_fixture
 from needle_action.assemble.templates.prompty import split_prompty
 from needle_action.assemble.templates.sandbox import environment_for
-from needle_action.config.loader import FIXTURE_SUFFIXES
-from needle_action.config.model import Config, PromptConfig, PromptSettings, RecallSettings
-from needle_action.core.errors import ConfigError, NeedleError
-from needle_action.core.paths import display_path, is_inside
+from needle_action.config.model import Config, PromptConfig
+from needle_action.core.errors import NeedleError
+from needle_action.core.paths import is_inside
 from needle_action.request.toolformats import load_tools
 
 TEMPLATE_SUFFIXES = (".j2", ".jinja", ".jinja2", ".prompty", ".prompt")
@@ -79,7 +77,7 @@ class FoundTemplate:
     tools_declared: str | None = None  # the tools file its own front matter names (.prompty)
 
 
-def _walk(root: Path, suffixes: tuple[str, ...]) -> list[Path]:
+def walk(root: Path, suffixes: tuple[str, ...]) -> list[Path]:
     out: list[Path] = []
     for folder, dirs, files in os.walk(root):
         dirs[:] = sorted(d for d in dirs if d not in SKIP_DIRS and not d.startswith("."))
@@ -146,7 +144,7 @@ def _fixture_candidates(template: Path, config_dir: Path, fixture_files: list[Pa
 _INNER_SUFFIX = re.compile(r"\.(?:txt|md|xml|html)$", re.IGNORECASE)
 
 
-def _prompt_name(template: Path, taken: set[str]) -> str:
+def prompt_name(template: Path, taken: set[str]) -> str:
     # every dot of the stem stays a word: Genkit's variants (``hello.history.prompt``) and a
     # system/user pair (``chat_answer.system.jinja2``) are different prompts
     stem = _INNER_SUFFIX.sub("", template.name[: -len(template.suffix)] if template.suffix else template.name)
@@ -192,7 +190,7 @@ def _guess(found: FoundTemplate, variables: set[str]) -> None:
     found.question_var = guess_var(variables, QUESTION_NAMES, exclude=found.context_var)
 
 
-def _partials(templates: list[Path], config_dir: Path) -> set[Path]:
+def included_templates(templates: list[Path], config_dir: Path) -> set[Path]:
     """Templates that other templates include/import/extend: building blocks, not prompts.
     Dotprompt partials are ``_name.prompt`` files, by that format's own convention."""
     env = environment_for(config_dir)
@@ -269,116 +267,6 @@ def _estimate(found: FoundTemplate, config_dir: Path) -> None:
     found.rough_chars = sum(len(t) for t in rendered.texts())
 
 
-def _s(value: str) -> str:
-    """A TOML basic string (JSON escapes are valid TOML escapes)."""
-    return json.dumps(value, ensure_ascii=False)
-
-
-def _suggest_budget(chars: int | None, reserve: int) -> int | None:
-    if chars is None:
-        return None
-    tokens = chars / 4  # ~4 characters per token for English prose
-    raw = int(tokens * 1.5) + reserve
-    return max(1000, -(-raw // 1000) * 1000)
-
-
-def render_starter(found: list[FoundTemplate], partials: list[str]) -> str:
-    d, r = PromptSettings(), RecallSettings()
-    out = [
-        "# needle.toml: token budgets and positional recall checks for this repository's prompts.",
-        "# Written by `needle init`; edit freely. Reference: docs/config.md",
-        "# Paths are relative to this file's folder and may not leave it.",
-        "",
-        "[defaults]",
-        "# Every [prompts.NAME] table inherits these keys and may override any of them.",
-        f"model = {_s(d.model)}          # the model the prompts are sent to",
-        f"provider = {_s(d.provider)}            # recall runs on: anthropic | openai | local (embedded model, no key)",
-        f"tokenizer = {_s(d.tokenizer)}   # tiktoken:o200k_base | tiktoken:cl100k_base | anthropic | local",
-        f"tokenizer_safety_factor = {d.tokenizer_safety_factor}   # multiplies tiktoken counts for Claude models",
-        f"reserve_output_tokens = {d.reserve_output_tokens}      # room kept free for the answer",
-        "# max_input_tokens = 8000        # budget: fail when tokens + reserve exceed it (suggestions per prompt below)",
-        '# max_growth = "10%"             # fail when a PR grows a prompt more than this vs the base ("10%" or 500 tokens)',
-        "",
-        "[defaults.recall]",
-        "# Needle-in-a-haystack trials in the prompt's real shape (needs context_var and question_var).",
-        f"enabled = {str(r.enabled).lower()}",
-        f'sizes = {json.dumps(r.sizes)}            # context sizes in real tokens, or "auto"',
-        f"depths = {json.dumps(r.depths)}   # needle positions: 0 = start, 1 = end",
-        f'trials = {json.dumps(r.trials)}                # trials per cell; "auto": enough to catch a drop of min_drop',
-        f"threshold = {r.threshold}                # minimum recall per cell",
-        f"needle = {_s(r.styles[0])}              # codeword | sentence | distractors | multihop | custom | gold | nonlexical | absent, or a list (docs/needles.md)",
-        "# distractors = 3                # look-alikes per trial that differ in subject and value",
-        '# similarity = "high"            # how alike they are: low | medium | high',
-        f"seed = {r.seed}",
-        "# max_calls = 500                # stop cleanly (partial result) after this many model calls",
-        "# max_cost_usd = 2.0             # ... or this estimated spend",
-        '# filler_globs = ["docs/**/*.md"]  # extra filler text from the repository',
-    ]
-    if partials:
-        out += ["", "# Partials (included by other templates, so not prompts of their own):"]
-        out += [f"#   {p}" for p in partials]
-    for f in found:
-        out += _prompt_lines(f, d)
-    return "\n".join(out) + "\n"
-
-
-def _prompt_lines(f: FoundTemplate, d: PromptSettings) -> list[str]:
-    """The [prompts.NAME] table of one template found (and its recall table)."""
-    out: list[str] = []
-    out += ["", f"[prompts.{f.name}]", f"template = {_s(f.rel)}"]
-    if f.problem:
-        out.append(f"# NOTE: {f.problem}".replace("\n", " "))
-    if f.variables:
-        out.append(f"# variables the template reads: {', '.join(f.variables)}")
-    if f.tools:
-        out.append(
-            f"tools = {_s(f.tools)}   # the tool schemas sent with the prompt (counted, and sent in recall)"
-        )
-    elif f.tools_declared:
-        out.append(f"# tools: {f.tools_declared}, from the template's model.parameters.tools")
-    if f.fixtures:
-        out.append("fixtures = [" + ", ".join(_s(x) for x in f.fixtures) + "]   # each fixture is one case")
-    else:
-        out.append(
-            '# fixtures = ["fixtures/' + f.name + '.yaml"]   # YAML/JSON/TOML files with the variables above'
-        )
-    out.append(
-        f"context_var = {_s(f.context_var)}   # the haystack slot recall fills"
-        if f.context_var
-        else '# context_var = "documents"   # the variable holding retrieved text / history'
-    )
-    out.append(
-        f"question_var = {_s(f.question_var)}   # the slot recall puts its question in"
-        if f.question_var
-        else '# question_var = "question"   # the variable holding the user\'s question'
-    )
-    budget = _suggest_budget(f.rough_chars, d.reserve_output_tokens)
-    if budget:
-        out.append(
-            f"# max_input_tokens = {budget}   # suggestion: ~1.5x this prompt's current size plus the reserve"
-        )
-    else:
-        out.append("# max_input_tokens = 8000")
-    out.append('# max_growth = "10%"')
-    out += _recall_table(f)
-    return out
-
-
-def _recall_table(f: FoundTemplate) -> list[str]:
-    """The prompt's own recall keys: off until it can run; ``gold`` when a fixture names its answer."""
-    lines: list[str] = []
-    if not (f.context_var and f.question_var and (f.fixtures or f.has_sample)):
-        lines.append("enabled = false   # turn on once fixtures, context_var and question_var are set")
-    if f.gold_fixture is not None:
-        if f.fixtures and f.gold_fixture != f.fixtures[0]:
-            lines.append(f"fixture = {_s(f.gold_fixture)}   # the fixture that names its answer")
-        lines.append(
-            'needle = "gold"   # the fixture names its answer (expected): move its real gold item through '
-            'the context, as in "Lost in the Middle"; or ["gold", "nonlexical", "absent"]'
-        )
-    return [f"[prompts.{f.name}.recall]", *lines] if lines else []
-
-
 def _gold_fixture(fixtures: list[str], config_dir: Path) -> str | None:
     """The first fixture with a top-level ``expected`` (its answer), for ``needle = "gold"``."""
     for rel in fixtures:
@@ -390,7 +278,9 @@ def _gold_fixture(fixtures: list[str], config_dir: Path) -> str | None:
     return None
 
 
-def _found(template: Path, rel: str, name: str, config_dir: Path, fixture_files: list[Path]) -> FoundTemplate:
+def inspect_template(
+    template: Path, rel: str, name: str, config_dir: Path, fixture_files: list[Path]
+) -> FoundTemplate:
     """One template inspected: its fixtures and tools, variables, gold fixture, rough size."""
     f = FoundTemplate(path=template, rel=rel, name=name)
     f.fixtures = _fixture_candidates(template.absolute(), config_dir, [p.absolute() for p in fixture_files])
@@ -399,66 +289,3 @@ def _found(template: Path, rel: str, name: str, config_dir: Path, fixture_files:
     _inspect(f, config_dir)
     _estimate(f, config_dir)
     return f
-
-
-def write_starter(
-    root: str | os.PathLike[str], config_path: str | os.PathLike[str], force: bool = False
-) -> Path:
-    """Scan ROOT for templates and write a commented starter threshold file at CONFIG_PATH.
-
-    CONFIG_PATH is taken as given (relative to the working directory); every template must sit
-    inside its folder, because paths in the file are relative to it.
-    """
-    root = Path(root)
-    config_path = Path(config_path)
-    if not root.is_dir():
-        raise ConfigError(
-            f"{display_path(root)} is not a folder", hint="pass --root PATH to the repository to scan"
-        )
-    if config_path.exists() and not force:
-        raise ConfigError(
-            "the threshold file already exists; not overwriting it",
-            file=display_path(config_path),
-            hint="pass --force to replace it, or --config PATH to write somewhere else",
-        )
-    if config_path.is_dir():
-        raise ConfigError(
-            "expected a file path for the threshold file, got a folder", file=display_path(config_path)
-        )
-    config_dir = config_path.absolute().parent
-    templates = _walk(root, TEMPLATE_SUFFIXES)
-    if not templates:
-        raise ConfigError(
-            f"no prompt templates found under {display_path(root.absolute()) or '.'}",
-            hint=f"templates are files ending in {', '.join(TEMPLATE_SUFFIXES)}; pass --root to scan another folder",
-        )
-    outside = [t for t in templates if not t.absolute().is_relative_to(config_dir)]
-    if outside:
-        raise ConfigError(
-            f"template {display_path(outside[0].absolute())} is outside the folder of {display_path(config_path)}",
-            hint="paths in needle.toml are relative to its folder: write it at the repository root "
-            "(e.g. needle init --root R --config R/needle.toml)",
-        )
-    partial_set = _partials(templates, config_dir)
-    fixture_files = _walk(root, FIXTURE_SUFFIXES)
-    taken: set[str] = set()
-    found: list[FoundTemplate] = []
-    partials: list[str] = []
-    for t in templates:
-        rel = t.absolute().relative_to(config_dir).as_posix()
-        if t.resolve() in partial_set:
-            partials.append(rel)
-            continue
-        found.append(_found(t, rel, _prompt_name(t, taken), config_dir, fixture_files))
-    if not found:
-        raise ConfigError(
-            "every template found is included by another one; no standalone prompt to configure",
-            hint="add a [prompts.NAME] table by hand (see docs/config.md)",
-        )
-    text = render_starter(found, partials)
-    config_path.parent.mkdir(parents=True, exist_ok=True)
-    config_path.write_text(text, encoding="utf-8")
-    return config_path
-
-
-__all__ = ["TEMPLATE_SUFFIXES", "guess_var", "render_starter", "write_starter"]

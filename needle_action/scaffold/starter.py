@@ -1,0 +1,192 @@
+"""``needle init``, the writing: a commented starter ``needle.toml`` from the templates found.
+
+The starter is a guess a human finishes; whatever it writes must load with ``load_config``."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+from needle_action.config.loader import FIXTURE_SUFFIXES
+from needle_action.config.model import PromptSettings, RecallSettings
+from needle_action.core.errors import ConfigError
+from needle_action.core.paths import display_path
+from needle_action.scaffold.templates import (
+    TEMPLATE_SUFFIXES,
+    FoundTemplate,
+    included_templates,
+    inspect_template,
+    prompt_name,
+    walk,
+)
+
+
+def _s(value: str) -> str:
+    """A TOML basic string (JSON escapes are valid TOML escapes)."""
+    return json.dumps(value, ensure_ascii=False)
+
+
+def _suggest_budget(chars: int | None, reserve: int) -> int | None:
+    if chars is None:
+        return None
+    tokens = chars / 4  # ~4 characters per token for English prose
+    raw = int(tokens * 1.5) + reserve
+    return max(1000, -(-raw // 1000) * 1000)
+
+
+def render_starter(found: list[FoundTemplate], partials: list[str]) -> str:
+    d, r = PromptSettings(), RecallSettings()
+    out = [
+        "# needle.toml: token budgets and positional recall checks for this repository's prompts.",
+        "# Written by `needle init`; edit freely. Reference: docs/config.md",
+        "# Paths are relative to this file's folder and may not leave it.",
+        "",
+        "[defaults]",
+        "# Every [prompts.NAME] table inherits these keys and may override any of them.",
+        f"model = {_s(d.model)}          # the model the prompts are sent to",
+        f"provider = {_s(d.provider)}            # recall runs on: anthropic | openai | local (embedded model, no key)",
+        f"tokenizer = {_s(d.tokenizer)}   # tiktoken:o200k_base | tiktoken:cl100k_base | anthropic | local",
+        f"tokenizer_safety_factor = {d.tokenizer_safety_factor}   # multiplies tiktoken counts for Claude models",
+        f"reserve_output_tokens = {d.reserve_output_tokens}      # room kept free for the answer",
+        "# max_input_tokens = 8000        # budget: fail when tokens + reserve exceed it (suggestions per prompt below)",
+        '# max_growth = "10%"             # fail when a PR grows a prompt more than this vs the base ("10%" or 500 tokens)',
+        "",
+        "[defaults.recall]",
+        "# Needle-in-a-haystack trials in the prompt's real shape (needs context_var and question_var).",
+        f"enabled = {str(r.enabled).lower()}",
+        f'sizes = {json.dumps(r.sizes)}            # context sizes in real tokens, or "auto"',
+        f"depths = {json.dumps(r.depths)}   # needle positions: 0 = start, 1 = end",
+        f'trials = {json.dumps(r.trials)}                # trials per cell; "auto": enough to catch a drop of min_drop',
+        f"threshold = {r.threshold}                # minimum recall per cell",
+        f"needle = {_s(r.styles[0])}              # codeword | sentence | distractors | multihop | custom | gold | nonlexical | absent, or a list (docs/needles.md)",
+        "# distractors = 3                # look-alikes per trial that differ in subject and value",
+        '# similarity = "high"            # how alike they are: low | medium | high',
+        f"seed = {r.seed}",
+        "# max_calls = 500                # stop cleanly (partial result) after this many model calls",
+        "# max_cost_usd = 2.0             # ... or this estimated spend",
+        '# filler_globs = ["docs/**/*.md"]  # extra filler text from the repository',
+    ]
+    if partials:
+        out += ["", "# Partials (included by other templates, so not prompts of their own):"]
+        out += [f"#   {p}" for p in partials]
+    for f in found:
+        out += _prompt_lines(f, d)
+    return "\n".join(out) + "\n"
+
+
+def _prompt_lines(f: FoundTemplate, d: PromptSettings) -> list[str]:
+    """The [prompts.NAME] table of one template found (and its recall table)."""
+    out: list[str] = []
+    out += ["", f"[prompts.{f.name}]", f"template = {_s(f.rel)}"]
+    if f.problem:
+        out.append(f"# NOTE: {f.problem}".replace("\n", " "))
+    if f.variables:
+        out.append(f"# variables the template reads: {', '.join(f.variables)}")
+    if f.tools:
+        out.append(
+            f"tools = {_s(f.tools)}   # the tool schemas sent with the prompt (counted, and sent in recall)"
+        )
+    elif f.tools_declared:
+        out.append(f"# tools: {f.tools_declared}, from the template's model.parameters.tools")
+    if f.fixtures:
+        out.append("fixtures = [" + ", ".join(_s(x) for x in f.fixtures) + "]   # each fixture is one case")
+    else:
+        out.append(
+            '# fixtures = ["fixtures/' + f.name + '.yaml"]   # YAML/JSON/TOML files with the variables above'
+        )
+    out.append(
+        f"context_var = {_s(f.context_var)}   # the haystack slot recall fills"
+        if f.context_var
+        else '# context_var = "documents"   # the variable holding retrieved text / history'
+    )
+    out.append(
+        f"question_var = {_s(f.question_var)}   # the slot recall puts its question in"
+        if f.question_var
+        else '# question_var = "question"   # the variable holding the user\'s question'
+    )
+    budget = _suggest_budget(f.rough_chars, d.reserve_output_tokens)
+    if budget:
+        out.append(
+            f"# max_input_tokens = {budget}   # suggestion: ~1.5x this prompt's current size plus the reserve"
+        )
+    else:
+        out.append("# max_input_tokens = 8000")
+    out.append('# max_growth = "10%"')
+    out += _recall_table(f)
+    return out
+
+
+def _recall_table(f: FoundTemplate) -> list[str]:
+    """The prompt's own recall keys: off until it can run; ``gold`` when a fixture names its answer."""
+    lines: list[str] = []
+    if not (f.context_var and f.question_var and (f.fixtures or f.has_sample)):
+        lines.append("enabled = false   # turn on once fixtures, context_var and question_var are set")
+    if f.gold_fixture is not None:
+        if f.fixtures and f.gold_fixture != f.fixtures[0]:
+            lines.append(f"fixture = {_s(f.gold_fixture)}   # the fixture that names its answer")
+        lines.append(
+            'needle = "gold"   # the fixture names its answer (expected): move its real gold item through '
+            'the context, as in "Lost in the Middle"; or ["gold", "nonlexical", "absent"]'
+        )
+    return [f"[prompts.{f.name}.recall]", *lines] if lines else []
+
+
+def write_starter(
+    root: str | os.PathLike[str], config_path: str | os.PathLike[str], force: bool = False
+) -> Path:
+    """Scan ROOT for templates and write a commented starter threshold file at CONFIG_PATH.
+
+    CONFIG_PATH is taken as given (relative to the working directory); every template must sit
+    inside its folder, because paths in the file are relative to it.
+    """
+    root = Path(root)
+    config_path = Path(config_path)
+    if not root.is_dir():
+        raise ConfigError(
+            f"{display_path(root)} is not a folder", hint="pass --root PATH to the repository to scan"
+        )
+    if config_path.exists() and not force:
+        raise ConfigError(
+            "the threshold file already exists; not overwriting it",
+            file=display_path(config_path),
+            hint="pass --force to replace it, or --config PATH to write somewhere else",
+        )
+    if config_path.is_dir():
+        raise ConfigError(
+            "expected a file path for the threshold file, got a folder", file=display_path(config_path)
+        )
+    config_dir = config_path.absolute().parent
+    templates = walk(root, TEMPLATE_SUFFIXES)
+    if not templates:
+        raise ConfigError(
+            f"no prompt templates found under {display_path(root.absolute()) or '.'}",
+            hint=f"templates are files ending in {', '.join(TEMPLATE_SUFFIXES)}; pass --root to scan another folder",
+        )
+    outside = [t for t in templates if not t.absolute().is_relative_to(config_dir)]
+    if outside:
+        raise ConfigError(
+            f"template {display_path(outside[0].absolute())} is outside the folder of {display_path(config_path)}",
+            hint="paths in needle.toml are relative to its folder: write it at the repository root "
+            "(e.g. needle init --root R --config R/needle.toml)",
+        )
+    partial_set = included_templates(templates, config_dir)
+    fixture_files = walk(root, FIXTURE_SUFFIXES)
+    taken: set[str] = set()
+    found: list[FoundTemplate] = []
+    partials: list[str] = []
+    for t in templates:
+        rel = t.absolute().relative_to(config_dir).as_posix()
+        if t.resolve() in partial_set:
+            partials.append(rel)
+            continue
+        found.append(inspect_template(t, rel, prompt_name(t, taken), config_dir, fixture_files))
+    if not found:
+        raise ConfigError(
+            "every template found is included by another one; no standalone prompt to configure",
+            hint="add a [prompts.NAME] table by hand (see docs/config.md)",
+        )
+    text = render_starter(found, partials)
+    config_path.parent.mkdir(parents=True, exist_ok=True)
+    config_path.write_text(text, encoding="utf-8")
+    return config_path
