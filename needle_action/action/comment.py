@@ -24,7 +24,7 @@ import contextlib
 from dataclasses import dataclass
 
 from needle_action.action.github import Comment, GitHubClient, GitHubError, GitHubNotFound
-from needle_action.flow.comment_body import head_in, with_head
+from needle_action.report.comment_body import head_in, with_head
 
 
 @dataclass(frozen=True)

@@ -19,13 +19,15 @@ from __future__ import annotations
 import sys
 import traceback
 
+from needle_action.action import workflow
 from needle_action.action.publish import log, post_from_report, publish
+from needle_action.action.settings import load_settings
 from needle_action.compare import Comparison, history
 from needle_action.core.errors import EXIT_CHECKS_FAILED, NeedleError
-from needle_action.flow import databranch, workflow
-from needle_action.flow.settings import Settings, load_settings, workspace_relative
-from needle_action.flow.sides import compare_sides, measure_pull_request
 from needle_action.pipeline.measure import freeze_at_exit
+from needle_action.pullrequest import databranch
+from needle_action.pullrequest.settings import Settings, workspace_relative
+from needle_action.pullrequest.sides import compare_sides, measure_pull_request
 from needle_action.report.sanitize import inline
 from needle_action.results import Results
 
@@ -35,7 +37,7 @@ def run(settings: Settings) -> int:
 
     The base commit is found first: its threshold file decides how the head is measured (endpoints,
     keys, policy; see action/trust.py). Measuring is shared with ``needle check --base-ref``
-    (needle_action/flow/sides.py), so the CLI previews exactly this verdict."""
+    (needle_action/pullrequest/sides.py), so the CLI previews exactly this verdict."""
     sides = measure_pull_request(settings)
     head, base, notes = sides.head, sides.base, sides.notes
     if settings.data_branch and databranch.is_default_branch_push(settings) and head.commit:

@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from needle_action.action import workflow
 from needle_action.action.comment import publish_sticky, with_head
 from needle_action.action.github import (
     GitHubClient,
@@ -16,10 +17,9 @@ from needle_action.action.github import (
 )
 from needle_action.compare import Comparison
 from needle_action.core.errors import EXIT_CHECKS_FAILED, EXIT_OK, NeedleError
-from needle_action.flow import workflow
-from needle_action.flow.settings import Settings, workspace_relative
-from needle_action.flow.trust import write_report
 from needle_action.pipeline.policy import comparison_exit_code, comparison_failed
+from needle_action.pullrequest.settings import Settings, workspace_relative
+from needle_action.pullrequest.trust import write_report
 from needle_action.report.html import render_html
 from needle_action.report.junit import junit_xml
 from needle_action.report.render import MARKER, render_comment, render_summary

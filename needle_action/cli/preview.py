@@ -21,13 +21,13 @@ from needle_action.cli.common import (
     write_text,
 )
 from needle_action.core.errors import ConfigError
-from needle_action.flow.comment_body import with_head
-from needle_action.flow.sides import compare_sides, local_settings, measure_pull_request
 from needle_action.pipeline.measure import (
     Measure,
     RecallOverrides,
 )
 from needle_action.pipeline.policy import comparison_exit_code
+from needle_action.pullrequest.sides import compare_sides, local_settings, measure_pull_request
+from needle_action.report.comment_body import with_head
 from needle_action.report.junit import junit_xml
 from needle_action.report.render import render_comment
 from needle_action.report.terminal import (
@@ -92,7 +92,7 @@ def refuse_with_base_ref(
 def compare_with_ref(
     measuring: Measuring, ref: str, overrides: RecallOverrides, recall: bool, comment_out: Path | None
 ) -> None:
-    """Measure the working tree and REF with the action's code (needle_action/flow/sides.py), print the
+    """Measure the working tree and REF with the action's code (needle_action/pullrequest/sides.py), print the
     comparison, write the comment the action would post; exit by the action's default policy."""
     settings = local_settings(measuring.config_path, ref, Measure(recall=recall, overrides=overrides))
     json_out, junit = measuring.json_out, measuring.junit

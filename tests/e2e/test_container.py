@@ -26,7 +26,7 @@ from pathlib import Path
 import pytest
 
 from needle_action import __version__
-from needle_action.flow.workflow import read_outputs
+from needle_action.action.workflow import read_outputs
 from needle_action.results import SCHEMA_VERSION
 from needle_action.tokens import tiktoken_cache
 from tests.builders import EXAMPLES, Project, PullRequest, pull_request

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import yaml
 
-from needle_action.flow.workflow import read_outputs
+from needle_action.action.workflow import read_outputs
 from tests.builders import EXAMPLES, Project, prompt_table, pull_request
 from tests.fakes.anthropic_server import FakeAnthropic
 from tests.fakes.github_server import FakeGitHub

@@ -17,8 +17,8 @@ from pathlib import Path
 import pytest
 
 from needle_action.core.errors import ConfigError
-from needle_action.flow import builder_env
-from needle_action.flow.settings import Settings
+from needle_action.pullrequest import builder_env
+from needle_action.pullrequest.settings import Settings
 from tests.builders import Project
 from tests.fakes.github_server import FakeGitHub
 from tests.integration.action_runner import CONFIG, ROOT, make_checkout, report_json, run_action, runner_env

@@ -144,8 +144,8 @@ def test_diff_is_check_base_ref_and_bad_refs_are_usage_errors(tmp_path):
 
 def test_the_base_worktree_is_removed_when_the_run_is_interrupted(tmp_path, monkeypatch):
     """Ctrl-C while both sides are measured: the worktree goes, the checkout is as it was."""
-    from needle_action.flow import sides
     from needle_action.pipeline.measure import Measure
+    from needle_action.pullrequest import sides
 
     repo = GitRepo.init(tmp_path / "repo")
     Project(repo.path).examples("prompts", "fixtures").config(CONFIG.format(growth="10%"), dedent=False)

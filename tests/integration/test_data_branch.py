@@ -192,8 +192,8 @@ def test_the_push_header_replaces_a_persisted_one_and_stays_out_of_the_repositor
     import threading
     from http.server import BaseHTTPRequestHandler, HTTPServer
 
-    from needle_action.flow.databranch import _env
-    from needle_action.flow.settings import Settings
+    from needle_action.pullrequest.databranch import _env
+    from needle_action.pullrequest.settings import Settings
 
     seen: list[list[str]] = []
 

@@ -15,8 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from needle_action.flow import databranch
-from needle_action.flow.settings import Settings
+from needle_action.pullrequest import databranch
+from needle_action.pullrequest.settings import Settings
 from tests.builders import GitRepo, git
 from tests.fakes.anthropic_server import FakeAnthropic
 from tests.fakes.github_server import FakeGitHub

@@ -7,9 +7,9 @@ import json
 
 import pytest
 
+from needle_action.action import workflow
+from needle_action.action.settings import input_env_name, load_settings
 from needle_action.core.errors import ConfigError
-from needle_action.flow import workflow
-from needle_action.flow.settings import input_env_name, load_settings
 
 
 def test_annotation_escaping_blocks_command_injection():

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
+from needle_action.action.settings import input_env_name, load_settings
 from needle_action.core.errors import ConfigError
-from needle_action.flow.settings import input_env_name, load_settings
 
 
 def _env(tmp_path: Path, **inputs: str) -> dict[str, str]:

@@ -36,9 +36,8 @@ from needle_action.core.paths import (
     relative_path,
     write_file,
 )
-from needle_action.flow import workflow
-from needle_action.flow.baseline import git
-from needle_action.flow.settings import Settings
+from needle_action.pullrequest.baseline import git
+from needle_action.pullrequest.settings import Settings
 from needle_action.results.cache import default_cache_path
 
 REPORT_DIR = ".needle-report"
@@ -192,7 +191,7 @@ def cache_file(settings: Settings, notes: list[str]) -> Path:
         f"results. This run cached outside the checkout instead."
     )
     notes.append(message)
-    workflow.warning(f"needle: {message}")
+    settings.notices.warn(message)
     return fallback
 
 
@@ -207,15 +206,13 @@ def write_report(settings: Settings, files: dict[str, str]) -> Path:
     rel = REPORT_DIR
     if shipped(ws, rel) or (os.path.lexists(ws / rel) and not (ws / rel).is_dir()):
         rel = _fresh_report_folder(ws)
-        workflow.warning(f"needle: the checkout has its own {REPORT_DIR}; the report went to {rel}")
+        settings.notices.warn(f"the checkout has its own {REPORT_DIR}; the report went to {rel}")
     try:
         for name, text in files.items():
             write_file(ws, f"{rel}/{name}", text)
     except UnsafePath as exc:
         rel = _fresh_report_folder(ws)
-        workflow.warning(
-            f"needle: {REPORT_DIR} is not safe to write ({exc.strerror}); the report went to {rel}"
-        )
+        settings.notices.warn(f"{REPORT_DIR} is not safe to write ({exc.strerror}); the report went to {rel}")
         for name, text in files.items():
             write_file(ws, f"{rel}/{name}", text)
     return ws / rel

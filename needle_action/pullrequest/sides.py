@@ -13,7 +13,6 @@ same comment. Both therefore give the same verdict on the same pair of commits.
 from __future__ import annotations
 
 import os
-import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -21,8 +20,9 @@ from pathlib import Path
 from needle_action.compare import Comparison, compare
 from needle_action.config.model import Config
 from needle_action.core.errors import ConfigError, NeedleError
-from needle_action.flow import builder_env, databranch, trust, workflow
-from needle_action.flow.baseline import (
+from needle_action.pipeline.measure import Measure, measure, measure_sides
+from needle_action.pullrequest import builder_env, databranch, trust
+from needle_action.pullrequest.baseline import (
     BaselineUnavailable,
     base_side,
     ensure_commit,
@@ -31,8 +31,7 @@ from needle_action.flow.baseline import (
     git,
     resolve_commit,
 )
-from needle_action.flow.settings import Settings, workspace_relative
-from needle_action.pipeline.measure import Measure, measure, measure_sides
+from needle_action.pullrequest.settings import Settings, workspace_relative
 from needle_action.results import Results, SkipKind
 from needle_action.results.cache import ResultCache
 from needle_action.tokens.budget import resolve_auto_budgets
@@ -81,27 +80,12 @@ def local_settings(config_path: Path, base_ref: str, how: Measure) -> Settings:
         base_ref=base_sha,
         workspace=workspace,
         sha=head or None,
-        local=True,
         comment=False,
         recall=how.recall,
         seed=o.seed,
         trials=o.trials,
         provider=o.provider,
     )
-
-
-def say(settings: Settings, message: str) -> None:
-    """A progress line: the action's log (stdout), or the terminal's stderr for the CLI, whose
-    stdout carries the report."""
-    print(message, file=sys.stderr if settings.local else sys.stdout, flush=True)
-
-
-def warn(settings: Settings, message: str) -> None:
-    """A warning: a workflow annotation in the action, a plain line on stderr for the CLI."""
-    if settings.local:
-        print(f"warning: {message}", file=sys.stderr, flush=True)
-    else:
-        workflow.warning(f"needle: {message}")
 
 
 def measure_pull_request(settings: Settings) -> Sides:
@@ -154,7 +138,7 @@ def measure_how(settings: Settings, config: Config) -> Measure:
 
 def _no_base(settings: Settings, why: str, notes: list[str]) -> None:
     notes.append(f"No baseline: {why}")
-    warn(settings, f"no baseline: {why}")
+    settings.notices.warn(f"no baseline: {why}")
 
 
 def measure_both(
@@ -169,7 +153,9 @@ def measure_both(
     scheduler run as the head); the base is None when there is none (NOTES says why). BASE is
     (the base commit or None, why there is none when there should be one)."""
     base_sha, no_base = base
-    say(settings, f"measuring the head ({len(head_config.prompts)} prompt(s)) with {settings.config_path}")
+    settings.notices.say(
+        f"measuring the head ({len(head_config.prompts)} prompt(s)) with {settings.config_path}"
+    )
     started = time.perf_counter()
     head: Results | None = None
     base_results: Results | None = None
@@ -179,9 +165,11 @@ def measure_both(
         if base_sha is not None and settings.data_branch:  # a main-branch run may have measured it
             base_results, note = databranch.load_base(settings, base_sha)
             notes.append(note)
-            say(settings, note)
+            settings.notices.say(note)
         if base_sha is not None and base_results is None:
-            say(settings, f"measuring the base {base_sha[:12]} in a git worktree, together with the head")
+            settings.notices.say(
+                f"measuring the base {base_sha[:12]} in a git worktree, together with the head"
+            )
             head, base_results = _measure_pair(settings, head_config, base_sha, cache, trusted, notes)
     except BaselineUnavailable as exc:
         _no_base(settings, str(exc), notes)
@@ -194,8 +182,7 @@ def measure_both(
         if base_results is not None
         else ""
     )
-    say(
-        settings,
+    settings.notices.say(
         f"measured in {time.perf_counter() - started:.1f}s: head {head.totals.calls} model calls "
         f"({head.totals.cached_calls} cached){base_calls}",
     )
@@ -264,6 +251,4 @@ __all__ = [
     "measure_both",
     "measure_how",
     "measure_pull_request",
-    "say",
-    "warn",
 ]

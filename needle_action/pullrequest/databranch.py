@@ -39,9 +39,8 @@ from needle_action import __version__
 from needle_action.compare import history
 from needle_action.core.errors import ConfigError
 from needle_action.core.paths import relative_path
-from needle_action.flow import workflow
-from needle_action.flow.baseline import BaselineUnavailable, ensure_safe_directory
-from needle_action.flow.settings import Settings
+from needle_action.pullrequest.baseline import BaselineUnavailable, ensure_safe_directory
+from needle_action.pullrequest.settings import Settings
 from needle_action.results import Results
 
 BOT_NAME = "github-actions[bot]"
@@ -89,7 +88,7 @@ def _env(settings: Settings, **extra: str) -> dict[str, str]:
     env = {**os.environ, "GIT_TERMINAL_PROMPT": "0", **extra}
     if settings.github_token:
         basic = base64.b64encode(f"x-access-token:{settings.github_token}".encode()).decode()
-        workflow.mask(basic)
+        settings.notices.mask(basic)
         key = f"http.{settings.server_url.rstrip('/')}/.extraheader"
         # the empty value first drops a header actions/checkout may have persisted (two would clash)
         env.update(
@@ -209,7 +208,7 @@ def store_or_explain(settings: Settings, results: Results) -> str:
         ensure_safe_directory(settings.workspace, force=settings.in_actions)  # a container's bind mount
         commit = store(settings, results, settings.config_path.read_bytes())
     except (DataBranchError, BaselineUnavailable, OSError, subprocess.SubprocessError) as exc:
-        workflow.warning(f"needle: results not stored on the data branch: {exc}")
+        settings.notices.warn(f"results not stored on the data branch: {exc}")
         return f"Results not stored on the data branch `{settings.data_branch}`: {exc}."
     print(f"stored results/{results.commit}.json on `{settings.data_branch}` ({commit[:12]})", flush=True)
     return f"Results stored on the data branch `{settings.data_branch}` as `results/{results.commit}.json`."

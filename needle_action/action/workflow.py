@@ -137,3 +137,17 @@ def read_outputs(path: str | Path) -> dict[str, str]:
             out[k] = v
         i += 1
     return out
+
+
+class WorkflowNotices:
+    """The action's notices (:class:`needle_action.pullrequest.notices.Notices`): progress in the
+    job's log, warnings as annotations, derived secrets masked."""
+
+    def say(self, message: str) -> None:
+        print(message, flush=True)
+
+    def warn(self, message: str) -> None:
+        warning(f"needle: {message}")
+
+    def mask(self, secret: str) -> None:
+        mask(secret)

@@ -26,9 +26,9 @@ from needle_action.config.model import Config
 from needle_action.config.trust import without_builders
 from needle_action.core.errors import ConfigError
 from needle_action.core.paths import PathEscape, check_relative, read_text
-from needle_action.flow.baseline import git
-from needle_action.flow.settings import Settings
 from needle_action.pipeline.capture import measuring_captured
+from needle_action.pullrequest.baseline import git
+from needle_action.pullrequest.settings import Settings
 
 MAX_REQUIREMENTS_BYTES = 1_000_000
 
