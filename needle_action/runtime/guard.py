@@ -1,20 +1,7 @@
-"""Runtime helpers for applications: put key context where models read it, and refuse to send a
-request that would blow the token or dollar budget.
+"""The pre-flight guard: refuse to send a request that would blow the token or dollar budget.
 
-This module is for the application that *sends* prompts, not for the checker; it imports neither
-click nor Jinja2. ``edge_order`` needs nothing beyond the standard library; ``PreflightGuard``
-loads the tokenizer (``needle_action.tokens``) and the price table
-(``needle_action.providers.pricing``) when it is first built.
-
-    from needle_action.runtime import edge_order, PreflightGuard, BudgetExceeded
-
-    docs = edge_order(retrieved_docs)                 # best at the start, runner-up at the end
-    guard = PreflightGuard("claude-sonnet-5-5", max_input_tokens=30_000, max_cost_usd=0.05)
-    create = guard.wrap(anthropic.Anthropic().messages.create)
-    create(model="claude-sonnet-5-5", max_tokens=512, system=..., messages=[...])  # may raise BudgetExceeded
-
-See docs/runtime.md.
-"""
+It loads the tokenizer (``needle_action.tokens``) and the price table
+(``needle_action.providers.pricing``) when it is first built. See docs/runtime.md."""
 
 from __future__ import annotations
 
@@ -26,7 +13,6 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from needle_action.core.errors import EXIT_CHECKS_FAILED, NeedleError
-from needle_action.request.ordering import edge_order  # re-exported: part of this module's API
 from needle_action.request.wire import from_body
 
 if TYPE_CHECKING:  # imported lazily at run time (see _to_rendered)
@@ -35,7 +21,7 @@ if TYPE_CHECKING:  # imported lazily at run time (see _to_rendered)
 
 T = TypeVar("T")
 
-__all__ = ["BudgetExceeded", "Estimate", "PreflightGuard", "edge_order"]
+__all__ = ["BudgetExceeded", "Estimate", "PreflightGuard"]
 
 
 # --------------------------------------------------------------------------- pre-flight guard
