@@ -20,7 +20,7 @@ from needle_action.assemble.templates.fixtures import load_fixture
 from needle_action.config.model import Config, PromptConfig
 from needle_action.core.dataformats import JSON, DataError, parse_json
 from needle_action.core.errors import ConfigError, TemplateError
-from needle_action.core.paths import confine, display_path, read_text, relative
+from needle_action.core.paths import display_path, read_text, relative
 from needle_action.request.jsonpointer import PointerError, parse, resolve, set_value
 from needle_action.request.prompt import SYSTEM_PART, ContextSlot, RenderedPrompt
 from needle_action.request.wire import from_body, is_openai_body
@@ -33,9 +33,7 @@ _lock = threading.Lock()
 def load_request(config: Config, prompt: PromptConfig) -> tuple[str, JSON]:
     """(the file's text, the parsed body) of PROMPT's recorded request, read once per file version."""
     assert prompt.request is not None
-    path = confine(
-        config.root, config.root / prompt.request, what="request", allow_hidden=config.files.allow_hidden
-    )
+    path = config.workspace.confine(config.root / prompt.request, what="request")
     st = path.stat()
     key = (str(path), st.st_mtime_ns, st.st_size)
     with _lock:

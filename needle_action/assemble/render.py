@@ -10,7 +10,6 @@ at the template line that raised it (:mod:`~needle_action.assemble.templates.raw
 from __future__ import annotations
 
 import os
-from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -27,7 +26,8 @@ from needle_action.assemble.templates.roles import split_sections, to_prompt
 from needle_action.assemble.templates.sandbox import read_template
 from needle_action.config.model import Config, PromptConfig
 from needle_action.core.errors import ConfigError, NeedleError, TemplateError
-from needle_action.core.paths import confine, display_path, relative
+from needle_action.core.paths import display_path, relative
+from needle_action.core.workspace import Workspace
 from needle_action.request.blocks import RequestShapeError
 from needle_action.request.prompt import RenderedPrompt
 
@@ -42,19 +42,17 @@ def render_case(
 ) -> RenderedPrompt:
     """Render PROMPT with one fixture (or VARIABLES, which then replace the fixture's contents).
 
-    Files are read here (confined to the root, out of hidden folders unless ``[files] allow_hidden``
-    lists them); the template itself runs in the render worker, bounded in time and memory
+    Files are read here (confined to the config's workspace); the template itself runs in the render worker, bounded in time and memory
     (:mod:`~needle_action.assemble.templates.isolate`). The result carries the declared tools, tool choice
     and request parameters, and its context slot placed as ``context_as`` says
     (:mod:`~needle_action.assemble.request`)."""
-    root = config.root
-    allow = tuple(config.files.allow_hidden)
+    workspace, root = config.workspace, config.root
     if prompt.request is not None or prompt.builder is not None:  # prompts that are data, or code
         return _render_data(config, prompt, fixture_path_or_None, variables)
     template_path = config.template_path(prompt)
     template_file = display_path(template_path)
     name = relative(root, template_path)
-    variables, fixture_rel = _case_variables(root, fixture_path_or_None, variables, allow)
+    variables, fixture_rel = _case_variables(workspace, fixture_path_or_None, variables)
     kind = template_path.suffix.lower()
 
     front: dict[str, Any] = {}
@@ -63,17 +61,15 @@ def render_case(
         source_text = read_template(template_path, template_file)
         if kind == ".prompty":
             front = split_prompty(source_text, template_file).front
-            defaults = prompty_defaults(front, template_path, root, template_file, allow_hidden=allow)
+            defaults = prompty_defaults(front, template_path, workspace, template_file)
             variables = {**defaults, **variables}
-            declared = from_prompty(
-                front, source_text, template_path, root, template_file, allow_hidden=allow
-            )
+            declared = from_prompty(front, source_text, template_path, workspace, template_file)
     except NeedleError:
         raise
     except OSError as exc:
         raise TemplateError(f"cannot read the template: {exc.strerror or exc}", file=template_file) from None
     lenient, blocks = lenient_undefined(prompt, kind), (prompt.trim_blocks, prompt.lstrip_blocks)
-    raw = isolate.render(root, allow, name, variables, file=template_file, lenient=lenient, blocks=blocks)
+    raw = isolate.render(workspace, name, variables, file=template_file, lenient=lenient, blocks=blocks)
     if kind == ".prompt":  # Google Dotprompt: Handlebars, its own roles
         from needle_action.assemble.templates.dotprompt import declared_by, to_rendered
 
@@ -88,7 +84,7 @@ def render_case(
         except RequestShapeError as exc:  # content blocks the fixture holds
             raise _block_error(exc, root, fixture_rel, template_file) from None
         if kind == ".prompty":
-            messages = with_images(messages, template_path, root, template_file, allow_hidden=allow)
+            messages = with_images(messages, template_path, workspace, template_file)
         meta = {"front_matter": {k: v for k, v in front.items() if k in _FRONT_MATTER_META}} if front else {}
         rendered = RenderedPrompt(
             system=system, messages=messages, source=name, fixture=fixture_rel, meta=meta
@@ -109,7 +105,7 @@ def _render_data(
         return render_recorded(config, prompt, variables, fixture_name(config, fixture_path))
     from needle_action.assemble.builder.client import render_built
 
-    variables, fixture_rel = _case_variables(config.root, fixture_path, variables, config.files.allow_hidden)
+    variables, fixture_rel = _case_variables(config.workspace, fixture_path, variables)
     return render_built(config, prompt, variables, fixture_rel)
 
 
@@ -144,17 +140,15 @@ def lenient_undefined(prompt: PromptConfig, kind: str) -> bool:
 
 
 def _case_variables(
-    root: Path,
-    fixture_path: str | os.PathLike[str] | None,
-    variables: dict[str, Any] | None,
-    allow_hidden: Sequence[str],
+    workspace: Workspace, fixture_path: str | os.PathLike[str] | None, variables: dict[str, Any] | None
 ) -> tuple[dict[str, Any], str | None]:
-    """(the variables to render with, the fixture's name relative to ROOT or None)."""
+    """(the variables to render with, the fixture's name relative to the workspace's root or None)."""
+    root = workspace.root
     if variables is not None:
         return variables, relative(root, Path(fixture_path)) if fixture_path is not None else None
     if fixture_path is None:
         return {}, None
-    fx = confine(root, Path(fixture_path), what="fixture", allow_hidden=allow_hidden)
+    fx = workspace.confine(Path(fixture_path), what="fixture")
     fixture_rel = relative(root, fx)
     return load_fixture(fx), fixture_rel
 

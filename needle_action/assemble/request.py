@@ -24,13 +24,7 @@ def complete(
 ) -> RenderedPrompt:
     """RENDERED with the prompt's tools, tool choice and request parameters (the config's over the
     template's front matter's), checked, and its context slot located and placed."""
-    own = from_config(
-        config.root,
-        prompt.tools,
-        prompt.tool_choice,
-        prompt.request_params,
-        allow_hidden=config.files.allow_hidden,
-    )
+    own = from_config(config.workspace, prompt.tools, prompt.tool_choice, prompt.request_params)
     declared = own.over(front)
     _check_resolved(config, prompt, declared)
     _check_choice(config, prompt, declared)

@@ -12,7 +12,7 @@ Three passes, each with its own reason to exist:
    ``providers.NAME`` tables too, the prompt winning) and pydantic validates the result
    (:mod:`~needle_action.config.pydantic_errors` words its errors); then every path is checked: it
    exists, and it stays inside the config root (no absolute paths, no ``..``, no symlink resolving
-   outside, no hidden file or folder unless ``[files] allow_hidden`` lists it), because templates
+   outside, no hidden file or folder the workspace does not allow), because templates
    and fixtures come from pull requests.
 
 ``load_config(path, text=..., check_paths=False)`` reads a file that is not checked out (the
@@ -69,7 +69,7 @@ class _Loader:
     """One threshold file: its text, where each key sits, and every check that needs both."""
 
     def __init__(
-        self, path: Path, *, allow_hidden: list[str] | None = None, check_paths: bool = True
+        self, path: Path, *, trusted_files: FileAccess | None = None, check_paths: bool = True
     ) -> None:
         self.path = path
         self.file = str(path)
@@ -78,9 +78,8 @@ class _Loader:
         self.text_lines: list[str] = []
         self.lines: dict[str, int] = {}
         self.check_paths = check_paths
-        # hidden paths the checks let through: the file's own [files] list, unless a trusted one is given
-        self.allow_override = allow_hidden
-        self.allow_hidden: list[str] = list(allow_hidden or [])
+        # the [files] table the path checks follow: the file's own, unless a trusted one is given
+        self.trusted_files = trusted_files
         self.files = FileAccess()
         self.warnings: list[str] = []
 
@@ -171,8 +170,6 @@ class _Loader:
             files = FileAccess.model_validate(raw)
         except ValidationError as exc:
             raise self._invalid(describe(exc, FileAccess, raw, {}, "files")) from None
-        if self.allow_override is None:
-            self.allow_hidden = list(files.allow_hidden)
         return files
 
     def _unknown_top_level(self, key: str, is_table: bool) -> ConfigError:
@@ -256,12 +253,9 @@ class _Loader:
                 print(f"warning: {text}", file=sys.stderr, flush=True)
 
     def _path_checks(self) -> PathChecks:
+        files = self.trusted_files or self.files
         return PathChecks(
-            self.root,
-            lines=self.lines,
-            text_lines=self.text_lines,
-            allow_hidden=self.allow_hidden,
-            error=self.error,
+            files.workspace(self.root), lines=self.lines, text_lines=self.text_lines, error=self.error
         )
 
     def _invalid(self, problem: Problem) -> ConfigError:
@@ -288,16 +282,16 @@ def load_config(
     *,
     text: str | None = None,
     check_paths: bool = True,
-    allow_hidden: list[str] | None = None,
+    trusted_files: FileAccess | None = None,
 ) -> Config:
     """Read, merge and validate the threshold file; every problem is a ``ConfigError`` with file:line.
 
     TEXT: the file's contents when it is not on disk (PATH then names it in messages and fixes the
     root). CHECK_PATHS=False skips every file check (templates, fixtures, globs): settings only.
-    ALLOW_HIDDEN replaces the file's own ``[files] allow_hidden`` in the path checks (the action
-    passes the base branch's list, so a pull request cannot allow-list ``.github/`` for itself).
+    TRUSTED_FILES replaces the file's own ``[files]`` table in the path checks (the action passes the
+    base branch's, so a pull request cannot allow-list ``.github/`` for itself).
     """
-    loader = _Loader(Path(path), allow_hidden=allow_hidden, check_paths=check_paths)
+    loader = _Loader(Path(path), trusted_files=trusted_files, check_paths=check_paths)
     data = loader.read(text)
     defaults, prompts = loader.split(data)
     return loader.validate(defaults, prompts)

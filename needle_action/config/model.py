@@ -30,7 +30,7 @@ from typing import Annotated, Any, Literal, Self
 from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
 
 from needle_action.core.names import NEEDLE_STYLES, PROVIDER_NAMES, NeedleStyle, ProviderName
-from needle_action.core.paths import is_visible
+from needle_action.core.workspace import Workspace
 
 DEFAULT_DEPTHS = [0.0, 0.25, 0.5, 0.75, 1.0]
 # concurrency = "auto" starts here: about a top standard tier's requests cap at 1 s a call
@@ -468,6 +468,10 @@ class FileAccess(Strict):
                 raise ValueError(".git may never be read by templates (it holds the checkout's token)")
         return v
 
+    def workspace(self, root: Path) -> Workspace:
+        """ROOT with the hidden paths this table allows."""
+        return Workspace(root, tuple(self.allow_hidden))
+
 
 class Config(Strict):
     path: Path = Field(description="the threshold file itself")
@@ -486,16 +490,18 @@ class Config(Strict):
     def template_path(self, prompt: PromptConfig) -> Path:
         return self.root / prompt.template
 
+    @property
+    def workspace(self) -> Workspace:
+        """The folder the prompts' files are read from, and the hidden paths it allows (``[files]``)."""
+        return self.files.workspace(self.root)
+
     def fixture_paths(self, prompt: PromptConfig) -> list[Path]:
         """Expanded fixture globs, sorted, relative order of patterns kept (validated at load); a glob
-        skips hidden files and folders that ``[files] allow_hidden`` does not list, as at load."""
+        skips hidden files and folders the workspace does not allow, as at load."""
         out: list[Path] = []
-        allow = self.files.allow_hidden
         for pattern in prompt.fixtures:
             matches = (
-                sorted(p for p in self.root.glob(pattern) if is_visible(self.root, p, allow))
-                if any(c in pattern for c in "*?[")
-                else [self.root / pattern]
+                self.workspace.glob(pattern) if any(c in pattern for c in "*?[") else [self.root / pattern]
             )
             for m in matches:
                 if m not in out:

@@ -1,6 +1,6 @@
 """The threshold file's paths checked against the files on disk: templates, fixtures, the recall
 fixture and filler globs exist, and each stays inside the config root and out of hidden files and
-folders (unless ``[files] allow_hidden`` lists them). Every problem is a ConfigError at the line of
+folders (unless the workspace allows them). Every problem is a ConfigError at the line of
 the key (or of the value in a list) the user must edit.
 """
 
@@ -15,17 +15,8 @@ from needle_action.config.pydantic_errors import did_you_mean, origin_key
 from needle_action.config.toml_lines import nearest_line, value_line
 from needle_action.core.dataformats import DataError, parse_json
 from needle_action.core.errors import ConfigError
-from needle_action.core.paths import (
-    ESCAPE_REASONS,
-    HIDDEN_HINT,
-    PathEscape,
-    confined_path,
-    display_path,
-    is_inside,
-    is_visible,
-    read_text,
-    relative,
-)
+from needle_action.core.paths import PathEscape, display_path, is_inside, read_text, relative
+from needle_action.core.workspace import ESCAPE_REASONS, HIDDEN_HINT, Workspace
 from needle_action.request.jsonpointer import PointerError, resolve
 from needle_action.request.toolformats import load_tools
 
@@ -38,19 +29,18 @@ ErrorAt = Callable[..., ConfigError]  # (message, *, key=None, line=None, hint=N
 
 
 class PathChecks:
-    """The path checks of one threshold file (ROOT, its text and key lines for locating errors)."""
+    """The path checks of one threshold file (its WORKSPACE, its text and key lines for locating errors)."""
 
     def __init__(
         self,
-        root: Path,
+        workspace: Workspace,
         *,
         lines: dict[str, int],
         text_lines: list[str],
-        allow_hidden: list[str],
         error: ErrorAt,
     ) -> None:
-        self.root, self.lines, self.text_lines = root, lines, text_lines
-        self.allow_hidden = allow_hidden
+        self.workspace, self.root = workspace, workspace.root
+        self.lines, self.text_lines = lines, text_lines
         self.error = error
 
     def _inside(self, rel: str) -> tuple[Path | None, str | None]:
@@ -59,7 +49,7 @@ class PathChecks:
         if not rel or not rel.strip():
             return None, "is empty"
         try:
-            full = confined_path(self.root, rel, self.allow_hidden)
+            full = self.workspace.path(rel)
         except PathEscape as exc:
             verb = "is refused" if exc.kind in ("hidden", "invalid") else "escapes the config root"
             return None, f"{verb}: {ESCAPE_REASONS[exc.kind]}"
@@ -186,11 +176,7 @@ class PathChecks:
     def _glob(self, pattern: str, line: int | None, *, what: str) -> list[Path]:
         try:
             # hidden matches are skipped, as a shell's glob skips them (a `*` in pathlib matches them)
-            matches = sorted(
-                p
-                for p in self.root.glob(pattern)
-                if p.is_file() and is_visible(self.root, p, self.allow_hidden)
-            )
+            matches = [p for p in self.workspace.glob(pattern) if p.is_file()]
         except (ValueError, OSError) as exc:
             raise self.error(f"bad {what} glob {pattern!r}: {exc}", line=line) from None
         if not matches:

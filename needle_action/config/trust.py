@@ -19,7 +19,7 @@ it, because they are the reviewer's to set, not the author's:
 
 Those come from the *trusted* file (the base branch's, which was reviewed when it merged): a prompt
 the base has keeps the base's values, a new prompt gets the base's ``[defaults]``, and the files
-templates may read (``[files] allow_hidden``) are the base's. Everything else (templates, fixtures,
+templates may read (``[files]``) are the base's. Everything else (templates, fixtures,
 model, recall sizes and depths, ...) is the change under review and is measured as the PR wrote it.
 Every difference is returned as a :class:`SettingChange`, for the PR comment to list.
 
@@ -208,12 +208,11 @@ def apply_trust(head: Config, trusted: Config | None) -> tuple[Config, list[Sett
             changes.append(SettingChange(name, key, b, h, kind, new_prompt=new))
         prompts[name] = _with_trusted(prompt, source)
     files = trusted.files if trusted is not None else FileAccess()
-    if files.allow_hidden != head.files.allow_hidden:
-        changes.append(
-            SettingChange(None, "files.allow_hidden", files.allow_hidden, head.files.allow_hidden, "files")
-        )
-    if files.builders != head.files.builders:
-        changes.append(SettingChange(None, "files.builders", files.builders, head.files.builders, "files"))
+    for key in FileAccess.model_fields:
+        if getattr(files, key) != getattr(head.files, key):
+            changes.append(
+                SettingChange(None, f"files.{key}", getattr(files, key), getattr(head.files, key), "files")
+            )
     if not files.builders:
         prompts, dropped = without_builders(prompts)
         changes.extend(SettingChange(name, "builder", None, spec, "files") for name, spec in dropped)

@@ -32,9 +32,6 @@ from needle_action.core.errors import ConfigError, NeedleError
 
 EscapeKind = Literal["absolute", "parent", "unresolvable", "outside", "hidden", "invalid"]
 
-# never readable by templates, whatever an allow-list says: actions/checkout persists the token in
-# .git/config, and the object store holds every version of every file
-NEVER_VISIBLE = frozenset({".git"})
 
 _DRIVE = re.compile(r"^[A-Za-z]:")
 
@@ -119,106 +116,9 @@ def check_inside(root: Path, path: Path) -> None:
         raise PathEscape("outside")
 
 
-def _hidden_parts(rel: str | None) -> list[str]:
-    if not rel or rel == ".":
-        return []
-    return [p for p in PurePosixPath(rel).parts if p.startswith(".") and p not in (".", "..")]
-
-
-def _allowed(rel: str, allow: Sequence[str]) -> bool:
-    for entry in allow:
-        prefix = entry.replace("\\", "/").strip("/")
-        if prefix and (rel == prefix or rel.startswith(prefix + "/")):
-            return True
-    return False
-
-
-def check_visible(root: Path, path: Path, allow: Sequence[str] = ()) -> None:
-    """Refuse PATH when, below ROOT, it passes through a hidden file or folder (a name starting with
-    ``.``), as written or with symlinks resolved, unless an ALLOW entry (a path relative to ROOT)
-    covers it. ``.git`` is refused even when allowed. Raises ``PathEscape("hidden")``."""
-    for rel in (_below(root.absolute(), path.absolute()), relative_path(root, path, resolved=True)):
-        hidden = _hidden_parts(rel)
-        if not hidden:
-            continue
-        if NEVER_VISIBLE.intersection(PurePosixPath(rel or "").parts) or not _allowed(rel or "", allow):
-            raise PathEscape("hidden")
-
-
-def is_visible(root: Path, path: Path, allow: Sequence[str] = ()) -> bool:
-    """Whether :func:`check_visible` lets PATH through (for filtering what a glob found)."""
-    try:
-        check_visible(root, path, allow)
-    except PathEscape:
-        return False
-    return True
-
-
-def check_confined(root: Path, path: Path, allow_hidden: Sequence[str] = ()) -> None:
-    """The one confinement rule for a file a template, fixture or config names: PATH, symlinks
-    resolved, lies inside ROOT (:func:`check_inside`) and out of hidden files and folders unless
-    ALLOW_HIDDEN lists them (:func:`check_visible`). Raises :class:`PathEscape`."""
-    check_inside(root, path)
-    check_visible(root, path, allow_hidden)
-
-
-def confined_path(root: Path, rel: str, allow_hidden: Sequence[str] = ()) -> Path:
-    """ROOT / REL when REL, a name relative to ROOT, is neither absolute nor climbs out
-    (:func:`check_relative`) and the file it names is confined (:func:`check_confined`);
-    else :class:`PathEscape`."""
-    check_relative(rel)
-    full = root / rel
-    check_confined(root, full, allow_hidden)
-    return full
-
-
 def is_inside(root: Path, path: Path) -> bool:
     """Whether PATH, symlinks resolved, is ROOT or lies below it (for filtering found files)."""
     return path.resolve().is_relative_to(root.absolute().resolve())
-
-
-def confine(
-    root: Path, path: Path, *, what: str, file: str | None = None, allow_hidden: Sequence[str] = ()
-) -> Path:
-    """PATH (absolute, or relative to the working directory) if it stays inside ROOT and out of hidden
-    files and folders (see :func:`check_visible`), else a ConfigError.
-
-    WHAT names the file in the message ("fixture"); FILE is where the error points (default PATH).
-    """
-    full = path if path.is_absolute() else (Path.cwd() / path)
-    try:
-        check_confined(root, full, allow_hidden)
-    except PathEscape as exc:
-        where = file or display_path(path)
-        if exc.kind == "unresolvable":
-            raise ConfigError(f"{what} cannot be resolved (symlink loop?)", file=where) from None
-        if exc.kind in ("hidden", "invalid"):
-            raise ConfigError(
-                f"{what} {display_path(path)!r}: {ESCAPE_REASONS[exc.kind]}",
-                file=where,
-                hint=HIDDEN_HINT if exc.kind == "hidden" else None,
-            ) from None
-        raise ConfigError(
-            f"{what} {display_path(path)} is outside the config root {display_path(root.absolute().resolve())}",
-            file=where,
-            hint="templates and fixtures must live inside the threshold file's folder",
-        ) from None
-    return full
-
-
-# why a path may not be used, by PathEscape kind, for messages that end in ": WHY"
-ESCAPE_REASONS: dict[str, str] = {
-    "absolute": "absolute paths are not allowed",
-    "parent": "'..' is not allowed",
-    "unresolvable": "the path cannot be resolved (symlink loop?)",
-    "outside": "it resolves (through a symlink) outside the folder of the threshold file",
-    "hidden": "hidden files and folders (.git/, .github/, .env, ...) are off limits to templates",
-    "invalid": "the path contains a NUL character",
-}
-HIDDEN_HINT = (
-    "move the file out of the hidden folder, or list its folder in [files] allow_hidden of the "
-    "threshold file (on the base branch, for pull requests); .git is never readable"
-)
 
 
 # --------------------------------------------------------------------------- reading

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from needle_action.config.loader import load_config
-from needle_action.config.model import Config
+from needle_action.config.model import Config, FileAccess
 from needle_action.config.trust import apply_trust, without_builders
 from needle_action.core.errors import ConfigError, NeedleError
 from needle_action.core.paths import (
@@ -52,11 +52,11 @@ class Trusted:
     applies: bool  # False: no base to trust (not a PR), or `trust-pr-config: true`
 
     @property
-    def allow_hidden(self) -> list[str] | None:
-        """Hidden paths templates may read: the base's list (None: the head file's own list)."""
+    def files(self) -> FileAccess | None:
+        """What templates may read and builders may do: the base's ``[files]`` (None: the head's own)."""
         if not self.applies:
             return None
-        return list(self.config.files.allow_hidden) if self.config is not None else []
+        return self.config.files if self.config is not None else FileAccess()
 
 
 # --------------------------------------------------------------------------- the threshold file
@@ -133,7 +133,7 @@ def head_config(settings: Settings, trusted: Trusted, notes: list[str]) -> Confi
                 file=str(settings.config),
                 hint="the pull request may not point the threshold file anywhere else",
             ) from None
-    config = load_config(path, allow_hidden=trusted.allow_hidden)
+    config = load_config(path, trusted_files=trusted.files)
     if not trusted.applies:
         return config
     effective, changes = apply_trust(config, trusted.config)

@@ -19,6 +19,7 @@ from needle_action.assemble.templates.sandbox import environment_for
 from needle_action.config.model import Config, PromptConfig
 from needle_action.core.errors import NeedleError
 from needle_action.core.paths import is_inside
+from needle_action.core.workspace import Workspace
 from needle_action.request.toolformats import load_tools
 
 TEMPLATE_SUFFIXES = (".j2", ".jinja", ".jinja2", ".prompty", ".prompt")
@@ -164,7 +165,7 @@ def prompt_name(template: Path, taken: set[str]) -> str:
 
 def _inspect(found: FoundTemplate, config_dir: Path) -> None:
     """Fill variables/guesses (and a rough rendered size) from the template itself."""
-    env = environment_for(config_dir)
+    env = environment_for(Workspace(config_dir))
     try:
         text = found.path.read_text(encoding="utf-8")
         if found.path.suffix.lower() == ".prompt":  # Dotprompt: Handlebars, variables from its schema
@@ -193,7 +194,7 @@ def _guess(found: FoundTemplate, variables: set[str]) -> None:
 def included_templates(templates: list[Path], config_dir: Path) -> set[Path]:
     """Templates that other templates include/import/extend: building blocks, not prompts.
     Dotprompt partials are ``_name.prompt`` files, by that format's own convention."""
-    env = environment_for(config_dir)
+    env = environment_for(Workspace(config_dir))
     out: set[Path] = {
         t.resolve() for t in templates if t.suffix.lower() == ".prompt" and t.name.startswith("_")
     }

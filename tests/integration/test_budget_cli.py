@@ -214,7 +214,7 @@ def test_unwritable_output_paths_exit_2_without_a_traceback(examples, tmp_path):
 
     head = tmp_path / "head.json"
     assert budget("--config", str(examples / "needle.toml"), "--json", str(head)).exit_code == 0
-    result = CliRunner().invoke(main, ["report", str(head), "-o", str(tmp_path / "no-such-dir" / "c.md")])
+    result = CliRunner().invoke(main, ["report", str(head), "-o", str(blocker / "c.md")])
     assert result.exit_code == 2, result.output
     assert "cannot write" in result.output
     assert isinstance(result.exception, SystemExit)

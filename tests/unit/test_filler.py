@@ -8,6 +8,7 @@ from collections import Counter
 from itertools import islice
 from pathlib import Path
 
+from needle_action.core.workspace import Workspace
 from needle_action.recall.trials.filler import (
     GENRES,
     generated_passages,
@@ -73,7 +74,7 @@ def test_repo_passages_stay_under_the_root_and_skip_binaries(tmp_path: Path):
     outside = tmp_path / "secret.md"
     outside.write_text("Outside the root: must never be read into a prompt.")
     os.symlink(outside, root / "docs" / "link.md")
-    got = repo_passages(root, ["docs/*.md", "../*.md", str(outside)])
+    got = repo_passages(Workspace(root), ["docs/*.md", "../*.md", str(outside)])
     assert [p.source for p in got] == ["repo:docs/a.md", "repo:docs/a.md"]
     assert got[0].title == "docs/a.md (part 1)"
     assert not any(VALUE_RE.search(p.text) for p in got)  # scrubbed
@@ -84,5 +85,5 @@ def test_repo_passages_respect_the_total_cap(tmp_path: Path):
     (tmp_path / "big.txt").write_text(
         "\n\n".join(f"Paragraph {i} with a little more text in it, enough to keep." for i in range(500))
     )
-    got = repo_passages(tmp_path, ["*.txt"], max_total_chars=1000)
+    got = repo_passages(Workspace(tmp_path), ["*.txt"], max_total_chars=1000)
     assert 10 <= len(got) <= 25

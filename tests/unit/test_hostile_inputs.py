@@ -15,11 +15,11 @@ from needle_action.core.paths import (
     PathEscape,
     UnsafePath,
     check_relative,
-    check_visible,
     ensure_folder,
     refuse_links,
     write_file,
 )
+from needle_action.core.workspace import Workspace
 
 # --------------------------------------------------------------------------- hidden paths
 
@@ -27,16 +27,17 @@ from needle_action.core.paths import (
 @pytest.mark.parametrize("rel", [".git/config", ".github/workflows/x.yml", ".env", "a/.secret/b.txt"])
 def test_hidden_paths_are_refused(tmp_path, rel):
     with pytest.raises(PathEscape) as info:
-        check_visible(tmp_path, tmp_path / rel)
+        Workspace(tmp_path).check(tmp_path / rel)
     assert info.value.kind == "hidden"
 
 
 def test_allow_list_opens_a_hidden_folder_but_never_git(tmp_path):
-    check_visible(tmp_path, tmp_path / ".prompts/a.j2", [".prompts"])
+    ws = Workspace(tmp_path, (".prompts", ".git"))
+    ws.check(tmp_path / ".prompts/a.j2")
     with pytest.raises(PathEscape):
-        check_visible(tmp_path, tmp_path / ".prompts2/a.j2", [".prompts"])
+        ws.check(tmp_path / ".prompts2/a.j2")
     with pytest.raises(PathEscape):
-        check_visible(tmp_path, tmp_path / ".git/config", [".git"])
+        ws.check(tmp_path / ".git/config")
 
 
 def test_a_symlink_into_a_hidden_folder_is_refused(tmp_path):
@@ -45,7 +46,7 @@ def test_a_symlink_into_a_hidden_folder_is_refused(tmp_path):
     (tmp_path / "prompts").mkdir()
     os.symlink(tmp_path / ".git" / "config", tmp_path / "prompts" / "innocent.j2")
     with pytest.raises(PathEscape):
-        check_visible(tmp_path, tmp_path / "prompts" / "innocent.j2")
+        Workspace(tmp_path).check(tmp_path / "prompts" / "innocent.j2")
 
 
 def test_nul_in_a_path_is_a_path_problem_not_a_crash():

@@ -285,7 +285,7 @@ def client_for(config: Config, prompt: PromptConfig) -> _Client:
     spec = BuilderSpec.parse(prompt.builder)
     who = sandbox.run_as()
     python, notice = sandbox.interpreter(who)
-    home = sandbox.repository_copy(config.root, tuple(config.files.allow_hidden), who)
+    home = sandbox.repository_copy(config.workspace, who)
     if who.drops:
         sandbox.shield_git(config.root.resolve())
     key = (str(home), str(spec), python, who)

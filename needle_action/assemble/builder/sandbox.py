@@ -12,7 +12,7 @@ worker that runs it (:mod:`~needle_action.assemble.builder.worker`) is started h
   it runs as that user: the limits and the empty environment hold, file isolation does not (see
   docs/security.md: capture in a job with no secrets);
 * **working directory**: a temporary copy of the repository's visible files (no ``.git``, no hidden
-  file unless ``[files] allow_hidden`` lists it, no symlink leading out), owned by the worker's user;
+  file the workspace does not allow, no symlink leading out), owned by the worker's user;
   the original checkout's ``.git`` folder is closed to other users while the run lasts (it may hold
   the checkout's token, and its path is no secret);
 * **interpreter**: needle's own Python when the worker's user can execute it; else the first of
@@ -36,13 +36,13 @@ import subprocess
 import sys
 import tempfile
 import threading
-from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from needle_action.core.errors import ConfigError
-from needle_action.core.paths import is_inside, is_visible
+from needle_action.core.paths import is_inside
+from needle_action.core.workspace import Workspace
 
 UNPRIVILEGED_USER = "nobody"
 PYTHON_ENV = "NEEDLE_BUILDER_PYTHON"
@@ -144,23 +144,23 @@ def interpreter(who: RunAs) -> tuple[str, str | None]:
 # --------------------------------------------------------------------------- the copy
 
 
-def _visible_files(root: Path, allow_hidden: Sequence[str]) -> list[Path]:
+def _visible_files(workspace: Workspace) -> list[Path]:
+    root = workspace.root
     out: list[Path] = []
     for folder, dirs, files in os.walk(root):
         here = Path(folder)
-        dirs[:] = sorted(
-            d for d in dirs if d not in _SKIP_FOLDERS and is_visible(root, here / d, allow_hidden)
-        )
+        dirs[:] = sorted(d for d in dirs if d not in _SKIP_FOLDERS and workspace.is_visible(here / d))
         for name in sorted(files):
             path = here / name
-            if is_visible(root, path, allow_hidden) and is_inside(root, path) and path.is_file():
+            if workspace.is_visible(path) and is_inside(root, path) and path.is_file():
                 out.append(path)
     return out
 
 
-def copy_repository(root: Path, allow_hidden: Sequence[str], who: RunAs) -> Path:
-    """A temporary copy of ROOT's visible files, owned by WHO, removed at exit."""
-    files = _visible_files(root, allow_hidden)
+def copy_repository(workspace: Workspace, who: RunAs) -> Path:
+    """A temporary copy of the WORKSPACE's visible files, owned by WHO, removed at exit."""
+    root = workspace.root
+    files = _visible_files(workspace)
     total = sum(p.stat().st_size for p in files)
     if len(files) > MAX_COPY_FILES or total > MAX_COPY_BYTES:
         raise ConfigError(
@@ -184,16 +184,16 @@ def copy_repository(root: Path, allow_hidden: Sequence[str], who: RunAs) -> Path
     return target
 
 
-_copies: dict[tuple[str, tuple[str, ...]], Path] = {}
+_copies: dict[Workspace, Path] = {}
 _copies_lock = threading.Lock()
 
 
-def repository_copy(root: Path, allow_hidden: Sequence[str], who: RunAs) -> Path:
-    """One copy per root for the whole run (every builder of a config shares it)."""
-    key = (str(root.resolve()), tuple(allow_hidden))
+def repository_copy(workspace: Workspace, who: RunAs) -> Path:
+    """One copy per workspace for the whole run (every builder of a config shares it)."""
+    key = workspace.resolved()
     with _copies_lock:
         if key not in _copies:
-            _copies[key] = copy_repository(root.resolve(), allow_hidden, who)
+            _copies[key] = copy_repository(key, who)
         return _copies[key]
 
 

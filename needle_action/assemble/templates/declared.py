@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import re
 import threading
-from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -25,7 +24,8 @@ from typing import Any
 from needle_action.assemble.templates.fixtures import load_fixture
 from needle_action.core.dataformats import JSON
 from needle_action.core.errors import ConfigError, TemplateError
-from needle_action.core.paths import confine, display_path
+from needle_action.core.paths import display_path
+from needle_action.core.workspace import Workspace
 from needle_action.request.blocks import RequestShapeError
 from needle_action.request.toolformats import load_tools, to_anthropic_tools
 from needle_action.request.wire import anthropic_tool_choice
@@ -76,20 +76,16 @@ def cached_tools(path: Path, *, file: str | None = None) -> tuple[JSON, ...]:
     return hit
 
 
-def from_config(
-    root: Path, tools: str | None, tool_choice: JSON | None, params: JSON, *, allow_hidden: Sequence[str] = ()
-) -> Declared:
+def from_config(workspace: Workspace, tools: str | None, tool_choice: JSON | None, params: JSON) -> Declared:
     """The declarations of a ``[prompts.NAME]`` table (paths were checked when it was loaded)."""
     loaded: tuple[JSON, ...] = ()
     if tools:
-        full = confine(root, root / tools, what="tools file", allow_hidden=allow_hidden)
+        full = workspace.confine(workspace.root / tools, what="tools file")
         loaded = cached_tools(full, file=display_path(full))
     return Declared(tools=loaded, tool_choice=dict(tool_choice) if tool_choice else None, params=dict(params))
 
 
-def from_prompty(
-    front: JSON, source_text: str, path: Path, root: Path, file: str, *, allow_hidden: Sequence[str] = ()
-) -> Declared:
+def from_prompty(front: JSON, source_text: str, path: Path, workspace: Workspace, file: str) -> Declared:
     """The declarations of a ``.prompty`` front matter's ``model.parameters``."""
     model = front.get("model")
     parameters = model.get("parameters") if isinstance(model, dict) else None
@@ -104,18 +100,16 @@ def from_prompty(
     params: JSON = {}
     for key, value in parameters.items():
         if key == "tools":
-            tools = _prompty_tools(value, source_text, path, root, file, allow_hidden)
+            tools = _prompty_tools(value, source_text, path, workspace, file)
         elif key == "tool_choice":
             choice = _prompty_choice(value, file, _key_line(source_text, "tool_choice"))
         elif key not in _PROMPTY_CORE:
-            params[str(key)] = _resolve_file(
-                value, path, root, file, allow_hidden, _key_line(source_text, key)
-            )
+            params[str(key)] = _resolve_file(value, path, workspace, file, _key_line(source_text, key))
     return Declared(tools=tools, tool_choice=choice, params=params)
 
 
 def _prompty_tools(
-    value: Any, source_text: str, path: Path, root: Path, file: str, allow_hidden: Sequence[str]
+    value: Any, source_text: str, path: Path, workspace: Workspace, file: str
 ) -> tuple[JSON, ...]:
     line = _key_line(source_text, "tools")
     if isinstance(value, str):
@@ -127,7 +121,7 @@ def _prompty_tools(
                 line=line,
                 hint="write tools: ${file:my_tools.json}, a path relative to this .prompty file",
             )
-        target = _referenced_file(m.group(1), "tools file", path, root, file, allow_hidden, line)
+        target = _referenced_file(m.group(1), "tools file", path, workspace, file, line)
         return cached_tools(target, file=display_path(target))
     try:
         return to_anthropic_tools(value)
@@ -146,22 +140,18 @@ def _prompty_choice(value: Any, file: str, line: int | None) -> JSON | None:
         raise TemplateError(f"model.parameters.tool_choice: {exc.message}", file=file, line=line) from None
 
 
-def _resolve_file(
-    value: Any, path: Path, root: Path, file: str, allow_hidden: Sequence[str], line: int | None
-) -> Any:
+def _resolve_file(value: Any, path: Path, workspace: Workspace, file: str, line: int | None) -> Any:
     """A ``${file:x.json}`` parameter value as the file's data (JSON or YAML, confined); else VALUE."""
     if not isinstance(value, str) or not (m := _FILE_REF.match(value)):
         return value
-    return load_fixture(_referenced_file(m.group(1), "parameter file", path, root, file, allow_hidden, line))
+    return load_fixture(_referenced_file(m.group(1), "parameter file", path, workspace, file, line))
 
 
 def _referenced_file(
-    ref: str, what: str, path: Path, root: Path, file: str, allow_hidden: Sequence[str], line: int | None
+    ref: str, what: str, path: Path, workspace: Workspace, file: str, line: int | None
 ) -> Path:
-    """The file a ``${file:REF}`` names, relative to the .prompty at PATH, confined to ROOT."""
-    target = confine(
-        root, path.parent / ref.strip(), what=f"the {what}", file=file, allow_hidden=allow_hidden
-    )
+    """The file a ``${file:REF}`` names, relative to the .prompty at PATH, confined to the WORKSPACE."""
+    target = workspace.confine(path.parent / ref.strip(), what=f"the {what}", file=file)
     if not target.is_file():
         raise TemplateError(f"{what} not found: {ref.strip()}", file=file, line=line)
     return target

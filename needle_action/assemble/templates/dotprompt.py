@@ -23,7 +23,6 @@ import json
 import re
 import threading
 from collections import OrderedDict
-from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -40,14 +39,8 @@ from needle_action.assemble.templates.roles import trim_blank_lines
 from needle_action.assemble.templates.sandbox import read_template
 from needle_action.core.dataformats import JSON
 from needle_action.core.errors import ConfigError, TemplateError
-from needle_action.core.paths import (
-    ESCAPE_REASONS,
-    HIDDEN_HINT,
-    PathEscape,
-    check_confined,
-    check_relative,
-    display_path,
-)
+from needle_action.core.paths import PathEscape, check_relative, display_path
+from needle_action.core.workspace import ESCAPE_REASONS, HIDDEN_HINT, Workspace
 from needle_action.request.prompt import Message, RenderedPrompt, Role
 
 MAX_PARTIALS = 200
@@ -125,11 +118,9 @@ def _compile(text: str, tags: list[Tag], file: str, *, partial: bool) -> list[No
         ) from None
 
 
-def _partial_file(
-    root: Path, folder: Path, name: str, tag: Tag, file: str, allow_hidden: Sequence[str]
-) -> Path | None:
-    """The file of partial NAME (``_name.prompt``) next to FOLDER, else at ROOT; None when missing.
-    Confined like a Jinja include: inside ROOT, symlinks resolved, out of hidden folders."""
+def _partial_file(workspace: Workspace, folder: Path, name: str, tag: Tag, file: str) -> Path | None:
+    """The file of partial NAME (``_name.prompt``) next to FOLDER, else at the workspace's root;
+    None when missing. Confined like a Jinja include (:meth:`Workspace.check`)."""
     try:
         check_relative(name)
     except PathEscape:
@@ -141,10 +132,10 @@ def _partial_file(
         ) from None
     folder_part, _, base = name.rpartition("/")
     rel = f"{folder_part}/_{base}.prompt" if folder_part else f"_{base}.prompt"
-    for candidate in dict.fromkeys((folder / rel, root / rel)):
+    for candidate in dict.fromkeys((folder / rel, workspace.root / rel)):
         if candidate.is_file():
             try:
-                check_confined(root, candidate, allow_hidden)
+                workspace.check(candidate)
             except PathEscape as exc:
                 why = "resolves through a symlink outside the config root" if exc.kind == "outside" else ""
                 raise TemplateError(
@@ -160,8 +151,8 @@ def _partial_file(
 class _Partials:
     """Loads the partials a template names, depth first, refusing loops (as dotpromptz does)."""
 
-    def __init__(self, root: Path, folder: Path, out: Compiled, allow_hidden: Sequence[str]) -> None:
-        self.root, self.folder, self.out, self.allow = root, folder, out, tuple(allow_hidden)
+    def __init__(self, workspace: Workspace, folder: Path, out: Compiled) -> None:
+        self.workspace, self.folder, self.out = workspace, folder, out
         self.paths: list[Path] = []
 
     def visit(self, tags: list[Tag], file: str, chain: tuple[str, ...]) -> None:
@@ -184,7 +175,7 @@ class _Partials:
                 self._load(name, tag, file, chain)
 
     def _load(self, name: str, tag: Tag, file: str, chain: tuple[str, ...]) -> None:
-        path = _partial_file(self.root, self.folder, name, tag, file, self.allow)
+        path = _partial_file(self.workspace, self.folder, name, tag, file)
         if path is None:
             return  # the engine reports it at render time, unless a {{#> name}} block has a fallback
         if len(self.out.partials) >= MAX_PARTIALS:
@@ -206,11 +197,11 @@ def _stamp(path: Path) -> tuple[str, int, int] | tuple[str, None, None]:
     return (str(path), st.st_mtime_ns, st.st_size)
 
 
-def _compile_file(root: Path, path: Path, file: str, allow_hidden: Sequence[str]) -> Compiled:
+def _compile_file(workspace: Workspace, path: Path, file: str) -> Compiled:
     doc = parse(read_template(path, file), file)
     tags = hbs.scan_tags(doc.body, doc.body_line)
     out = Compiled(doc=doc, program=_compile(doc.body, tags, file, partial=False), tags={file: tags})
-    partials = _Partials(root.absolute(), path.absolute().parent, out, allow_hidden)
+    partials = _Partials(workspace, path.absolute().parent, out)
     partials.visit(tags, file, ())
     out.stamps = tuple(_stamp(p) for p in (path, *partials.paths))
     return out
@@ -221,15 +212,15 @@ _cache_lock = threading.Lock()
 _CACHE_SIZE = 64
 
 
-def load(root: Path, path: Path, file: str, allow_hidden: Sequence[str] = ()) -> Compiled:
+def load(workspace: Workspace, path: Path, file: str) -> Compiled:
     """PATH compiled with its partials; cached until one of the files changes (recall renders the
     same template hundreds of times, in the same render worker)."""
-    key = (str(root.absolute()), str(path.absolute()), tuple(allow_hidden))
+    key = (workspace, str(path.absolute()))
     with _cache_lock:
         hit = _cache.get(key)
     if hit is not None and all(_stamp(Path(s[0])) == s for s in hit.stamps):
         return hit
-    compiled = _compile_file(root, path, file, allow_hidden)
+    compiled = _compile_file(workspace, path, file)
     with _cache_lock:
         _cache[key] = compiled
         _cache.move_to_end(key)
@@ -297,20 +288,12 @@ def context_data(variables: JSON, file: str) -> dict[str, Any]:
     return data
 
 
-def render_raw(
-    root: Path,
-    path: Path,
-    variables: JSON,
-    *,
-    file: str,
-    allow_hidden: Sequence[str] = (),
-    strict: bool = False,
-) -> str:
+def render_raw(workspace: Workspace, path: Path, variables: JSON, *, file: str, strict: bool = False) -> str:
     """The raw render of the ``.prompt`` at PATH (markers included): defaults overlaid by VARIABLES.
 
     Runs in the render worker (``template.render_raw`` sends ``.prompt`` names here), so time and
     memory are bounded there too; the answer is plain text for :func:`to_rendered`."""
-    compiled = load(root, path, file, allow_hidden)
+    compiled = load(workspace, path, file)
     inputs = {k: v for k, v in variables.items() if not str(k).startswith("@")}
     context = hbs.prepare({**compiled.doc.defaults, **inputs})
     data = hbs.prepare(context_data(variables, file))

@@ -38,14 +38,13 @@ import signal
 import subprocess
 import sys
 import threading
-from collections.abc import Sequence
-from pathlib import Path
 from typing import Any
 
 from needle_action.assemble.templates.limits import MEMORY_BYTES, SIZE_HINT, RenderLimit
 from needle_action.assemble.templates.raw import render_raw
 from needle_action.core.errors import ConfigError, NeedleError, TemplateError
 from needle_action.core.pipes import PlainData, WorkerGone, exchange, serve, widen_pipe, worker_env
+from needle_action.core.workspace import Workspace
 
 RENDER_SECONDS = 5.0
 GRACE_SECONDS = 3.0
@@ -194,8 +193,7 @@ def available() -> bool:
 # the same signature as template.render_raw, deliberately: this is its door across the worker
 # boundary (the arguments travel as they are, the worker calls render_raw with them)
 def render(
-    root: Path,
-    allow_hidden: Sequence[str],
+    workspace: Workspace,
     name: str,
     variables: dict[str, Any],
     *,
@@ -203,20 +201,20 @@ def render(
     lenient: bool = False,
     blocks: tuple[bool, bool] = (False, False),
 ) -> str:
-    """The raw output of template NAME under ROOT with VARIABLES, rendered in a worker process.
+    """The raw output of template NAME of the WORKSPACE with VARIABLES, rendered in a worker process.
 
     LENIENT renders an undefined name as empty (the Prompty and Dotprompt runtimes' semantics)
     instead of raising. Raises the TemplateError (or ConfigError) the render raised, with its file
     and line, or a TemplateError naming FILE when the worker ran out of time or died.
     """
     if not available():
-        return render_raw(root, allow_hidden, name, variables, file=file, lenient=lenient, blocks=blocks)
+        return render_raw(workspace, name, variables, file=file, lenient=lenient, blocks=blocks)
     try:
         payload = pickle.dumps(
-            (str(root), list(allow_hidden), name, variables, file, os.getcwd(), lenient, blocks), protocol=5
+            (workspace.plain(), name, variables, file, os.getcwd(), lenient, blocks), protocol=5
         )
     except Exception:  # noqa: BLE001 - data we cannot send: render here, size checks still apply
-        return render_raw(root, allow_hidden, name, variables, file=file, lenient=lenient, blocks=blocks)
+        return render_raw(workspace, name, variables, file=file, lenient=lenient, blocks=blocks)
     worker = _pool.acquire()
     try:
         answer = worker.call(payload, RENDER_SECONDS + GRACE_SECONDS)
@@ -270,12 +268,14 @@ def _limit_memory() -> None:
 
 
 def _answer(request: tuple[Any, ...]) -> tuple[Any, ...]:
-    root, allow, name, variables, file, cwd, lenient, blocks = request
+    workspace, name, variables, file, cwd, lenient, blocks = request
     if os.getcwd() != cwd:
         os.chdir(cwd)  # display paths in messages are relative to the parent's working directory
     signal.setitimer(signal.ITIMER_REAL, RENDER_SECONDS)
     try:
-        answer = render_raw(Path(root), allow, name, variables, file=file, lenient=lenient, blocks=blocks)
+        answer = render_raw(
+            Workspace.from_plain(workspace), name, variables, file=file, lenient=lenient, blocks=blocks
+        )
         return ("ok", answer)
     except NeedleError as exc:
         loc = exc.location

@@ -9,14 +9,13 @@ from __future__ import annotations
 
 import base64
 import re
-from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 from needle_action.assemble.templates.fixtures import load_fixture
 from needle_action.core.dataformats import JSON, DataError, parse_yaml
 from needle_action.core.errors import TemplateError
-from needle_action.core.paths import confine
+from needle_action.core.workspace import Workspace
 from needle_action.request.prompt import Message
 
 _FILE_REF = re.compile(r"\$\{file:(.+)\}")
@@ -67,12 +66,10 @@ def _front_matter(front_text: str, file: str) -> JSON:
     return front
 
 
-def prompty_defaults(
-    front: JSON, prompty_path: Path, root: Path, file: str, *, allow_hidden: Sequence[str] = ()
-) -> JSON:
+def prompty_defaults(front: JSON, prompty_path: Path, workspace: Workspace, file: str) -> JSON:
     """Default inputs from ``sample`` (mapping or file reference) and ``inputs.X.default/sample``.
 
-    A sample file must stay inside ROOT and out of hidden folders (ALLOW_HIDDEN excepted)."""
+    A sample file must stay inside the WORKSPACE (:meth:`Workspace.confine`)."""
     out = _input_defaults(front.get("inputs"))
     sample = front.get("sample")
     if isinstance(sample, dict):
@@ -81,13 +78,7 @@ def prompty_defaults(
         ref = sample.strip()
         m = _FILE_REF.fullmatch(ref)
         ref = m.group(1).strip() if m else ref
-        target = confine(
-            root,
-            prompty_path.parent / ref,
-            what="the .prompty sample file",
-            file=file,
-            allow_hidden=allow_hidden,
-        )
+        target = workspace.confine(prompty_path.parent / ref, what="the .prompty sample file", file=file)
         out.update(load_fixture(target))
     return out
 
@@ -119,29 +110,25 @@ MAX_IMAGE_BYTES = 20_000_000
 def with_images(
     messages: tuple[Message, ...],
     prompty_path: Path,
-    root: Path,
+    workspace: Workspace,
     file: str,
-    *,
-    allow_hidden: Sequence[str] = (),
 ) -> tuple[Message, ...]:
     """MESSAGES with the markdown images of user turns as image blocks, as Prompty sends them."""
     return tuple(
-        Message("user", _image_blocks(m.content, prompty_path, root, file, allow_hidden))
+        Message("user", _image_blocks(m.content, prompty_path, workspace, file))
         if m.role == "user" and isinstance(m.content, str) and "![" in m.content
         else m
         for m in messages
     )
 
 
-def _image_blocks(
-    text: str, prompty_path: Path, root: Path, file: str, allow_hidden: Sequence[str]
-) -> str | tuple[JSON, ...]:
+def _image_blocks(text: str, prompty_path: Path, workspace: Workspace, file: str) -> str | tuple[JSON, ...]:
     blocks: list[JSON] = []
     pos = 0
     for m in _IMAGE.finditer(text):
         if text[pos : m.start()].strip():
             blocks.append({"type": "text", "text": text[pos : m.start()].strip()})
-        blocks.append(_image(m.group("src"), prompty_path, root, file, allow_hidden))
+        blocks.append(_image(m.group("src"), prompty_path, workspace, file))
         pos = m.end()
     if not blocks:
         return text
@@ -150,13 +137,13 @@ def _image_blocks(
     return tuple(blocks)
 
 
-def _image(src: str, prompty_path: Path, root: Path, file: str, allow_hidden: Sequence[str]) -> JSON:
+def _image(src: str, prompty_path: Path, workspace: Workspace, file: str) -> JSON:
     if src.startswith("http"):
         return {"type": "image", "source": {"type": "url", "url": src}}
     if src.startswith("data:") and ";base64," in src:
         head, encoded = src[5:].split(";base64,", 1)
         return {"type": "image", "source": {"type": "base64", "media_type": head, "data": encoded}}
-    path = confine(root, prompty_path.parent / src, what="image", file=file, allow_hidden=allow_hidden)
+    path = workspace.confine(prompty_path.parent / src, what="image", file=file)
     media = _IMAGE_TYPES.get(path.suffix.lower())
     if media is None or not path.is_file():
         raise TemplateError(

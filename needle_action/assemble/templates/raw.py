@@ -8,8 +8,7 @@ from both so the worker and the request builder do not import each other.
 from __future__ import annotations
 
 import traceback
-from collections.abc import Callable, Sequence
-from pathlib import Path
+from collections.abc import Callable
 from typing import Any
 
 from jinja2.exceptions import SecurityError, TemplateNotFound, TemplateSyntaxError, UndefinedError
@@ -18,12 +17,12 @@ from needle_action.assemble.templates.limits import MEMORY_BYTES, SIZE_HINT, Ren
 from needle_action.assemble.templates.sandbox import AccessDenied, RootLoader, environment_for, scrub
 from needle_action.core.errors import NeedleError, TemplateError
 from needle_action.core.paths import display_path
+from needle_action.core.workspace import Workspace
 
 
 # isolate.render repeats this signature on purpose: it is this function's door into the worker
 def render_raw(
-    root: Path,
-    allow_hidden: Sequence[str],
+    workspace: Workspace,
     name: str,
     variables: dict[str, Any],
     *,
@@ -31,7 +30,7 @@ def render_raw(
     lenient: bool = False,
     blocks: tuple[bool, bool] = (False, False),
 ) -> str:
-    """The raw output (sentinels included) of template NAME under ROOT, in this process.
+    """The raw output (sentinels included) of template NAME of the WORKSPACE, in this process.
 
     BLOCKS is Jinja's (trim_blocks, lstrip_blocks), as the application's Environment sets them
     (Handlebars has no such switch: a ``.prompt`` ignores it).
@@ -43,10 +42,8 @@ def render_raw(
     if name.lower().endswith(".prompt"):  # Dotprompt: the Handlebars engine, metered (dotprompt.py)
         from needle_action.assemble.templates.dotprompt import render_raw as render_dotprompt
 
-        return render_dotprompt(
-            root, root / name, variables, file=file, allow_hidden=allow_hidden, strict=not lenient
-        )
-    env = environment_for(root, allow_hidden, lenient=lenient, blocks=blocks)
+        return render_dotprompt(workspace, workspace.root / name, variables, file=file, strict=not lenient)
+    env = environment_for(workspace, lenient=lenient, blocks=blocks)
     try:
         return env.get_template(name).render(scrub(variables))
     except NeedleError:

@@ -20,7 +20,7 @@ import posixpath
 import re
 import threading
 import types
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from pathlib import Path, PurePosixPath
 from typing import Any
 
@@ -35,13 +35,8 @@ from markupsafe import Markup
 from needle_action.assemble.templates import limits
 from needle_action.assemble.templates.prompty import split_prompty
 from needle_action.core.errors import TemplateError
-from needle_action.core.paths import (
-    ESCAPE_REASONS,
-    PathEscape,
-    confined_path,
-    display_path,
-    read_text,
-)
+from needle_action.core.paths import PathEscape, display_path, read_text
+from needle_action.core.workspace import ESCAPE_REASONS, Workspace
 from needle_action.request.blocks import BLOCK_TYPES
 
 # Private-use code points (Supplementary Private Use Area-A): they bracket every interpolated value
@@ -174,19 +169,19 @@ class AccessDenied(Exception):
 
 
 class RootLoader(jinja2.BaseLoader):
-    """Resolves template names only inside ROOT; refuses absolute names, '..', escaping symlinks and
-    hidden files and folders (unless ALLOW_HIDDEN lists them; ``.git`` never)."""
+    """Resolves template names only inside the WORKSPACE; refuses absolute names, '..', escaping
+    symlinks and hidden files and folders it does not allow (``.git`` never)."""
 
-    def __init__(self, root: Path, allow_hidden: Sequence[str] = ()) -> None:
-        self.root = root.absolute()
-        self.allow_hidden = tuple(allow_hidden)
+    def __init__(self, workspace: Workspace) -> None:
+        self.workspace = workspace
+        self.root = self.workspace.root
         self.filenames: dict[str, str] = {}  # absolute filename -> display path
 
     def check_name(self, name: str) -> Path:
         """The file NAME (relative to the root) stands for, or AccessDenied."""
         posix = name.replace("\\", "/")
         try:
-            return confined_path(self.root, posix, self.allow_hidden)
+            return self.workspace.path(posix)
         except PathEscape as exc:
             raise AccessDenied(_DENIED[exc.kind].format(name=name)) from None
 
@@ -248,14 +243,13 @@ class PromptEnvironment(ImmutableSandboxedEnvironment):
 
     def __init__(
         self,
-        root: Path,
-        allow_hidden: Sequence[str] = (),
+        workspace: Workspace,
         *,
         lenient: bool = False,
         blocks: tuple[bool, bool] = (False, False),
     ) -> None:
         super().__init__(
-            loader=RootLoader(root, allow_hidden),
+            loader=RootLoader(workspace),
             # lenient: jinja2.Undefined, what the Prompty runtime and plain jinja2 use (an undefined
             # name prints as empty and is false); strict: an undefined name is an error at its line
             undefined=jinja2.Undefined if lenient else jinja2.StrictUndefined,
@@ -333,26 +327,21 @@ class PromptEnvironment(ImmutableSandboxedEnvironment):
         return functools.update_wrapper(wrapper, value)
 
 
-_envs: dict[tuple[Path, tuple[str, ...], bool, tuple[bool, bool]], PromptEnvironment] = {}
+_envs: dict[tuple[Workspace, bool, tuple[bool, bool]], PromptEnvironment] = {}
 _envs_lock = threading.Lock()
 
 
 def environment_for(
-    root: Path,
-    allow_hidden: Sequence[str] = (),
-    *,
-    lenient: bool = False,
-    blocks: tuple[bool, bool] = (False, False),
+    workspace: Workspace, *, lenient: bool = False, blocks: tuple[bool, bool] = (False, False)
 ) -> PromptEnvironment:
-    """One environment per config root, hidden-path allow-list, undefined mode and block
-    whitespace (trim_blocks, lstrip_blocks); Jinja caches compiled templates per (name, mtime)
-    inside it."""
+    """One environment per workspace, undefined mode and block whitespace (trim_blocks,
+    lstrip_blocks); Jinja caches compiled templates per (name, mtime) inside it."""
     blocks = (bool(blocks[0]), bool(blocks[1]))
-    key = (root.absolute().resolve(), tuple(allow_hidden), lenient, blocks)
+    key = (workspace.resolved(), lenient, blocks)
     with _envs_lock:
         env = _envs.get(key)
         if env is None:
-            env = _envs[key] = PromptEnvironment(root, allow_hidden, lenient=lenient, blocks=blocks)
+            env = _envs[key] = PromptEnvironment(workspace, lenient=lenient, blocks=blocks)
         return env
 
 

@@ -146,7 +146,7 @@ def auto_sizes(window: int, reserve: int, *, min_size: int = 0) -> list[int]:
 
 def _filler_digest(config: Config, prompt: PromptConfig) -> str:
     h = hashlib.sha256()
-    for path in filler_files(config.root, prompt.recall.filler_globs, config.files.allow_hidden):
+    for path in filler_files(config.workspace, prompt.recall.filler_globs):
         h.update(relative(config.root, path, resolved=True).encode() + b"\0")
         h.update(hashlib.sha256(path.read_bytes()).digest())
     return h.hexdigest()

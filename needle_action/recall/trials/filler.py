@@ -21,11 +21,12 @@ from __future__ import annotations
 import json
 import random
 import re
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from needle_action.core.paths import PathEscape, check_relative, is_visible
+from needle_action.core.paths import PathEscape, check_relative
+from needle_action.core.workspace import Workspace
 from needle_action.recall.trials.needles import BRIDGE_RE, VALUE_RE
 
 
@@ -63,13 +64,14 @@ def split_paragraphs(text: str, *, min_chars: int = 40, max_chars: int = 1500) -
     return out
 
 
-def filler_files(root: Path, globs: list[str], allow_hidden: Sequence[str] = ()) -> list[Path]:
-    """The files GLOBS match under ROOT (resolved, each once, in pattern then path order).
+def filler_files(workspace: Workspace, globs: list[str]) -> list[Path]:
+    """The files GLOBS match in the WORKSPACE (resolved, each once, in pattern then path order).
 
     Patterns that are absolute, climb out with ``..`` or contain NUL are skipped, and so are matches
     that resolve outside the root or lie in hidden files and folders (``.git/``, ``.env``) the
-    ALLOW_HIDDEN list does not name: the repository is untrusted input.
+    workspace does not allow: the repository is untrusted input.
     """
+    root = workspace.root
     root_real = Path(root).resolve()
     seen: set[Path] = set()
     out: list[Path] = []
@@ -83,7 +85,7 @@ def filler_files(root: Path, globs: list[str], allow_hidden: Sequence[str] = ())
             real = path.resolve()
             if real in seen or not real.is_relative_to(root_real) or not real.is_file():
                 continue
-            if not is_visible(Path(root), path, allow_hidden):
+            if not workspace.is_visible(path):
                 continue
             seen.add(real)
             out.append(real)
@@ -91,21 +93,20 @@ def filler_files(root: Path, globs: list[str], allow_hidden: Sequence[str] = ())
 
 
 def repo_passages(
-    root: Path,
+    workspace: Workspace,
     globs: list[str],
     *,
-    allow_hidden: Sequence[str] = (),
     max_total_chars: int = 4_000_000,
     max_file_bytes: int = 1_000_000,
 ) -> list[Passage]:
-    """Paragraphs of the files GLOBS match under ROOT (:func:`filler_files`), in sorted path order.
+    """Paragraphs of the files GLOBS match in the WORKSPACE (:func:`filler_files`), in sorted path order.
 
     Binary files, files over MAX_FILE_BYTES and anything past MAX_TOTAL_CHARS are skipped.
     """
-    root_real = Path(root).resolve()
+    root_real = workspace.root.resolve()
     out: list[Passage] = []
     total = 0
-    for real in filler_files(root, globs, allow_hidden):
+    for real in filler_files(workspace, globs):
         if real.stat().st_size > max_file_bytes:
             continue
         try:

@@ -129,12 +129,8 @@ class HaystackBuilder:
             own = list(self._shape.items)
         else:
             own = split_paragraphs(scrub(original or ""), min_chars=1)
-        recall, files = self.prompt.recall, self.config.files
-        repo = (
-            repo_passages(self.config.root, recall.filler_globs, allow_hidden=files.allow_hidden)
-            if recall.filler_globs
-            else []
-        )
+        recall = self.prompt.recall
+        repo = repo_passages(self.config.workspace, recall.filler_globs) if recall.filler_globs else []
         repo_items = self._units.items(repo, len(own))
         self._fixed_units = self._units.units(own + repo_items)
         if GOLD_STYLE in recall.styles:
