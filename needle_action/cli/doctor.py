@@ -18,7 +18,6 @@ required check fails, else 0.
 from __future__ import annotations
 
 import importlib.util
-import os
 import shutil
 import subprocess
 import sys
@@ -30,6 +29,7 @@ from typing import Literal
 import click
 
 from needle_action.cli.common import handle_errors
+from needle_action.core import environment
 from needle_action.core.errors import NeedleError
 from needle_action.providers.local import model as local_model
 from needle_action.providers.local.build import PORTABLE_CMAKE_ARGS, installed_version, reinstall_command
@@ -124,7 +124,7 @@ def check_keys() -> Check:
     for name, spec in SPECS.items():
         if not spec.key_envs:
             continue
-        found = [env for env in spec.key_envs if os.environ.get(env)]
+        found = [env for env in spec.key_envs if environment.value(env)]
         if found:
             parts.append(f"{name}: {found[0]} set")
         else:

@@ -23,6 +23,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from needle_action.core import environment
+
 HEADER = struct.Struct("!Q")
 # what a worker inherits of our environment: never a key, a token or anything of the runner's
 WORKER_ENV = ("PATH", "LANG", "LC_ALL", "LC_CTYPE", "TMPDIR", "PYTHONDONTWRITEBYTECODE", "SYSTEMROOT")
@@ -42,7 +44,8 @@ class PlainData(pickle.Unpickler):
 def worker_env(*extra: str) -> dict[str, str]:
     """A worker's environment: WORKER_ENV and the EXTRA names of ours, and a PYTHONPATH that imports
     this very ``needle_action`` first (a checkout's copy, not an installed one)."""
-    env = {k: os.environ[k] for k in (*WORKER_ENV, *extra) if k in os.environ}
+    ours = environment.process()
+    env = {k: ours[k] for k in (*WORKER_ENV, *extra) if k in ours}
     package_root = str(Path(__file__).resolve().parents[2])  # needle_action/core/pipes.py
     env["PYTHONPATH"] = os.pathsep.join([package_root, *sys.path])
     return env

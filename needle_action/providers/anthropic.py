@@ -32,6 +32,7 @@ import anthropic
 from anthropic.types.messages import MessageBatchIndividualResponse
 
 from needle_action.config import ProviderSettings
+from needle_action.core import environment
 from needle_action.core.dataformats import JSON
 from needle_action.core.errors import ConfigError, ProviderUnavailable
 from needle_action.providers import specs
@@ -63,7 +64,7 @@ class AnthropicProvider(RetryingProvider):
     def __init__(self, model: str, settings: ProviderSettings | None = None, **retry_kw: Any) -> None:
         super().__init__(model, settings, **retry_kw)  # retry_kw: sleep=, rng= (tests inject them)
         self.key_env, key = find_key(self.settings.api_key_env)
-        base_url = specs.base_url("anthropic", self.settings.base_url, os.environ)
+        base_url = specs.base_url("anthropic", self.settings.base_url, environment.process())
         self._client = anthropic.AsyncAnthropic(
             **client_auth(self.key_env, key),
             base_url=base_url,
@@ -181,7 +182,7 @@ def find_key(api_key_env: str | None) -> tuple[str, str]:
     """(variable name, key): ``$api_key_env`` when configured, else the SDK's own variables."""
     names = (api_key_env,) if api_key_env else DEFAULT_KEY_ENVS
     for name in names:
-        value = os.environ.get(name)
+        value = environment.value(name)
         if value:
             return name, value
     raise ProviderUnavailable(

@@ -14,7 +14,6 @@
 
 from __future__ import annotations
 
-import os
 from collections.abc import Mapping
 from typing import Any
 from urllib.parse import urlparse
@@ -22,6 +21,7 @@ from urllib.parse import urlparse
 import openai
 
 from needle_action.config import ProviderSettings
+from needle_action.core import environment
 from needle_action.core.dataformats import JSON
 from needle_action.core.errors import ConfigError, ProviderUnavailable
 from needle_action.providers import specs
@@ -69,10 +69,10 @@ class OpenAICompatProvider(RetryingProvider):
     def __init__(self, model: str, settings: ProviderSettings | None = None, **retry_kw: Any) -> None:
         super().__init__(model, settings, **retry_kw)  # retry_kw: sleep=, rng= (tests inject them)
         settings = self.settings
-        self.base_url = specs.base_url("openai", settings.base_url, os.environ)
+        self.base_url = specs.base_url("openai", settings.base_url, environment.process())
         self.cloud = is_openai_cloud(self.base_url)
         self.key_env = settings.api_key_env or SPECS["openai"].key_envs[0]
-        key = os.environ.get(self.key_env)
+        key = environment.value(self.key_env)
         if not key and self.cloud:
             raise ProviderUnavailable(
                 f"no OpenAI API key: ${self.key_env} is not set",

@@ -28,7 +28,6 @@ from __future__ import annotations
 import base64
 import hashlib
 import json
-import os
 import re
 import subprocess
 import tempfile
@@ -37,6 +36,7 @@ from typing import Any
 
 from needle_action import __version__
 from needle_action.compare import history
+from needle_action.core import environment
 from needle_action.core.errors import ConfigError
 from needle_action.core.paths import relative_path
 from needle_action.pullrequest.baseline import BaselineUnavailable, ensure_safe_directory
@@ -85,7 +85,7 @@ def fingerprint(config_bytes: bytes, settings: Settings) -> dict[str, Any]:
 
 
 def _env(settings: Settings, **extra: str) -> dict[str, str]:
-    env = {**os.environ, "GIT_TERMINAL_PROMPT": "0", **extra}
+    env = {**environment.process(), "GIT_TERMINAL_PROMPT": "0", **extra}
     if settings.github_token:
         basic = base64.b64encode(f"x-access-token:{settings.github_token}".encode()).decode()
         settings.notices.mask(basic)

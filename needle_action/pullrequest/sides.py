@@ -12,13 +12,13 @@ same comment. Both therefore give the same verdict on the same pair of commits.
 
 from __future__ import annotations
 
-import os
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from needle_action.compare import Comparison, compare
 from needle_action.config.model import Config
+from needle_action.core import environment
 from needle_action.core.errors import ConfigError, NeedleError
 from needle_action.pipeline.measure import Measure, measure, measure_sides
 from needle_action.pullrequest import builder_env, databranch, trust
@@ -176,7 +176,7 @@ def measure_both(
         base_results = None
     if head is None:
         how = measure_how(settings, head_config)
-        head = measure(head_config, how, env=os.environ, cache=cache, baseline=base_results)
+        head = measure(head_config, how, env=environment.process(), cache=cache, baseline=base_results)
     base_calls = (
         f", base {base_results.totals.calls} ({base_results.totals.cached_calls} cached)"
         if base_results is not None
@@ -225,7 +225,7 @@ def _measure_pair(
             head, base = measure_sides(
                 [head_config, builder_env.base_side(settings, trust.for_base(base_config, trusted), notes)],
                 measure_how(settings, head_config),
-                env=os.environ,
+                env=environment.process(),
                 cache=cache,
             )
         except NeedleError as exc:

@@ -11,7 +11,6 @@ complete results are stored; a partial run (cap reached, provider outage) is nev
 
 from __future__ import annotations
 
-import os
 import sqlite3
 import time
 from contextlib import closing
@@ -20,6 +19,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from needle_action.core import environment
 from needle_action.core.errors import ConfigError
 from needle_action.core.paths import UnsafePath, refuse_links
 from needle_action.results import RecallResult
@@ -45,11 +45,7 @@ def default_cache_path() -> Path:
     Outside the repository on purpose: nothing to ignore in git, and the base branch's worktree
     and the head share it, so an unchanged prompt is measured once per machine.
     """
-    folder = os.environ.get("NEEDLE_CACHE_DIR")
-    if not folder:
-        xdg = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-        folder = str(Path(xdg) / "needle-action")
-    return Path(folder) / "recall.sqlite"
+    return environment.cache_folder("needle-action") / "recall.sqlite"
 
 
 class ResultCache:

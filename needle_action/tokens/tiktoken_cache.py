@@ -9,11 +9,12 @@ from __future__ import annotations
 
 import gzip
 import hashlib
-import os
 import sys
 import tempfile
 from importlib import resources
 from pathlib import Path
+
+from needle_action.core import environment
 
 URLS = {
     "o200k_base": "https://openaipublic.blob.core.windows.net/encodings/o200k_base.tiktoken",
@@ -31,7 +32,7 @@ def cache_path(cache_dir: str | Path, encoding: str) -> Path:
 
 def default_cache_dir() -> Path:
 
-    return Path(os.environ.get("TIKTOKEN_CACHE_DIR") or Path(tempfile.gettempdir()) / "data-gym-cache")
+    return environment.tiktoken_cache_dir() or Path(tempfile.gettempdir()) / "data-gym-cache"
 
 
 def seed(cache_dir: str | Path) -> list[Path]:
@@ -63,7 +64,7 @@ def ensure(encoding: str) -> bool:
     """
     if encoding not in URLS:
         return False
-    if os.environ.get("TIKTOKEN_CACHE_DIR") == "":
+    if environment.tiktoken_cache_dir() is None:  # TIKTOKEN_CACHE_DIR="": tiktoken's "no cache"
         return False
     cache_dir = default_cache_dir()
     if cache_path(cache_dir, encoding).exists():

@@ -18,6 +18,7 @@ from functools import cache
 import tiktoken
 from tiktoken.model import encoding_name_for_model
 
+from needle_action.core import environment
 from needle_action.core.dataformats import JSON
 from needle_action.core.errors import TokenizerError
 from needle_action.request.prompt import RenderedPrompt
@@ -66,11 +67,11 @@ def load_encoding(encoding: str) -> tiktoken.Encoding:
             hint=f"use one of: {', '.join('tiktoken:' + e for e in TIKTOKEN_ENCODINGS)}",
         )
     if not tiktoken_cache.ensure(encoding):
-        where = os.environ.get("TIKTOKEN_CACHE_DIR")
+        folder = environment.tiktoken_cache_dir()
         where = (
             "(caching disabled: TIKTOKEN_CACHE_DIR is empty)"
-            if where == ""
-            else str(tiktoken_cache.cache_path(tiktoken_cache.default_cache_dir(), encoding))
+            if folder is None
+            else str(tiktoken_cache.cache_path(folder, encoding))
         )
         raise TokenizerError(
             f"tiktoken encoding {encoding} is not available offline: no cached file at {where}",

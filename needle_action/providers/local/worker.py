@@ -39,6 +39,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from needle_action.core import environment
 from needle_action.core.errors import ProviderUnavailable
 from needle_action.core.pipes import PlainData, WorkerGone, close_every, exchange, widen_pipe, worker_env
 from needle_action.providers.local.build import crash_hint, installed_version
@@ -48,7 +49,7 @@ MAX_RESTARTS = 2  # fresh workers tried for one request after a crash; then the 
 # start, load and one answer: only a hung worker takes this long (a 32K-token prompt on a busy
 # 2-core machine takes ~20 min)
 ANSWER_SECONDS = 3600.0
-TRACE_ENV = "NEEDLE_LOCAL_TRACE"  # set (to anything but "" or "0"): one line per call on stderr
+TRACE_ENV = environment.LOCAL_TRACE  # set (to anything but "" or "0"): one line per call on stderr
 MODULE = "needle_action.providers.local.serve"  # the worker's entry point; how tests and `ps` find it
 # what the worker needs from the parent's environment: nothing secret
 _WORKER_ENV = (  # beside core.pipes.WORKER_ENV
@@ -153,7 +154,7 @@ class _Process:
         env = worker_env(*_WORKER_ENV)
         threads = threading_env(env, others_busy(), os.cpu_count() or 1)
         env.update(threads)
-        if os.environ.get(TRACE_ENV, "") not in ("", "0"):
+        if environment.local_trace():
             chosen = " ".join(f"{k}={v}" for k, v in sorted(threads.items())) or "as the environment says"
             print(f"local: model worker threads: {chosen}", file=sys.stderr, flush=True)
         self.log = tempfile.TemporaryFile()  # noqa: SIM115 - the worker's stderr for its life; stop() closes it

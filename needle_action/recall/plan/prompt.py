@@ -9,7 +9,6 @@ from __future__ import annotations
 import functools
 import hashlib
 import json
-import os
 import random
 import tomllib
 from collections.abc import Mapping
@@ -19,6 +18,7 @@ from typing import Any
 
 from needle_action import __version__
 from needle_action.config.model import Config, PromptConfig
+from needle_action.core import environment
 from needle_action.core.errors import ConfigError
 from needle_action.core.paths import relative
 from needle_action.providers import specs
@@ -180,7 +180,7 @@ def _answers_payload(
         "local_window": [local_n_ctx(prompt), SPLIT_TOKENS] if prompt.provider == "local" else None,
         "filler": _filler_digest(config, prompt) if prompt.recall.filler_globs else None,
         "endpoint": specs.endpoint(
-            prompt.provider, ps.base_url if ps else None, os.environ if env is None else env
+            prompt.provider, ps.base_url if ps else None, environment.process() if env is None else env
         ),
     }
 
