@@ -5,21 +5,13 @@ from __future__ import annotations
 import click
 
 from needle_action.cli.common import Measuring, finish, handle_errors, measure_options
-from needle_action.config.model import Config
 from needle_action.pipeline.measure import (
     run_budget,
 )
 from needle_action.report.terminal import (
     print_budget,
 )
-
-
-def _offline(config: Config) -> None:
-    """Count without the network: prompts whose tokenizer is the Anthropic API count with tiktoken
-    instead (approximate, with their safety factor, marked ~ in the table)."""
-    for prompt in config.prompts.values():
-        if prompt.tokenizer == "anthropic":
-            prompt.tokenizer = "tiktoken:o200k_base"
+from needle_action.tokens.counting import count_offline
 
 
 @click.command()
@@ -34,7 +26,7 @@ def budget(measuring: Measuring, offline: bool) -> None:
     """Count real tokens of every prompt x fixture and check them against the budgets."""
     config = measuring.config()
     if offline:
-        _offline(config)
+        count_offline(config)
     base = measuring.baseline()
     results = run_budget(config, baseline=base, only=measuring.only)
     print_budget(results)

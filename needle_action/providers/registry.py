@@ -13,6 +13,7 @@ from needle_action.config.model import PromptSettings, ProviderSettings
 from needle_action.core.errors import ConfigError
 from needle_action.core.names import PROVIDER_NAMES
 from needle_action.providers.base import Provider
+from needle_action.providers.local.model import SPLIT_TOKENS
 from needle_action.providers.local.provider import DEFAULT_MODEL, round_ctx
 from needle_action.providers.specs import SPECS
 
@@ -35,6 +36,20 @@ def local_n_ctx(settings: PromptSettings) -> int | None:
     if settings.tokenizer == "local":
         return round_ctx(largest + EXACT_MARGIN + answer)
     return round_ctx(int(largest * 1.25) + OUTPUT_MARGIN + answer)
+
+
+def known_window(settings: PromptSettings) -> int | None:
+    """The window the prompt's provider sets itself before it is built (the embedded model's
+    ``n_ctx`` in ``[providers.local]``); None: the model's published one (data/context_windows.toml)."""
+    own = settings.providers.get(settings.provider)
+    return own.n_ctx if settings.provider == "local" and own is not None and own.n_ctx else None
+
+
+def answer_determinants(settings: PromptSettings) -> list[int | None] | None:
+    """What beyond the request decides an answer of the prompt's provider, for the settings hash:
+    the embedded model's window and evaluation chunk (its arithmetic changes with them); None for
+    a provider behind an API."""
+    return [local_n_ctx(settings), SPLIT_TOKENS] if settings.provider == "local" else None
 
 
 def make_provider(

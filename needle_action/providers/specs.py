@@ -2,7 +2,8 @@
 
 Everything that needs to know which providers exist reads it from here: the config type
 (``PromptSettings.provider``), the CLI's ``--provider`` choice, the action's ``provider`` input and
-its missing-key check, and :func:`needle_action.providers.registry.make_provider`. Stdlib only.
+its missing-key check, and :func:`needle_action.providers.registry.make_provider`. Callers ask a
+spec what its provider can do (``batch``, ``exact_tokenizer``), never test its name. Stdlib only.
 The names themselves are :mod:`needle_action.core.names`, below config, which reads them there.
 """
 
@@ -25,6 +26,10 @@ class ProviderSpec:
     key_optional_with_base_url: bool = False
     base_url_env: str | None = None  # the SDK's own variable for another endpoint
     official_url: str | None = None  # where the SDK goes when nothing says otherwise
+    # capabilities: callers ask the spec what its provider can do, never test its name
+    batch: bool = False  # a batch API (`--batch`, the data branch's pushes): ``complete_batch``
+    # the tokenizer that counts this provider's requests exactly (None: tiktoken by the model's family)
+    exact_tokenizer: str | None = None
 
     @property
     def needs_key(self) -> bool:
@@ -38,6 +43,8 @@ SPECS: dict[str, ProviderSpec] = {
         key_envs=("ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN"),
         base_url_env="ANTHROPIC_BASE_URL",
         official_url="https://api.anthropic.com",
+        batch=True,
+        exact_tokenizer="anthropic",
     ),
     "openai": ProviderSpec(
         "openai",
@@ -47,7 +54,9 @@ SPECS: dict[str, ProviderSpec] = {
         base_url_env="OPENAI_BASE_URL",
         official_url="https://api.openai.com/v1",
     ),
-    "local": ProviderSpec("local", "needle_action.providers.local.provider:LocalProvider"),
+    "local": ProviderSpec(
+        "local", "needle_action.providers.local.provider:LocalProvider", exact_tokenizer="local"
+    ),
 }
 assert tuple(SPECS) == PROVIDER_NAMES, "SPECS and names.ProviderName must list the same providers"
 

@@ -21,6 +21,7 @@ from needle_action.config.model import Config
 from needle_action.core import environment
 from needle_action.core.errors import ConfigError, NeedleError
 from needle_action.pipeline.measure import Measure, measure, measure_sides
+from needle_action.providers.specs import spec
 from needle_action.pullrequest import builder_env, databranch, trust
 from needle_action.pullrequest.baseline import (
     BaselineUnavailable,
@@ -131,7 +132,7 @@ def measure_how(settings: Settings, config: Config) -> Measure:
     price, no pull request waiting on them) when CONFIG's providers all have one."""
     how = settings.measure
     if settings.data_branch and databranch.is_default_branch_push(settings) and how.recall:
-        batch = all((how.overrides.provider or p.provider) == "anthropic" for p in config.prompts.values())
+        batch = all(spec(how.overrides.provider or p.provider).batch for p in config.prompts.values())
         how = Measure(recall=how.recall, overrides=how.overrides, batch=batch)
     return how
 

@@ -44,6 +44,7 @@ class AnthropicCounter:
 
     name = "anthropic"
     exact = True
+    calls_api = True
 
     def __init__(self, *, model: str, provider_settings: ProviderSettings) -> None:
         # the SDK (and our provider module that wraps it) is slow to import: only when asked for

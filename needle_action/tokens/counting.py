@@ -31,7 +31,7 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar
 
-from needle_action.config.model import PromptSettings, ProviderSettings
+from needle_action.config.model import Config, PromptSettings, ProviderSettings
 from needle_action.core.errors import ConfigError
 from needle_action.request.prompt import RenderedPrompt
 from needle_action.results import TokenCount
@@ -41,8 +41,19 @@ from needle_action.tokens.base import TokenCounter, is_claude
 from needle_action.tokens.local_counter import LocalCounter
 from needle_action.tokens.tiktoken_counter import TiktokenCounter
 
+API_TOKENIZERS = ("anthropic",)  # tokenizers that count through a provider's count endpoint
+OFFLINE_TOKENIZER = "tiktoken:o200k_base"  # what stands in for them with no network (an estimate)
+
 _counters: dict[tuple[Any, ...], TokenCounter] = {}
 _counters_lock = threading.Lock()
+
+
+def count_offline(config: Config) -> None:
+    """Count without the network: prompts whose tokenizer calls an API count with tiktoken instead
+    (approximate, with their safety factor, marked ~ in the table)."""
+    for prompt in config.prompts.values():
+        if prompt.tokenizer in API_TOKENIZERS:
+            prompt.tokenizer = OFFLINE_TOKENIZER
 
 
 def get_counter(spec: str, *, model: str, settings: PromptSettings) -> TokenCounter:

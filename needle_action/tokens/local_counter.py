@@ -16,6 +16,7 @@ from needle_action.config.model import PromptSettings, ProviderSettings
 from needle_action.core.errors import ProviderUnavailable, TokenizerError
 from needle_action.providers.local import model as local_model
 from needle_action.providers.local.text import transcript
+from needle_action.providers.specs import spec
 from needle_action.request.prompt import RenderedPrompt
 
 _vocabs: dict[str, Any] = {}  # gguf path -> llama_cpp.Llama holding the vocabulary only
@@ -53,6 +54,8 @@ def _close_vocabs() -> None:
 class LocalCounter:
     """The embedded model's own tokenizer."""
 
+    calls_api = False
+
     def __init__(self, *, model: str, settings: PromptSettings) -> None:
         try:
             import llama_cpp  # noqa: F401
@@ -77,7 +80,7 @@ class LocalCounter:
         self.path = Path(path)
         self.name = f"local:{model}"
         self.cache_id = f"local:{self.path.resolve()}"
-        self.exact = settings.provider == "local"
+        self.exact = spec(settings.provider).exact_tokenizer == "local"
         self._llama = _load_vocab(str(self.path))
         self._lock = threading.Lock()  # llama.cpp's tokenizer context is not documented as thread-safe
         self._chat = _chat_formatter(self._llama)

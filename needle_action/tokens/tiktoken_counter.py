@@ -127,6 +127,10 @@ def _openai_encoding_for(model: str) -> str | None:
 
 
 class TiktokenCounter:
+    """An OpenAI encoding, offline; exact for the models that use it, an estimate for others."""
+
+    calls_api = False
+
     def __init__(self, encoding: str, *, model: str) -> None:
         self.encoding = encoding
         self.model = model

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import ast
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -282,6 +283,105 @@ def test_the_size_check_finds_a_long_function_and_a_long_class(tmp_path):
     ]
     (folder / "long.py").write_text(_unit("class", "Big", MAX_CLASS_LINES + 1), encoding="utf-8")
     assert long_units(tmp_path) == [f"{PACKAGE}/deep/long.py:1: class Big is 251 lines (at most 250)"]
+
+
+# ---------------------------------------------------------------------------- the house rules
+# docs/architecture.md, "The rules of the house": packages only at the top, small rooms, the
+# environment read in one place, the hidden-path rules in the workspace, capabilities not names.
+
+MAX_MODULES_PER_FOLDER = 20
+
+
+def loose_modules(root: Path, package: str = PACKAGE) -> list[str]:
+    """Modules directly in PACKAGE besides ``__init__`` and ``__main__``."""
+    return sorted(p.name for p in (root / package).glob("*.py") if p.stem not in ("__init__", "__main__"))
+
+
+def crowded_folders(root: Path, package: str = PACKAGE) -> list[str]:
+    """Folders of PACKAGE holding more than MAX_MODULES_PER_FOLDER modules (``__init__`` not counted)."""
+    out = []
+    for folder in sorted({p.parent for p in (root / package).rglob("*.py")}):
+        n = sum(1 for p in folder.glob("*.py") if p.stem != "__init__")
+        if n > MAX_MODULES_PER_FOLDER:
+            out.append(f"{folder.relative_to(root).as_posix()}: {n} modules")
+    return out
+
+
+def files_naming(root: Path, pattern: str, package: str = PACKAGE, *, skip: str | None = None) -> list[str]:
+    """Files of PACKAGE whose code (comments and docstrings left out) matches PATTERN."""
+    found = []
+    rx = re.compile(pattern)
+    for path in sorted((root / package).rglob("*.py")):
+        rel = path.relative_to(root).as_posix()
+        if skip and rel.startswith(skip):
+            continue
+        if any(rx.search(line) for line in _code_lines(path.read_text(encoding="utf-8"))):
+            found.append(rel)
+    return found
+
+
+def _code_lines(source: str) -> list[str]:
+    """SOURCE's lines without comments and docstrings (what runs, not what is said about it)."""
+    tree = ast.parse(source)
+    doc_lines: set[int] = set()
+    for node in ast.walk(tree):
+        body = getattr(node, "body", None)
+        if isinstance(body, list) and body and isinstance(body[0], ast.Expr):
+            value = body[0].value
+            if isinstance(value, ast.Constant) and isinstance(value.value, str):
+                doc_lines.update(range(body[0].lineno, (body[0].end_lineno or body[0].lineno) + 1))
+    lines = source.splitlines()
+    return [line.split("#", 1)[0] for i, line in enumerate(lines, 1) if i not in doc_lines]
+
+
+ENVIRONMENT = r"os\.environ|os\.getenv|getenv\("
+PROVIDER_NAME_TEST = (
+    r"provider\)?\s*(==|!=)\s*[\"']|[\"'](anthropic|openai|local)[\"']\s*(==|!=)\s*\w*provider"
+)
+
+
+def test_the_top_level_holds_packages_only():
+    assert loose_modules(REPO) == [], "each module belongs in the package whose job it does"
+
+
+def test_no_folder_holds_more_than_20_modules():
+    assert crowded_folders(REPO) == []
+
+
+def test_the_environment_is_read_at_the_faces_and_in_one_module():
+    readers = files_naming(REPO, ENVIRONMENT)
+    assert readers == [
+        "needle_action/action/settings.py",
+        "needle_action/action/workflow.py",
+        "needle_action/core/environment.py",
+    ]
+
+
+def test_the_hidden_path_rules_live_in_the_workspace():
+    assert files_naming(REPO, r"\ballow_hidden\b") == [
+        "needle_action/config/model.py",
+        "needle_action/core/workspace.py",
+    ]
+
+
+def test_no_code_outside_providers_tests_a_provider_by_name():
+    assert files_naming(REPO, PROVIDER_NAME_TEST, skip="needle_action/providers/") == []
+
+
+def test_the_house_rules_see_what_they_forbid(tmp_path):
+    pkg = tmp_path / PACKAGE
+    (pkg / "many").mkdir(parents=True)
+    (pkg / "__init__.py").write_text("")
+    (pkg / "loose.py").write_text('"""os.environ is only named here."""\nx = 1  # os.environ\n')
+    for i in range(MAX_MODULES_PER_FOLDER + 1):
+        (pkg / "many" / f"m{i}.py").write_text("")
+    (pkg / "many" / "m0.py").write_text(
+        "import os\nkey = os.environ.get('K')\nif cfg.provider == 'anthropic':\n    pass\n"
+    )
+    assert loose_modules(tmp_path) == ["loose.py"]
+    assert crowded_folders(tmp_path) == [f"{PACKAGE}/many: {MAX_MODULES_PER_FOLDER + 1} modules"]
+    assert files_naming(tmp_path, ENVIRONMENT) == [f"{PACKAGE}/many/m0.py"]
+    assert files_naming(tmp_path, PROVIDER_NAME_TEST) == [f"{PACKAGE}/many/m0.py"]
 
 
 def _layer_names(text: str) -> set[str]:

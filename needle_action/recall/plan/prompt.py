@@ -22,8 +22,7 @@ from needle_action.core import environment
 from needle_action.core.errors import ConfigError
 from needle_action.core.paths import relative
 from needle_action.providers import specs
-from needle_action.providers.local.model import SPLIT_TOKENS
-from needle_action.providers.registry import local_n_ctx
+from needle_action.providers.registry import answer_determinants, known_window
 from needle_action.recall.trials.filler import filler_files
 from needle_action.results import SCHEMA_VERSION, SkipKind
 
@@ -119,10 +118,9 @@ def context_window(prompt: PromptConfig, provider: object = None) -> int:
         own = getattr(provider, attr, None)
         if isinstance(own, int) and own > 0:
             return own
-    if prompt.provider == "local":
-        ps = prompt.providers.get("local")
-        if ps is not None and ps.n_ctx:
-            return ps.n_ctx
+    own = known_window(prompt)
+    if own is not None:
+        return own
     table = _context_windows()
     matches = [p for p in table.get("models", {}) if prompt.model.startswith(p)]
     if matches:
@@ -177,7 +175,7 @@ def _answers_payload(
         else None,
         # the embedded model's window (when derived from the sizes) and evaluation chunk: its
         # arithmetic, and so an answer, can differ from one to another
-        "local_window": [local_n_ctx(prompt), SPLIT_TOKENS] if prompt.provider == "local" else None,
+        "local_window": answer_determinants(prompt),
         "filler": _filler_digest(config, prompt) if prompt.recall.filler_globs else None,
         "endpoint": specs.endpoint(
             prompt.provider, ps.base_url if ps else None, environment.process() if env is None else env

@@ -44,7 +44,7 @@ class FillerUnit:
 
 def unit_counter_for(counter: TokenCounter) -> TokenCounter:
     """A local counter for pre-counting filler units: tiktoken instead of one API call per unit."""
-    if getattr(counter, "name", "") == "anthropic":
+    if counter.calls_api:
         return TiktokenCounter("o200k_base", model="claude")
     return counter
 
