@@ -273,7 +273,7 @@ def clopper_upper(k: int, n: int, conf: float = 0.95) -> float:
     return hi
 
 
-# a list of counters like providers/local.py's LocalStats: alike in form only (`duplicates` pairs
+# a list of counters like providers/local/provider.py's LocalStats: alike in form only (`duplicates` pairs
 # them), one is a benchmark row's tally, the other the embedded model's work
 @dataclass
 class Tally:

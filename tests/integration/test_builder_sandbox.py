@@ -1,6 +1,6 @@
 """A hostile prompt builder (pull request code) finds no secret and cannot write where it should not.
 
-The builder runs in needle's builder worker (assemble/builder_sandbox.py): an empty environment,
+The builder runs in needle's builder worker (assemble/builder/sandbox.py): an empty environment,
 user ``nobody`` when needle runs as root, a copy of the repository, time and memory limits. These
 tests start needle as a real process with a canary secret in its environment and in the checkout's
 ``.git/config``, and let the builder try every route to it.

@@ -1,4 +1,4 @@
-"""Dotprompt files through the real render worker (assemble/isolate.py), as every render runs:
+"""Dotprompt files through the real render worker (assemble/templates/isolate.py), as every render runs:
 the example, a hostile template stopped by the metered render, and the worker still serving after."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The block-whitespace switches cross the render worker (assemble/isolate.py) like ``undefined``."""
+"""The block-whitespace switches cross the render worker (assemble/templates/isolate.py) like ``undefined``."""
 
 from __future__ import annotations
 

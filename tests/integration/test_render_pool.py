@@ -1,4 +1,4 @@
-"""The render workers' pool (assemble/isolate.py): a second worker starts in the background while
+"""The render workers' pool (assemble/templates/isolate.py): a second worker starts in the background while
 the first serves, so a render waits for whichever is free first, never for a start it can skip."""
 
 from __future__ import annotations

@@ -31,7 +31,7 @@ def _no_sockets_or_processes(monkeypatch):
 
 @pytest.fixture(autouse=True)
 def _renders_in_process(monkeypatch):
-    # production renders run in a bounded worker process (assemble/isolate.py, tested in
+    # production renders run in a bounded worker process (assemble/templates/isolate.py, tested in
     # tests/integration/); a unit test checks what the sandbox itself allows and refuses, the same
     # code the worker runs, without starting that process
     from needle_action.assemble.templates import isolate

@@ -1,4 +1,4 @@
-"""`needle plan` (runplan.py): calls, tokens, dollars and detectable drops from the settings alone,
+"""`needle plan` (recall/plan/cost.py): calls, tokens, dollars and detectable drops from the settings alone,
 and the max_cost_usd check before a compared run starts."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The group-sequential comparison (recall/sequential.py): looks, alpha spending, the paired test,
+"""The group-sequential comparison (stats/sequential.py): looks, alpha spending, the paired test,
 the pass rule, and the fixed design it falls back to with both stop rules off."""
 
 from __future__ import annotations

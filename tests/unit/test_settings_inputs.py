@@ -1,4 +1,4 @@
-"""The action's inputs and runner values, read once (flow/settings.py): each bad value is a
+"""The action's inputs and runner values, read once (action/settings.py): each bad value is a
 ConfigError naming the input or file, and empty inputs take action.yml's defaults."""
 
 from __future__ import annotations
