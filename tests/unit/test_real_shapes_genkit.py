@@ -42,14 +42,15 @@ def test_state_in_the_fixture_is_the_render_context_as_genkit_passes_it(root):
         Dotprompt().render(
             (root / "prompts/greeter.prompt").read_text(),
             DataArgument(
-                input={"question": "Where is my order 4471?"}, context={"state": {"userName": "Ada"}}
+                input={"question": "Has parcel 4471 left the depot?"}, context={"state": {"userName": "Ada"}}
             ),
         )
     )
     their_system = "".join(p.text for p in theirs.messages[0].content)
     # the same text, but for blank lines at its ends (needle trims those, docs/templates.md)
-    assert out.system == trim_blank_lines(their_system) == " Your name is Ada, always introduce yourself."
-    assert [(m.role, m.content) for m in out.messages] == [("user", "Where is my order 4471?")]
+    greeting = " You are Ada from the parcel desk; greet the customer by that name."
+    assert out.system == trim_blank_lines(their_system) == greeting
+    assert [(m.role, m.content) for m in out.messages] == [("user", "Has parcel 4471 left the depot?")]
 
 
 def test_an_at_key_is_not_an_input_variable(root):
@@ -104,7 +105,7 @@ def test_the_schema_given_in_needle_toml_settles_the_name(root):
     fmt = {"format": {"type": "json_schema", "schema": schema}}
     out = _render(root, "prompts/recipe.prompt", "soup.yaml", request_params={"output_config": fmt})
     assert out.params["output_config"] == fmt
-    assert "Generate a recipe for soup." in out.messages[0].content
+    assert "Write a recipe for soup." in out.messages[0].content
 
 
 def test_a_helper_registered_in_code_says_so(root):
@@ -129,4 +130,4 @@ def test_a_partial_with_a_hash_argument_renders_as_dotpromptz_does(root):
     )
     texts = [trim_blank_lines("".join(p.text for p in m.content)) for m in theirs.messages]
     assert [out.system, *(m.content for m in out.messages)] == texts
-    assert out.system == "You should speak as if you are a grumpy cat."
+    assert out.system == "Answer in the voice of a grumpy cat."
