@@ -318,15 +318,42 @@ def worker_env(home: Path) -> dict[str, str]:
     }
 
 
+def worker_command(python: str, settings: str) -> list[str]:
+    """``python -I -c <builder_worker's source> SETTINGS <builder_guard's source>``: the worker
+    reads none of needle's files, so the guard that takes its network away comes on the command line."""
+    here = Path(__file__).parent
+    source = (here / "builder_worker.py").read_text(encoding="utf-8")
+    guard = (here / "builder_guard.py").read_text(encoding="utf-8")
+    return [python, "-I", "-c", source, settings, guard]
+
+
+def shield_this_process() -> None:
+    """Make needle's own process undumpable (Linux) before a worker of the same user starts: no
+    process of that user may then ptrace it, read or write its memory through ``/proc/<pid>/mem``,
+    read its environment or take its descriptors (``pidfd_getfd``). needle holds the key and has
+    the network; a builder running as the same user must not reach either through it. (As root the
+    worker is ``nobody``, which may do none of that anyway.) Core dumps of needle are off after."""
+    if not sys.platform.startswith("linux"):
+        return
+    import ctypes
+
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(4, 0, 0, 0, 0)  # PR_SET_DUMPABLE, 0
+    except (OSError, AttributeError):
+        return  # no libc to call: the worker's own layers (Landlock, seccomp) still hold
+
+
 def start_worker(python: str, settings: str, home: Path, who: RunAs) -> subprocess.Popen[bytes]:
-    """The worker process: ``python -I -c <builder_worker's source> SETTINGS`` as WHO."""
-    source = (Path(__file__).parent / "builder_worker.py").read_text(encoding="utf-8")
+    """The worker process (:func:`worker_command`) as WHO, with nothing of ours but its pipes."""
     drop: dict[str, Any] = {}
     if who.drops:
         drop = {"user": who.uid, "group": who.gid, "extra_groups": []}
+    else:
+        shield_this_process()
     # our own worker's source and settings, argv without a shell; PYTHON is the interpreter we chose
     return subprocess.Popen(  # noqa: S603
-        [python, "-I", "-c", source, settings],
+        worker_command(python, settings),
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
         stderr=subprocess.DEVNULL,
