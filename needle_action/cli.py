@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar
 import click
 
 from needle_action import __version__
+from needle_action.assemble import builder as builders
 from needle_action.capture import capture as capture_requests
 from needle_action.capture import measuring_captured
 from needle_action.compare import compare
@@ -222,6 +223,17 @@ def _write_text(path: Path, text: str, what: str) -> None:
     click.echo(f"{what} written to {path}", err=True)
 
 
+def _builder_times() -> None:
+    """Each builder's mean time per call (stdout), and a warning for one slower than
+    SLOW_CALL_SECONDS (stderr): a client created or a service called on every build is invisible
+    otherwise, and recall calls a builder hundreds of times."""
+    lines, warnings = builders.timing_report()
+    for line in lines:
+        click.echo(line)
+    for warning in warnings:
+        click.echo(f"warning: {warning}", err=True)
+
+
 def _finish(
     results: Results,
     json_out: Path | None,
@@ -336,6 +348,7 @@ def budget(measuring: Measuring, offline: bool) -> None:
     base = measuring.baseline()
     results = run_budget(config, baseline=base, only=measuring.only)
     print_budget(results)
+    _builder_times()
     _finish(results, measuring.json_out, stages=("budget",), junit=measuring.junit, baseline=base)
 
 
@@ -499,6 +512,7 @@ def check(
     if not no_recall:
         print_recall(results)
         sys.stdout.flush()
+    _builder_times()
     stages = ("budget",) if no_recall else ("budget", "recall")
     _finish(results, json_out, stages=stages, junit=measuring.junit, baseline=base)
 
@@ -531,6 +545,7 @@ def capture(
     )
     for name, n in counts.items():
         click.echo(f"{name}: {n} request(s)")
+    _builder_times()
     click.echo(f"wrote {out_dir}")
 
 
