@@ -477,9 +477,11 @@ def network_error(spec: BuilderSpec, error: dict[str, Any]) -> BuilderError:
     what = tried.get("what") if isinstance(tried, dict) else None
     file, line = _line_of(tried)
     message = f"the builder {spec} tried to {what or 'use the network'}: {NO_NETWORK}"
+    if error.get("type") != "NetworkRefused":  # an HTTP client's own error around the refusal
+        message += f"\n  it raised {error.get('type')}: {error.get('message')}"
     trace = _frames_text(error.get("frames") or [])
     if trace:
-        message += f"\n  it raised {error.get('type')}: {error.get('message')}\n{trace}"
+        message += "\n" + trace
     return BuilderError(
         message,
         file=file or spec.file,
