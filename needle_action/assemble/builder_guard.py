@@ -141,7 +141,7 @@ def seccomp_program(table: dict[str, Any]) -> list[tuple[int, int, int, int]]:
     """The filter for TABLE as (code, jt, jf, k) instructions: network calls refused with EACCES,
     the calls in PROCESS_CALLS and TUNSETIFF with EPERM, another ABI killed, the rest allowed."""
     net, perm = RET_ERRNO | errno.EACCES, RET_ERRNO | errno.EPERM
-    code: list[tuple[Any, ...]] = [
+    code: list[tuple[Any, ...] | str] = [
         (_LD_W_ABS, _ARCH),
         (_JEQ_K, table["audit_arch"], None, "kill"),
         (_LD_W_ABS, _NR),
