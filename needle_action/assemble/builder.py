@@ -9,7 +9,9 @@ places the haystack.
 The builder is code from the pull request, so it never runs in this process: a long-lived worker
 (:mod:`~needle_action.assemble.builder_worker`, started by
 :mod:`~needle_action.assemble.builder_sandbox`: empty environment, unprivileged user under root, a
-copy of the repository) answers batches of calls over pipes, as JSON only. One request frame
+copy of the repository, no network: :mod:`~needle_action.assemble.builder_guard`) answers batches
+of calls over pipes, as JSON only; it first says what its guard achieved, and without one it runs
+no builder unless the policy's ``[files] builders_unguarded`` allows it. One request frame
 carries a batch (at most :data:`MAX_BATCH` calls, :data:`BATCH_BYTES` of arguments); the worker
 answers each call in a frame of its own as soon as it is built, so the limits stay those of one
 call however large the batch: a time limit per call (:data:`BUILD_SECONDS`, the worker's timer, and
@@ -18,7 +20,10 @@ only one call's result at a time has to fit in. Recall sends a look's trial inpu
 batch (:func:`prefetch`), and calls from several threads (prompts and sides built concurrently)
 are gathered into one batch while the previous batch runs; identical inputs are answered from a
 cache, so the builds that follow cost no round trip. Everything the builder does wrong is a
-:class:`BuilderError` in the user's own file and line, never a traceback of ours.
+:class:`BuilderError` in the user's own file and line, never a traceback of ours: a call that
+fails because the network was refused says so at the line that made it (:data:`NO_NETWORK`). The
+worker times each call; :func:`timing_report` gives each builder's mean time per call, and a
+warning past :data:`SLOW_CALL_SECONDS`.
 """
 
 from __future__ import annotations
