@@ -623,6 +623,7 @@ def _compare_with_ref(
     if recall:
         print_recall(sides.head)
     print_comparison(comparison, sides.notes)
+    _builder_times()
     if comment_out is not None:
         body = with_head(render_comment(comparison, notes=sides.notes), sides.head.commit)
         _write_text(comment_out, body, "PR comment")
