@@ -146,8 +146,8 @@ def seccomp_program(table: dict[str, Any]) -> list[tuple[int, int, int, int]]:
         (_JEQ_K, table["audit_arch"], None, "kill"),
         (_LD_W_ABS, _NR),
     ]
-    if table["x32_bit"]:
-        code.append((_JGE_K, X32_SYSCALL_BIT, "kill", None))
+    if table["x32_bit"]:  # -1 (0xffffffff: a probe, or a call a tracer skipped) is no x32 call
+        code += [(_JEQ_K, 0xFFFFFFFF, "allow", None), (_JGE_K, X32_SYSCALL_BIT, "kill", None)]
     code += [(_JEQ_K, table[name], "net", None) for name in NETWORK_CALLS]
     code += [(_JEQ_K, table[name], "perm", None) for name in PROCESS_CALLS]
     code += [

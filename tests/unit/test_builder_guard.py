@@ -84,6 +84,8 @@ def test_the_x32_abi_is_killed_on_x86_64():
     x32_socket = guard.X32_SYSCALL_BIT | table["socket"]
     assert run_filter(program, x32_socket, table["audit_arch"], (2, 1, 0)) == guard.RET_KILL_PROCESS
     assert run_filter(program, guard.X32_SYSCALL_BIT, table["audit_arch"]) == guard.RET_KILL_PROCESS
+    # -1 is not an x32 call (the kernel answers ENOSYS): allowed, as libseccomp's filters do
+    assert run_filter(program, -1, table["audit_arch"]) == guard.RET_ALLOW
 
 
 @pytest.mark.parametrize(
