@@ -189,6 +189,20 @@ def _line(text: str) -> int:
     return next(i for i, line in enumerate(PROBES.splitlines(), 1) if text in line)
 
 
+# appended to the guard's source: the kernel's layers other than the seccomp filter are not taken
+ONLY_SECCOMP = "\nnetwork_namespace = lambda libc, table: False\nlandlock = lambda libc, abi_cap=None: 0\n"
+
+
+def only_seccomp(real):
+    """worker_command with the guard's source made to take the seccomp filter alone."""
+
+    def command(python, settings):
+        argv = real(python, settings)
+        return [*argv[:-1], argv[-1] + ONLY_SECCOMP]
+
+    return command
+
+
 class Listeners:
     """Loopback listeners that record every byte they receive (TCP v4, TCP v6 where ::1 exists,
     UDP, a Unix socket any user may connect to)."""
@@ -642,6 +656,9 @@ from needle_action import pipes
 from needle_action.assemble import builder_sandbox as sandbox
 
 port, project, mode = int(sys.argv[1]), sys.argv[2], sys.argv[3]
+if mode == "seccomp-only":  # as in a container that allows neither Landlock nor user namespaces
+    real = sandbox.worker_command
+    sandbox.worker_command = lambda python, settings: [*real(python, settings)[:-1], real(python, settings)[-1] + ONLY_SECCOMP]
 held = socket.create_connection(("127.0.0.1", port))  # the parent's network: no builder may borrow it
 if mode == "control":  # the same probes in a plain child: no guard, no shield
     code = f"import sys, json; sys.path.insert(0, {project + '/app'!r}); import steal; print(json.dumps(steal.steal({os.getpid()})))"
@@ -687,6 +704,7 @@ OTHER_USER = _other_user()
 
 def _drive(user, project: Path, port: int, mode: str, canary: str) -> dict:
     uid, gid, python = user
+    driver = DRIVER.replace("ONLY_SECCOMP", repr(ONLY_SECCOMP))
     tmp = tempfile.gettempdir()
     env = {"PATH": "/usr/bin:/bin", "PYTHONPATH": str(REPO), "NEEDLE_CANARY": canary, "TMPDIR": tmp}
     run = subprocess.run(
@@ -697,7 +715,7 @@ def _drive(user, project: Path, port: int, mode: str, canary: str) -> dict:
             "--clear-groups",
             python,
             "-c",
-            DRIVER,
+            driver,
             str(port),
             str(project),
             mode,
@@ -713,7 +731,8 @@ def _drive(user, project: Path, port: int, mode: str, canary: str) -> dict:
 
 
 @pytest.mark.skipif(OTHER_USER is None, reason="needs root, setpriv and a non-root user with a system Python")
-def test_a_builder_running_as_needles_own_user_cannot_borrow_needles_network(listeners):
+@pytest.mark.parametrize("layers", ["guarded", "seccomp-only"])
+def test_a_builder_running_as_needles_own_user_cannot_borrow_needles_network(listeners, layers):
     """On a laptop the worker is the user, like needle, which holds the key and the network: the
     builder must not take needle's sockets (pidfd_getfd), ptrace it, read or write its memory, or
     read its environment. Without the guard and the shield (the control) each of these works."""
@@ -732,8 +751,10 @@ def test_a_builder_running_as_needles_own_user_cannot_borrow_needles_network(lis
         assert b"leak-stolen" in listeners.settle(b"leak-stolen")
         listeners.received.clear()
 
-        guarded = _drive(OTHER_USER, folder, listeners.tcp4, "guarded", canary)
+        guarded = _drive(OTHER_USER, folder, listeners.tcp4, layers, canary)
         assert guarded["hello"]["guard"]["closed"], guarded["hello"]
+        if layers == "seccomp-only":  # needle's own undumpable process is what holds here
+            assert guarded["hello"]["guard"]["layers"] == ["seccomp", "audit hook"]
         found = guarded["found"]
         for probe in ("pidfd_getfd", "process_vm_readv", "ptrace", "mem", "environ"):
             assert found[probe].startswith("REFUSED"), (probe, found[probe])
@@ -741,3 +762,19 @@ def test_a_builder_running_as_needles_own_user_cannot_borrow_needles_network(lis
         assert listeners.settle(b"parent-ok") == b"parent-ok"  # the parent's own bytes only
     finally:
         shutil.rmtree(folder, ignore_errors=True)
+
+
+def test_the_seccomp_filter_alone_refuses_every_route(project, listeners, monkeypatch):
+    """Docker's default profile allows no user namespace (and older engines no Landlock): the
+    filter must hold by itself."""
+    monkeypatch.setattr(sandbox, "worker_command", only_seccomp(sandbox.worker_command))
+    config = load_config(project / "needle.toml")
+    rendered = _render(config, "build")
+    found = json.loads(rendered.messages[0].content.removeprefix("Q? "))
+    for probe, outcome in found.items():
+        if probe == "shell" and outcome == "OPEN no bash":
+            continue
+        assert outcome.startswith("REFUSED"), (probe, outcome)
+    for probe in ("raw", "packet", "libc_tcp4", "libc_unix", "tcp4", "udp"):
+        assert found[probe].endswith("errno=13"), (probe, found[probe])
+    assert listeners.settle() == b""
