@@ -22,6 +22,7 @@ import traceback
 from needle_action.action import workflow
 from needle_action.action.publish import log, post_from_report, publish
 from needle_action.action.settings import load_settings
+from needle_action.assemble.builder import client as builders
 from needle_action.compare import Comparison, history
 from needle_action.core.errors import EXIT_CHECKS_FAILED, NeedleError
 from needle_action.pipeline.measure import freeze_at_exit
@@ -46,7 +47,19 @@ def run(settings: Settings) -> int:
     if settings.data_branch and settings.pull_request is not None:
         _add_trend(settings, comparison, head, notes)
     log(f"verdict: {comparison.verdict}")
+    _builder_times()
     return publish(settings, comparison, (head, base), sides.base_sha, notes)
+
+
+def _builder_times() -> None:
+    """Each builder's mean time per call in the log, and a warning annotation for a slow one."""
+    lines, warnings = builders.timing_report()
+    if lines:
+        with workflow.stop_commands():  # the builders' names are the pull request's text
+            for line in lines:
+                log(line)
+    for text in warnings:
+        workflow.warning(text, title="needle: a slow prompt builder")
 
 
 def _add_trend(settings: Settings, comparison: Comparison, head: Results, notes: list[str]) -> None:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from needle_action.cli.common import Measuring, finish, handle_errors, measure_options
+from needle_action.cli.common import Measuring, builder_times, finish, handle_errors, measure_options
 from needle_action.pipeline.measure import (
     run_budget,
 )
@@ -30,4 +30,5 @@ def budget(measuring: Measuring, offline: bool) -> None:
     base = measuring.baseline()
     results = run_budget(config, baseline=base, only=measuring.only)
     print_budget(results)
+    builder_times()
     finish(results, measuring.json_out, stages=("budget",), junit=measuring.junit, baseline=base)

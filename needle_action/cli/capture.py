@@ -6,7 +6,7 @@ from pathlib import Path
 
 import click
 
-from needle_action.cli.common import FOLDER, config_option, handle_errors, only_option
+from needle_action.cli.common import FOLDER, builder_times, config_option, handle_errors, only_option
 from needle_action.config.loader import load_config
 from needle_action.pipeline.capture import capture as capture_requests
 from needle_action.pipeline.measure import (
@@ -42,4 +42,5 @@ def capture(
     )
     for name, n in counts.items():
         click.echo(f"{name}: {n} request(s)")
+    builder_times()
     click.echo(f"wrote {out_dir}")

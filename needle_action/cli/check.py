@@ -13,6 +13,7 @@ from needle_action.cli.common import (
     FOLDER,
     Measuring,
     base_ref_option,
+    builder_times,
     comment_option,
     finish,
     handle_errors,
@@ -102,5 +103,6 @@ def check(
     if not no_recall:
         print_recall(results)
         sys.stdout.flush()
+    builder_times()
     stages = ("budget",) if no_recall else ("budget", "recall")
     finish(results, json_out, stages=stages, junit=measuring.junit, baseline=base)

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar
 
 import click
 
+from needle_action.assemble.builder import client as builders
 from needle_action.compare import compare
 from needle_action.config.loader import load_config
 from needle_action.config.model import Config
@@ -197,6 +198,17 @@ def write_text(path: Path, text: str, what: str) -> None:
     """A report file the user named: never written through a symlink (paths.write_user_file)."""
     write_output(path, lambda p: write_user_file(p, text))
     click.echo(f"{what} written to {path}", err=True)
+
+
+def builder_times() -> None:
+    """Each builder's mean time per call (stdout), and a warning for one slower than
+    SLOW_CALL_SECONDS (stderr): a client created or a service called on every build is invisible
+    otherwise, and recall calls a builder hundreds of times."""
+    lines, warnings = builders.timing_report()
+    for line in lines:
+        click.echo(line)
+    for warning in warnings:
+        click.echo(f"warning: {warning}", err=True)
 
 
 def finish(

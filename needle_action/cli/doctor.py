@@ -13,6 +13,8 @@ required check fails, else 0.
 * Provider keys: which are set (never their values).
 * git: on the PATH (``--base-ref``, the action, the data branch need it).
 * The cache folders: writable.
+* Builders: the network guard their worker takes (seccomp, Landlock, a network namespace), or why
+  builders refuse to run here.
 """
 
 from __future__ import annotations
@@ -168,7 +170,29 @@ def check_cache() -> Check:
     return Check("cache folder", "ok", ", ".join(str(f) for f in folders) + " writable")
 
 
-CHECKS = (check_python, check_tokenizers, check_model, check_keys, check_git, check_cache)
+def check_builders() -> Check:
+    """Whether builders (pull request code) run here without a network: the guard run alone."""
+    from needle_action.assemble.builder import sandbox
+
+    try:
+        who = sandbox.run_as()
+        python, _ = sandbox.interpreter(who)
+    except NeedleError as exc:
+        return Check("builders", "warn", exc.message, exc.hint)
+    report = sandbox.guard_report(python, who)
+    user = f" as {who.name}" if who.drops else ""
+    if report.get("closed"):
+        return Check("builders", "ok", f"run{user} without network: " + ", ".join(report.get("layers") or []))
+    return Check(
+        "builders",
+        "warn",
+        f"builders refuse to run here: needle cannot take their network away ({report.get('reason')})",
+        "run builders on Linux x86_64 or aarch64 (the action's container), or let them run with the "
+        "network: `[files] builders_unguarded = true` (docs/security.md)",
+    )
+
+
+CHECKS = (check_python, check_tokenizers, check_model, check_keys, check_git, check_cache, check_builders)
 
 
 def run_checks() -> Iterator[Check]:

@@ -11,6 +11,7 @@ import click
 
 from needle_action.cli.common import (
     Measuring,
+    builder_times,
     comment_option,
     config_option,
     handle_errors,
@@ -102,6 +103,7 @@ def compare_with_ref(
     if recall:
         print_recall(sides.head)
     print_comparison(comparison, sides.notes)
+    builder_times()
     if comment_out is not None:
         body = with_head(render_comment(comparison, notes=sides.notes), sides.head.commit)
         write_text(comment_out, body, "PR comment")

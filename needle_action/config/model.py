@@ -454,6 +454,9 @@ class FileAccess(Strict):
     allow_hidden: list[str] = Field(default_factory=list)
     # policy: run prompt builders (PR code) at all; in the action only the base branch's value counts
     builders: bool = False
+    # policy: run builders where needle cannot take their network away (not Linux, no seccomp); by
+    # default they refuse to run there. In the action only the base branch's value counts
+    builders_unguarded: bool = False
 
     @field_validator("allow_hidden")
     @classmethod

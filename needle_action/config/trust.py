@@ -15,7 +15,9 @@ it, because they are the reviewer's to set, not the author's:
 
 * **running code** (``[files] builders``): a prompt built in code runs the pull request's Python;
   only a trusted file may enable that, and builder prompts are left out of the run otherwise
-  (:func:`without_builders`, one :class:`SettingChange` each for the comment).
+  (:func:`without_builders`, one :class:`SettingChange` each for the comment). Likewise
+  ``[files] builders_unguarded``, which lets builders run where needle cannot take their network
+  away: a pull request cannot give its own code the network.
 
 Those come from the *trusted* file (the base branch's, which was reviewed when it merged): a prompt
 the base has keeps the base's values, a new prompt gets the base's ``[defaults]``, and the files

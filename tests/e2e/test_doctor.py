@@ -58,7 +58,17 @@ def test_doctor_reports_every_check_within_30_seconds_and_never_prints_a_key():
     lines = {
         line.split(":", 1)[0].split(None, 1)[1]: line for line in proc.stdout.splitlines() if line[:1] != " "
     }
-    assert set(lines) == {"python", "tokenizers", "embedded model", "provider keys", "git", "cache folder"}
+    assert set(lines) == {
+        "python",
+        "tokenizers",
+        "embedded model",
+        "provider keys",
+        "git",
+        "cache folder",
+        "builders",
+    }
+    assert "without network: " in lines["builders"]
+    assert "seccomp" in lines["builders"]
     assert lines["embedded model"].startswith("ok    embedded model: Gemma 3 270M answered 'Paris'")
     assert "build features:" in lines["embedded model"]
     assert "anthropic: ANTHROPIC_API_KEY set" in lines["provider keys"]

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -167,6 +168,8 @@ def test_requirements_come_from_the_base_and_reach_the_builder(tmp_path, wheel_f
     assert run.code == 0, run.stdout + run.stderr
     assert TINY_VALUE in json.dumps(_case(run, "head")["cases"][0])  # the builder imported it
     assert "requirements (requirements.txt, as of the base) were installed" in _plain(run.summary)
+    # each builder's time per call in the log, between stop-commands markers (its name is the PR's)
+    assert re.search(r"::stop-commands::(\w+)\n(builder [^\n]+ per call\n)+::\1::", run.stdout), run.stdout
 
 
 def test_requirements_are_not_installed_when_the_base_has_builders_off(tmp_path):

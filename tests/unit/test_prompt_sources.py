@@ -108,6 +108,29 @@ def test_a_pr_that_enables_builders_for_itself_is_measured_without_them(tmp_path
     assert "p" not in apply_trust(head, None)[0].prompts
 
 
+def test_a_pr_cannot_let_its_own_builders_run_where_their_network_cannot_be_taken_away(tmp_path):
+    builder_table = 'builder = "app/p.py:build"\nfixtures = ["fixtures/a.yaml"]'
+    base = load_config(project(tmp_path / "base", builder_table, files_table="[files]\nbuilders = true"))
+    head = load_config(
+        project(
+            tmp_path / "head",
+            builder_table,
+            files_table="[files]\nbuilders = true\nbuilders_unguarded = true",
+        )
+    )
+    assert head.files.builders_unguarded  # the developer's own file, read as it is
+    effective, changes = apply_trust(head, base)
+    assert effective.files.builders
+    assert not effective.files.builders_unguarded
+    assert "⚠️ this PR changes [files] builders_unguarded false → true: takes effect after merge" in [
+        c.describe() for c in changes
+    ]
+    assert not apply_trust(head, None)[0].files.builders_unguarded  # nor the PR that adopts needle
+    # a base that allows it allows it
+    allowing = base.model_copy(update={"files": base.files.model_copy(update={"builders_unguarded": True})})
+    assert apply_trust(head, allowing)[0].files.builders_unguarded
+
+
 def test_a_builders_value_that_is_not_a_request_names_the_field():
     with pytest.raises(ConfigError) as err:
         as_rendered(

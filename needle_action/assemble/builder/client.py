@@ -9,7 +9,9 @@ places the haystack.
 The builder is code from the pull request, so it never runs in this process: a long-lived worker
 (:mod:`~needle_action.assemble.builder.worker`, started by
 :mod:`~needle_action.assemble.builder.sandbox`: empty environment, unprivileged user under root, a
-copy of the repository) answers batches of calls over pipes, as JSON only. One request frame
+copy of the repository, no network: :mod:`~needle_action.assemble.builder.guard`) answers batches
+of calls over pipes, as JSON only; it first says what its guard achieved, and without one it runs
+no builder unless the policy's ``[files] builders_unguarded`` allows it. One request frame
 carries a batch (at most :data:`MAX_BATCH` calls, :data:`BATCH_BYTES` of arguments); the worker
 answers each call in a frame of its own as soon as it is built, so the limits stay those of one
 call however large the batch: a time limit per call (:data:`BUILD_SECONDS`, the worker's timer, and
@@ -18,16 +20,24 @@ only one call's result at a time has to fit in. Recall sends a look's trial inpu
 batch (:func:`prefetch`), and calls from several threads (prompts and sides built concurrently)
 are gathered into one batch while the previous batch runs; identical inputs are answered from a
 cache, so the builds that follow cost no round trip. Everything the builder does wrong is a
-:class:`BuilderError` in the user's own file and line, never a traceback of ours.
+:class:`BuilderError` in the user's own file and line, never a traceback of ours: a call that
+fails because the network was refused says so at the line that made it (:data:`NO_NETWORK`). The
+worker times each call; :func:`timing_report` gives each builder's mean time per call, and a
+warning past :data:`SLOW_CALL_SECONDS`.
 """
 
 from __future__ import annotations
 
 import atexit
+import contextlib
 import copy
+import dataclasses
 import datetime as dt
 import hashlib
 import json
+import math
+import signal
+import subprocess
 import sys
 import threading
 import time
@@ -35,7 +45,6 @@ from collections import OrderedDict
 from collections.abc import Callable, Iterator
 from concurrent.futures import Future
 from contextlib import contextmanager
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -57,6 +66,10 @@ BATCH_BYTES = 16 * 1024**2  # keyword arguments per request frame (a batch ends 
 MAX_ANSWER_BYTES = 256 * 1024**2  # one call's answer
 CACHE_ENTRIES = 2048
 CACHE_BYTES = 256 * 1024**2  # of the calls' text: a trial's body is about as large as its inputs
+SLOW_CALL_SECONDS = 0.2  # a builder's mean time per call past which the run warns
+NO_NETWORK = (
+    "builders run without network access: build the request from the fixture, not from a live service"
+)
 
 
 class BuilderError(TemplateError):
@@ -66,7 +79,7 @@ class BuilderError(TemplateError):
     title = "needle builder error"
 
 
-@dataclass(frozen=True)
+@dataclasses.dataclass(frozen=True)
 class BuilderSpec:
     """``"app/prompts.py:build_support"`` split: the file (relative to the config root) and the function."""
 
@@ -101,14 +114,90 @@ def call_key(prompt_name: str, kwargs: dict[str, Any]) -> str:
     return hashlib.sha256(canonical({"prompt": prompt_name, "kwargs": kwargs}).encode("utf-8")).hexdigest()
 
 
+# --------------------------------------------------------------------------- time spent in builders
+
+
+@dataclasses.dataclass
+class BuilderTiming:
+    """One builder's own time, as its worker measured each call (calls answered from the cache
+    cost nothing and are not counted), and the network calls refused during them."""
+
+    builder: str
+    calls: int = 0
+    seconds: float = 0.0
+    refused: int = 0
+
+    def add(self, answer: dict[str, Any]) -> None:
+        """Count one answer; it crossed from the builder's process, so only plausible numbers count."""
+        seconds, refused = answer.get("seconds"), answer.get("refused")
+        if isinstance(seconds, int | float) and not isinstance(seconds, bool) and 0 <= seconds < math.inf:
+            with _timings_lock:
+                self.calls += 1
+                self.seconds += seconds
+        if isinstance(refused, int) and not isinstance(refused, bool) and refused > 0:
+            with _timings_lock:
+                self.refused += refused
+
+    @property
+    def per_call(self) -> float:
+        """Mean seconds per call."""
+        return self.seconds / self.calls if self.calls else 0.0
+
+
+_timings: dict[str, BuilderTiming] = {}
+_timings_lock = threading.Lock()
+
+
+def _timing_of(spec: BuilderSpec) -> BuilderTiming:
+    """The record of SPEC's time, shared by every worker of it (base and head sides, restarts)."""
+    with _timings_lock:
+        return _timings.setdefault(str(spec), BuilderTiming(str(spec)))
+
+
+def timings() -> list[BuilderTiming]:
+    """Each builder that answered calls in this process, with its calls and own time (copies)."""
+    with _timings_lock:
+        return [dataclasses.replace(t) for t in _timings.values() if t.calls]
+
+
+def _ms(seconds: float) -> str:
+    ms = seconds * 1000
+    return f"{ms:.1f} ms" if ms < 10 else f"{ms:,.0f} ms"
+
+
+def timing_report() -> tuple[list[str], list[str]]:
+    """(a line per builder: its calls and mean time per call; a warning per builder slower than
+    SLOW_CALL_SECONDS per call, with the likely cause)."""
+    lines, warnings = [], []
+    for t in timings():
+        line = (
+            f"builder {t.builder}: {t.calls:,} call{'s' if t.calls != 1 else ''}, {_ms(t.per_call)} per call"
+        )
+        if t.refused:
+            line += f", {t.refused:,} network call{'s' if t.refused != 1 else ''} refused (builders have no network)"
+        lines.append(line)
+        if t.per_call > SLOW_CALL_SECONDS:
+            warnings.append(
+                f"the builder {t.builder} takes {_ms(t.per_call)} per call (over {_ms(SLOW_CALL_SECONDS)}): "
+                "likely a client created or a service called on every build; create clients once, at "
+                "import, and build the request from the fixture (builders have no network)"
+            )
+    return lines, warnings
+
+
 # --------------------------------------------------------------------------- the client
 
 
 class _Client:
     """One builder's worker and the batches sent to it."""
 
-    def __init__(self, spec: BuilderSpec, home: Path, python: str, who: sandbox.RunAs) -> None:
+    def __init__(
+        self, spec: BuilderSpec, home: Path, python: str, who: sandbox.RunAs, unguarded_ok: bool = False
+    ) -> None:
         self.spec, self.home, self.python, self.who = spec, home, python, who
+        self.unguarded_ok = unguarded_ok  # the policy's [files] builders_unguarded
+        self.refusal: NeedleError | None = None  # no guard here and no policy allowing that: never starts
+        self.timing = _timing_of(spec)
         self.proc: Any = None
         self.first = True
         self.pending: list[tuple[str, Future[dict[str, Any]]]] = []
@@ -202,8 +291,11 @@ class _Client:
                 "file_bytes": FILE_BYTES,
                 "processes": PROCESSES if self.who.drops else None,
                 "site": sandbox.site_folders(),
+                "unguarded_ok": self.unguarded_ok,
             }
         )
+        if self.refusal is not None:
+            raise self.refusal
         try:
             self.proc = sandbox.start_worker(self.python, settings, self.home, self.who)
         except OSError as exc:
@@ -215,6 +307,29 @@ class _Client:
         self.starts += 1
         widen_pipe(self.proc.stdin)
         widen_pipe(self.proc.stdout)
+        self._greeted()
+
+    def _greeted(self) -> None:
+        """Read the worker's first frame, what its guard achieved; refuse to go on without a guard
+        unless the policy allows builders without one (then say so, once)."""
+        try:
+            raw = receive(self.proc, time.monotonic() + STARTUP_SECONDS, max_bytes=1 << 20)
+            guard = parse_json(raw.decode("utf-8"))["guard"]
+            closed, reason = bool(guard["closed"]), str(guard.get("reason") or "")
+        except (OSError, WorkerGone, DataError, UnicodeDecodeError, KeyError, TypeError) as exc:
+            error = self._gone(exc)
+            self.kill()
+            raise error from None
+        if closed:
+            return
+        if not self.unguarded_ok:
+            self.kill()
+            self.refusal = unguarded_error(self.spec, reason)
+            raise self.refusal
+        _note(
+            f"builders run with this machine's network: needle cannot take it away here ({reason}), "
+            "and [files] builders_unguarded = true allows that"
+        )
 
     def _send(self, calls: list[str]) -> list[dict[str, Any]]:
         """One request frame with CALLS; the worker answers each in a frame of its own, and the
@@ -234,13 +349,26 @@ class _Client:
                 result = parse_json(raw.decode("utf-8"))
                 if not isinstance(result, dict) or not ("ok" in result or "error" in result):
                     raise WorkerGone("bad answer")
-                results.append(result)
+                self.timing.add(result)
+                results.append({k: result[k] for k in ("ok", "error") if k in result})
         except (OSError, WorkerGone, DataError, UnicodeDecodeError) as exc:
+            error = self._gone(exc)
             self.kill()
-            raise self._gone(exc) from None
+            raise error from None
         return results
 
     def _gone(self, exc: BaseException) -> BuilderError:
+        """Why the worker stopped answering (read before it is killed: its exit status tells)."""
+        if self.proc is not None and str(exc) == "exited":
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                self.proc.wait(1)  # its pipe closed: its status follows at once
+        if self.proc is not None and self.proc.poll() == -signal.SIGSYS:
+            return BuilderError(
+                f"the builder {self.spec} made a system call through another ABI (32-bit or x32 code), "
+                "which the builder's sandbox does not allow, and was stopped",
+                file=self.spec.file,
+                hint=f"builders run as 64-bit code; {NO_NETWORK}",
+            )
         if str(exc) == "timeout":
             return BuilderError(
                 f"the builder {self.spec} did not answer within its limit of {BUILD_SECONDS:g} s per "
@@ -277,6 +405,28 @@ class _Client:
 _clients: dict[tuple[Any, ...], _Client] = {}
 _clients_lock = threading.Lock()
 _notices: set[str] = set()
+_notices_lock = threading.Lock()
+
+
+def _note(notice: str) -> None:
+    """NOTICE on stderr, once per process."""
+    with _notices_lock:
+        if notice in _notices:
+            return
+        _notices.add(notice)
+    print(f"note: {notice}", file=sys.stderr)
+
+
+def unguarded_error(spec: BuilderSpec, reason: str) -> ConfigError:
+    """Builders refused: this machine has no guard to take their network away, and the policy does
+    not allow them without one."""
+    return ConfigError(
+        f"the builder {spec} did not run: builders run without network access, and needle cannot "
+        f"take the network away on this machine ({reason})",
+        hint="run builders on Linux (the action's container is), or let them run with the network "
+        "where no guard exists: `[files] builders_unguarded = true` (in the action only the base "
+        "branch's needle.toml counts; see docs/security.md)",
+    )
 
 
 def client_for(config: Config, prompt: PromptConfig) -> _Client:
@@ -288,13 +438,13 @@ def client_for(config: Config, prompt: PromptConfig) -> _Client:
     home = sandbox.repository_copy(config.workspace, who)
     if who.drops:
         sandbox.shield_git(config.root.resolve())
-    key = (str(home), str(spec), python, who)
+    unguarded_ok = config.files.builders_unguarded
+    key = (str(home), str(spec), python, who, unguarded_ok)
     with _clients_lock:
         if key not in _clients:
-            if notice and notice not in _notices:
-                _notices.add(notice)
-                print(f"note: {notice}", file=sys.stderr)
-            _clients[key] = _Client(spec, home, python, who)
+            if notice:
+                _note(notice)
+            _clients[key] = _Client(spec, home, python, who, unguarded_ok)
         return _clients[key]
 
 
@@ -318,9 +468,40 @@ def _call_mismatch(error: dict[str, Any]) -> bool:
     return error.get("type") == "TypeError" and ("keyword argument" in text or "positional argument" in text)
 
 
+def _line_of(where: Any) -> tuple[str | None, int | None]:
+    """(file, line) of a refused network call as the worker reported it (untrusted: checked)."""
+    if not isinstance(where, dict):
+        return None, None
+    file, line = where.get("file"), where.get("line")
+    return (file if isinstance(file, str) else None), (line if isinstance(line, int) else None)
+
+
+def network_error(spec: BuilderSpec, error: dict[str, Any]) -> BuilderError:
+    """A builder that failed because a network call was refused: at the line that made the call."""
+    tried = error.get("network")
+    what = tried.get("what") if isinstance(tried, dict) else None
+    file, line = _line_of(tried)
+    message = f"the builder {spec} tried to {what or 'use the network'}: {NO_NETWORK}"
+    if error.get("type") != "NetworkRefused":  # an HTTP client's own error around the refusal
+        message += f"\n  it raised {error.get('type')}: {error.get('message')}"
+    trace = _frames_text(error.get("frames") or [])
+    if trace:
+        message += "\n" + trace
+    return BuilderError(
+        message,
+        file=file or spec.file,
+        line=line,
+        hint="a builder returns the request the app would send: data the app fetches from a service "
+        "at run time belongs in the fixture (its keys are the builder's keyword arguments), and a "
+        "client the app creates is not needed to build the request",
+    )
+
+
 def builder_error(spec: BuilderSpec, error: dict[str, Any]) -> BuilderError:
     """The worker's report of a failed call as the user's error, at the innermost line of theirs."""
     kind = error.get("kind")
+    if kind == "network":
+        return network_error(spec, error)
     frames = error.get("frames") or []
     what = f"{error.get('type')}: {error.get('message')}".strip(": ")
     if kind == "timeout":
@@ -352,6 +533,10 @@ def builder_error(spec: BuilderSpec, error: dict[str, Any]) -> BuilderError:
     trace = _frames_text(frames)
     if trace:
         message += "\n" + trace
+    tried = error.get("network_tried")
+    if isinstance(tried, dict):
+        at = ":".join(str(x) for x in _line_of(tried) if x is not None)
+        hint += f" (it also tried to {tried.get('what')}{' at ' + at if at else ''}, refused: {NO_NETWORK})"
     file, line = spec.file, None
     if frames and isinstance(frames[-1], list) and len(frames[-1]) == 4:
         file, line = frames[-1][0], frames[-1][1]
@@ -503,8 +688,11 @@ def usage() -> tuple[int, int, float]:
 __all__ = [
     "BUILD_SECONDS",
     "MEMORY_BYTES",
+    "NO_NETWORK",
+    "SLOW_CALL_SECONDS",
     "BuilderError",
     "BuilderSpec",
+    "BuilderTiming",
     "batches_sent",
     "builder_error",
     "built_body",
@@ -517,6 +705,9 @@ __all__ = [
     "recording",
     "render_built",
     "replaying",
+    "timing_report",
+    "timings",
+    "unguarded_error",
     "usage",
     "workers_started",
 ]

@@ -19,6 +19,10 @@ worker that runs it (:mod:`~needle_action.assemble.builder.worker`) is started h
   ``$NEEDLE_BUILDER_PYTHON``, ``/usr/local/bin/python3.X``, ``/usr/bin/python3.X`` (same version)
   it can, with a notice that packages installed only beside needle are not importable; if none,
   the run stops with an error naming the fix (fail closed: never the builder as root);
+* **network**: none. The worker takes it away itself before it imports the builder
+  (:mod:`~needle_action.assemble.builder.guard`, whose source goes on its command line:
+  :func:`worker_command`); running as ourselves, needle first makes its own process undumpable
+  (:func:`shield_this_process`), so the worker cannot borrow needle's network through it;
 * **dependencies**: in the action, the packages of a requirements file the base branch names are
   installed (:func:`install_requirements`) as the worker's user, with the same empty environment,
   into a private folder the worker puts at the end of its ``sys.path`` (:func:`site_folders`).
@@ -29,6 +33,7 @@ from __future__ import annotations
 import atexit
 import contextlib
 import glob
+import json
 import os
 import shutil
 import stat
@@ -319,15 +324,67 @@ def worker_env(home: Path) -> dict[str, str]:
     }
 
 
+def worker_command(python: str, settings: str) -> list[str]:
+    """``python -I -c <worker.py's source> SETTINGS <guard.py's source>``: the worker
+    reads none of needle's files, so the guard that takes its network away comes on the command line."""
+    here = Path(__file__).parent
+    source = (here / "worker.py").read_text(encoding="utf-8")
+    guard = (here / "guard.py").read_text(encoding="utf-8")
+    return [python, "-I", "-c", source, settings, guard]
+
+
+def guard_report(python: str, who: RunAs) -> dict[str, Any]:
+    """What the network guard achieves for a builder worker on this machine: the guard run alone
+    (no builder) in a throwaway process of PYTHON as WHO. ``{"closed", "layers", "reason"}``."""
+    source = (Path(__file__).parent / "guard.py").read_text(encoding="utf-8")
+    code = source + "\nimport json as _json\nprint(_json.dumps(take_network_away('/')))\n"
+    drop: dict[str, Any] = {"user": who.uid, "group": who.gid, "extra_groups": []} if who.drops else {}
+    # our own guard's source, argv without a shell; PYTHON is the interpreter we chose
+    proc = subprocess.run(  # noqa: S603
+        [python, "-I", "-c", code],
+        capture_output=True,
+        text=True,
+        env=worker_env(Path("/")),
+        cwd="/",
+        timeout=60,
+        check=False,
+        **drop,
+    )
+    try:
+        report: dict[str, Any] = json.loads(proc.stdout)
+    except ValueError:
+        tail = (proc.stderr.strip().splitlines() or ["no output"])[-1]
+        return {"closed": False, "layers": [], "reason": f"the guard did not run: {tail}"}
+    return report
+
+
+def shield_this_process() -> None:
+    """Make needle's own process undumpable (Linux) before a worker of the same user starts: no
+    process of that user may then ptrace it, read or write its memory through ``/proc/<pid>/mem``,
+    read its environment or take its descriptors (``pidfd_getfd``). needle holds the key and has
+    the network; a builder running as the same user must not reach either through it. (As root the
+    worker is ``nobody``, which may do none of that anyway.) Core dumps of needle are off after."""
+    if not sys.platform.startswith("linux"):
+        return
+    import ctypes
+
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(4, 0, 0, 0, 0)  # PR_SET_DUMPABLE, 0
+    except (OSError, AttributeError):
+        return  # no libc to call: the worker's own layers (Landlock, seccomp) still hold
+
+
 def start_worker(python: str, settings: str, home: Path, who: RunAs) -> subprocess.Popen[bytes]:
-    """The worker process: ``python -I -c <builder_worker's source> SETTINGS`` as WHO."""
-    source = (Path(__file__).parent / "worker.py").read_text(encoding="utf-8")
+    """The worker process (:func:`worker_command`) as WHO, with nothing of ours but its pipes."""
     drop: dict[str, Any] = {}
     if who.drops:
         drop = {"user": who.uid, "group": who.gid, "extra_groups": []}
+    else:
+        shield_this_process()
     # our own worker's source and settings, argv without a shell; PYTHON is the interpreter we chose
     return subprocess.Popen(  # noqa: S603
-        [python, "-I", "-c", source, settings],
+        worker_command(python, settings),
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
         stderr=subprocess.DEVNULL,

@@ -5,15 +5,23 @@ This file is *standard library only* and is started as ``python -I -c <this sour
 of its dependencies, and can run under a Python the unprivileged user may execute even when
 needle's own environment lives in a folder that user cannot read (``/root/.pyenv``).
 
-Before the first line of the builder runs, the worker caps its own address space, file size and
-process count (``setrlimit``: lowering a limit needs no privilege), moves into the temporary copy of
-the repository and silences stdout (a stray ``print`` must not corrupt the answers). Then it answers
-length-prefixed JSON requests on stdin: ``{"calls": [kwargs, ...]}`` (a batch), answered by one
-frame per call, in order, each written as soon as that call returns: ``{"ok": <the JSON return
-value>}`` or ``{"error": {...}}`` with the builder's own traceback frames (files inside the copy
-only, relative to it). Every call runs under a ``SIGALRM`` timer; the parent waits that long (and a
-grace) for each answer and kills the worker if even the timer does not end a call. Only one call's
-result is held at a time, so the memory cap is one call's too.
+Before the first line of the builder runs, the worker closes every descriptor it inherited but its
+pipes, caps its own address space, file size and process count (``setrlimit``: lowering a limit
+needs no privilege), moves into the temporary copy of the repository, silences stdout (a stray
+``print`` must not corrupt the answers) and takes its own network away with the guard whose source
+the parent passes as the second argument (:mod:`~needle_action.assemble.builder.guard`: seccomp,
+Landlock, a network namespace, an audit hook). Its first frame says what the guard achieved:
+``{"guard": {"closed": ..., "layers": [...], "reason": ...}}``; unless the network is closed or
+the settings allow a builder without (``unguarded_ok``), it stops there and never imports the
+builder. Then it answers length-prefixed JSON requests on stdin: ``{"calls": [kwargs, ...]}`` (a
+batch), answered by one frame per call, in order, each written as soon as that call returns:
+``{"ok": <the JSON return value>}`` or ``{"error": {...}}`` with the builder's own traceback frames
+(files inside the copy only, relative to it), both with ``seconds`` (the call's own time) and
+``refused`` (network calls refused during it). A failure that comes from a refused network call is
+of kind ``network``, with what was tried and at which line. Every call runs under a ``SIGALRM``
+timer; the parent waits that long (and a grace) for each answer and kills the worker if even the
+timer does not end a call. Only one call's result is held at a time, so the memory cap is one
+call's too.
 """
 
 from __future__ import annotations
@@ -26,9 +34,11 @@ import os
 import signal
 import struct
 import sys
+import time
 import traceback
+import types
 from collections.abc import Callable
-from types import FrameType, TracebackType
+from types import FrameType, ModuleType, TracebackType
 from typing import Any
 
 HEADER = struct.Struct("!Q")
@@ -83,13 +93,28 @@ def user_frames(tb: TracebackType | None, root: str) -> list[list[Any]]:
     return out
 
 
-def describe(exc: BaseException, root: str, kind: str) -> dict[str, Any]:
-    return {
+def load_guard(source: str) -> ModuleType:
+    """The guard (guard.py's SOURCE, handed over by the parent) as a module of its own."""
+    module = types.ModuleType("needle_builder_guard")
+    sys.modules[module.__name__] = module
+    exec(compile(source, "<needle builder guard>", "exec"), module.__dict__)  # noqa: S102 - needle's own source
+    return module
+
+
+def describe(exc: BaseException, root: str, kind: str, guard: ModuleType | None = None) -> dict[str, Any]:
+    """EXC as the error of an answer; of kind ``network`` when it comes from a refused network call."""
+    out = {
         "kind": kind,
         "type": type(exc).__name__,
         "message": str(exc)[:2000],
         "frames": user_frames(exc.__traceback__, root),
     }
+    refusal = guard.refusal_behind(exc) if guard is not None and kind in ("raised", "import") else None
+    if refusal is not None:
+        out["kind"], out["network"] = "network", refusal
+    elif guard is not None and guard.attempts:
+        out["network_tried"] = guard.attempts[-1]  # refused, caught, and then something else failed
+    return out
 
 
 def not_json(value: Any, path: str = "", depth: int = 0) -> tuple[str, str] | None:
@@ -117,18 +142,32 @@ def not_json(value: Any, path: str = "", depth: int = 0) -> tuple[str, str] | No
     return path, f"a {type(value).__name__}"
 
 
-def call_one(func: Callable[..., Any], kwargs: dict[str, Any], root: str, seconds: float) -> dict[str, Any]:
+def call_one(
+    func: Callable[..., Any], kwargs: dict[str, Any], root: str, seconds: float, guard: ModuleType
+) -> dict[str, Any]:
+    """One call of the builder: its answer, with the call's own time and the network calls refused."""
+    del guard.attempts[:]
+    started = time.perf_counter()
+    result = _call(func, kwargs, root, seconds, guard)
+    result["seconds"] = time.perf_counter() - started
+    result["refused"] = len(guard.attempts)
+    return result
+
+
+def _call(
+    func: Callable[..., Any], kwargs: dict[str, Any], root: str, seconds: float, guard: ModuleType
+) -> dict[str, Any]:
     signal.setitimer(signal.ITIMER_REAL, seconds)
     try:
         value = func(**kwargs)
     except BuildTimeout as exc:
-        return {"error": describe(exc, root, "timeout")}
+        return {"error": describe(exc, root, "timeout", guard)}
     except MemoryError as exc:
         return {"error": describe(exc, root, "memory")}
     except RecursionError as exc:
         return {"error": describe(exc, root, "raised")}
     except Exception as exc:  # noqa: BLE001 - the user's code raised: their error, with their lines
-        return {"error": describe(exc, root, "raised")}
+        return {"error": describe(exc, root, "raised", guard)}
     finally:
         signal.setitimer(signal.ITIMER_REAL, 0)
     bad = not_json(value)
@@ -142,29 +181,21 @@ def on_alarm(signum: int, frame: FrameType | None) -> None:
     raise BuildTimeout("the time limit of one call")
 
 
-def serve(settings: dict[str, Any]) -> None:
+def serve(settings: dict[str, Any], guard_source: str) -> None:
+    """Guard, say so, load the builder, then answer batches of calls until stdin closes."""
+    guard = load_guard(guard_source)
+    guard.close_inherited()  # before our own descriptors exist: only stdin, stdout, stderr are ours
     out = os.fdopen(os.dup(1), "wb")
     os.dup2(2, 1)  # a stray print in the builder goes to stderr, not into the answers
     limit_resources(settings["memory_bytes"], settings["file_bytes"], settings["processes"])
     root = settings["root"]
     os.chdir(root)
+    status = guard.take_network_away(root, keep=(0, 1, 2, out.fileno()))
+    write_frame(out, {"guard": status})
+    if not status["closed"] and not settings.get("unguarded_ok"):
+        return  # the parent refuses, naming the reason: the builder is never imported
     sys.path.extend(settings.get("site") or [])  # the builders' requirements (installed by the action)
-    signal.signal(signal.SIGALRM, on_alarm)
-    signal.setitimer(signal.ITIMER_REAL, settings["seconds"])
-    try:
-        func: Callable[..., Any] | None = load_builder(root, settings["file"], settings["function"])
-        loaded: dict[str, Any] | None = None
-    except BaseException as exc:  # noqa: BLE001 - the import of the user's module failed: report it
-        kind = (
-            "timeout"
-            if isinstance(exc, BuildTimeout)
-            else "memory"
-            if isinstance(exc, MemoryError)
-            else "import"
-        )
-        func, loaded = None, describe(exc, root, kind)
-    finally:
-        signal.setitimer(signal.ITIMER_REAL, 0)
+    func, loaded = load_timed(root, settings, guard)
     inp = sys.stdin.buffer
     # deliberately a copy of needle_action.core.pipes' framing (serve): this file runs as `python -I -c`
     # and may import nothing of needle's; tests/unit/test_worker_framing.py holds the two together
@@ -174,11 +205,38 @@ def serve(settings: dict[str, Any]) -> None:
             return
         calls = json.loads(inp.read(HEADER.unpack(header)[0]))["calls"]
         for kwargs in calls:
-            result = {"error": loaded} if func is None else call_one(func, kwargs, root, settings["seconds"])
-            answer = encode(result)
-            out.write(HEADER.pack(len(answer)) + answer)
-            out.flush()
-            del result, answer
+            if func is None:
+                write_frame(out, {"error": loaded, "seconds": 0.0, "refused": 0})
+            else:
+                write_frame(out, call_one(func, kwargs, root, settings["seconds"], guard))
+
+
+def load_timed(
+    root: str, settings: dict[str, Any], guard: ModuleType
+) -> tuple[Callable[..., Any] | None, dict[str, Any] | None]:
+    """(the builder function, None), or (None, the error of its import), under the call's timer."""
+    signal.signal(signal.SIGALRM, on_alarm)
+    signal.setitimer(signal.ITIMER_REAL, settings["seconds"])
+    try:
+        return load_builder(root, settings["file"], settings["function"]), None
+    except BaseException as exc:  # noqa: BLE001 - the import of the user's module failed: report it
+        kind = (
+            "timeout"
+            if isinstance(exc, BuildTimeout)
+            else "memory"
+            if isinstance(exc, MemoryError)
+            else "import"
+        )
+        return None, describe(exc, root, kind, guard)
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+
+
+def write_frame(out: Any, result: Any) -> None:
+    """RESULT as one answer frame, flushed."""
+    answer = encode(result)
+    out.write(HEADER.pack(len(answer)) + answer)
+    out.flush()
 
 
 def encode(result: Any) -> bytes:
@@ -193,4 +251,4 @@ def encode(result: Any) -> bytes:
 
 
 if __name__ == "__main__":  # pragma: no cover - the worker process
-    serve(json.loads(sys.argv[1]))
+    serve(json.loads(sys.argv[1]), sys.argv[2])
