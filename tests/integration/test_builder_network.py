@@ -29,6 +29,7 @@ import pytest
 
 from needle_action.assemble.builder import client as builder
 from needle_action.assemble.builder import sandbox
+from needle_action.core.workspace import Workspace
 from needle_action.assemble.builder.guard import architecture
 from needle_action.config.loader import load_config
 from tests.needle_cli import NEEDLE, needle_env, run_needle
@@ -401,7 +402,7 @@ def test_a_builder_that_calls_a_service_stops_with_its_own_line_and_exit_2(proje
 
 
 def _render(config, name):
-    from needle_action.assemble import render_case
+    from needle_action.assemble.render import render_case
 
     prompt = config.prompts[name]
     return render_case(config, prompt, config.fixture_paths(prompt)[0])
@@ -451,7 +452,7 @@ def test_a_socket_passed_to_the_worker_itself_is_closed_before_the_builder_runs(
         "processes": None,
         "site": [],
     }
-    from needle_action import pipes
+    from needle_action.core import pipes
 
     proc = subprocess.Popen(
         sandbox.worker_command(python, json.dumps(settings)),
@@ -654,6 +655,7 @@ import json, os, socket, subprocess, sys, time
 from pathlib import Path
 from needle_action.core import pipes
 from needle_action.assemble.builder import sandbox
+from needle_action.core.workspace import Workspace
 
 port, project, mode = int(sys.argv[1]), sys.argv[2], sys.argv[3]
 if mode == "seccomp-only":  # as in a container that allows neither Landlock nor user namespaces
@@ -666,7 +668,7 @@ if mode == "control":  # the same probes in a plain child: no guard, no shield
     print(json.dumps({"found": json.loads(out.stdout)}))
 else:
     who = sandbox.RunAs()
-    home = sandbox.copy_repository(Path(project), [], who)
+    home = sandbox.copy_repository(Workspace(Path(project)), who)
     settings = {
         "root": str(home), "file": "app/steal.py", "function": "build", "seconds": 30,
         "memory_bytes": 2 * 1024**3, "file_bytes": 64 * 1024**2, "processes": None, "site": [],
