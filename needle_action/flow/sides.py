@@ -33,6 +33,7 @@ from needle_action.flow.baseline import (
 )
 from needle_action.flow.settings import Settings, workspace_relative
 from needle_action.pipeline import Measure, measure, measure_sides
+from needle_action.providers.specs import spec
 from needle_action.recall.cache import ResultCache
 from needle_action.results import Results, SkipKind
 from needle_action.tokens.budget import resolve_auto_budgets
@@ -147,7 +148,7 @@ def measure_how(settings: Settings, config: Config) -> Measure:
     price, no pull request waiting on them) when CONFIG's providers all have one."""
     how = settings.measure
     if settings.data_branch and databranch.is_default_branch_push(settings) and how.recall:
-        batch = all((how.overrides.provider or p.provider) == "anthropic" for p in config.prompts.values())
+        batch = all(spec(how.overrides.provider or p.provider).batch for p in config.prompts.values())
         how = Measure(recall=how.recall, overrides=how.overrides, batch=batch)
     return how
 
