@@ -1,0 +1,155 @@
+"""Claude on Google Vertex AI, through the Anthropic SDK's own client (``AsyncAnthropicVertex``, the
+``[clouds]`` extra: google-auth).
+
+* Model: Vertex's own id (``claude-sonnet-5-5@20261001``). The SDK puts it in the path:
+  ``POST /v1/projects/{project}/locations/{region}/publishers/anthropic/models/{model}:rawPredict``.
+* Region: ``CLOUD_ML_REGION`` (``global``, ``us-east5``, ``europe-west1``...); project:
+  ``ANTHROPIC_VERTEX_PROJECT_ID``, else ``GOOGLE_CLOUD_PROJECT`` / ``GCLOUD_PROJECT`` (what
+  google-github-actions/auth exports), else the credentials' own project. Endpoint: the base
+  branch's ``providers.vertex.base_url``, else ``ANTHROPIC_VERTEX_BASE_URL``, else the SDK's host
+  for the region.
+* Credentials: an access token in ``GOOGLE_OAUTH_ACCESS_TOKEN``, else Google's Application Default
+  Credentials (``GOOGLE_APPLICATION_CREDENTIALS``: the file google-github-actions/auth writes for
+  Workload Identity Federation or a key; gcloud's own login; a VM's metadata server), sent as
+  ``Authorization: Bearer``. Never from needle.toml.
+* Counting (``tokenizer = "anthropic"``): Vertex's ``count-tokens:rawPredict``, through the SDK.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Mapping
+from types import SimpleNamespace
+from typing import Any
+
+import anthropic
+
+from needle_action.config import ProviderSettings
+from needle_action.errors import ProviderUnavailable
+from needle_action.providers import specs
+from needle_action.providers.cloud_claude import ClaudeCloudProvider, check_model_id, check_region
+from needle_action.providers.retry import Retry
+
+MODEL_ID_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._@-]{0,255}")
+EXAMPLE_ID = "claude-sonnet-5-5@20261001"
+SCOPE = "https://www.googleapis.com/auth/cloud-platform"
+TOKEN_ENV = "GOOGLE_OAUTH_ACCESS_TOKEN"  # noqa: S105 - the name of a variable, not a token
+CREDENTIALS_HINT = (
+    "in a workflow, run google-github-actions/auth before needle; locally, "
+    "`gcloud auth application-default login`; or export GOOGLE_OAUTH_ACCESS_TOKEN"
+)
+
+
+def client_options(model: str, settings: ProviderSettings, env: Mapping[str, str]) -> dict[str, Any]:
+    """The keyword arguments both Vertex clients get: region, project, endpoint and credentials
+    from the environment (the endpoint may also be the base branch's base_url)."""
+    check_model_id(model, provider="vertex", pattern=MODEL_ID_RE, example=EXAMPLE_ID)
+    region = check_region(specs.region("vertex", env), provider="vertex", variables="CLOUD_ML_REGION")
+    project = specs.first_set(specs.VERTEX_PROJECT_ENVS, env)
+    auth: dict[str, Any]
+    if env.get(TOKEN_ENV):
+        auth = {"access_token": env[TOKEN_ENV]}
+    else:
+        credentials, own_project = default_credentials()
+        auth = {"credentials": credentials}
+        project = project or own_project
+    if not project:
+        raise ProviderUnavailable(
+            "vertex: no Google Cloud project: ANTHROPIC_VERTEX_PROJECT_ID is not set",
+            hint="export ANTHROPIC_VERTEX_PROJECT_ID=... (or GOOGLE_CLOUD_PROJECT)",
+        )
+    return {
+        "region": region,
+        "project_id": project,
+        "base_url": specs.base_url("vertex", settings.base_url, env),
+        "timeout": settings.timeout_s,
+        **auth,
+    }
+
+
+def default_credentials() -> tuple[Any, str | None]:
+    """Google's Application Default Credentials and their project, loaded without a network call
+    (the token is fetched, and refreshed, by the SDK when a request needs it)."""
+    import google.auth  # the [clouds] extra; imported only when Vertex is used
+    import google.auth.exceptions
+
+    try:
+        credentials, project = google.auth.default(scopes=[SCOPE])
+    except google.auth.exceptions.GoogleAuthError as exc:
+        raise ProviderUnavailable(
+            f"vertex: no Google credentials ({type(exc).__name__})", hint=CREDENTIALS_HINT
+        ) from None
+    return credentials, project
+
+
+class VertexProvider(ClaudeCloudProvider):
+    name = "vertex"
+    credentials_hint = "check the Google credentials (" + CREDENTIALS_HINT + ")"
+
+    def __init__(self, model: str, settings: ProviderSettings | None = None, **retry_kw: Any) -> None:
+        super().__init__(model, settings, **retry_kw)
+        self._client = anthropic.AsyncAnthropicVertex(
+            **client_options(model, self.settings, os.environ), max_retries=0
+        )
+
+    def _error_type(self, headers: Mapping[str, str], body: object) -> str | None:
+        # Google's errors: {"error": {"code": 429, "message", "status": "RESOURCE_EXHAUSTED"}}, at times
+        # inside a list; Claude's own errors keep the Anthropic shape
+        if isinstance(body, list) and body:
+            body = body[0]
+        err = body.get("error") if isinstance(body, dict) else None
+        status = err.get("status") if isinstance(err, dict) else None
+        return status if isinstance(status, str) else super()._error_type(headers, body)
+
+    def _classify_credentials(self, exc: BaseException) -> Retry | BaseException:
+        import google.auth.exceptions
+
+        if isinstance(exc, google.auth.exceptions.TransportError):  # the token endpoint did not answer
+            return Retry("connection error (Google token)")
+        if isinstance(exc, google.auth.exceptions.GoogleAuthError):  # refused: retrying will not help
+            return ProviderUnavailable(
+                f"vertex: Google credentials failed ({type(exc).__name__}): {str(exc)[:200]}",
+                hint=CREDENTIALS_HINT,
+            )
+        return exc
+
+
+def count_client(model: str, settings: ProviderSettings) -> Any:
+    """A client whose ``messages.count_tokens`` counts through Vertex's ``count-tokens:rawPredict``
+    (the spec's ``count_client``: tokenizer = "anthropic" with provider = "vertex")."""
+    client = anthropic.AnthropicVertex(
+        **client_options(model, settings, os.environ), max_retries=settings.max_retries
+    )
+    return SimpleNamespace(messages=client.messages, where="Vertex AI")
+
+
+def credentials_check(env: Mapping[str, str]) -> tuple[bool, str, str | None]:
+    """``needle doctor``: the region's and the project's variables, the endpoint's, and which kind of
+    Google credentials were found (a token variable, or the kind of Application Default
+    Credentials: workload identity federation, a service account, a user, a VM), never a value."""
+    if not env.get("CLOUD_ML_REGION"):
+        return (
+            False,
+            "no region (CLOUD_ML_REGION unset)",
+            "export CLOUD_ML_REGION=global (or the model's region)",
+        )
+    project_var = next((n for n in specs.VERTEX_PROJECT_ENVS if env.get(n)), None)
+    where = "region from CLOUD_ML_REGION" + (f", project from {project_var}" if project_var else "")
+    if env.get("ANTHROPIC_VERTEX_BASE_URL"):
+        where += ", endpoint from ANTHROPIC_VERTEX_BASE_URL"
+    if env.get(TOKEN_ENV):
+        found = f"an access token in {TOKEN_ENV}"
+    else:
+        try:
+            credentials, own_project = default_credentials()
+        except ProviderUnavailable as exc:
+            return False, f"{where}; {exc.message.removeprefix('vertex: ')}", CREDENTIALS_HINT
+        except ImportError:
+            return False, f"{where}; google-auth is not installed", "pip install 'needle-action[clouds]'"
+        source = "GOOGLE_APPLICATION_CREDENTIALS" if env.get("GOOGLE_APPLICATION_CREDENTIALS") else "ADC"
+        found = f"Application Default Credentials ({type(credentials).__module__}, from {source})"
+        project_var = project_var or ("the credentials" if own_project else None)
+    if project_var is None:
+        return False, f"{where}; {found}; no project", "export ANTHROPIC_VERTEX_PROJECT_ID=..."
+    return True, f"{where}; {found}", None
