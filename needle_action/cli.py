@@ -535,16 +535,38 @@ def capture(
 
 
 @main.command()
+@click.option(
+    "--config",
+    "-c",
+    "config_path",
+    type=FILE,
+    default=None,
+    help="Threshold file whose clouds to check (default: needle.toml when there is one).",
+)
 @handle_errors
-def doctor() -> None:
+def doctor(config_path: Path | None) -> None:
     """Check this machine: Python, tokenizers, the embedded model (a tiny completion in a worker),
-    provider keys (never printed), git and the cache folder. Run it first when something fails."""
+    provider keys (never printed), the clouds the threshold file uses (their credentials by name),
+    git and the cache folder. Run it first when something fails."""
     checks = []
-    for check in run_checks():
+    for check in run_checks(_providers_used(config_path)):
         click.echo(format_line(check))
         sys.stdout.flush()
         checks.append(check)
     sys.exit(doctor_exit_code(checks))
+
+
+def _providers_used(config_path: Path | None) -> set[str]:
+    """The providers the threshold file's prompts use (none when it does not load: the doctor
+    checks the machine, a broken file is `needle budget`'s to report)."""
+    path = config_path or Path("needle.toml")
+    if config_path is None and not path.is_file():
+        return set()
+    try:
+        return {p.provider for p in load_config(path).prompts.values()}
+    except NeedleError as exc:
+        click.echo(f"warn  threshold file: {exc.message} (its clouds are not checked)")
+        return set()
 
 
 @main.command()

@@ -11,19 +11,24 @@ required check fails, else 0.
   CPU features; a build with the features behind the known AMX / AVX-512 crash is flagged with the
   exact reinstall command. The result refreshes the probe cache the first run consults.
 * Provider keys: which are set (never their values).
+* Clouds (Amazon Bedrock, Vertex AI, Azure OpenAI): for each cloud the threshold file's prompts use,
+  or whose variables are set, where the calls would go and how the credentials are found, by
+  variable names and the chain's own words (never a value). A cloud a prompt uses fails when its
+  region, project, endpoint or credentials are missing; one only set in the environment warns.
 * git: on the PATH (``--base-ref``, the action, the data branch need it).
 * The cache folders: writable.
 """
 
 from __future__ import annotations
 
+import importlib
 import importlib.util
 import os
 import shutil
 import subprocess
 import sys
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Collection, Iterator
 from dataclasses import dataclass
 from typing import Literal
 
@@ -116,10 +121,10 @@ def check_model() -> Check:
 
 
 def check_keys() -> Check:
-    """Which provider keys are set; never their values."""
+    """Which provider keys are set; never their values. (Clouds have their own lines.)"""
     parts, missing = [], []
     for name, spec in SPECS.items():
-        if not spec.key_envs:
+        if not spec.key_envs or spec.cloud:
             continue
         found = [env for env in spec.key_envs if os.environ.get(env)]
         if found:
@@ -129,6 +134,28 @@ def check_keys() -> Check:
             missing.append(f'export {spec.key_envs[0]}=... for provider = "{name}"')
     detail = "; ".join(parts) + " (the embedded model needs none)"
     return Check("provider keys", "ok", detail, "; ".join(missing) or None)
+
+
+def check_clouds(used: Collection[str] = ()) -> list[Check]:
+    """One line per cloud that USED (the threshold file's providers) names or whose variables are
+    set: where its calls go and how its credentials are found (names only)."""
+    out = []
+    for name, spec in SPECS.items():
+        in_env = any(os.environ.get(v) for v in spec.variables())
+        if spec.credentials_check and (name in used or in_env):
+            out.append(_cloud(name, spec.credentials_check, used=name in used))
+    return out
+
+
+def _cloud(name: str, check: str, *, used: bool) -> Check:
+    label = f"{name} ({'used by the threshold file' if used else 'its variables are set'})"
+    module, _, attr = check.partition(":")
+    try:
+        ok, detail, fix = getattr(importlib.import_module(module), attr)(os.environ)
+    except Exception as exc:  # noqa: BLE001 - the doctor reports, it does not crash
+        return Check(label, "fail", f"the check itself failed: {type(exc).__name__}")
+    status: Status = "ok" if ok else "fail" if used else "warn"
+    return Check(label, status, detail, fix)
 
 
 def check_git() -> Check:
@@ -168,8 +195,9 @@ def check_cache() -> Check:
 CHECKS = (check_python, check_tokenizers, check_model, check_keys, check_git, check_cache)
 
 
-def run_checks() -> Iterator[Check]:
-    """Every check, in order, as each finishes; a check that raises is reported as failed, never
+def run_checks(providers: Collection[str] = ()) -> Iterator[Check]:
+    """Every check, in order, as each finishes (PROVIDERS: those the threshold file uses, whose
+    clouds are checked even with nothing set); a check that raises is reported as failed, never
     as a traceback."""
     for check in CHECKS:
         try:
@@ -177,6 +205,7 @@ def run_checks() -> Iterator[Check]:
         except Exception as exc:  # noqa: BLE001 - the doctor reports, it does not crash
             name = check.__name__.removeprefix("check_")
             yield Check(name, "fail", f"the check itself failed: {type(exc).__name__}: {exc}")
+    yield from check_clouds(providers)
 
 
 def exit_code(checks: list[Check]) -> int:
