@@ -135,7 +135,7 @@ def test_builder_inputs_name_a_folder_in_the_workspace_and_a_file(tmp_path):
         ("INPUT_COMMENT", "perhaps", "true or false"),
         ("INPUT_SEED", "x", "whole number"),
         ("INPUT_TRIALS", "0", "at least 1"),
-        ("INPUT_PROVIDER", "bard", "anthropic, openai or local"),
+        ("INPUT_PROVIDER", "bard", "anthropic, openai, local, bedrock, vertex or azure"),
         ("INPUT_REQUESTS", "captured\x00", "NUL"),
     ],
 )
