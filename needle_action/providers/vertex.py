@@ -17,6 +17,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import re
 from collections.abc import Mapping
@@ -51,7 +52,7 @@ def client_options(model: str, settings: ProviderSettings, env: Mapping[str, str
     if env.get(TOKEN_ENV):
         auth = {"access_token": env[TOKEN_ENV]}
     else:
-        credentials, own_project = default_credentials()
+        credentials, own_project = default_credentials(env)
         auth = {"credentials": credentials}
         project = project or own_project
     if not project:
@@ -68,19 +69,58 @@ def client_options(model: str, settings: ProviderSettings, env: Mapping[str, str
     }
 
 
-def default_credentials() -> tuple[Any, str | None]:
+def credentials_file(env: Mapping[str, str]) -> str | None:
+    """The credentials file ``GOOGLE_APPLICATION_CREDENTIALS`` names, as this process sees it.
+
+    google-github-actions/auth writes it into the workspace and exports its path on the runner
+    (``/home/runner/work/REPO/REPO/gha-creds-<random>.json``); the action's container sees the
+    workspace at ``$GITHUB_WORKSPACE`` (``/github/workspace``), so a path that does not exist here is
+    looked up there by its file name, the one the auth step just wrote."""
+    path = env.get("GOOGLE_APPLICATION_CREDENTIALS")
+    if not path or os.path.exists(path):
+        return path or None
+    workspace = env.get("GITHUB_WORKSPACE")
+    name = os.path.basename(path)
+    moved = os.path.join(workspace, name) if workspace and name.startswith("gha-creds-") else None
+    return moved if moved and os.path.isfile(moved) else path
+
+
+def default_credentials(env: Mapping[str, str] | None = None) -> tuple[Any, str | None]:
     """Google's Application Default Credentials and their project, loaded without a network call
     (the token is fetched, and refreshed, by the SDK when a request needs it)."""
     import google.auth  # the [clouds] extra; imported only when Vertex is used
     import google.auth.exceptions
 
+    path = credentials_file(os.environ if env is None else env)
     try:
-        credentials, project = google.auth.default(scopes=[SCOPE])
-    except google.auth.exceptions.GoogleAuthError as exc:
+        return _from_file(path) if path else google.auth.default(scopes=[SCOPE])
+    except (google.auth.exceptions.GoogleAuthError, OSError, ValueError) as exc:
         raise ProviderUnavailable(
             f"vertex: no Google credentials ({type(exc).__name__})", hint=CREDENTIALS_HINT
         ) from None
-    return credentials, project
+
+
+def _from_file(path: str) -> tuple[Any, str | None]:
+    """The credentials of the file at PATH, by its type: a service account key, a user's login, or
+    Workload Identity Federation reading a token from a file or a URL (what the auth action
+    writes). Nothing else: a configuration that runs a program (``executable``) is refused, as is
+    any type this list does not name (google-auth's generic loader accepts them all)."""
+    from google.auth import identity_pool
+    from google.oauth2 import credentials as user_credentials
+    from google.oauth2 import service_account
+
+    with open(path, encoding="utf-8") as handle:
+        info = json.load(handle)
+    kind = info.get("type") if isinstance(info, dict) else None
+    if kind == "service_account":
+        key = service_account.Credentials.from_service_account_info(info, scopes=[SCOPE])  # type: ignore[no-untyped-call]
+        return key, info.get("project_id")
+    if kind == "authorized_user":
+        return user_credentials.Credentials.from_authorized_user_info(info, scopes=[SCOPE]), None  # type: ignore[no-untyped-call]
+    source = info.get("credential_source") if kind == "external_account" else None
+    if isinstance(source, dict) and ("file" in source or "url" in source) and "executable" not in source:
+        return identity_pool.Credentials.from_info(info, scopes=[SCOPE]), None  # type: ignore[no-untyped-call]
+    raise ValueError(f"credentials of type {kind!r} are not used")
 
 
 class VertexProvider(ClaudeCloudProvider):
@@ -142,7 +182,7 @@ def credentials_check(env: Mapping[str, str]) -> tuple[bool, str, str | None]:
         found = f"an access token in {TOKEN_ENV}"
     else:
         try:
-            credentials, own_project = default_credentials()
+            credentials, own_project = default_credentials(env)
         except ProviderUnavailable as exc:
             return False, f"{where}; {exc.message.removeprefix('vertex: ')}", CREDENTIALS_HINT
         except ImportError:

@@ -400,3 +400,40 @@ def test_azure_needs_an_endpoint_and_a_credential(monkeypatch):
         AzureProvider("gpt-4o")
     with pytest.raises(ConfigError, match="is not a model id"):
         AzureProvider("../deployments/other")
+
+
+def test_vertex_finds_the_auth_actions_file_in_the_containers_workspace(fake_vertex, monkeypatch, tmp_path):
+    """The Docker action sees the workspace at $GITHUB_WORKSPACE, not at the runner's path that
+    google-github-actions/auth exported: the file it wrote there is found by its name."""
+    from needle_action.providers.vertex import VertexProvider
+
+    workspace = tmp_path / "github-workspace"
+    workspace.mkdir()
+    token_file = tmp_path / "oidc-token"
+    token_file.write_text(fake_vertex.oidc_token)
+    name = "gha-creds-0123456789abcdef.json"
+    (workspace / name).write_text(json.dumps(fake_vertex.wif_credentials(str(token_file))))
+    monkeypatch.delenv("GOOGLE_OAUTH_ACCESS_TOKEN")
+    monkeypatch.setenv("GOOGLE_APPLICATION_CREDENTIALS", f"/home/runner/work/widgets/widgets/{name}")
+    monkeypatch.setenv("GITHUB_WORKSPACE", str(workspace))
+    assert complete(VertexProvider(VERTEX_ID), agent_prompt()).text
+    assert [r["path"] for r in fake_vertex.requests][0] == "/v1/token"
+    # a file name the auth action does not write is not looked up in the checkout
+    monkeypatch.setenv("GOOGLE_APPLICATION_CREDENTIALS", "/home/runner/work/widgets/widgets/creds.json")
+    (workspace / "creds.json").write_text(json.dumps(fake_vertex.wif_credentials(str(token_file))))
+    with pytest.raises(ProviderUnavailable, match="no Google credentials"):
+        VertexProvider(VERTEX_ID)
+
+
+def test_vertex_refuses_a_credentials_file_that_would_run_a_program(fake_vertex, monkeypatch, tmp_path):
+    from needle_action.providers.vertex import VertexProvider
+
+    creds = tmp_path / "creds.json"
+    info = fake_vertex.wif_credentials(str(tmp_path / "token"))
+    info["credential_source"] = {"executable": {"command": "/bin/sh -c 'env > /tmp/leak'"}}
+    creds.write_text(json.dumps(info))
+    monkeypatch.delenv("GOOGLE_OAUTH_ACCESS_TOKEN")
+    monkeypatch.setenv("GOOGLE_APPLICATION_CREDENTIALS", str(creds))
+    with pytest.raises(ProviderUnavailable, match="no Google credentials"):
+        VertexProvider(VERTEX_ID)
+    assert fake_vertex.requests == []
