@@ -417,7 +417,7 @@ def test_vertex_finds_the_auth_actions_file_in_the_containers_workspace(fake_ver
     monkeypatch.setenv("GOOGLE_APPLICATION_CREDENTIALS", f"/home/runner/work/widgets/widgets/{name}")
     monkeypatch.setenv("GITHUB_WORKSPACE", str(workspace))
     assert complete(VertexProvider(VERTEX_ID), agent_prompt()).text
-    assert [r["path"] for r in fake_vertex.requests][0] == "/v1/token"
+    assert fake_vertex.requests[0]["path"] == "/v1/token"
     # a file name the auth action does not write is not looked up in the checkout
     monkeypatch.setenv("GOOGLE_APPLICATION_CREDENTIALS", "/home/runner/work/widgets/widgets/creds.json")
     (workspace / "creds.json").write_text(json.dumps(fake_vertex.wif_credentials(str(token_file))))
