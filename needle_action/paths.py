@@ -21,6 +21,7 @@ Bottom of the import graph: standard library and :mod:`needle_action.errors` onl
 from __future__ import annotations
 
 import errno
+import fnmatch
 import os
 import re
 import stat
@@ -35,6 +36,11 @@ EscapeKind = Literal["absolute", "parent", "unresolvable", "outside", "hidden", 
 # never readable by templates, whatever an allow-list says: actions/checkout persists the token in
 # .git/config, and the object store holds every version of every file
 NEVER_VISIBLE = frozenset({".git"})
+# Files a cloud's GitHub login action writes into the workspace, that is, into the checkout a pull
+# request's templates, fixtures and globs read: google-github-actions/auth's credentials file
+# (a key, or a token request for Workload Identity Federation). Never prompt material, whatever
+# [files] allow_hidden says: a PR's `fixtures = ["*.json"]` would otherwise put it in a prompt.
+NEVER_READ = ("gha-creds-*.json",)
 
 _DRIVE = re.compile(r"^[A-Za-z]:")
 
@@ -136,8 +142,12 @@ def _allowed(rel: str, allow: Sequence[str]) -> bool:
 def check_visible(root: Path, path: Path, allow: Sequence[str] = ()) -> None:
     """Refuse PATH when, below ROOT, it passes through a hidden file or folder (a name starting with
     ``.``), as written or with symlinks resolved, unless an ALLOW entry (a path relative to ROOT)
-    covers it. ``.git`` is refused even when allowed. Raises ``PathEscape("hidden")``."""
+    covers it. ``.git`` and a cloud login's credentials file (:data:`NEVER_READ`) are refused even
+    when allowed. Raises ``PathEscape("hidden")``."""
     for rel in (_below(root.absolute(), path.absolute()), relative_path(root, path, resolved=True)):
+        parts = PurePosixPath(rel or "").parts
+        if any(fnmatch.fnmatchcase(part, pattern) for part in parts for pattern in NEVER_READ):
+            raise PathEscape("hidden")  # a credentials file: refused like .git, never allowed
         hidden = _hidden_parts(rel)
         if not hidden:
             continue
@@ -212,12 +222,13 @@ ESCAPE_REASONS: dict[str, str] = {
     "parent": "'..' is not allowed",
     "unresolvable": "the path cannot be resolved (symlink loop?)",
     "outside": "it resolves (through a symlink) outside the folder of the threshold file",
-    "hidden": "hidden files and folders (.git/, .github/, .env, ...) are off limits to templates",
+    "hidden": "hidden files and folders (.git/, .github/, .env, ...) and cloud login credentials "
+    "(gha-creds-*.json) are off limits to templates",
     "invalid": "the path contains a NUL character",
 }
 HIDDEN_HINT = (
     "move the file out of the hidden folder, or list its folder in [files] allow_hidden of the "
-    "threshold file (on the base branch, for pull requests); .git is never readable"
+    "threshold file (on the base branch, for pull requests); .git and gha-creds-*.json are never readable"
 )
 
 

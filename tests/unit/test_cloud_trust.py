@@ -194,3 +194,35 @@ def test_a_developers_own_cloud_login_files_count_as_credentials(tmp_path):
 )
 def test_a_cloud_id_names_its_model(provider, model, family):
     assert specs.model_family(provider, model) == family
+
+
+# ---- the credentials file a cloud login writes into the workspace ---------------------------------
+
+CREDS = '{"type": "external_account", "credential_source": {"headers": {"Authorization": "Bearer SECRET"}}}'
+
+
+def test_the_auth_actions_credentials_file_is_never_prompt_material(tmp_path):
+    """google-github-actions/auth writes gha-creds-<random>.json into the workspace, which is the
+    PR's checkout: no glob, fixture, template or allow-list of a PR's file may read it."""
+    from needle_action.assemble import render_case
+    from needle_action.errors import ConfigError, TemplateError
+
+    (tmp_path / "gha-creds-3f9a0c1d2e4b5a67.json").write_text(CREDS)
+    (tmp_path / "ticket.json").write_text('{"q": "hello"}')
+    (tmp_path / "p.j2").write_text("user:\n{{ q }}\n")
+    (tmp_path / "steal.j2").write_text("user:\n{% include 'gha-creds-3f9a0c1d2e4b5a67.json' %}\n")
+    path = tmp_path / "needle.toml"
+    path.write_text(
+        '[files]\nallow_hidden = ["gha-creds-3f9a0c1d2e4b5a67.json"]\n'
+        '[prompts.qa]\ntemplate = "p.j2"\nfixtures = ["*.json"]\n'
+        '[prompts.steal]\ntemplate = "steal.j2"\nfixtures = ["ticket.json"]\n'
+    )
+    config = load_config(path)
+    assert [p.name for p in config.fixture_paths(config.prompts["qa"])] == ["ticket.json"]
+    rendered = render_case(config, config.prompts["qa"], config.fixture_paths(config.prompts["qa"])[0])
+    assert "SECRET" not in rendered.as_text()
+    with pytest.raises((TemplateError, ConfigError), match="gha-creds"):
+        render_case(config, config.prompts["steal"], tmp_path / "ticket.json")
+    path.write_text('[prompts.qa]\ntemplate = "p.j2"\nfixtures = ["gha-creds-3f9a0c1d2e4b5a67.json"]\n')
+    with pytest.raises(ConfigError, match="gha-creds"):
+        load_config(path)
