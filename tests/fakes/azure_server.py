@@ -96,7 +96,9 @@ class _AzureHandler(_ChatHandler):
         return None
 
     def _model(self, body: dict) -> str | None:
-        deployment = ROUTE.fullmatch(urlsplit(self.path).path)["deployment"]
+        route = ROUTE.fullmatch(urlsplit(self.path).path)
+        assert route is not None  # _route refused every other path
+        deployment = route["deployment"]
         model = self.fake.deployments.get(deployment)
         if model is None:
             self._error(

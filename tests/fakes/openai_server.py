@@ -189,8 +189,8 @@ def chat_problem(body: dict) -> str | None:
         for call in message.get("tool_calls") or []:
             arguments = (call.get("function") or {}).get("arguments") if isinstance(call, dict) else None
             try:
-                json.loads(arguments)
-            except (TypeError, ValueError):
+                json.loads(arguments if isinstance(arguments, str) else "")
+            except ValueError:
                 return f"Invalid value at messages[{i}].tool_calls: arguments must be a JSON string."
             called.add(call.get("id"))
         if message["role"] == "tool" and message.get("tool_call_id") not in called:

@@ -76,7 +76,13 @@ def _secrets(env: dict) -> list[str]:
 
 
 def _run(
-    tmp_path, base_config: str, change: Callable[[str], object], cloud_env: dict, calls, *, code: int = 0
+    tmp_path,
+    base_config: str,
+    change: Callable[[str], Callable[[Path], object]],
+    cloud_env: dict,
+    calls,
+    *,
+    code: int = 0,
 ) -> None:
     """One action run: the base on its cloud, the PR's CHANGE (given the attacker's URL); CALLS()
     counts the cloud's model calls. CODE 2: the PR's model is no id of the base's cloud, a config
