@@ -88,3 +88,17 @@ def test_a_cloud_only_half_set_in_the_environment_warns(clean_env, tmp_path):
 def test_unused_and_unset_clouds_print_nothing_and_keys_leave_them_out(clean_env):
     assert check_clouds() == []
     assert "bedrock" not in check_keys().detail
+
+
+def test_the_doctor_reads_which_providers_the_threshold_file_uses(tmp_path, capsys):
+    from needle_action.cli import _providers_used
+
+    (tmp_path / "p.j2").write_text("user:\nhi\n")
+    cfg = tmp_path / "needle.toml"
+    cfg.write_text(
+        '[defaults]\nprovider = "vertex"\n[prompts.a]\ntemplate = "p.j2"\n[prompts.b]\ntemplate = "p.j2"\nprovider = "azure"\n'
+    )
+    assert _providers_used(cfg) == {"vertex", "azure"}
+    cfg.write_text('[prompts.a]\ntemplate = "missing.j2"\n')
+    assert _providers_used(cfg) == set()
+    assert "its clouds are not checked" in capsys.readouterr().out
