@@ -35,7 +35,12 @@ from needle_action.config import ProviderSettings
 from needle_action.dataformats import JSON
 from needle_action.errors import ProviderUnavailable
 from needle_action.providers import specs
-from needle_action.providers.cloud_claude import ClaudeCloudProvider, check_model_id, check_region
+from needle_action.providers.cloud_claude import (
+    ClaudeCloudProvider,
+    check_model_id,
+    check_region,
+    require_extra,
+)
 from needle_action.providers.retry import Retry
 
 # a foundation model id, an inference profile id or an ARN of either: what Bedrock accepts as modelId
@@ -69,6 +74,7 @@ def check_credentials(region: str, env: Mapping[str, str]) -> None:
     identity token or a role lazily: nothing is called here)."""
     if env.get("AWS_BEARER_TOKEN_BEDROCK"):
         return
+    require_extra("boto3", provider="bedrock")  # the SDK signs with botocore: no key goes without it
     import boto3  # the [clouds] extra; imported only when Bedrock is used
     import botocore.exceptions
 
@@ -163,9 +169,11 @@ def credentials_check(env: Mapping[str, str]) -> tuple[bool, str, str | None]:
     if env.get("AWS_BEARER_TOKEN_BEDROCK"):
         return True, f"{where}; a Bedrock API key in AWS_BEARER_TOKEN_BEDROCK", None
     try:
-        import boto3
-    except ImportError:
-        return False, f"{where}; boto3 is not installed", "pip install 'needle-action[clouds]'"
+        require_extra("boto3", provider="bedrock")
+    except ProviderUnavailable as exc:
+        return False, f"{where}; boto3 is not installed", exc.hint
+    import boto3
+
     try:
         found = boto3.Session(region_name=env[region_var]).get_credentials()
     except Exception as exc:  # noqa: BLE001 - the doctor reports what the chain says, whatever it is

@@ -18,6 +18,7 @@ refuse dot segments; refusing it here says why, once, instead of a retried ``Val
 
 from __future__ import annotations
 
+import importlib.util
 import re
 from collections.abc import Mapping
 from typing import Any
@@ -56,6 +57,17 @@ def check_region(region: str | None, *, provider: str, variables: str) -> str:
             hint="a region is lower-case letters, digits and hyphens, like us-east-1 or europe-west4",
         )
     return region
+
+
+def require_extra(module: str, *, provider: str) -> None:
+    """ProviderUnavailable, with the install command, when MODULE (of the ``[clouds]`` extra) is
+    missing: the SDK would raise its own error in the middle of the first request instead."""
+    top = module.partition(".")[0]
+    if importlib.util.find_spec(top) is None or importlib.util.find_spec(module) is None:
+        raise ProviderUnavailable(
+            f"{provider}: {module} is not installed",
+            hint="pip install 'needle-action[clouds]' (the action's image has it)",
+        )
 
 
 def check_model_id(model: str, *, provider: str, pattern: re.Pattern[str], example: str) -> str:

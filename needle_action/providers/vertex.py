@@ -29,7 +29,12 @@ import anthropic
 from needle_action.config import ProviderSettings
 from needle_action.errors import ProviderUnavailable
 from needle_action.providers import specs
-from needle_action.providers.cloud_claude import ClaudeCloudProvider, check_model_id, check_region
+from needle_action.providers.cloud_claude import (
+    ClaudeCloudProvider,
+    check_model_id,
+    check_region,
+    require_extra,
+)
 from needle_action.providers.retry import Retry
 
 MODEL_ID_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._@-]{0,255}")
@@ -88,6 +93,7 @@ def credentials_file(env: Mapping[str, str]) -> str | None:
 def default_credentials(env: Mapping[str, str] | None = None) -> tuple[Any, str | None]:
     """Google's Application Default Credentials and their project, loaded without a network call
     (the token is fetched, and refreshed, by the SDK when a request needs it)."""
+    require_extra("google.auth", provider="vertex")
     import google.auth  # the [clouds] extra; imported only when Vertex is used
     import google.auth.exceptions
 
@@ -183,10 +189,8 @@ def credentials_check(env: Mapping[str, str]) -> tuple[bool, str, str | None]:
     else:
         try:
             credentials, own_project = default_credentials(env)
-        except ProviderUnavailable as exc:
-            return False, f"{where}; {exc.message.removeprefix('vertex: ')}", CREDENTIALS_HINT
-        except ImportError:
-            return False, f"{where}; google-auth is not installed", "pip install 'needle-action[clouds]'"
+        except ProviderUnavailable as exc:  # no credentials, or no google-auth (the hint says which)
+            return False, f"{where}; {exc.message.removeprefix('vertex: ')}", exc.hint or CREDENTIALS_HINT
         source = "GOOGLE_APPLICATION_CREDENTIALS" if env.get("GOOGLE_APPLICATION_CREDENTIALS") else "ADC"
         found = f"Application Default Credentials ({type(credentials).__module__}, from {source})"
         project_var = project_var or ("the credentials" if own_project else None)

@@ -437,3 +437,15 @@ def test_vertex_refuses_a_credentials_file_that_would_run_a_program(fake_vertex,
     with pytest.raises(ProviderUnavailable, match="no Google credentials"):
         VertexProvider(VERTEX_ID)
     assert fake_vertex.requests == []
+
+
+def test_without_the_clouds_extra_the_install_command_is_named(fake_bedrock, monkeypatch):
+    import importlib.util
+
+    from needle_action.providers.bedrock import BedrockProvider
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "boto3" else real(name, *a))
+    with pytest.raises(ProviderUnavailable, match="boto3 is not installed") as info:
+        BedrockProvider(BEDROCK_ID)
+    assert "needle-action[clouds]" in (info.value.hint or "")
