@@ -126,7 +126,9 @@ SPECS: dict[str, ProviderSpec] = {
         key_envs=GOOGLE_CREDENTIAL_ENVS,
         base_url_env="ANTHROPIC_VERTEX_BASE_URL",
         official_url="https://{region}-aiplatform.googleapis.com/v1",
-        place_envs=(VERTEX_REGION_ENVS, VERTEX_PROJECT_ENVS),
+        # the project may also come from the credentials (a service account key): the provider says
+        # when neither names one
+        place_envs=(VERTEX_REGION_ENVS,),
         credential_chain="google",
         count_client="needle_action.providers.vertex:count_client",
         family_pattern=r"(?P<family>[^@]+)(?:@.+)?",  # "claude-sonnet-5-5@20261001"

@@ -137,7 +137,7 @@ def test_cloud_endpoints_follow_the_sdks_rules():
         ("bedrock", {"AWS_DEFAULT_REGION": "us-east-1", "AWS_BEARER_TOKEN_BEDROCK": "x"}, None),
         ("bedrock", {"AWS_REGION": "us-east-1", "AWS_WEB_IDENTITY_TOKEN_FILE": "/t"}, None),
         ("vertex", {"GOOGLE_CLOUD_PROJECT": "p"}, "CLOUD_ML_REGION"),
-        ("vertex", {"CLOUD_ML_REGION": "global"}, "ANTHROPIC_VERTEX_PROJECT_ID"),
+        ("vertex", {"CLOUD_ML_REGION": "global"}, "GOOGLE_APPLICATION_CREDENTIALS"),
         ("vertex", {"CLOUD_ML_REGION": "global", "GCLOUD_PROJECT": "p"}, "GOOGLE_APPLICATION_CREDENTIALS"),
         (
             "vertex",
