@@ -445,7 +445,9 @@ def test_without_the_clouds_extra_the_install_command_is_named(fake_bedrock, mon
     from needle_action.providers.bedrock import BedrockProvider
 
     real = importlib.util.find_spec
-    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "boto3" else real(name, *a))
+    monkeypatch.setattr(
+        importlib.util, "find_spec", lambda name, *a: None if name == "boto3" else real(name, *a)
+    )
     with pytest.raises(ProviderUnavailable, match="boto3 is not installed") as info:
         BedrockProvider(BEDROCK_ID)
     assert "needle-action[clouds]" in (info.value.hint or "")
