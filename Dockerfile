@@ -2,7 +2,7 @@
 # the seconds go, and why the action runs as root. Releases publish it pre-built to GHCR
 # (.github/workflows/release.yml), so users pull it instead of building it on every job.
 #
-#   docker build -t needle-action .                                 # default: tiktoken + API providers
+#   docker build -t needle-action .                                 # default: tiktoken + API providers + clouds
 #   docker build --build-arg NEEDLE_EXTRAS=local -t needle-action . # + embedded Gemma (compiles llama.cpp, ~7 min)
 #
 # One stage, on purpose: a two-stage variant spent over two more minutes on its second apt run and

@@ -14,6 +14,8 @@ from needle_action.tokens import tiktoken_cache
 # to every test without an import; a fixture added to one of these modules is too.
 pytest_plugins = [
     "tests.fakes.anthropic_server",
+    "tests.fakes.bedrock_server",
+    "tests.fakes.vertex_server",
     "tests.fakes.github_server",
     "tests.fakes.openai_server",
     "tests.fakes.simulated_model",

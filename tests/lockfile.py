@@ -14,7 +14,11 @@ REQUIREMENTS = ROOT / "requirements"
 PIN = re.compile(r"^(?P<name>[A-Za-z0-9][A-Za-z0-9._-]*)==(?P<version>[^\s;\\]+)")
 
 # lock file -> the extras of pyproject it resolves (beside [project].dependencies)
-LOCKS = {"runtime.txt": (), "runtime-local.txt": ("local",), "dev.txt": ("local", "dev")}
+LOCKS = {
+    "runtime.txt": ("clouds",),
+    "runtime-local.txt": ("clouds", "local"),
+    "dev.txt": ("clouds", "local", "dev"),
+}
 
 
 def pins(lock: Path) -> dict[str, str]:

@@ -18,8 +18,11 @@ from functools import partial
 from pathlib import Path
 from typing import TextIO
 
-# env vars whose values are secrets we may hold (provider keys, tokens)
-_SECRET_NAME = re.compile(r"(?i)(^|_)(API_?KEY|TOKEN|SECRET|PASSWORD)$|^INPUT_GITHUB-TOKEN$")
+# env vars whose values are secrets we may hold (provider keys, tokens; AWS's secret access key and
+# Bedrock API key, whose names end otherwise)
+_SECRET_NAME = re.compile(
+    r"(?i)(^|_)(API_?KEY|TOKEN|SECRET|PASSWORD|SECRET_ACCESS_KEY)$|^INPUT_GITHUB-TOKEN$|^AWS_BEARER_TOKEN_BEDROCK$"
+)
 
 
 def escape_data(value: object) -> str:

@@ -11,6 +11,10 @@ required check fails, else 0.
   CPU features; a build with the features behind the known AMX / AVX-512 crash is flagged with the
   exact reinstall command. The result refreshes the probe cache the first run consults.
 * Provider keys: which are set (never their values).
+* Clouds (Amazon Bedrock, Vertex AI, Azure OpenAI): for each cloud the threshold file's prompts use,
+  or whose variables are set, where the calls would go and how the credentials are found, by
+  variable names and the chain's own words (never a value). A cloud a prompt uses fails when its
+  region, project, endpoint or credentials are missing; one only set in the environment warns.
 * git: on the PATH (``--base-ref``, the action, the data branch need it).
 * The cache folders: writable.
 * Builders: the network guard their worker takes (seccomp, Landlock, a network namespace), or why
@@ -19,18 +23,21 @@ required check fails, else 0.
 
 from __future__ import annotations
 
+import importlib
 import importlib.util
 import shutil
 import subprocess
 import sys
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Collection, Iterator
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Literal
 
 import click
 
-from needle_action.cli.common import handle_errors
+from needle_action.cli.common import FILE, handle_errors
+from needle_action.config.loader import load_config
 from needle_action.core import environment
 from needle_action.core.errors import NeedleError
 from needle_action.providers.local import model as local_model
@@ -121,10 +128,10 @@ def check_model() -> Check:
 
 
 def check_keys() -> Check:
-    """Which provider keys are set; never their values."""
+    """Which provider keys are set; never their values. (Clouds have their own lines.)"""
     parts, missing = [], []
     for name, spec in SPECS.items():
-        if not spec.key_envs:
+        if not spec.key_envs or spec.cloud:
             continue
         found = [env for env in spec.key_envs if environment.value(env)]
         if found:
@@ -134,6 +141,28 @@ def check_keys() -> Check:
             missing.append(f'export {spec.key_envs[0]}=... for provider = "{name}"')
     detail = "; ".join(parts) + " (the embedded model needs none)"
     return Check("provider keys", "ok", detail, "; ".join(missing) or None)
+
+
+def check_clouds(used: Collection[str] = ()) -> list[Check]:
+    """One line per cloud that USED (the threshold file's providers) names or whose variables are
+    set: where its calls go and how its credentials are found (names only)."""
+    out = []
+    for name, spec in SPECS.items():
+        in_env = any(environment.value(v) for v in spec.variables())
+        if spec.credentials_check and (name in used or in_env):
+            out.append(_cloud(name, spec.credentials_check, used=name in used))
+    return out
+
+
+def _cloud(name: str, check: str, *, used: bool) -> Check:
+    label = f"{name} ({'used by the threshold file' if used else 'its variables are set'})"
+    module, _, attr = check.partition(":")
+    try:
+        ok, detail, fix = getattr(importlib.import_module(module), attr)(environment.process())
+    except Exception as exc:  # noqa: BLE001 - the doctor reports, it does not crash
+        return Check(label, "fail", f"the check itself failed: {type(exc).__name__}")
+    status: Status = "ok" if ok else "fail" if used else "warn"
+    return Check(label, status, detail, fix)
 
 
 def check_git() -> Check:
@@ -195,8 +224,9 @@ def check_builders() -> Check:
 CHECKS = (check_python, check_tokenizers, check_model, check_keys, check_git, check_cache, check_builders)
 
 
-def run_checks() -> Iterator[Check]:
-    """Every check, in order, as each finishes; a check that raises is reported as failed, never
+def run_checks(providers: Collection[str] = ()) -> Iterator[Check]:
+    """Every check, in order, as each finishes (PROVIDERS: those the threshold file uses, whose
+    clouds are checked even with nothing set); a check that raises is reported as failed, never
     as a traceback."""
     for check in CHECKS:
         try:
@@ -204,6 +234,7 @@ def run_checks() -> Iterator[Check]:
         except Exception as exc:  # noqa: BLE001 - the doctor reports, it does not crash
             name = check.__name__.removeprefix("check_")
             yield Check(name, "fail", f"the check itself failed: {type(exc).__name__}: {exc}")
+    yield from check_clouds(providers)
 
 
 def exit_code(checks: list[Check]) -> int:
@@ -221,13 +252,35 @@ def format_line(check: Check) -> str:
 
 
 @click.command()
+@click.option(
+    "--config",
+    "-c",
+    "config_path",
+    type=FILE,
+    default=None,
+    help="Threshold file whose clouds to check (default: needle.toml when there is one).",
+)
 @handle_errors
-def doctor() -> None:
+def doctor(config_path: Path | None) -> None:
     """Check this machine: Python, tokenizers, the embedded model (a tiny completion in a worker),
-    provider keys (never printed), git and the cache folder. Run it first when something fails."""
+    provider keys (never printed), the clouds the threshold file uses (their credentials by name),
+    git and the cache folder. Run it first when something fails."""
     checks = []
-    for check in run_checks():
+    for check in run_checks(_providers_used(config_path)):
         click.echo(format_line(check))
         sys.stdout.flush()
         checks.append(check)
     sys.exit(exit_code(checks))
+
+
+def _providers_used(config_path: Path | None) -> set[str]:
+    """The providers the threshold file's prompts use (none when it does not load: the doctor
+    checks the machine, a broken file is `needle budget`'s to report)."""
+    path = config_path or Path("needle.toml")
+    if config_path is None and not path.is_file():
+        return set()
+    try:
+        return {p.provider for p in load_config(path).prompts.values()}
+    except NeedleError as exc:
+        click.echo(f"warn  threshold file: {exc.message} (its clouds are not checked)")
+        return set()

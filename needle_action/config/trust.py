@@ -29,6 +29,13 @@ With no trusted file (the PR that adopts needle) the PR's policy applies, but en
 credentials still do not: every ``providers`` table is dropped, so keys go only to each provider's
 official API or to the URL the workflow's environment sets.
 
+The clouds (``bedrock``, ``vertex``, ``azure``) follow the same rule and add nothing a file can set:
+their credentials, region and project are read from the environment the workflow's cloud login
+leaves (never from needle.toml), their endpoint from the base's ``providers.NAME.base_url`` or the
+SDK's variable. What stays the PR's is the model id, which a cloud puts in the URL's path: the
+providers refuse an id that is not one (a ``/`` segment of ``..``, a ``?``) before any call
+(``providers/cloud_claude.check_model_id``), so it can choose the model, never the host or route.
+
 Pure functions of two :class:`~needle_action.config.model.Config` objects; the CLI's own runs never
 call this (a developer trusts their own file).
 """

@@ -9,8 +9,9 @@ from __future__ import annotations
 import typing
 from typing import Literal
 
-# model providers; what each needs (key variables, endpoint, class) is providers/specs.py's table
-ProviderName = Literal["anthropic", "openai", "local"]
+# model providers; what each needs (key variables, endpoint, class) is providers/specs.py's table.
+# bedrock and vertex serve Claude, azure serves OpenAI's models, each in the team's own cloud account
+ProviderName = Literal["anthropic", "openai", "local", "bedrock", "vertex", "azure"]
 PROVIDER_NAMES: tuple[ProviderName, ...] = typing.get_args(ProviderName)
 
 # request parameters each API knows (sent as written either way: an unknown one gets a warning, the

@@ -9,6 +9,7 @@ never. :class:`Workspace` holds the folder and that list, built once when the th
 
 from __future__ import annotations
 
+import fnmatch
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
@@ -26,6 +27,11 @@ from needle_action.core.paths import (
 # never readable by templates, whatever an allow-list says: actions/checkout persists the token in
 # .git/config, and the object store holds every version of every file
 NEVER_VISIBLE = frozenset({".git"})
+# Files a cloud's GitHub login action writes into the workspace, that is, into the checkout a pull
+# request's templates, fixtures and globs read: google-github-actions/auth's credentials file
+# (a key, or a token request for Workload Identity Federation). Never prompt material, whatever
+# [files] allow_hidden says: a PR's `fixtures = ["*.json"]` would otherwise put it in a prompt.
+NEVER_READ = ("gha-creds-*.json",)
 
 
 def _hidden_parts(rel: str | None) -> list[str]:
@@ -45,8 +51,12 @@ def _allowed(rel: str, allow: Sequence[str]) -> bool:
 def _check_visible(root: Path, path: Path, allow: Sequence[str] = ()) -> None:
     """Refuse PATH when, below ROOT, it passes through a hidden file or folder (a name starting with
     ``.``), as written or with symlinks resolved, unless an ALLOW entry (a path relative to ROOT)
-    covers it. ``.git`` is refused even when allowed. Raises ``PathEscape("hidden")``."""
+    covers it. ``.git`` and a cloud login's credentials file (:data:`NEVER_READ`) are refused even
+    when allowed. Raises ``PathEscape("hidden")``."""
     for rel in (_below(root.absolute(), path.absolute()), relative_path(root, path, resolved=True)):
+        parts = PurePosixPath(rel or "").parts
+        if any(fnmatch.fnmatchcase(part, pattern) for part in parts for pattern in NEVER_READ):
+            raise PathEscape("hidden")  # a credentials file: refused like .git, never allowed
         hidden = _hidden_parts(rel)
         if not hidden:
             continue
@@ -172,4 +182,4 @@ class Workspace:
         return cls(Path(data[0]), tuple(data[1]))
 
 
-__all__ = ["ESCAPE_REASONS", "HIDDEN_HINT", "NEVER_VISIBLE", "Workspace"]
+__all__ = ["ESCAPE_REASONS", "HIDDEN_HINT", "NEVER_READ", "NEVER_VISIBLE", "Workspace"]

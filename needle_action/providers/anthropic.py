@@ -9,7 +9,7 @@
 * The SDK's own retries are off; :mod:`needle_action.providers.retry` does it, counted, and every
   attempt passes the adaptive rate gate (:mod:`needle_action.providers.ratelimit`), which reads the
   ``anthropic-ratelimit-*`` headers of every answer.
-* The request is the prompt's own body (``RenderedPrompt.to_anthropic_body``): system blocks, tools,
+* The request is the prompt's own body (``request.wire.anthropic_body``): system blocks, tools,
   tool_choice, request parameters and content blocks (tool_use, tool_result, document, image) as
   the application sends them.
 * Prompt caching: the caller's :class:`Breakpoint` s split the text into content blocks, and those

@@ -5,7 +5,7 @@
   self-hosted server (a placeholder is sent, as those servers ignore it).
 * Sampling: nothing is sent to OpenAI's API (its reasoning models refuse ``temperature``); to a
   self-hosted server we send ``temperature=0`` so the open model decodes greedily and runs repeat.
-* The request is the prompt's own chat body (``RenderedPrompt.to_openai_body``): its tools as
+* The request is the prompt's own chat body (``request.wire.openai_body``): its tools as
   functions, assistant ``tool_calls``, ``role: "tool"`` messages and its parameters. A reply that
   calls a tool comes back as ``Completion.tool_call`` (recall scores it as a miss of its own kind).
 * ``max_completion_tokens`` for OpenAI (``max_tokens`` is deprecated there and refused by o-series
@@ -84,7 +84,7 @@ class OpenAICompatProvider(RetryingProvider):
         )
 
     def build_request(self, prompt: RenderedPrompt, max_output_tokens: int) -> JSON:
-        """The chat body (``RenderedPrompt.to_openai_body``: tools as functions, assistant
+        """The chat body (``request.wire.openai_body``: tools as functions, assistant
         ``tool_calls``, ``role: "tool"`` messages, the prompt's parameters), with the token limit
         under the name this server takes and, for a self-hosted server, greedy decoding."""
         if not any(m.role == "user" for m in prompt.messages):

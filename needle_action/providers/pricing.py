@@ -8,15 +8,24 @@ Prompt caching and batches are priced here too, from the same table: tokens writ
 cost ``cache_write`` x the input price, tokens read from it ``cache_read`` x, and the batch API
 multiplies everything by ``batch``. :class:`Usage` adds those counts up and says what they would
 have cost without the cache.
+
+A cloud's own model id is priced as the model it names (``specs.model_family``: Bedrock's
+``global.anthropic.claude-sonnet-5-5-v1:0`` as ``claude-sonnet-5-5``, an Azure deployment named
+after its model as that model), times the cloud's ``regional`` multiplier (``[providers.NAME]``)
+when the call goes to a regional endpoint (``specs.regional``).
 """
 
 from __future__ import annotations
 
 import tomllib
-from dataclasses import dataclass, field
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
 from functools import lru_cache
 from importlib import resources
 from typing import Any
+
+from needle_action.core import environment
+from needle_action.providers import specs
 
 LOCAL = "local"
 
@@ -89,18 +98,48 @@ def _entry(defaults: dict[str, Any], entry: dict[str, Any]) -> Price:
 
 
 @lru_cache(maxsize=1)
+def _data() -> dict[str, Any]:
+    return tomllib.loads((resources.files("needle_action") / "data" / "prices.toml").read_text("utf-8"))
+
+
+@lru_cache(maxsize=1)
 def price_table() -> dict[str, Price]:
     """Every model of prices.toml, its [defaults] filled in."""
-    data = tomllib.loads((resources.files("needle_action") / "data" / "prices.toml").read_text("utf-8"))
+    data = _data()
     defaults = data.get("defaults", {})
     return {name: _entry(defaults, entry) for name, entry in data.get("models", {}).items()}
 
 
-def price_of(model: str, provider: str | None = None) -> Price | None:
-    """The price for ``model``; every model of the ``local`` provider is free; unknown -> None."""
+def regional_multiplier(provider: str) -> float:
+    """What a regional endpoint of PROVIDER costs against its global one (prices.toml)."""
+    return float(_data().get("providers", {}).get(provider, {}).get("regional", 1.0))
+
+
+def price_of(model: str, provider: str | None = None, env: Mapping[str, str] | None = None) -> Price | None:
+    """The price for ``model``; every model of the ``local`` provider is free; unknown -> None. A
+    cloud's id is priced as the model it names, regional endpoints at the cloud's premium (ENV:
+    where the region is read from, default this process's environment)."""
     table = price_table()
     if provider == LOCAL:
         return table.get(LOCAL, Price(0.0, 0.0))
+    known = provider in specs.SPECS
+    price = _lookup(table, specs.model_family(provider, model) if known and provider else model)
+    if (
+        price is not None
+        and known
+        and provider
+        and specs.regional(provider, model, env or environment.process())
+    ):
+        factor = regional_multiplier(provider)
+        price = replace(
+            price,
+            input_per_mtok=price.input_per_mtok * factor,
+            output_per_mtok=price.output_per_mtok * factor,
+        )
+    return price
+
+
+def _lookup(table: dict[str, Price], model: str) -> Price | None:
     if model in table:
         return table[model]
     # prefix entries ("gpt-4o*") and dated snapshots ("claude-haiku-5-5-20261001")

@@ -1,15 +1,22 @@
 """Exact counts from Anthropic's ``messages.count_tokens``: the whole request body as the provider
 sends it (system blocks, tools and tool_choice, content blocks with documents and images,
 ``thinking`` / ``output_config``), so the count covers every input token the request is billed for.
+
+The count goes through the prompt's own provider when its spec has a ``count_client`` (Claude on
+Amazon Bedrock: CountTokens; on Vertex AI: ``count-tokens:rawPredict``), with that provider's
+credentials and endpoint, so a Bedrock or Vertex team needs no Anthropic key to count exactly.
 """
 
 from __future__ import annotations
 
+import importlib
 import inspect
+from typing import Any
 
 from needle_action.config.model import ProviderSettings
 from needle_action.core.dataformats import JSON
 from needle_action.core.errors import ConfigError, NeedleError, ProviderUnavailable
+from needle_action.providers.specs import SPECS
 from needle_action.request.prompt import RenderedPrompt
 from needle_action.request.wire import anthropic_body
 
@@ -19,23 +26,23 @@ _FAILURES: tuple[tuple[tuple[str, ...], type[NeedleError], str, str | None], ...
     (
         ("AuthenticationError", "PermissionDeniedError"),
         ProviderUnavailable,
-        "Anthropic refused the token-count request ({status})",
-        "check the API key (it is never printed) and its permissions",
+        "{where} refused the token-count request ({status})",
+        "check the credentials (they are never printed) and their permissions",
     ),
     (
         ("NotFoundError",),
         ConfigError,
-        "Anthropic does not know the model {model!r}",
+        "{where} does not know the model {model!r}",
         "check `model` in the threshold file",
     ),
-    (("BadRequestError",), ConfigError, "Anthropic rejected the request to count: {api}", None),
+    (("BadRequestError",), ConfigError, "{where} rejected the request to count: {api}", None),
     (
         ("APIConnectionError", "APITimeoutError", "InternalServerError", "RateLimitError"),
         ProviderUnavailable,
-        "cannot reach Anthropic to count tokens: {kind}",
-        "check the network / ANTHROPIC_BASE_URL, or count offline with a tiktoken tokenizer",
+        "cannot reach {where} to count tokens: {kind}",
+        "check the network and the endpoint, or count offline with a tiktoken tokenizer",
     ),
-    (("APIStatusError",), ProviderUnavailable, "Anthropic token count failed with HTTP {status}", None),
+    (("APIStatusError",), ProviderUnavailable, "{where} token count failed with HTTP {status}", None),
 )
 
 
@@ -46,10 +53,18 @@ class AnthropicCounter:
     exact = True
     calls_api = True
 
-    def __init__(self, *, model: str, provider_settings: ProviderSettings) -> None:
+    def __init__(self, *, model: str, provider_settings: ProviderSettings, via: str | None = None) -> None:
         # the SDK (and our provider module that wraps it) is slow to import: only when asked for
         import anthropic
 
+        self.model = model
+        self._anthropic = anthropic
+        self._fields: frozenset[str] | None = None
+        self.via = via  # the provider whose count endpoint answers (None: Anthropic's API)
+        if via is not None:
+            self.cache_id = f"anthropic:{via}:{model}"
+            self._client, self.where = _through(via, model, provider_settings)
+            return
         # the provider's own key lookup, so a key that works for recall works for counting too
         from needle_action.providers.anthropic import DEFAULT_KEY_ENVS, client_auth, find_key
 
@@ -63,8 +78,8 @@ class AnthropicCounter:
                 "(approximate; the safety factor is applied)",
             ) from None
 
-        self.model = model
         self.cache_id = f"anthropic:{model}"
+        self.where = "Anthropic"
         # base_url None lets the SDK honour ANTHROPIC_BASE_URL itself
         self._client = anthropic.Anthropic(
             **client_auth(key_env, key),
@@ -72,8 +87,6 @@ class AnthropicCounter:
             timeout=provider_settings.timeout_s,
             max_retries=provider_settings.max_retries,
         )
-        self._anthropic = anthropic
-        self._fields: frozenset[str] | None = None
 
     def _count_body(self, body: JSON) -> int:
         try:
@@ -82,7 +95,9 @@ class AnthropicCounter:
             for names, error, message, hint in _FAILURES:
                 if isinstance(exc, tuple(getattr(self._anthropic, name) for name in names)):
                     status, kind = getattr(exc, "status_code", "?"), type(exc).__name__
-                    text = message.format(status=status, model=self.model, api=_api_message(exc), kind=kind)
+                    text = message.format(
+                        status=status, model=self.model, api=_api_message(exc), kind=kind, where=self.where
+                    )
                     raise error(text, hint=hint) from None
             raise
 
@@ -98,8 +113,8 @@ class AnthropicCounter:
         return body
 
     def _accepted(self) -> frozenset[str]:
-        if self._fields is None:
-            params = inspect.signature(self._client.messages.count_tokens).parameters
+        if self._fields is None:  # the SDK's own count_tokens, whichever client counts
+            params = inspect.signature(self._anthropic.resources.messages.Messages.count_tokens).parameters
             self._fields = frozenset(p for p in params if p not in _SDK_ONLY)
         return self._fields
 
@@ -115,7 +130,15 @@ class AnthropicCounter:
 
 
 # keyword arguments of the SDK's count_tokens that are not request fields
-_SDK_ONLY = frozenset({"extra_headers", "extra_query", "extra_body", "timeout", "betas"})
+_SDK_ONLY = frozenset({"self", "extra_headers", "extra_query", "extra_body", "timeout", "betas"})
+
+
+def _through(provider: str, model: str, settings: ProviderSettings) -> tuple[Any, str]:
+    """(a client whose ``messages.count_tokens`` counts through PROVIDER, the name of its service):
+    the spec's ``count_client``, built with that provider's credentials and endpoint."""
+    module, _, attr = str(SPECS[provider].count_client).partition(":")
+    client = getattr(importlib.import_module(module), attr)(model, settings)
+    return client, str(getattr(client, "where", provider))
 
 
 def _api_message(exc: Exception) -> str:
@@ -125,4 +148,6 @@ def _api_message(exc: Exception) -> str:
         if isinstance(err, dict) and isinstance(err.get("message"), str):
             message: str = err["message"][:300]
             return message
+        if isinstance(body.get("message"), str):  # Bedrock's errors: {"message": ...}
+            return str(body["message"])[:300]
     return f"HTTP {getattr(exc, 'status_code', '?')}"

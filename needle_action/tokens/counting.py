@@ -9,7 +9,9 @@ Counters (the ``tokenizer`` key of a prompt):
     reply is primed with 3 more (see docs/tokens.md). Counting a Claude model this way is an
     approximation, so ``count_prompts`` multiplies by ``tokenizer_safety_factor``.
 ``anthropic``
-    Exact: ``messages.count_tokens`` on the whole request, system included (one HTTP call each).
+    Exact: ``messages.count_tokens`` on the whole request, system included (one HTTP call each),
+    through the prompt's provider when it has its own count endpoint (Bedrock's CountTokens,
+    Vertex AI's count-tokens), else Anthropic's API.
 ``local``
     The embedded model's own tokenizer (llama-cpp-python, vocabulary only), on exactly the text the
     local provider feeds the model: the chat laid out by the gguf's chat template, or, for a base
@@ -33,6 +35,7 @@ from typing import Any, TypeVar
 
 from needle_action.config.model import Config, PromptSettings, ProviderSettings
 from needle_action.core.errors import ConfigError
+from needle_action.providers.specs import SPECS, model_family
 from needle_action.request.prompt import RenderedPrompt
 from needle_action.results import TokenCount
 from needle_action.tokens import sections
@@ -57,18 +60,23 @@ def count_offline(config: Config) -> None:
 
 
 def get_counter(spec: str, *, model: str, settings: PromptSettings) -> TokenCounter:
-    """The counter for tokenizer SPEC (``tiktoken:ENC``, ``anthropic``, ``local``), built once."""
-    provider_key = spec if spec in ("anthropic", "local") else None
+    """The counter for tokenizer SPEC (``tiktoken:ENC``, ``anthropic``, ``local``), built once.
+    ``anthropic`` counts through the prompt's provider when that provider has its own count
+    endpoint (its spec's ``count_client``: Claude on Bedrock, on Vertex AI), else on Anthropic's API."""
+    via = settings.provider if spec == "anthropic" and SPECS[settings.provider].count_client else None
+    provider_key = via or (spec if spec in ("anthropic", "local") else None)
     ps = settings.providers.get(provider_key) if provider_key else None
     key = (spec, model, settings.provider, ps.model_dump_json() if ps else None)
     with _counters_lock:
         if key in _counters:
             return _counters[key]
     if spec == "anthropic":
-        # not kept: the key and ANTHROPIC_BASE_URL are read from the environment each time
-        return AnthropicCounter(model=model, provider_settings=ps or ProviderSettings())
+        # not kept: the credentials and the endpoint are read from the environment each time
+        return AnthropicCounter(model=model, provider_settings=ps or ProviderSettings(), via=via)
     if spec.startswith("tiktoken:"):
-        counter: TokenCounter = TiktokenCounter(spec.split(":", 1)[1], model=model)
+        # exact for the model's own encoding: a cloud's id (an Azure deployment) read as its model
+        family = model_family(settings.provider, model)
+        counter: TokenCounter = TiktokenCounter(spec.split(":", 1)[1], model=family)
     elif spec == "local":
         counter = LocalCounter(model=model, settings=settings)
     else:

@@ -176,6 +176,9 @@ class ApiError(Exception):
 class FakeAnthropic:
     """The fake server. Start with ``with FakeAnthropic(...) as fake`` or ``.start()``/``.stop()``."""
 
+    name = "anthropic"
+    handler: type[BaseHTTPRequestHandler] | None = None  # None: the Messages API's routes (_Handler)
+
     def __init__(
         self,
         responder: Callable[[dict], str | list[dict]] | None = None,
@@ -212,7 +215,8 @@ class FakeAnthropic:
 
     # ---- lifecycle -------------------------------------------------------------------------
     def start(self) -> FakeAnthropic:
-        self._server = Loopback(type("Handler", (_Handler,), {"fake": self}), name="fake-anthropic")
+        handler = self.handler or _Handler  # a cloud's fake serves its own routes (tests/fakes/*_server.py)
+        self._server = Loopback(type("Handler", (handler,), {"fake": self}), name=f"fake-{self.name}")
         return self
 
     def stop(self) -> None:

@@ -92,19 +92,43 @@ class _Handler(BaseHTTPRequestHandler):
             fake.requests.append({"path": self.path, "headers": headers, "json": body})
             fake.calls["total"] += 1
             planned = fake.plan.pop(0) if fake.plan else None
-        if self.path != "/v1/chat/completions":
-            return self._error(404, f"Unknown request URL: POST {self.path}", "invalid_request_error")
-        if fake.api_key is not None and headers.get("authorization") != f"Bearer {fake.api_key}":
-            return self._error(401, "Incorrect API key provided.", "invalid_request_error", "invalid_api_key")
+        refused = self._route(headers)
+        if refused is not None:
+            return self._error(*refused)
         if not isinstance(body, dict) or not isinstance(body.get("messages"), list) or not body.get("model"):
             return self._error(400, "messages and model are required", "invalid_request_error")
+        problem = chat_problem(body)
+        if problem is not None:
+            return self._error(400, problem, "invalid_request_error")
+        model = self._model(body)
+        if model is None:
+            return None
+        return self._serve(body, model, planned)
+
+    def _route(self, headers: dict) -> tuple | None:
+        """(status, message, type, code) refusing the request's path or credentials, or None."""
+        if self.path != "/v1/chat/completions":
+            return 404, f"Unknown request URL: POST {self.path}", "invalid_request_error"
+        if self.fake.api_key is not None and headers.get("authorization") != f"Bearer {self.fake.api_key}":
+            return 401, "Incorrect API key provided.", "invalid_request_error", "invalid_api_key"
+        return None
+
+    def _model(self, body: dict) -> str | None:
+        """The model the request names (None: refused, the error already sent)."""
+        fake = self.fake
         if fake.models is not None and body["model"] not in fake.models:
-            return self._error(
+            self._error(
                 404,
                 f"The model `{body['model']}` does not exist or you do not have access to it.",
                 "invalid_request_error",
                 "model_not_found",
             )
+            return None
+        return str(body["model"])
+
+    def _serve(self, body: dict, model: str, planned) -> None:
+        """Answer a valid request: the planned fault, else the responder's text as a completion."""
+        fake = self.fake
         if planned == "malformed":
             with fake.lock:
                 fake.calls["malformed"] += 1
@@ -123,7 +147,7 @@ class _Handler(BaseHTTPRequestHandler):
                     "id": "chatcmpl-fake",
                     "object": "chat.completion",
                     "created": int(time.time()),
-                    "model": body["model"],
+                    "model": model,
                     "choices": [
                         {
                             "index": 0,
@@ -140,3 +164,35 @@ class _Handler(BaseHTTPRequestHandler):
                 }
             ).encode(),
         )
+
+
+def chat_problem(body: dict) -> str | None:
+    """Where a chat request breaks the rules the API enforces on tools, or None: every tool a
+    function with a name, every ``role: "tool"`` message answering a ``tool_calls`` id of an
+    assistant message before it, every tool call a function with JSON arguments."""
+    for i, tool in enumerate(body.get("tools") or []):
+        function = tool.get("function") if isinstance(tool, dict) else None
+        if not isinstance(tool, dict) or tool.get("type") != "function" or not isinstance(function, dict):
+            return f"Invalid value at tools[{i}]: each tool needs type 'function' and a function object."
+        if not isinstance(function.get("name"), str) or not function["name"]:
+            return f"Missing required parameter: 'tools[{i}].function.name'."
+    called: set[str] = set()
+    for i, message in enumerate(body["messages"]):
+        if not isinstance(message, dict) or message.get("role") not in (
+            "system",
+            "developer",
+            "user",
+            "assistant",
+            "tool",
+        ):
+            return f"Invalid value at messages[{i}].role."
+        for call in message.get("tool_calls") or []:
+            arguments = (call.get("function") or {}).get("arguments") if isinstance(call, dict) else None
+            try:
+                json.loads(arguments if isinstance(arguments, str) else "")
+            except ValueError:
+                return f"Invalid value at messages[{i}].tool_calls: arguments must be a JSON string."
+            called.add(call.get("id"))
+        if message["role"] == "tool" and message.get("tool_call_id") not in called:
+            return f"messages[{i}]: a 'tool' message must answer a tool call of an earlier assistant message."
+    return None

@@ -29,7 +29,6 @@ import pytest
 
 from needle_action.assemble.builder import client as builder
 from needle_action.assemble.builder import sandbox
-from needle_action.core.workspace import Workspace
 from needle_action.assemble.builder.guard import architecture
 from needle_action.config.loader import load_config
 from tests.needle_cli import NEEDLE, needle_env, run_needle

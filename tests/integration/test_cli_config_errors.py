@@ -105,7 +105,7 @@ CASES = [
     Case(
         "bad-provider-literal",
         "needle.toml:3",
-        _t('[prompts.rag]\ntemplate = "prompts/rag.j2"\nprovider = "bedrock"\n'),
+        _t('[prompts.rag]\ntemplate = "prompts/rag.j2"\nprovider = "watsonx"\n'),
     ),
     Case(
         "depth-out-of-range-inherited",

@@ -57,6 +57,30 @@ def test_masks_keys_found_in_env():
     ]
 
 
+def test_masks_the_clouds_credentials_and_not_their_names_or_places():
+    env = {
+        "AWS_ACCESS_KEY_ID": "AKIAEXAMPLE0001",
+        "AWS_SECRET_ACCESS_KEY": "aws-secret-value",
+        "AWS_SESSION_TOKEN": "aws-session-value",
+        "AWS_BEARER_TOKEN_BEDROCK": "bedrock-api-key",
+        "AWS_REGION": "us-east-1",
+        "GOOGLE_OAUTH_ACCESS_TOKEN": "ya29.value",
+        "GOOGLE_APPLICATION_CREDENTIALS": "/home/runner/work/x/x/gha-creds-1.json",
+        "AZURE_OPENAI_API_KEY": "azure-key-value",
+        "AZURE_OPENAI_AD_TOKEN": "entra-token-value",
+        "AZURE_OPENAI_ENDPOINT": "https://team.openai.azure.com",
+    }
+    names = workflow.mask_secrets_in_env(env, io.StringIO())
+    assert names == [
+        "AWS_BEARER_TOKEN_BEDROCK",
+        "AWS_SECRET_ACCESS_KEY",
+        "AWS_SESSION_TOKEN",
+        "AZURE_OPENAI_AD_TOKEN",
+        "AZURE_OPENAI_API_KEY",
+        "GOOGLE_OAUTH_ACCESS_TOKEN",
+    ]
+
+
 def test_stop_commands_wraps_untrusted_text():
     out = io.StringIO()
     with workflow.stop_commands(out):
@@ -135,7 +159,7 @@ def test_builder_inputs_name_a_folder_in_the_workspace_and_a_file(tmp_path):
         ("INPUT_COMMENT", "perhaps", "true or false"),
         ("INPUT_SEED", "x", "whole number"),
         ("INPUT_TRIALS", "0", "at least 1"),
-        ("INPUT_PROVIDER", "bard", "anthropic, openai or local"),
+        ("INPUT_PROVIDER", "bard", "anthropic, openai, local, bedrock, vertex or azure"),
         ("INPUT_REQUESTS", "captured\x00", "NUL"),
     ],
 )

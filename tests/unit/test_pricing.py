@@ -58,3 +58,38 @@ def test_table_marks_itself_as_estimates():
     assert "ESTIMATES" in text
     assert "as_of" in raw_table()
     assert set(price_table()) >= {"claude-opus-5-5", "claude-sonnet-5-5", "claude-haiku-5-5", "local"}
+
+
+# ---- the clouds ------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("model", "provider", "env", "factor_key"),
+    [
+        ("global.anthropic.claude-sonnet-5-5-v1:0", "bedrock", {}, None),
+        ("us.anthropic.claude-sonnet-5-5-v1:0", "bedrock", {}, "bedrock"),
+        ("anthropic.claude-sonnet-5-5-v1:0", "bedrock", {}, "bedrock"),
+        ("claude-sonnet-5-5@20261001", "vertex", {"CLOUD_ML_REGION": "global"}, None),
+        ("claude-sonnet-5-5@20261001", "vertex", {"CLOUD_ML_REGION": "europe-west1"}, "vertex"),
+    ],
+)
+def test_claude_on_a_cloud_costs_the_api_price_and_the_regional_premium(model, provider, env, factor_key):
+    table = raw_table()
+    entry = table["models"]["claude-sonnet-5-5"]
+    factor = table["providers"][factor_key]["regional"] if factor_key else 1.0
+    expected = factor * (10_000 * entry["input"] + 100 * entry["output"]) / 1e6
+    price = price_of(model, provider, env)
+    assert price is not None
+    assert price.cost(10_000, 100) == pytest.approx(expected)
+    # the cache multipliers and the batch discount apply to the cloud's price as to the API's
+    assert price.cache_read == price_of("claude-sonnet-5-5").cache_read
+
+
+def test_the_regional_premium_is_ten_percent_as_the_sources_state():
+    providers = raw_table()["providers"]
+    assert providers["bedrock"]["regional"] == providers["vertex"]["regional"] == pytest.approx(1.10)
+
+
+def test_an_azure_deployment_is_priced_as_the_model_it_is_named_after():
+    assert price_of("prod-gpt-4o-mini", "azure") == price_of("gpt-4o-mini")
+    assert price_of("chat-prod", "azure") is None  # a name that says no model: the cost is unknown

@@ -13,7 +13,9 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 PACKAGE = ROOT / "needle_action"
-OPTIONAL = {"llama_cpp": "local"}  # extras, imported lazily and only where that extra is needed
+# extras, imported lazily and only where that extra is needed (boto3, botocore and google-auth come
+# with [clouds] through anthropic[bedrock,vertex])
+OPTIONAL = {"llama_cpp": "local", "boto3": "clouds", "botocore": "clouds", "google": "clouds"}
 # imported directly, installed by a declared dependency that requires them (their parent)
 VIA = {"markupsafe": "jinja2", "dotpromptz_handlebars": "dotpromptz"}
 

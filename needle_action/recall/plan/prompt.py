@@ -113,7 +113,8 @@ def _context_windows() -> dict[str, Any]:
 
 def context_window(prompt: PromptConfig, provider: object = None) -> int:
     """The model's context window: the provider's own figure when it has one (the local model's
-    n_ctx), else ``data/context_windows.toml`` (longest matching model-id prefix)."""
+    n_ctx), else ``data/context_windows.toml`` (longest matching model-id prefix, a cloud's id read
+    as the model it names)."""
     for attr in ("context_window", "max_ctx"):  # max_ctx: the local provider's largest window
         own = getattr(provider, attr, None)
         if isinstance(own, int) and own > 0:
@@ -122,7 +123,8 @@ def context_window(prompt: PromptConfig, provider: object = None) -> int:
     if own is not None:
         return own
     table = _context_windows()
-    matches = [p for p in table.get("models", {}) if prompt.model.startswith(p)]
+    model = specs.model_family(prompt.provider, prompt.model)  # a cloud's id: the model it names
+    matches = [p for p in table.get("models", {}) if model.startswith(p)]
     if matches:
         return int(table["models"][max(matches, key=len)])
     return int(table["default"])

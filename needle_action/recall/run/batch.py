@@ -59,7 +59,7 @@ async def run_batch(plans: list[PromptPlan], *, cache_dir: Path) -> None:
         if not hasattr(plan.provider, "complete_batch"):
             raise ConfigError(
                 f"provider {plan.prompt.provider!r} has no batch API",
-                hint='--batch needs provider = "anthropic"; run without --batch',
+                hint='--batch needs a provider with a batch API (provider = "anthropic"); run without --batch',
             )
         by_provider[id(plan.provider)].append(plan)
     for group in by_provider.values():
