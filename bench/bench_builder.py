@@ -30,6 +30,7 @@ sys.path.insert(0, str(REPO))
 
 from needle_action.assemble.builder import client as builder  # noqa: E402
 from needle_action.config import load_config  # noqa: E402
+from needle_action.core import environment  # noqa: E402
 from needle_action.pipeline.measure import RecallOverrides, run_recall  # noqa: E402
 from needle_action.recall.run import prebuild  # noqa: E402
 from needle_action.tokens import tiktoken_cache  # noqa: E402
@@ -109,7 +110,7 @@ def main() -> int:
     ap.add_argument("--json", type=Path, help="write the measurements here")
     args = ap.parse_args()
 
-    os.environ.setdefault("TIKTOKEN_CACHE_DIR", str(tiktoken_cache.default_cache_dir()))
+    os.environ.setdefault("TIKTOKEN_CACHE_DIR", str(environment.tiktoken_cache_dir()))
     tiktoken_cache.seed(os.environ["TIKTOKEN_CACHE_DIR"])
     config = example_config(Path(tempfile.mkdtemp(prefix="needle-bench-builder-")), args.concurrency)
     report: dict = {

@@ -29,6 +29,7 @@ sys.path.insert(0, str(REPO))
 
 from bench.seed_loop import run_seed_loop  # noqa: E402
 from needle_action.config import load_config  # noqa: E402
+from needle_action.core import environment  # noqa: E402
 from needle_action.pipeline.measure import RecallOverrides, run_recall  # noqa: E402
 from needle_action.recall.plan.prompt import effective_prompt  # noqa: E402
 from needle_action.recall.trials.haystack import HaystackBuilder  # noqa: E402
@@ -63,7 +64,7 @@ def main() -> int:
     ap.add_argument("--json", type=Path, help="write the measurements here")
     args = ap.parse_args()
 
-    os.environ.setdefault("TIKTOKEN_CACHE_DIR", str(tiktoken_cache.default_cache_dir()))
+    os.environ.setdefault("TIKTOKEN_CACHE_DIR", str(environment.tiktoken_cache_dir()))
     tiktoken_cache.seed(os.environ["TIKTOKEN_CACHE_DIR"])
     root = Path(tempfile.mkdtemp(prefix="needle-bench-recall-"))
     config_path = write_project(

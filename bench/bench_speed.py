@@ -44,6 +44,7 @@ sys.path.insert(0, str(REPO))
 from bench._common import planned_trials  # noqa: E402
 from bench.workload import write_cache_project, write_speed_project  # noqa: E402
 from needle_action.config import load_config  # noqa: E402
+from needle_action.core import environment  # noqa: E402
 from needle_action.pipeline.measure import run_recall  # noqa: E402
 from needle_action.providers.anthropic import build_request  # noqa: E402
 from needle_action.recall.run.merge import merge  # noqa: E402
@@ -430,7 +431,7 @@ def main() -> int:
     )
     ap.add_argument("--json", type=Path)
     args = ap.parse_args()
-    os.environ.setdefault("TIKTOKEN_CACHE_DIR", str(tiktoken_cache.default_cache_dir()))
+    os.environ.setdefault("TIKTOKEN_CACHE_DIR", str(environment.tiktoken_cache_dir()))
     tiktoken_cache.seed(os.environ["TIKTOKEN_CACHE_DIR"])
     root = Path(tempfile.mkdtemp(prefix="needle-bench-speed-"))
     wanted = args.sections.split(",")

