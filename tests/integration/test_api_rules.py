@@ -112,15 +112,15 @@ def test_the_fake_refuses_whitespace_only_text_blocks_like_the_api(fake, endpoin
 
 def test_the_fake_refuses_empty_text_and_cache_control_on_it(fake):
     client = _client(fake)
-    empty = [{"type": "text", "text": "Which bay?"}, {"type": "text", "text": ""}]
+    empty: Any = [{"type": "text", "text": "Which bay?"}, {"type": "text", "text": ""}]
     with pytest.raises(anthropic.BadRequestError, match="must be non-empty"):
-        client.messages.create(model=MODEL, max_tokens=8, messages=[{"role": "user", "content": empty}])  # type: ignore[typeddict-item, list-item]
-    marked = [
+        client.messages.create(model=MODEL, max_tokens=8, messages=[{"role": "user", "content": empty}])
+    marked: Any = [
         {"type": "text", "text": "", "cache_control": {"type": "ephemeral"}},
         {"type": "text", "text": "q"},
     ]
     with pytest.raises(anthropic.BadRequestError, match="cache_control cannot be set for empty text blocks"):
-        client.messages.create(model=MODEL, max_tokens=8, messages=[{"role": "user", "content": marked}])  # type: ignore[typeddict-item, list-item]
+        client.messages.create(model=MODEL, max_tokens=8, messages=[{"role": "user", "content": marked}])
     with pytest.raises(anthropic.BadRequestError, match="non-empty content"):
         client.messages.create(
             model=MODEL,
@@ -144,7 +144,7 @@ def test_indented_history_with_prompt_caching_runs_recall_with_no_trial_lost(tmp
     assert fake.calls["400"] == 0
     sent = [r["json"] for r in fake.requests if r["path"] == "/v1/messages"]
     assert len(sent) == recall.calls == 2 * 3 * 3
-    marked = [
+    marked: Any = [
         b
         for body in sent
         for m in body["messages"]
