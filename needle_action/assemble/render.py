@@ -21,7 +21,7 @@ from needle_action.assemble.templates import isolate
 from needle_action.assemble.templates.declared import Declared, from_prompty
 from needle_action.assemble.templates.fixtures import load_fixture
 from needle_action.assemble.templates.prompty import prompty_defaults, split_prompty, with_images
-from needle_action.assemble.templates.raw import render_raw
+from needle_action.assemble.templates.raw import RenderJob, render_raw
 from needle_action.assemble.templates.roles import split_sections, to_prompt
 from needle_action.assemble.templates.sandbox import read_template
 from needle_action.config.model import Config, PromptConfig
@@ -69,7 +69,7 @@ def render_case(
     except OSError as exc:
         raise TemplateError(f"cannot read the template: {exc.strerror or exc}", file=template_file) from None
     lenient, blocks = lenient_undefined(prompt, kind), (prompt.trim_blocks, prompt.lstrip_blocks)
-    raw = isolate.render(workspace, name, variables, file=template_file, lenient=lenient, blocks=blocks)
+    raw = isolate.render(workspace, RenderJob(name, variables, template_file, lenient, blocks))
     if kind == ".prompt":  # Google Dotprompt: Handlebars, its own roles
         from needle_action.assemble.templates.dotprompt import declared_by, to_rendered
 

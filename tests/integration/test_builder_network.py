@@ -31,6 +31,7 @@ from needle_action.assemble.builder import client as builder
 from needle_action.assemble.builder import sandbox
 from needle_action.assemble.builder.guard import architecture
 from needle_action.config.loader import load_config
+from tests.builders import builder_project
 from tests.needle_cli import NEEDLE, needle_env, run_needle
 
 REPO = Path(__file__).resolve().parents[2]
@@ -291,17 +292,23 @@ def project(listeners):
     folder = Path(tempfile.mkdtemp(prefix="needle-net-", dir="/tmp"))
     folder.chmod(0o755)
     (folder / "app").mkdir(mode=0o755)
-    (folder / "app" / "net.py").write_text(PROBES)
     values = {"question": "Q? ", **listeners.fixture()}
-    (folder / "fixture.yaml").write_text("".join(f"{k}: {json.dumps(v)}\n" for k, v in values.items()))
-    tables = "".join(
-        f'[prompts.{name}]\nbuilder = "app/net.py:{name}"\nfixtures = ["fixture.yaml"]\n\n'
-        for name in ("build", "plain", "wrapped", "caught_then_other")
-    )
-    (folder / "needle.toml").write_text(tables + "[files]\nbuilders = true\n")
+    fixture = "".join(f"{k}: {json.dumps(v)}\n" for k, v in values.items())
+    builder_project(folder, "app/net.py", PROBES, ("build", "plain", "wrapped", "caught_then_other"), fixture)
     yield folder
     builder.close_all()
     shutil.rmtree(folder, ignore_errors=True)
+
+
+def _assert_refused_by_the_filter(found: dict[str, str]) -> None:
+    """Every probe refused; what went around Python refused by the kernel with EACCES from the
+    seccomp filter (not a missing privilege, which would be EPERM)."""
+    for probe, outcome in found.items():
+        if probe == "shell" and outcome == "OPEN no bash":
+            continue
+        assert outcome.startswith("REFUSED"), (probe, outcome)
+    for probe in ("raw", "packet", "libc_tcp4", "libc_unix", "tcp4", "udp"):
+        assert found[probe].endswith("errno=13"), (probe, found[probe])
 
 
 def _found(stdout: str) -> dict[str, str]:
@@ -371,14 +378,7 @@ def test_a_builder_that_catches_every_refusal_delivers_nothing_and_the_run_goes_
         assert "network calls refused (builders have no network)" in run.stdout
         return
     found = _found(run.stdout)
-    for probe, outcome in found.items():
-        if probe == "shell" and outcome == "OPEN no bash":
-            continue
-        assert outcome.startswith("REFUSED"), (probe, outcome)
-    # the kernel refused what went around Python: EACCES from the seccomp filter (not a missing
-    # privilege, which would be EPERM), and io_uring with EPERM
-    for probe in ("raw", "packet", "libc_tcp4", "libc_unix", "tcp4", "udp"):
-        assert found[probe].endswith("errno=13"), (probe, found[probe])
+    _assert_refused_by_the_filter(found)
     assert found["io_uring"].endswith("errno=1")
     assert found["inherited"].endswith("errno=9")  # nothing inherited to send on
     if listeners.tcp6:
@@ -772,10 +772,5 @@ def test_the_seccomp_filter_alone_refuses_every_route(project, listeners, monkey
     config = load_config(project / "needle.toml")
     rendered = _render(config, "build")
     found = json.loads(rendered.messages[0].content.removeprefix("Q? "))
-    for probe, outcome in found.items():
-        if probe == "shell" and outcome == "OPEN no bash":
-            continue
-        assert outcome.startswith("REFUSED"), (probe, outcome)
-    for probe in ("raw", "packet", "libc_tcp4", "libc_unix", "tcp4", "udp"):
-        assert found[probe].endswith("errno=13"), (probe, found[probe])
+    _assert_refused_by_the_filter(found)
     assert listeners.settle() == b""
