@@ -6,6 +6,7 @@ drops explained by what dropped it."""
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 
@@ -244,3 +245,64 @@ def test_a_needle_the_template_drops_is_explained(tmp_path, fake_anthropic, body
     assert said in done.stderr
     assert str(tmp_path) not in done.stderr  # a relative path
     assert "prompts/qa.j2" in done.stderr
+
+
+# ----------------------------------------------------------------- shapes from real repositories
+
+SHAPES = Path(__file__).resolve().parents[1] / "data" / "real_tpl"
+
+
+def _shapes(tmp_path) -> Project:
+    project = Project(tmp_path / "shapes")
+    for path in SHAPES.rglob("*"):
+        if path.is_file() and path.name != "README.md":
+            project.file(path.relative_to(SHAPES).as_posix(), path.read_text())
+    return project.config(
+        CLAUDE_DEFAULTS.format(model="claude-sonnet-5-5")
+        + """
+[prompts.column]
+template = "prompts/column.prompty"
+
+[prompts.shop]
+template = "prompts/shop.prompty"
+
+[prompts.faq]
+template = "prompts/faq.jinja2"
+fixtures = ["data/questions.jsonl"]
+context_var = "docs"
+question_var = "question"
+""",
+        dedent=False,
+    )
+
+
+def test_the_real_shapes_render_as_their_apps_would(tmp_path, fake_anthropic):
+    project = _shapes(tmp_path)
+    out = tmp_path / "budget.json"
+    args = ["budget", "--config", str(project.config_path), "--json", str(out)]
+    first = needle_cli(args, fake_anthropic, tmp_path / "c")
+    assert first.returncode == 0, first.stderr
+    cases = {p["name"]: p["cases"] for p in json.loads(out.read_text())["prompts"]}
+    # a sample's ${file:...} values are read: the notes and the gear are in the column's prompt
+    column = needle_cli(
+        ["render", "column", "--config", str(project.config_path)], fake_anthropic, tmp_path / "c"
+    )
+    assert "ice on the puddles" in column.stdout
+    assert "Trail spikes: Slip-on chains" in column.stdout
+    assert "${file:" not in column.stdout
+    # the JSON Lines dataset: three cases, named by their lines (line 3 is blank)
+    assert [c["fixture"] for c in cases["faq"]] == [
+        "data/questions.jsonl:1",
+        "data/questions.jsonl:2",
+        "data/questions.jsonl:4",
+    ]
+    # a method printed from a string has no address: the same prompt, the same hash, every run
+    again = needle_cli(args, fake_anthropic, tmp_path / "c")
+    assert again.returncode == 0, again.stderr
+    shop_again = {p["name"]: p["cases"] for p in json.loads(out.read_text())["prompts"]}["shop"]
+    assert shop_again[0]["content_hash"] == cases["shop"][0]["content_hash"]
+    shop = needle_cli(
+        ["render", "shop", "--config", str(project.config_path)], fake_anthropic, tmp_path / "c"
+    )
+    assert "item: <built-in method title of str object>" in shop.stdout
+    assert " at 0x" not in shop.stdout
