@@ -1,0 +1,308 @@
+"""``needle init``, prompts built in code: where a repository's Python builds its LLM requests.
+
+Read with :mod:`ast` only: the user's code is never imported nor run here. Three shapes are found:
+
+* **SDK calls**: ``client.messages.create(...)`` (Anthropic), ``client.chat.completions.create(...)``
+  and ``client.responses.create(...)`` (OpenAI), ``.stream``/``.parse`` alike;
+* **request dicts**: a dict literal with ``"model"`` and ``"messages"`` keys (an HTTP client's body);
+* **prompt templates** of LangChain and LlamaIndex: ``ChatPromptTemplate.from_messages([...])``,
+  ``ChatPromptTemplate.from_template("...")``, ``PromptTemplate("...")``,
+  ``PromptTemplate.from_template("...")``, ``PromptTemplate(template="...")``, with the
+  ``{variables}`` of their string literals.
+
+Each is a :class:`CodeSite`; :mod:`.stubs` writes the builder that starts from it.
+"""
+
+from __future__ import annotations
+
+import ast
+import os
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from needle_action.core.paths import is_inside
+
+MAX_FILE_BYTES = 1_000_000
+MAX_FILES = 5_000
+SKIP_DIRS = {"venv", "node_modules", "__pycache__", "site-packages", "build", "dist"}
+
+# the end of a call's attribute chain -> the API it sends to
+SDK_CALLS = {
+    ("messages", "create"): "anthropic",
+    ("messages", "stream"): "anthropic",
+    ("messages", "count_tokens"): "",  # counts, sends nothing
+    ("completions", "create"): "openai-chat",
+    ("completions", "parse"): "openai-chat",
+    ("completions", "stream"): "openai-chat",
+    ("responses", "create"): "openai-responses",
+    ("responses", "parse"): "openai-responses",
+    ("responses", "stream"): "openai-responses",
+}
+TEMPLATE_CLASSES = {"ChatPromptTemplate", "PromptTemplate", "RichPromptTemplate"}
+TEMPLATE_METHODS = {"from_messages", "from_template", None}  # None: the constructor itself
+_FIELD = re.compile(r"(?<!\{)\{([A-Za-z_][A-Za-z0-9_]*)\}(?!\})")
+
+
+@dataclass
+class CodeSite:
+    """One place the code builds a request or a prompt template."""
+
+    file: str  # relative to the threshold file's folder, posix
+    line: int
+    kind: str  # anthropic | openai-chat | openai-responses | request-dict | langchain | llama_index
+    function: str | None = None  # the enclosing function, if any
+    target: str | None = None  # a template assigned at module level: its name
+    call: str = ""  # the call's source, one line, shortened
+    keywords: dict[str, str] = field(default_factory=dict)  # keyword -> source of its value
+    constants: dict[str, str] = field(default_factory=dict)  # keyword -> module-level literal it names
+    variables: list[str] = field(default_factory=list)  # template fields, or the function's parameters
+    lists: list[str] = field(default_factory=list)  # template variables that hold turns (placeholders)
+
+    @property
+    def is_template(self) -> bool:
+        return self.kind in ("langchain", "llama_index")
+
+
+def python_files(root: Path) -> list[Path]:
+    out: list[Path] = []
+    for folder, dirs, files in os.walk(root):
+        dirs[:] = sorted(d for d in dirs if d not in SKIP_DIRS and not d.startswith("."))
+        for f in sorted(files):
+            p = Path(folder) / f
+            if f.endswith(".py") and not p.is_symlink() and p.is_file() and is_inside(root, p):
+                out.append(p)
+                if len(out) >= MAX_FILES:
+                    return out
+    return out
+
+
+def _chain(node: ast.AST) -> list[str]:
+    """``client.chat.completions.create`` -> ["client", "chat", "completions", "create"]."""
+    out: list[str] = []
+    while isinstance(node, ast.Attribute):
+        out.append(node.attr)
+        node = node.value
+    if isinstance(node, ast.Name):
+        out.append(node.id)
+    elif isinstance(node, ast.Call):
+        out += _chain(node.func)
+    return out[::-1]
+
+
+def _literal_names(tree: ast.Module) -> set[str]:
+    """Module-level names bound to a literal value (a string, a list of tool dicts...)."""
+    names: set[str] = set()
+    for stmt in tree.body:
+        targets: list[ast.expr] = []
+        value: ast.expr | None = None
+        if isinstance(stmt, ast.Assign):
+            targets, value = stmt.targets, stmt.value
+        elif isinstance(stmt, ast.AnnAssign) and stmt.value is not None:
+            targets, value = [stmt.target], stmt.value
+        if value is None:
+            continue
+        try:
+            ast.literal_eval(value)
+        except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
+            continue
+        names.update(t.id for t in targets if isinstance(t, ast.Name))
+    return names
+
+
+def _framework(tree: ast.Module) -> str | None:
+    """Which prompt-template library the module imports, if any."""
+    for node in ast.walk(tree):
+        mods: list[str] = []
+        if isinstance(node, ast.ImportFrom) and node.module:
+            mods = [node.module]
+        elif isinstance(node, ast.Import):
+            mods = [a.name for a in node.names]
+        for m in mods:
+            if m.startswith("llama_index"):
+                return "llama_index"
+            if m.startswith("langchain"):
+                return "langchain"
+    return None
+
+
+def _fields(node: ast.AST) -> list[str]:
+    """``{name}`` fields of every string literal under NODE, in order, once each."""
+    out: list[str] = []
+    for sub in ast.walk(node):
+        if isinstance(sub, ast.Constant) and isinstance(sub.value, str):
+            out += [m for m in _FIELD.findall(sub.value) if m not in out]
+    return out
+
+
+def _placeholders(node: ast.AST) -> list[str]:
+    """Variables a template fills with turns: ``MessagesPlaceholder("history")`` and
+    ``("placeholder", "{history}")``."""
+    out: list[str] = []
+    for sub in ast.walk(node):
+        if isinstance(sub, ast.Call) and _chain(sub.func)[-1:] == ["MessagesPlaceholder"]:
+            args = [*sub.args[:1], *(k.value for k in sub.keywords if k.arg == "variable_name")]
+            out += [a.value for a in args if isinstance(a, ast.Constant) and isinstance(a.value, str)]
+        elif isinstance(sub, ast.Tuple) and len(sub.elts) == 2:
+            role, text = sub.elts
+            if (
+                isinstance(role, ast.Constant)
+                and role.value == "placeholder"
+                and isinstance(text, ast.Constant)
+            ):
+                out += _FIELD.findall(str(text.value))
+    return list(dict.fromkeys(out))
+
+
+def _one_line(source: str, node: ast.AST, limit: int = 160) -> str:
+    text = " ".join((ast.get_source_segment(source, node) or "").split())
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+class _Finder(ast.NodeVisitor):
+    def __init__(self, rel: str, source: str, tree: ast.Module) -> None:
+        self.rel, self.source = rel, source
+        self.constants = _literal_names(tree)
+        self.framework = _framework(tree)
+        self.function: list[ast.FunctionDef | ast.AsyncFunctionDef] = []
+        self.assigned: str | None = None
+        self.sites: list[CodeSite] = []
+
+    def _enter(self, node: ast.FunctionDef | ast.AsyncFunctionDef) -> None:
+        self.function.append(node)
+        self.generic_visit(node)
+        self.function.pop()
+
+    visit_FunctionDef = _enter
+    visit_AsyncFunctionDef = _enter
+
+    def visit_Assign(self, node: ast.Assign) -> None:  # noqa: N802
+        top = not self.function and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name)
+        self.assigned = node.targets[0].id if top and isinstance(node.targets[0], ast.Name) else None
+        self.generic_visit(node)
+        self.assigned = None
+
+    def _site(self, node: ast.AST, kind: str) -> CodeSite:
+        func = self.function[-1] if self.function else None
+        params = (
+            [a.arg for a in func.args.args + func.args.kwonlyargs if a.arg not in ("self", "cls")]
+            if func
+            else []
+        )
+        return CodeSite(
+            self.rel,
+            getattr(node, "lineno", 1),
+            kind,
+            function=func.name if func else None,
+            call=_one_line(self.source, node),
+            variables=params,
+        )
+
+    def visit_Call(self, node: ast.Call) -> None:  # noqa: N802
+        chain = _chain(node.func)
+        kind = SDK_CALLS.get((chain[-2], chain[-1])) if len(chain) >= 2 else None
+        if kind:
+            site = self._site(node, kind)
+            for kw in node.keywords:
+                if kw.arg is None:
+                    continue
+                site.keywords[kw.arg] = _one_line(self.source, kw.value, 400)
+                if isinstance(kw.value, ast.Name) and kw.value.id in self.constants:
+                    site.constants[kw.arg] = kw.value.id
+            system = self._system_turn(node)
+            if system and "system" not in site.constants:
+                site.constants["system"] = system
+            self.sites.append(site)
+        elif self._is_template(chain):
+            site = self._site(node, self.framework or "langchain")
+            site.target, site.lists = self.assigned, _placeholders(node)
+            site.variables = list(dict.fromkeys([*_fields(node), *site.lists]))
+            self.sites.append(site)
+            return  # a template nested in a template is part of it
+        self.generic_visit(node)
+
+    def _system_turn(self, call: ast.Call) -> str | None:
+        """The module-level constant a ``{"role": "system", "content": NAME}`` turn of the call's
+        ``messages`` (or ``input``) list holds."""
+        for kw in call.keywords:
+            if kw.arg not in ("messages", "input") or not isinstance(kw.value, ast.List):
+                continue
+            for item in kw.value.elts:
+                if not isinstance(item, ast.Dict):
+                    continue
+                pairs = {
+                    k.value: v
+                    for k, v in zip(item.keys, item.values, strict=True)
+                    if isinstance(k, ast.Constant)
+                }
+                role, content = pairs.get("role"), pairs.get("content")
+                if (
+                    isinstance(role, ast.Constant)
+                    and role.value in ("system", "developer")
+                    and isinstance(content, ast.Name)
+                    and content.id in self.constants
+                ):
+                    return content.id
+        return None
+
+    def _is_template(self, chain: list[str]) -> bool:
+        if not chain or self.framework is None:
+            return False
+        if chain[-1] in TEMPLATE_CLASSES:
+            return True
+        return len(chain) >= 2 and chain[-2] in TEMPLATE_CLASSES and chain[-1] in TEMPLATE_METHODS
+
+    def visit_Dict(self, node: ast.Dict) -> None:  # noqa: N802
+        keys = {k.value for k in node.keys if isinstance(k, ast.Constant) and isinstance(k.value, str)}
+        if {"model", "messages"} <= keys:
+            self.sites.append(self._site(node, "request-dict"))
+        self.generic_visit(node)
+
+
+def find_sites(root: Path, config_dir: Path) -> list[CodeSite]:
+    """Every place under ROOT whose code builds a request or a prompt template (ast only)."""
+    sites: list[CodeSite] = []
+    for path in python_files(root):
+        if not path.absolute().is_relative_to(config_dir):
+            continue  # paths in needle.toml are relative to its folder
+        try:
+            if path.stat().st_size > MAX_FILE_BYTES:
+                continue
+            source = path.read_text(encoding="utf-8")
+            tree = ast.parse(source, filename=path.name)
+        except (OSError, UnicodeDecodeError, SyntaxError, ValueError, RecursionError, MemoryError):
+            continue  # not Python this interpreter reads: nothing to find
+        rel = path.absolute().relative_to(config_dir).as_posix()
+        finder = _Finder(rel, source, tree)
+        try:
+            finder.visit(tree)
+        except RecursionError:
+            continue
+        sites += [s for s in finder.sites if s.kind]
+    return _ranked(sites)
+
+
+def _ranked(sites: list[CodeSite]) -> list[CodeSite]:
+    """SDK calls first (they are what is sent), then templates, then request dicts; code under
+    tests/ last; one site per (file, function, kind)."""
+    order = {"anthropic": 0, "openai-chat": 0, "openai-responses": 0, "langchain": 1, "llama_index": 1}
+
+    def key(s: CodeSite) -> tuple[Any, ...]:
+        in_tests = any(part in ("tests", "test") for part in s.file.split("/")[:-1])
+        return (in_tests, order.get(s.kind, 2), s.file, s.line)
+
+    seen: set[tuple[str, str | None, str, str | None]] = set()
+    sdk = {(s.file, s.function) for s in sites if s.kind in SDK_CALLS.values()}
+    out: list[CodeSite] = []
+    for s in sorted(sites, key=key):
+        k = (s.file, s.function, s.kind, s.target)
+        if s.kind == "request-dict" and (s.file, s.function) in sdk:
+            continue  # the body of the SDK call found there
+        if k not in seen:
+            seen.add(k)
+            out.append(s)
+    return out
+
+
+__all__ = ["CodeSite", "find_sites", "python_files"]
