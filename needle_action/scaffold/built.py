@@ -40,15 +40,16 @@ class BuiltPrompt:
     lists: list[str] = field(default_factory=list)  # variables holding turns
 
 
-def _sample(name: str, context_var: str | None, question_var: str | None, lists: bool) -> Any:
+def _sample(name: str, context_var: str | None, question_var: str | None, turns: bool) -> Any:
+    """A value for the fixture init writes: turns for a variable that holds them."""
+    if turns:
+        return [
+            {"role": "user", "content": "Is the Starter plan enough for a team of five?"},
+            {"role": "assistant", "content": SAMPLE_CONTEXT},
+        ]
     if name == question_var:
         return SAMPLE_QUESTION
     if name == context_var:
-        if lists:
-            return [
-                {"role": "user", "content": "Is the Starter plan enough for us?"},
-                {"role": "assistant", "content": SAMPLE_CONTEXT},
-            ]
         return SAMPLE_CONTEXT
     return f"example {name.replace('_', ' ')}"
 

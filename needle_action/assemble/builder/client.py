@@ -518,16 +518,13 @@ def missing_module_error(
     file, line = spec.file, None
     if frames and isinstance(frames[-1], list) and len(frames[-1]) == 4:
         file, line = frames[-1][0], frames[-1][1]
-    where = f"{file}:{line}" if isinstance(line, int) else str(file)
     python = chosen.why if chosen is not None else "the builders' Python"
     return BuilderError(
-        f"the builder {where} imports `{m.group(1)}`, which the builder's Python cannot import: "
+        f"the builder {spec} imports `{m.group(1)}`, which the builder's Python cannot import: "
         f"builders run with {python}",
         file=str(file),
         line=line if isinstance(line, int) else None,
-        hint=(chosen.advice if chosen is not None else "install the package for the builders' Python")
-        + f" (or, if `{m.group(1)}` is the repository's own module, check the path in "
-        '`builder = "file.py:function"`)',
+        hint=chosen.advice if chosen is not None else "install the package for the builders' Python",
     )
 
 
