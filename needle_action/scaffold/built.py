@@ -55,7 +55,7 @@ def _sample(name: str, context_var: str | None, question_var: str | None, turns:
 
 
 def _name(base: str, taken: set[str]) -> str:
-    name = re.sub(r"[^A-Za-z0-9_-]+", "_", base).strip("_-").lower() or "built"
+    name = re.sub(r"_{2,}", "_", re.sub(r"[^A-Za-z0-9_-]+", "_", base)).strip("_-").lower() or "built"
     if not name[0].isalnum():
         name = "p" + name
     out, n = name, 2
@@ -115,11 +115,14 @@ def built_prompts(
     model = PromptSettings().model
     out = [_sk_prompt(p, taken, config_dir) for p in find_sk_prompts(root, config_dir)]
     sites = find_sites(root, config_dir)
-    stubbed = sites[:MAX_STUBS] if with_sites else []
+    # a template built inside a function cannot be imported: its stub would fail until edited, so
+    # it is written only when nothing else was found
+    ready = [s for s in sites if not (s.is_template and s.target is None)] or sites
+    stubbed = ready[:MAX_STUBS] if with_sites else []
     out += [_site_prompt(s, taken, config_dir, model) for s in stubbed]
     for built in out:
         _fixture(built, config_dir)
-    return out, sites[len(stubbed) :]
+    return out, [s for s in sites if s not in stubbed]
 
 
 def _s(value: str) -> str:

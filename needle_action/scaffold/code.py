@@ -5,6 +5,8 @@ Read with :mod:`ast` only: the user's code is never imported nor run here. Three
 * **SDK calls**: ``client.messages.create(...)`` (Anthropic), ``client.chat.completions.create(...)``
   and ``client.responses.create(...)`` (OpenAI), ``.stream``/``.parse`` alike;
 * **request dicts**: a dict literal with ``"model"`` and ``"messages"`` keys (an HTTP client's body);
+* **prompt constants**: a module-level string of 200 characters or more whose name says prompt,
+  instructions or system (an agent framework's system prompt), when no call found uses it;
 * **prompt templates** of LangChain and LlamaIndex: ``ChatPromptTemplate.from_messages([...])``,
   ``ChatPromptTemplate.from_template("...")``, ``PromptTemplate("...")``,
   ``PromptTemplate.from_template("...")``, ``PromptTemplate(template="...")``, with the
@@ -42,6 +44,9 @@ SDK_CALLS = {
 }
 TEMPLATE_CLASSES = {"ChatPromptTemplate", "PromptTemplate", "RichPromptTemplate"}
 TEMPLATE_METHODS = {"from_messages", "from_template", None}  # None: the constructor itself
+# a module-level string that is a prompt: an agent's system prompt kept in a constant
+_PROMPT_NAME = re.compile(r"prompt|instruction|system", re.IGNORECASE)
+MIN_PROMPT_CHARS = 200
 _FIELD = re.compile(r"(?<!\{)\{([A-Za-z_][A-Za-z0-9_]*)\}(?!\})")
 
 
@@ -180,6 +185,18 @@ class _Finder(ast.NodeVisitor):
     def visit_Assign(self, node: ast.Assign) -> None:  # noqa: N802
         top = not self.function and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name)
         self.assigned = node.targets[0].id if top and isinstance(node.targets[0], ast.Name) else None
+        value = node.value
+        if (
+            self.assigned
+            and _PROMPT_NAME.search(self.assigned)
+            and isinstance(value, ast.Constant)
+            and isinstance(value.value, str)
+            and len(value.value) >= MIN_PROMPT_CHARS
+        ):
+            site = self._site(node, "prompt-constant")
+            site.target, site.constants = self.assigned, {"system": self.assigned}
+            site.call = f"{self.assigned} = ... ({len(value.value):,} characters)"
+            self.sites.append(site)
         self.generic_visit(node)
         self.assigned = None
 
@@ -202,14 +219,13 @@ class _Finder(ast.NodeVisitor):
     def visit_Call(self, node: ast.Call) -> None:  # noqa: N802
         chain = _chain(node.func)
         kind = SDK_CALLS.get((chain[-2], chain[-1])) if len(chain) >= 2 else None
+        if kind and "threads" in chain:  # the Assistants API adds a message to a thread: no request
+            kind = None
         if kind:
             site = self._site(node, kind)
             for kw in node.keywords:
-                if kw.arg is None:
-                    continue
-                site.keywords[kw.arg] = _one_line(self.source, kw.value, 400)
-                if isinstance(kw.value, ast.Name) and kw.value.id in self.constants:
-                    site.constants[kw.arg] = kw.value.id
+                if kw.arg is not None:
+                    self._keyword(site, kw.arg, kw.value)
             system = self._system_turn(node)
             if system and "system" not in site.constants:
                 site.constants["system"] = system
@@ -221,6 +237,11 @@ class _Finder(ast.NodeVisitor):
             self.sites.append(site)
             return  # a template nested in a template is part of it
         self.generic_visit(node)
+
+    def _keyword(self, site: CodeSite, key: str, value: ast.expr) -> None:
+        site.keywords[key] = _one_line(self.source, value, 400)
+        if isinstance(value, ast.Name) and value.id in self.constants:
+            site.constants[key] = value.id
 
     def _system_turn(self, call: ast.Call) -> str | None:
         """The module-level constant a ``{"role": "system", "content": NAME}`` turn of the call's
@@ -256,7 +277,11 @@ class _Finder(ast.NodeVisitor):
     def visit_Dict(self, node: ast.Dict) -> None:  # noqa: N802
         keys = {k.value for k in node.keys if isinstance(k, ast.Constant) and isinstance(k.value, str)}
         if {"model", "messages"} <= keys:
-            self.sites.append(self._site(node, "request-dict"))
+            site = self._site(node, "request-dict")
+            for k, v in zip(node.keys, node.values, strict=True):
+                if isinstance(k, ast.Constant) and isinstance(k.value, str):
+                    self._keyword(site, k.value, v)
+            self.sites.append(site)
         self.generic_visit(node)
 
 
@@ -283,16 +308,32 @@ def find_sites(root: Path, config_dir: Path) -> list[CodeSite]:
     return _ranked(sites)
 
 
+def _merge_spread_calls(sites: list[CodeSite]) -> None:
+    """An SDK call made with ``**params`` only, in a file that builds a request dict elsewhere (a
+    ``_prepare_params`` method): the call takes the dict's keys, and the dict is not listed again."""
+    for call in [s for s in sites if s.kind in SDK_CALLS.values() and not s.keywords]:
+        body = next((s for s in sites if s.kind == "request-dict" and s.file == call.file), None)
+        if body is not None:
+            call.keywords, call.constants = dict(body.keywords), dict(body.constants)
+            call.call += f"  (the body built at line {body.line})"
+            sites.remove(body)
+
+
 def _ranked(sites: list[CodeSite]) -> list[CodeSite]:
     """SDK calls first (they are what is sent), then templates, then request dicts; code under
     tests/ last; one site per (file, function, kind)."""
     order = {"anthropic": 0, "openai-chat": 0, "openai-responses": 0, "langchain": 1, "llama_index": 1}
+    order["prompt-constant"] = 3
+    used = {(s.file, name) for s in sites for name in s.constants.values() if s.kind != "prompt-constant"}
+    sites = [s for s in sites if not (s.kind == "prompt-constant" and (s.file, s.target) in used)]
 
     def key(s: CodeSite) -> tuple[Any, ...]:
         in_tests = any(part in ("tests", "test") for part in s.file.split("/")[:-1])
-        return (in_tests, order.get(s.kind, 2), s.file, s.line)
+        local = s.is_template and s.target is None  # built inside a function: the stub cannot import it
+        return (in_tests, order.get(s.kind, 2) + local, s.file, s.line)
 
     seen: set[tuple[str, str | None, str, str | None]] = set()
+    _merge_spread_calls(sites)
     sdk = {(s.file, s.function) for s in sites if s.kind in SDK_CALLS.values()}
     out: list[CodeSite] = []
     for s in sorted(sites, key=key):

@@ -61,17 +61,28 @@ def _system_line(site: CodeSite, key: str) -> str:
     return f'        "system": {value},' if value else '        **({"system": SYSTEM} if SYSTEM else {}),'
 
 
+def _passes(site: CodeSite) -> list[str]:
+    """Comment lines: what the app passes for each key, as its source reads."""
+    out = [f"#   {key}={value}"[:200] for key, value in site.keywords.items()]
+    return ["# What the app passes (edit the build below to match):", *out] if out else []
+
+
 def request_stub(site: CodeSite, stub_rel: str, model: str) -> str:
     """A builder returning the request SITE sends, for the fixture's ``question`` and ``context``."""
     body = [f'        "model": {_value(site, "model", json.dumps(model))},']
-    if site.kind == "anthropic":
+    if site.kind in ("anthropic", "prompt-constant"):
         body.append(f'        "max_tokens": {_value(site, "max_tokens", "1024")},')
         if "system" in site.keywords or "system" in site.constants:
             body.append(_system_line(site, "system"))
     if "tools" in site.keywords:
-        body.append(f'        "tools": {_value(site, "tools", "[]")},')
+        tools = _value(site, "tools", "")
+        body.append(
+            f'        "tools": {tools},' if tools else '        **({"tools": TOOLS} if TOOLS else {}),'
+        )
     turn = '{"role": "user", "content": user_turn}'
-    if site.kind != "anthropic" and ({"instructions", "system"} & (set(site.keywords) | set(site.constants))):
+    if site.kind not in ("anthropic", "prompt-constant") and (
+        {"instructions", "system"} & (set(site.keywords) | set(site.constants))
+    ):
         key = "instructions" if "instructions" in site.keywords else "system"
         system = _value(site, key, "")
         turn = f'*([{{"role": "system", "content": SYSTEM}}] if SYSTEM else []), {turn}'
@@ -96,7 +107,9 @@ def request_stub(site: CodeSite, stub_rel: str, model: str) -> str:
         "from typing import Any",
         "",
         f"APP = {up_expression(stub_rel)} / {site.file!r}",
+        *_passes(site),
         'SYSTEM = ""  # TODO: the system prompt the app sends, if it is not a literal in its module',
+        "TOOLS: list[dict[str, Any]] = []  # TODO: the tool schemas it sends, if not a literal there",
         _READ_LITERAL.format(app=site.file).rstrip("\n"),
         "",
         "",
@@ -132,14 +145,13 @@ def template_stub(site: CodeSite, stub_rel: str, config_dir: Path) -> str:
     where = f"{up_expression(stub_rel)}" + (f" / {base_rel!r}" if base_rel != "." else "")
     if site.target:
         get = f"from {module} import {site.target} as TEMPLATE  # noqa: E402 - after the path is set"
-    elif site.function:
+    else:  # built inside a function: calling the app's function could do anything, so not here
+        inside = f"inside {site.function}()" if site.function else "in an expression"
         get = (
-            f"from {module} import {site.function}  # noqa: E402 - after the path is set\n\n"
-            f"TEMPLATE = {site.function}()  # TODO: the template {site.function}() builds at "
-            f"{site.file}:{site.line}; pass its arguments, or return the template alone"
+            f"# TODO: the template is built {inside} at {site.file}:{site.line}: import it from {module}\n"
+            "# once it is a module-level name, or build the same template here\n"
+            "TEMPLATE: Any = None"
         )
-    else:
-        get = f"TEMPLATE = None  # TODO: the template at {site.file}:{site.line}; import it from {module}"
     lines = [
         f'"""needle builder: the {site.kind} prompt template {site.file}:{site.line}, formatted with a fixture.',
         "",
@@ -163,6 +175,8 @@ def template_stub(site: CodeSite, stub_rel: str, config_dir: Path) -> str:
         "",
         "def build(**values: Any) -> list[dict[str, Any]]:",
         '    """The template formatted with one fixture\'s VALUES, as the messages the app sends."""',
+        "    if TEMPLATE is None:",
+        f'        raise NotImplementedError("set TEMPLATE in this file to the template at {site.file}:{site.line}")',
         '    if hasattr(TEMPLATE, "format_messages"):',
         "        turns = []",
         "        for m in TEMPLATE.format_messages(**values):",

@@ -155,3 +155,47 @@ def test_without_a_known_name_the_last_variable_of_the_user_turn_is_the_question
     text = "system:\nHelp.\n{% for s in sources %}{{ s }}{% endfor %}\nuser:\nTicket {{ ticket_id }}: {{ ticket_body }}\n"
     found = _guessed(text, {"sources", "ticket_id", "ticket_body"})
     assert (found.context_var, found.question_var) == ("sources", "ticket_body")
+
+
+def test_an_assistants_thread_message_is_no_request(tmp_path):
+    # the Assistants API adds a user message to a thread: `client.beta.threads.messages.create`
+    write(
+        tmp_path,
+        "a.py",
+        "def send(c, t, text):\n    c.beta.threads.messages.create(t, role='user', content=text)\n",
+    )
+    assert find_sites(tmp_path, tmp_path) == []
+
+
+def test_a_call_with_spread_params_takes_the_body_built_in_another_method(tmp_path):
+    write(
+        tmp_path,
+        "loop.py",
+        "GUIDE = 'Be precise.'\n"
+        "class Bot:\n"
+        "    def _params(self):\n"
+        "        return {'model': self.model, 'system': GUIDE, 'messages': self.turns, 'tools': self.tools}\n"
+        "    def run(self):\n"
+        "        params = self._params()\n"
+        "        return self.client.messages.create(**params)\n",
+    )
+    (site,) = find_sites(tmp_path, tmp_path)
+    assert (site.kind, site.function, site.constants) == ("anthropic", "run", {"system": "GUIDE"})
+    assert site.keywords["tools"] == "self.tools"
+
+
+def test_a_system_prompt_kept_in_a_constant_is_measured_and_a_local_template_only_listed(tmp_path):
+    long_text = "You are the assistant of a seed library. " * 10
+    write(tmp_path, "prompts/main_prompt.py", f"librarian_prompt = {long_text!r}\nshort_prompt = 'hi'\n")
+    write(
+        tmp_path,
+        "scripts/publish.py",
+        "from langchain_core.prompts import ChatPromptTemplate\n"
+        "def main():\n    return ChatPromptTemplate.from_messages([('system', '{x}')])\n",
+    )
+    text = write_starter(tmp_path, tmp_path / "needle.toml").read_text()
+    config = load_config(tmp_path / "needle.toml")
+    assert list(config.prompts) == ["librarian_prompt"]
+    assert "#   scripts/publish.py:3 (langchain)" in text
+    stub = (tmp_path / "needle_builders/librarian_prompt.py").read_text()
+    assert "app_constant('librarian_prompt')" in stub
