@@ -42,11 +42,12 @@ class BuiltPrompt:
 
 def _sample(name: str, context_var: str | None, question_var: str | None, turns: bool) -> Any:
     """A value for the fixture init writes: turns for a variable that holds them."""
-    if turns:
-        return [
+    if turns:  # a history: it ends with the user's turn when no other variable asks the question
+        history = [
             {"role": "user", "content": "Is the Starter plan enough for a team of five?"},
             {"role": "assistant", "content": SAMPLE_CONTEXT},
         ]
+        return history if question_var else [*history, {"role": "user", "content": SAMPLE_QUESTION}]
     if name == question_var:
         return SAMPLE_QUESTION
     if name == context_var:
@@ -90,7 +91,12 @@ def _sk_prompt(prompt: SkPrompt, taken: set[str], config_dir: Path) -> BuiltProm
     name = _name(base, taken)
     stub_rel = f"{STUB_FOLDER}/{name}.py"
     built = BuiltPrompt(
-        name, f"{prompt.rel}: {prompt.what}", stub_rel, f"{STUB_FOLDER}/{name}.yaml", prompt.variables
+        name,
+        f"{prompt.rel}: {prompt.what}",
+        stub_rel,
+        f"{STUB_FOLDER}/{name}.yaml",
+        prompt.variables,
+        lists=prompt.lists,
     )
     if not write_new(config_dir / stub_rel, sk_stub(prompt, stub_rel), config_dir):
         built.kept.append(stub_rel)

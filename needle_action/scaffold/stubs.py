@@ -88,6 +88,8 @@ def request_stub(site: CodeSite, stub_rel: str, model: str) -> str:
         turn = f'*([{{"role": "system", "content": SYSTEM}}] if SYSTEM else []), {turn}'
         if system:
             turn = f'{{"role": "system", "content": {system}}}, {turn.split("[]), ", 1)[1]}'
+    if "messages" in site.constants:  # a module-level list of turns (a system turn, examples)
+        turn = f"*app_constant({site.constants['messages']!r}), {turn}"
     body.append(f'        "messages": [{turn}],')
     params = ", ".join(site.variables) or "none"
     lines = [

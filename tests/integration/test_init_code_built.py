@@ -229,3 +229,32 @@ def test_a_venv_the_builders_user_cannot_enter_is_named_with_the_way_out(tmp_pat
     assert "is closed to other users" in text
     assert "builder_python" in text
     assert "Traceback" not in text
+
+
+@pytest.mark.slow
+def test_a_semantic_kernel_handlebars_chat_renders_its_history_loop(tmp_path):
+    root = tmp_path / "skchat"
+    write(
+        root,
+        "prompts/Desk.yaml",
+        """
+        name: Desk
+        template: |
+          <message role="system">You staff the front desk of a rowing club.</message>
+          {{#each history}}
+            <message role="{{Role}}">{{~Content~}}</message>
+          {{/each}}
+        template_format: handlebars
+        input_variables:
+          - name: history
+        """,
+        dedent=True,
+    )
+    config, out, rc = _init_and_budget(root)
+    prompt = config["prompts"]["desk"]
+    assert prompt["context_var"] == "history"
+    assert rc == "0", out
+    rendered = run_needle(["render", "desk"], cwd=root).stdout
+    turns = [line for line in rendered.splitlines() if line.startswith("--- ")]
+    assert turns == ["--- system ---", "--- user ---", "--- assistant ---", "--- user ---"]
+    assert "Is the Starter plan enough" in rendered  # {{~Content~}} of the fixture's first turn
