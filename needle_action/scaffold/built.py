@@ -76,7 +76,7 @@ def _site_prompt(site: CodeSite, taken: set[str], config_dir: Path, model: str) 
         text = template_stub(site, stub_rel, config_dir)
         origin = f"{where}: a {site.kind} prompt template{' (' + site.target + ')' if site.target else ''}"
     else:
-        variables = ["question", "context"]
+        variables = ["question", "context", *(site.variables if site.kind == "prompt-constant" else [])]
         text = request_stub(site, stub_rel, model)
         origin = f"{where}: {site.call}"
     built = BuiltPrompt(name, origin, stub_rel, f"{STUB_FOLDER}/{name}.yaml", variables, lists=site.lists)

@@ -20,6 +20,7 @@ from __future__ import annotations
 import ast
 import os
 import re
+import textwrap
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -96,6 +97,33 @@ def _chain(node: ast.AST) -> list[str]:
     return out[::-1]
 
 
+def string_value(node: ast.expr) -> str | None:
+    """A string literal's value, also written ``"...".strip()`` or ``textwrap.dedent("...")``
+    (how prompts are kept in constants); None for anything else."""
+    if isinstance(node, ast.Constant) and isinstance(node.value, str):
+        return node.value
+    if isinstance(node, ast.Call) and not node.keywords:
+        func = node.func
+        if isinstance(func, ast.Attribute) and func.attr in ("strip", "lstrip", "rstrip") and not node.args:
+            inner = string_value(func.value)
+            return None if inner is None else str(getattr(inner, func.attr)())
+        if _chain(func)[-1:] == ["dedent"] and len(node.args) == 1:
+            inner = string_value(node.args[0])
+            return None if inner is None else textwrap.dedent(inner)
+    return None
+
+
+def _module_strings(tree: ast.Module) -> dict[str, str]:
+    """Module-level names bound to a string (a template's text kept apart from the template)."""
+    out: dict[str, str] = {}
+    for stmt in tree.body:
+        if isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and isinstance(stmt.targets[0], ast.Name):
+            text = string_value(stmt.value)
+            if text is not None:
+                out[stmt.targets[0].id] = text
+    return out
+
+
 def _literal_names(tree: ast.Module) -> set[str]:
     """Module-level names bound to a literal value (a string, a list of tool dicts...)."""
     names: set[str] = set()
@@ -107,6 +135,9 @@ def _literal_names(tree: ast.Module) -> set[str]:
         elif isinstance(stmt, ast.AnnAssign) and stmt.value is not None:
             targets, value = [stmt.target], stmt.value
         if value is None:
+            continue
+        if string_value(value) is not None:
+            names.update(t.id for t in targets if isinstance(t, ast.Name))
             continue
         try:
             ast.literal_eval(value)
@@ -169,6 +200,12 @@ class _Finder(ast.NodeVisitor):
     def __init__(self, rel: str, source: str, tree: ast.Module) -> None:
         self.rel, self.source = rel, source
         self.constants = _literal_names(tree)
+        self.strings = _module_strings(tree)
+        self.values = {
+            st.targets[0].id: st.value
+            for st in tree.body
+            if isinstance(st, ast.Assign) and len(st.targets) == 1 and isinstance(st.targets[0], ast.Name)
+        }
         self.framework = _framework(tree)
         self.function: list[ast.FunctionDef | ast.AsyncFunctionDef] = []
         self.assigned: str | None = None
@@ -189,13 +226,12 @@ class _Finder(ast.NodeVisitor):
         if (
             self.assigned
             and _PROMPT_NAME.search(self.assigned)
-            and isinstance(value, ast.Constant)
-            and isinstance(value.value, str)
-            and len(value.value) >= MIN_PROMPT_CHARS
+            and len(string_value(value) or "") >= MIN_PROMPT_CHARS
         ):
             site = self._site(node, "prompt-constant")
             site.target, site.constants = self.assigned, {"system": self.assigned}
-            site.call = f"{self.assigned} = ... ({len(value.value):,} characters)"
+            site.variables = _FIELD.findall(string_value(value) or "")  # str.format fields
+            site.call = f"{self.assigned} = ... ({len(string_value(value) or ''):,} characters)"
             self.sites.append(site)
         self.generic_visit(node)
         self.assigned = None
@@ -233,10 +269,24 @@ class _Finder(ast.NodeVisitor):
         elif self._is_template(chain):
             site = self._site(node, self.framework or "langchain")
             site.target, site.lists = self.assigned, _placeholders(node)
-            site.variables = list(dict.fromkeys([*_fields(node), *site.lists]))
+            named = [n for n in self._names_under(node) if n in self.strings]
+            site.constants = {f"template{i}": name for i, name in enumerate(named)}  # strings it wraps
+            fields = [f for name in named for f in _FIELD.findall(self.strings[name])]
+            site.variables = list(dict.fromkeys([*_fields(node), *fields, *site.lists]))
             self.sites.append(site)
             return  # a template nested in a template is part of it
         self.generic_visit(node)
+
+    def _names_under(self, node: ast.AST, depth: int = 0) -> list[str]:
+        """Module-level names NODE reads, and those their values read (a template built from a
+        list of messages built from a string), a few levels deep."""
+        out: list[str] = []
+        for sub in ast.walk(node):
+            if isinstance(sub, ast.Name) and sub.id in self.values and sub.id not in out:
+                out.append(sub.id)
+                if depth < 3:
+                    out += [n for n in self._names_under(self.values[sub.id], depth + 1) if n not in out]
+        return out
 
     def _keyword(self, site: CodeSite, key: str, value: ast.expr) -> None:
         site.keywords[key] = _one_line(self.source, value, 400)
@@ -272,6 +322,8 @@ class _Finder(ast.NodeVisitor):
             return False
         if chain[-1] in TEMPLATE_CLASSES:
             return True
+        if self.framework == "llama_index" and chain[-1].endswith("Prompt") and chain[-1][:1].isupper():
+            return True  # its older classes: QuestionAnswerPrompt, RefinePrompt, SummaryPrompt...
         return len(chain) >= 2 and chain[-2] in TEMPLATE_CLASSES and chain[-1] in TEMPLATE_METHODS
 
     def visit_Dict(self, node: ast.Dict) -> None:  # noqa: N802

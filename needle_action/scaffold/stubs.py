@@ -35,8 +35,17 @@ def app_constant(name: str) -> Any:
         targets = stmt.targets if isinstance(stmt, ast.Assign) else [getattr(stmt, "target", None)]
         value = getattr(stmt, "value", None)
         if value is not None and any(isinstance(t, ast.Name) and t.id == name for t in targets):
-            return ast.literal_eval(value)
+            return literal(value)
     raise LookupError(f"{{APP.name}} assigns no literal {{name}}")
+
+
+def literal(node: ast.expr) -> Any:
+    """A literal, also "...".strip() or textwrap.dedent("...")."""
+    if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr.endswith("strip"):
+        return getattr(literal(node.func.value), node.func.attr)()
+    if isinstance(node, ast.Call) and getattr(node.func, "attr", getattr(node.func, "id", "")) == "dedent":
+        return textwrap.dedent(literal(node.args[0]))
+    return ast.literal_eval(node)
 '''
 
 
@@ -58,6 +67,8 @@ def _value(site: CodeSite, key: str, default: str) -> str:
 
 def _system_line(site: CodeSite, key: str) -> str:
     value = _value(site, key, "")
+    if site.kind == "prompt-constant" and site.variables:  # the app fills its {fields} with str.format
+        value += ".format(**fields)"
     return f'        "system": {value},' if value else '        **({"system": SYSTEM} if SYSTEM else {}),'
 
 
@@ -105,6 +116,7 @@ def request_stub(site: CodeSite, stub_rel: str, model: str) -> str:
         "from __future__ import annotations",
         "",
         "import ast",
+        "import textwrap",
         "from pathlib import Path",
         "from typing import Any",
         "",
@@ -115,7 +127,7 @@ def request_stub(site: CodeSite, stub_rel: str, model: str) -> str:
         _READ_LITERAL.format(app=site.file).rstrip("\n"),
         "",
         "",
-        'def build(question: str, context: str = "", **_: Any) -> dict[str, Any]:',
+        'def build(question: str, context: str = "", **fields: Any) -> dict[str, Any]:',
         '    """The request for one fixture: QUESTION asked over CONTEXT (retrieved text, notes...)."""',
         '    user_turn = f"{context}\\n\\n{question}" if context else question',
         "    return {",

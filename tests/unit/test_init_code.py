@@ -199,3 +199,40 @@ def test_a_system_prompt_kept_in_a_constant_is_measured_and_a_local_template_onl
     assert "#   scripts/publish.py:3 (langchain)" in text
     stub = (tmp_path / "needle_builders/librarian_prompt.py").read_text()
     assert "app_constant('librarian_prompt')" in stub
+
+
+def test_a_stripped_system_constant_with_format_fields_gets_them_in_its_fixture(tmp_path):
+    body = "You analyse the filings of {company} as of {today}. " + "Cite the page of each figure. " * 8
+    write(tmp_path, "app/consts.py", f"GUIDE_SYSTEM = '''\n{body}\n'''.strip()\n")
+    write_starter(tmp_path, tmp_path / "needle.toml")
+    config = load_config(tmp_path / "needle.toml")
+    assert config.prompts["guide_system"].builder == "needle_builders/guide_system.py:build"
+    fixture = (tmp_path / "needle_builders/guide_system.yaml").read_text()
+    assert "company:" in fixture
+    assert "today:" in fixture
+    assert ".format(**fields)" in (tmp_path / "needle_builders/guide_system.py").read_text()
+
+
+def test_a_template_built_from_module_strings_reads_their_fields(tmp_path):
+    # a template wrapping a list of messages that wraps a string: the fields are the string's
+    text = "Draft the instructions of a bot for this job: {job}. " + "Keep it short. " * 20
+    write(
+        tmp_path,
+        "core/maker.py",
+        "from llama_index.core import ChatPromptTemplate\nfrom llama_index.core.llms import ChatMessage\n"
+        f"MAKER_PROMPT_STR = {text!r}\n"
+        "turns = [ChatMessage(role='system', content='You write prompts.'), "
+        "ChatMessage(role='user', content=MAKER_PROMPT_STR)]\n"
+        "MAKER = ChatPromptTemplate(turns)\n",
+    )
+    write(
+        tmp_path,
+        "core/old.py",
+        "from llama_index.core.prompts.prompts import QuestionAnswerPrompt\n"
+        "def qa(titles):\n    return QuestionAnswerPrompt(template=f'{titles} {{context_str}} {{query_str}}')\n",
+    )
+    sites = find_sites(tmp_path, tmp_path)
+    assert [(s.kind, s.target, s.variables) for s in sites] == [
+        ("llama_index", "MAKER", ["job"]),
+        ("llama_index", None, ["context_str", "query_str"]),  # the older class, in a function
+    ]  # and MAKER_PROMPT_STR is no prompt of its own: the template uses it
