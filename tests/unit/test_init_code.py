@@ -236,3 +236,29 @@ def test_a_template_built_from_module_strings_reads_their_fields(tmp_path):
         ("llama_index", "MAKER", ["job"]),
         ("llama_index", None, ["context_str", "query_str"]),  # the older class, in a function
     ]  # and MAKER_PROMPT_STR is no prompt of its own: the template uses it
+
+
+def test_the_action_never_runs_a_venv_of_the_checkout_unless_the_base_names_one(tmp_path):
+    from needle_action.config.trust import apply_trust
+
+    write(tmp_path, "t.j2", "user:\n{{ q }}\n")
+    write(tmp_path, "needle.toml", '[prompts.p]\ntemplate = "t.j2"\n')
+    head = load_config(tmp_path / "needle.toml")
+    assert head.files.builder_python is None  # the developer's own run: the project's venv if usable
+    effective, _ = apply_trust(head, head)
+    assert effective.files.builder_python == "system"
+    effective, _ = apply_trust(head, None)
+    assert effective.files.builder_python == "system"
+    based = head.model_copy(
+        update={"files": head.files.model_copy(update={"builder_python": "/opt/v/bin/python"})}
+    )
+    effective, _ = apply_trust(head, based)
+    assert effective.files.builder_python == "/opt/v/bin/python"
+
+
+def test_a_builder_python_that_does_not_exist_is_a_config_error(tmp_path):
+    from needle_action.assemble.builder.sandbox import RunAs, choose_python
+
+    with pytest.raises(ConfigError, match="builder_python names .venv/bin/python, which does not exist"):
+        choose_python(RunAs(), tmp_path, ".venv/bin/python")
+    assert choose_python(RunAs(), tmp_path, "system").path  # needle's own (or a system one)
