@@ -129,11 +129,14 @@ def _check_resolved(config: Config, prompt: PromptConfig, declared: Declared) ->
         )
     if declared.unresolved_schema:
         raise TemplateError(
-            f"output.schema names the schema {declared.unresolved_schema!r}, which the application "
-            "registers in code (Genkit's defineSchema): needle cannot read it from the file",
+            f"output.schema names the schema {declared.unresolved_schema!r}, which is defined in the "
+            "application's code (a registered schema, a pydantic or zod class): needle cannot read it "
+            "from the template",
             file=file,
-            hint=f"give it as JSON Schema in [prompts.{prompt.name}.request_params.output_config.format] "
-            '(type = "json_schema", schema = {...}), or write the schema in the front matter',
+            line=declared.schema_line,
+            hint="write the schema in the front matter (Picoschema or JSON Schema), give it as JSON Schema in "
+            f"[prompts.{prompt.name}.request_params.output_config.format] "
+            '(type = "json_schema", schema = {...}), or build the request in code with a builder',
         )
 
 

@@ -57,21 +57,12 @@ DEFAULT_KEY_ENVS = SPECS["anthropic"].key_envs
 T = TypeVar("T")
 
 
-class AnthropicProvider(RetryingProvider):
-    name = "anthropic"
-    _client: anthropic.AsyncAnthropic
-    prompt_cache = True  # caches shared prefixes: here explicitly, at the breakpoints' cache_control
+class ClaudeMessagesProvider(RetryingProvider):
+    """Claude through one of the Anthropic SDK's async clients (the API's own or a cloud's): the
+    request built by :func:`build_request`, the answer read by :func:`parse_message`."""
 
-    def __init__(self, model: str, settings: ProviderSettings | None = None, **retry_kw: Any) -> None:
-        super().__init__(model, settings, **retry_kw)  # retry_kw: sleep=, rng= (tests inject them)
-        self.key_env, key = find_key(self.settings.api_key_env)
-        base_url = specs.base_url("anthropic", self.settings.base_url, environment.process())
-        self._client = anthropic.AsyncAnthropic(
-            **client_auth(self.key_env, key),
-            base_url=base_url,
-            max_retries=0,
-            timeout=self.settings.timeout_s,
-        )
+    _client: Any  # AsyncAnthropic, AsyncAnthropicBedrock or AsyncAnthropicVertex: one messages API
+    prompt_cache = True  # caches shared prefixes: here explicitly, at the breakpoints' cache_control
 
     async def complete(
         self, prompt: RenderedPrompt, *, max_output_tokens: int, breakpoints: tuple[Breakpoint, ...] = ()
@@ -90,19 +81,46 @@ class AnthropicProvider(RetryingProvider):
         if isinstance(exc, anthropic.APIConnectionError):
             return Retry("connection error")
         if isinstance(exc, anthropic.APIStatusError):
-            return classify_status(
-                exc.status_code,
-                provider=self.name,
-                model=self.model,
-                headers=exc.response.headers,
-                error_type=exc.type,
-                message=exc.api_message,
-                key_env=self.key_env,
-            )
+            return self._classify_status(exc)
         if isinstance(exc, MalformedResponse | anthropic.APIResponseValidationError | ValueError):
             # ValueError covers json.JSONDecodeError: a 200 whose body is not JSON
             return Retry("malformed response")
+        return self._classify_other(exc)
+
+    def _classify_status(self, exc: anthropic.APIStatusError) -> Retry | BaseException:
+        """An HTTP error answer: retried, or the error to raise."""
+        raise NotImplementedError
+
+    def _classify_other(self, exc: BaseException) -> Retry | BaseException:
+        """Any other exception of an attempt (a cloud's credential chain): raised as it is here."""
         return exc
+
+
+class AnthropicProvider(ClaudeMessagesProvider):
+    name = "anthropic"
+    _client: anthropic.AsyncAnthropic
+
+    def __init__(self, model: str, settings: ProviderSettings | None = None, **retry_kw: Any) -> None:
+        super().__init__(model, settings, **retry_kw)  # retry_kw: sleep=, rng= (tests inject them)
+        self.key_env, key = find_key(self.settings.api_key_env)
+        base_url = specs.base_url("anthropic", self.settings.base_url, environment.process())
+        self._client = anthropic.AsyncAnthropic(
+            **client_auth(self.key_env, key),
+            base_url=base_url,
+            max_retries=0,
+            timeout=self.settings.timeout_s,
+        )
+
+    def _classify_status(self, exc: anthropic.APIStatusError) -> Retry | BaseException:
+        return classify_status(
+            exc.status_code,
+            provider=self.name,
+            model=self.model,
+            headers=exc.response.headers,
+            error_type=exc.type,
+            message=exc.api_message,
+            key_env=self.key_env,
+        )
 
     async def complete_batch(
         self, requests: list[tuple[str, RenderedPrompt, int, tuple[Breakpoint, ...]]], *, state_dir: Path

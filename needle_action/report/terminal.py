@@ -385,6 +385,7 @@ def _billing(u: TokenUsage, cost: float, batch: bool) -> str:
 def print_recall(results: Results) -> None:
     """Per prompt: the size x depth grid (rates, intervals, early stops, needle offsets), the
     effective context, the diagnosis and its fix, calls and cost; then one summary line."""
+    sys.stderr.flush()  # progress lines (stderr) first: the results are the last thing printed
     ran = [p for p in results.prompts if p.recall is not None]
     skipped = [p for p in results.prompts if p.recall is None and p.recall_skipped]
     if not ran and not skipped:
@@ -418,13 +419,14 @@ class _RecallProgress:
         self.total, self.label, self.stream = max(1, total), label, stream
         self.count = 0
         self._next_line = 0.25
+        self._closed = False  # closed before the results print: nothing after them
         self._bar = None
         if stream.isatty():
             self._bar = click.progressbar(length=self.total, label=label, file=stream, show_pos=True)
             self._bar.__enter__()
 
     def advance(self, n: int = 1) -> None:
-        if n <= 0:
+        if n <= 0 or self._closed:
             return
         n = min(n, self.total - self.count)
         self.count += n
@@ -436,9 +438,13 @@ class _RecallProgress:
                 self._next_line += 0.25
 
     def close(self) -> None:
+        """End the bar (a trial settled later, an arm or a follower, prints nothing) and flush, so
+        no progress line reaches the terminal after the results."""
+        self._closed = True
         if self._bar is not None:
             self._bar.__exit__(None, None, None)
             self._bar = None
+        self.stream.flush()
 
 
 def recall_progress(total: int, *, label: str = "recall", stream: TextIO | None = None) -> _RecallProgress:
