@@ -22,9 +22,10 @@ from needle_action.assemble.templates.declared import Declared, from_prompty
 from needle_action.assemble.templates.defaults import SAMPLE_CASE
 from needle_action.assemble.templates.fixtures import confine_fixture, load_fixture
 from needle_action.assemble.templates.prompty import prompty_defaults, split_prompty, with_images
-from needle_action.assemble.templates.raw import render_raw
+from needle_action.assemble.templates.raw import RenderJob, render_raw
 from needle_action.assemble.templates.roles import split_sections, to_prompt
 from needle_action.assemble.templates.sandbox import read_template
+from needle_action.assemble.templates.semantic_kernel import refuse_sk
 from needle_action.config.model import Config, PromptConfig
 from needle_action.core.errors import ConfigError, NeedleError, TemplateError
 from needle_action.core.paths import display_path, relative
@@ -60,6 +61,8 @@ def render_case(
     declared = Declared()
     try:
         source_text = read_template(template_path, template_file)
+        if kind not in (".prompty", ".prompt"):  # SK's formats fail as Jinja on their `$`: named instead
+            refuse_sk(source_text, template_file, template_path.name)
         if kind == ".prompty":
             front = split_prompty(source_text, template_file).front
             defaults = prompty_defaults(front, template_path, workspace, template_file)
@@ -72,7 +75,7 @@ def render_case(
     except OSError as exc:
         raise TemplateError(f"cannot read the template: {exc.strerror or exc}", file=template_file) from None
     lenient, blocks = lenient_undefined(prompt, kind), (prompt.trim_blocks, prompt.lstrip_blocks)
-    raw = isolate.render(workspace, name, variables, file=template_file, lenient=lenient, blocks=blocks)
+    raw = isolate.render(workspace, RenderJob(name, variables, template_file, lenient, blocks))
     if kind == ".prompt":  # Google Dotprompt: Handlebars, its own roles
         from needle_action.assemble.templates.dotprompt import declared_by, parse, to_rendered
 

@@ -468,6 +468,17 @@ class FileAccess(Strict):
     # policy: run builders where needle cannot take their network away (not Linux, no seccomp); by
     # default they refuse to run there. In the action only the base branch's value counts
     builders_unguarded: bool = False
+    # policy: the Python builders run with (a venv's bin/python holding the app's packages), relative
+    # to this file's folder or absolute; unset: the project's .venv/venv when usable, else needle's;
+    # "system": never a venv of the checkout. In the action only the base branch's value counts
+    builder_python: str | None = None
+
+    @field_validator("builder_python")
+    @classmethod
+    def _a_path(cls, v: str | None) -> str | None:
+        if v is not None and (not v.strip() or "\x00" in v):
+            raise ValueError('builder_python names a Python: a path such as ".venv/bin/python", or "system"')
+        return v
 
     @field_validator("allow_hidden")
     @classmethod

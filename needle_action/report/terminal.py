@@ -155,14 +155,27 @@ def _print_sections(results: Results) -> None:
         click.echo(f"  {where}: {parts}")
 
 
+def _kind(model: str | None, exact: bool) -> str:
+    """How a count was made: exact; an estimate (Claude counted offline: its documented overheads
+    added to another tokenizer's count); approximate (another model's tokenizer)."""
+    if exact:
+        return "exact"
+    return "estimate" if "claude" in (model or "").lower() else "approximate"  # as tokens.is_claude
+
+
 def _budget_summary(results: Results) -> str:
     cases = [c for p in results.prompts for c in p.cases]
     failed = sum(c.status == "fail" for c in cases)
     errors = sum(c.status == "error" for c in cases) + sum(1 for p in results.prompts if p.error)
-    counters = sorted({(c.count.counter, c.count.exact, c.count.safety_factor) for c in cases})
+    counters = sorted(
+        {
+            (c.count.counter, c.count.exact, c.count.safety_factor, _kind(p.model, c.count.exact))
+            for p in results.prompts
+            for c in p.cases
+        }
+    )
     how = ", ".join(
-        f"{name} ({'exact' if exact else 'approximate'}{f', x{f:g} safety factor' if f != 1.0 else ''})"
-        for name, exact, f in counters
+        f"{name} ({kind}{f', x{f:g} safety factor' if f != 1.0 else ''})" for name, _, f, kind in counters
     )
     verdict = results.budget_status
     head = click.style(f"budget {verdict.upper()}", fg=_STATUS_COLOUR.get(verdict), bold=True)
