@@ -259,6 +259,6 @@ def test_the_action_never_runs_a_venv_of_the_checkout_unless_the_base_names_one(
 def test_a_builder_python_that_does_not_exist_is_a_config_error(tmp_path):
     from needle_action.assemble.builder.sandbox import RunAs, choose_python
 
-    with pytest.raises(ConfigError, match="builder_python names .venv/bin/python, which does not exist"):
+    with pytest.raises(ConfigError, match=r"builder_python names \.venv/bin/python, which does not exist"):
         choose_python(RunAs(), tmp_path, ".venv/bin/python")
     assert choose_python(RunAs(), tmp_path, "system").path  # needle's own (or a system one)
