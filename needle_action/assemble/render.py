@@ -19,9 +19,10 @@ from jinja2 import meta as jinja_meta
 from needle_action.assemble.request import complete
 from needle_action.assemble.templates import isolate
 from needle_action.assemble.templates.declared import Declared, from_prompty
-from needle_action.assemble.templates.fixtures import load_fixture
+from needle_action.assemble.templates.defaults import SAMPLE_CASE
+from needle_action.assemble.templates.fixtures import confine_fixture, load_fixture
 from needle_action.assemble.templates.prompty import prompty_defaults, split_prompty, with_images
-from needle_action.assemble.templates.raw import render_raw
+from needle_action.assemble.templates.raw import RenderJob, render_raw
 from needle_action.assemble.templates.roles import split_sections, to_prompt
 from needle_action.assemble.templates.sandbox import read_template
 from needle_action.assemble.templates.semantic_kernel import refuse_sk
@@ -65,14 +66,16 @@ def render_case(
         if kind == ".prompty":
             front = split_prompty(source_text, template_file).front
             defaults = prompty_defaults(front, template_path, workspace, template_file)
-            variables = {**defaults, **variables}
+            variables = {**defaults, **variables}  # a fixture overrides the sample key by key
+            if fixture_rel is None and defaults:
+                fixture_rel = SAMPLE_CASE
             declared = from_prompty(front, source_text, template_path, workspace, template_file)
     except NeedleError:
         raise
     except OSError as exc:
         raise TemplateError(f"cannot read the template: {exc.strerror or exc}", file=template_file) from None
     lenient, blocks = lenient_undefined(prompt, kind), (prompt.trim_blocks, prompt.lstrip_blocks)
-    raw = isolate.render(workspace, name, variables, file=template_file, lenient=lenient, blocks=blocks)
+    raw = isolate.render(workspace, RenderJob(name, variables, template_file, lenient, blocks))
     if kind == ".prompt":  # Google Dotprompt: Handlebars, its own roles
         from needle_action.assemble.templates.dotprompt import declared_by, to_rendered
 
@@ -151,9 +154,8 @@ def _case_variables(
         return variables, relative(root, Path(fixture_path)) if fixture_path is not None else None
     if fixture_path is None:
         return {}, None
-    fx = workspace.confine(Path(fixture_path), what="fixture")
-    fixture_rel = relative(root, fx)
-    return load_fixture(fx), fixture_rel
+    fx = confine_fixture(workspace, fixture_path)
+    return load_fixture(fx), relative(root, fx)
 
 
 # --------------------------------------------------------------------------- static inspection

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from needle_action.assemble.render import render_case
+from needle_action.assemble.slots import check_slots
 from needle_action.assemble.templates import isolate
 from needle_action.config.model import Config, PromptConfig
 from needle_action.core.errors import ConfigError, NeedleError
@@ -48,16 +49,23 @@ __all__ = [
 
 
 def select_prompts(config: Config, only: list[str] | None) -> list[PromptConfig]:
-    if not only:
-        return list(config.prompts.values())
-    unknown = [n for n in only if n not in config.prompts]
+    """The prompts ONLY names (all of them by default)."""
+    unknown = [n for n in only or [] if n not in config.prompts]
     if unknown:
         raise ConfigError(
             f"no prompt named {', '.join(repr(n) for n in unknown)}",
             file=config.path,
             hint=f"prompts in this file: {', '.join(config.prompts) or '(none)'}",
         )
-    return [config.prompts[n] for n in only]
+    return [config.prompts[n] for n in only] if only else list(config.prompts.values())
+
+
+def check_recall_slots(config: Config, only: list[str] | None) -> None:
+    """Before anything runs: every selected prompt with recall on names, in context_var and
+    question_var, variables its template reads (a ConfigError at the setting's line otherwise)."""
+    for prompt in select_prompts(config, only):
+        if prompt.recall.enabled:
+            check_slots(config, prompt)
 
 
 def render_prompt_cases(config: Config, name: str, *, fixture: str | None = None) -> Iterator[RenderedPrompt]:
@@ -135,6 +143,7 @@ def run_recall(
     started = time.perf_counter()
     results = results or Results(config=str(config.path))
     prompts = select_prompts(config, only)
+    check_recall_slots(config, only)
     if overrides.full_trials:
         check_costs(prompts, baseline, overrides)
     job = RecallJob(config, prompts, results, baseline=baseline, overrides=overrides)
@@ -167,6 +176,7 @@ def run_check(
     a comparison, so every planned recall trial runs (no early stopping). AFTER_BUDGET gets the
     results as soon as the budgets are decided (the CLI prints and writes them before recall)."""
     if recall:
+        check_recall_slots(config, only)
         _prestart_models(lambda: [effective_prompt(p, overrides) for p in select_prompts(config, only)])
     results = run_budget(config, baseline=baseline, only=only)
     if after_budget is not None:

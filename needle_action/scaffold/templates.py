@@ -314,9 +314,9 @@ def _estimate(found: FoundTemplate, config_dir: Path) -> None:
     """Rough rendered size with the first fixture, for a budget suggestion (chars, not tokens)."""
     prompt = PromptConfig(name=found.name, template=found.rel, fixtures=found.fixtures[:1], tools=found.tools)
     config = Config(path=config_dir / "needle.toml", root=config_dir, prompts={found.name: prompt})
-    fixture = config_dir / found.fixtures[0] if found.fixtures else None
     try:
-        rendered = render_case(config, prompt, fixture)
+        cases = config.fixture_paths(prompt)  # a case file's first case
+        rendered = render_case(config, prompt, cases[0] if cases else None)
     except NeedleError as exc:
         if not found.problem:
             found.problem = f"does not render yet: {exc.message}"

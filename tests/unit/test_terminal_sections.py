@@ -23,3 +23,16 @@ def test_a_changed_case_shows_its_sections(capsys):
     grown.growth_tokens = 100
     print_budget(results(prompt("plain", cases=[grown])))
     assert "plain [plain.yaml]: system 100 · tools 0 · messages 300" in capsys.readouterr().out
+
+
+def test_no_progress_line_after_the_progress_is_closed():
+    import io
+
+    from needle_action.report.terminal import recall_progress
+
+    stream = io.StringIO()
+    progress = recall_progress(8, label="recall qa", stream=stream)
+    progress.advance(4)
+    progress.close()  # the results print now
+    progress.advance(4)  # a trial that settles late (an arm, a follower): nothing after the results
+    assert stream.getvalue().splitlines() == ["recall qa: 4/8 trials settled"]

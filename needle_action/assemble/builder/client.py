@@ -54,6 +54,7 @@ from needle_action.config.model import Config, PromptConfig
 from needle_action.core.dataformats import DataError, parse_json
 from needle_action.core.errors import ConfigError, NeedleError, TemplateError
 from needle_action.core.pipes import WorkerGone, close_every, receive, send, widen_pipe
+from needle_action.request.contextparts import ANCHORS_KEY, anchors_of
 from needle_action.request.prompt import RenderedPrompt
 
 BUILD_SECONDS = 10.0
@@ -684,7 +685,7 @@ def render_built(
 
     spec = BuilderSpec.parse(prompt.builder or "")
     body = built_body(config, prompt, variables)
-    return as_rendered(
+    rendered = as_rendered(
         body,
         source=prompt.builder or "",
         fixture=fixture,
@@ -692,6 +693,11 @@ def render_built(
         error_cls=BuilderError,
         what=f"the value the builder {spec} returned",
     )
+    var = prompt.context_var
+    anchors = anchors_of(variables[var]) if var and var in variables else None
+    if anchors:  # wherever the builder put the context (a tool_result, documents), it counts as context
+        rendered = dataclasses.replace(rendered, meta={**rendered.meta, ANCHORS_KEY: anchors})
+    return rendered
 
 
 @atexit.register

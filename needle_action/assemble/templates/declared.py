@@ -50,6 +50,7 @@ class Declared:
     params: JSON = field(default_factory=dict)
     unresolved: tuple[str, ...] = ()  # tools named without a definition (Dotprompt's ``tools``)
     unresolved_schema: str | None = None  # Dotprompt ``output.schema: Name``, registered in code
+    schema_line: int | None = None  # the template line naming it
 
     def over(self, base: Declared) -> Declared:
         """SELF's declarations over BASE's: tools replace (a tools list settles the names BASE
@@ -60,6 +61,7 @@ class Declared:
             params={**base.params, **self.params},
             unresolved=() if self.tools else base.unresolved,
             unresolved_schema=None if _STRUCTURED_OUTPUT & set(self.params) else base.unresolved_schema,
+            schema_line=base.schema_line,
         )
 
 

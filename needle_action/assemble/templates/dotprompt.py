@@ -514,7 +514,21 @@ def declared_by(source_text: str, path: Path, *, file: str) -> Declared:
         params=params,
         unresolved=tuple(unresolved),
         unresolved_schema=named,
+        schema_line=_schema_line(source_text) if named else None,
     )
+
+
+def _schema_line(text: str) -> int | None:
+    """The line of ``schema:`` inside the front matter's ``output:`` mapping (None: not written so)."""
+    inside = False
+    for i, line in enumerate(text.split("\n")[:500], start=1):
+        if re.match(r"^output\s*:", line):
+            inside = True
+        elif inside and re.match(r"^\s+schema\s*:", line):
+            return i
+        elif inside and line.strip() and not line[0].isspace():
+            inside = False
+    return None
 
 
 # ``output.schema: Recipe``: a schema the application registers in code (Genkit's defineSchema),

@@ -124,6 +124,9 @@ class _Rendered(str):
     """Output of a macro, ``caller()`` or ``super()``: template text, already sentinel-marked inside."""
 
 
+_ADDRESS = re.compile(r" at 0x[0-9a-fA-F]+(?=>)")
+
+
 def finalize(value: Any) -> str:
     """Wrap every ``{{ ... }}`` result in sentinels so the marker splitter can tell data from template."""
     if isinstance(value, _Rendered):
@@ -133,6 +136,10 @@ def finalize(value: Any) -> str:
         limits.check_output_piece(payload)
         return f"{OPEN}{BLOCKS_OPEN}{payload}{BLOCKS_CLOSE}{CLOSE}"
     text = str(value)  # StrictUndefined raises here, which is what we want
+    if callable(value) and not isinstance(value, str):
+        # `{{ item.title }}` on a string prints the method (`<built-in method title of str object
+        # at 0x7f...>`, as Jinja does): its address differs each run, so it is dropped
+        text = _ADDRESS.sub("", text)
     limits.check_output_piece(text)
     if OPEN in text or CLOSE in text:
         if _balanced(text):
