@@ -262,3 +262,14 @@ def test_a_builder_python_that_does_not_exist_is_a_config_error(tmp_path):
     with pytest.raises(ConfigError, match=r"builder_python names \.venv/bin/python, which does not exist"):
         choose_python(RunAs(), tmp_path, ".venv/bin/python")
     assert choose_python(RunAs(), tmp_path, "system").path  # needle's own (or a system one)
+
+
+def test_init_never_writes_the_threshold_file_through_a_symlink(tmp_path):
+    target = tmp_path / "elsewhere.toml"
+    root = tmp_path / "app"
+    write(root, "svc.py", "def f(c, q):\n    return c.messages.create(model='m', messages=[])\n")
+    (root / "needle.toml").symlink_to(target)  # dangling: exists() is False
+    for force in (False, True):
+        with pytest.raises(ConfigError, match="symlink"):
+            write_starter(root, root / "needle.toml", force=force)
+    assert not target.exists()
