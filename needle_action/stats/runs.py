@@ -69,7 +69,11 @@ class RunSpread:
                 f"run-to-run sd {self.tau:.2f} (logit) is the stated prior: {self.runs} stored run(s), "
                 f"at least {MIN_RUNS} are needed for an estimate"
             )
-        raw = f", {self.raw_tau:.2f} before shrinking toward the prior {PRIOR_TAU}" if self.raw_tau is not None else ""
+        raw = (
+            f", {self.raw_tau:.2f} before shrinking toward the prior {PRIOR_TAU}"
+            if self.raw_tau is not None
+            else ""
+        )
         return f"run-to-run sd {self.tau:.2f} (logit) estimated from {self.runs} stored runs{raw}"
 
 
@@ -171,8 +175,10 @@ def _beta_fraction(a: float, b: float, x: float) -> float:
     d = 1.0 / (d if abs(d) > tiny else tiny)
     out = d
     for m in range(1, 300):
-        for num in (m * (b - m) * x / ((a + 2 * m - 1) * (a + 2 * m)),
-                    -(a + m) * (a + b + m) * x / ((a + 2 * m) * (a + 2 * m + 1))):
+        for num in (
+            m * (b - m) * x / ((a + 2 * m - 1) * (a + 2 * m)),
+            -(a + m) * (a + b + m) * x / ((a + 2 * m) * (a + 2 * m + 1)),
+        ):
             d = 1.0 + num * d
             d = 1.0 / (d if abs(d) > tiny else tiny)
             c = 1.0 + num / c

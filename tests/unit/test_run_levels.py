@@ -46,7 +46,8 @@ def test_fewer_than_three_runs_give_the_stated_prior_never_zero() -> None:
     rng = random.Random(3)
     spread = estimate_spread([_run(rng, 0.8, 0.0) for _ in range(MIN_RUNS - 1)])
     assert (spread.method, spread.tau, spread.runs) == ("prior", PRIOR_TAU, MIN_RUNS - 1)
-    assert "prior" in spread.describe() and "at least 3" in spread.describe()
+    assert "prior" in spread.describe()
+    assert "at least 3" in spread.describe()
 
 
 @pytest.mark.parametrize("tau", [0.0, 0.3, 0.6])
@@ -54,8 +55,10 @@ def test_the_estimator_recovers_tau_from_many_runs(tau: float) -> None:
     rng = random.Random(int(tau * 10) + 7)
     runs = [_run(rng, 0.8, rng.gauss(0, tau), trials=40) for _ in range(60)]
     spread = estimate_spread(runs)
-    assert spread.method == "moments" and spread.runs == 60
-    assert spread.raw_tau is not None and abs(spread.raw_tau - tau) < 0.12
+    assert spread.method == "moments"
+    assert spread.runs == 60
+    assert spread.raw_tau is not None
+    assert abs(spread.raw_tau - tau) < 0.12
     assert abs(spread.tau - tau) < 0.12
 
 
@@ -63,7 +66,8 @@ def test_few_runs_are_shrunk_toward_the_prior() -> None:
     rng = random.Random(11)
     runs = [_run(rng, 0.8, 0.0) for _ in range(4)]
     spread = estimate_spread(runs)
-    assert spread.raw_tau is not None and spread.raw_tau < spread.tau < PRIOR_TAU
+    assert spread.raw_tau is not None
+    assert spread.raw_tau < spread.tau < PRIOR_TAU
 
 
 def test_a_run_shift_is_fitted_from_every_cell() -> None:
@@ -72,7 +76,8 @@ def test_a_run_shift_is_fitted_from_every_cell() -> None:
     q = 1 / (1 + math.exp(-(_logit(0.8) + level)))
     shifted = {k: (round(q * 1000), 1000) for k in CELLS}
     shift, info = run_shift(shifted, reference)
-    assert shift == pytest.approx(level, abs=0.01) and info > 0
+    assert shift == pytest.approx(level, abs=0.01)
+    assert info > 0
 
 
 def test_a_whole_run_moved_is_not_a_group_drop() -> None:
@@ -104,11 +109,18 @@ def test_student_t_matches_its_table() -> None:
 
 
 def test_cross_run_power_grows_with_trials_and_drop() -> None:
-    common = {"group_cells": 9, "other_cells": 6, "base_rate": 0.8, "level": 0.001, "spread": RunSpread.prior()}
+    common = {
+        "group_cells": 9,
+        "other_cells": 6,
+        "base_rate": 0.8,
+        "level": 0.001,
+        "spread": RunSpread.prior(),
+    }
     low = cross_run_power(base_n=20, head_n=20, drop=0.2, **common)
     more = cross_run_power(base_n=20, head_n=60, drop=0.2, **common)
     bigger = cross_run_power(base_n=20, head_n=20, drop=0.3, **common)
-    assert 0 < low < more < 1 and low < bigger
+    assert 0 < low < more < 1
+    assert low < bigger
 
 
 @pytest.mark.slow
@@ -122,6 +134,8 @@ def test_cross_run_false_alarms_stay_within_alpha(rate: float, tau: float) -> No
     for _ in range(prs):
         spread = estimate_spread([_run(rng, rate, rng.gauss(0, tau)) for _ in range(6)])
         base, head = _run(rng, rate, rng.gauss(0, tau)), _run(rng, rate, rng.gauss(0, tau))
-        pvalues = [contrast_pvalue(base, head, g.cells) for g in groups] + [uniform_pvalue(base, head, spread)]
+        pvalues = [contrast_pvalue(base, head, g.cells) for g in groups] + [
+            uniform_pvalue(base, head, spread)
+        ]
         blocked += min(pvalues) <= 0.01 / len(pvalues)
     assert blocked <= 9  # 3% of 300: a 1% rate exceeds it with probability below 0.2%
