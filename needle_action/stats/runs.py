@@ -23,6 +23,7 @@ Pure functions of counts; stdlib only.
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -131,11 +132,16 @@ def common_shift(strata: Sequence[Stratum]) -> tuple[float, float]:
     return shift, info
 
 
-def contrast_pvalue(base: Counts, head: Counts, cells: Sequence[CellKey]) -> float:
+def contrast_pvalue(
+    base: Counts, head: Counts, cells: Sequence[CellKey], history: Sequence[Counts] = ()
+) -> float:
     """One-sided p-value of "the head's recall in CELLS dropped relative to the grid's other cells"
     (BASE and HEAD: every cell of the grid). The run shift between the two runs is fitted and
     cancels; the score test of the group's own log odds ratio, normal reference. 1.0 when the group
-    or the rest carries no information."""
+    or the rest carries no information. HISTORY: earlier runs of the base's fingerprint, each with
+    its own level: they join the base side run by run (:class:`RunsFit`), never summed."""
+    if history:
+        return _fit(_frozen(head), _frozen(base), tuple(_frozen(h) for h in history)).contrast_pvalue(cells)
     inside = set(cells)
     strata = _strata(base, head, sorted(set(base) | set(head)))
     group = [s for k, s in strata if k in inside]
@@ -207,6 +213,135 @@ def student_cdf(t: float, dof: float) -> float:
         return _NORMAL.cdf(t)
     tail = 0.5 * _incomplete_beta(dof / 2, 0.5, dof / (dof + t * t))
     return tail if t < 0 else 1.0 - tail
+
+
+class RunsFit:
+    """Several runs of one grid, each with its own level: logit p(run r, cell c) = a_c + u_r, fitted
+    by maximum likelihood (the head is run 0, its level the reference). The score test of "the
+    head's cells G dropped by delta" uses the efficient information, the cell effects and the run
+    levels profiled out (a Schur complement on the run levels: the cells' block is diagonal)."""
+
+    def __init__(self, runs: Sequence[Counts]) -> None:
+        keys = sorted(set(runs[0]).intersection(*(set(r) for r in runs[1:2])))
+        self.cells = [k for k in keys if 0 < _total(runs, k)[0] < _total(runs, k)[1]]
+        self.counts = [[r.get(k, (0, 0)) for k in self.cells] for r in runs]
+        self.a = [_logit((h + 0.5) / (n + 1.0)) for h, n in (_total(runs, k) for k in self.cells)]
+        self.u = [0.0] * len(runs)
+        for _ in range(40):
+            if self._newton() < 1e-9:
+                break
+
+    def _newton(self) -> float:
+        """One Newton step on (cell effects, run levels) jointly; the largest move (capped, so a run
+        or a cell with every answer a hit walks out slowly instead of jumping)."""
+        w = self._weights()
+        runs, width = range(1, len(self.u)), range(len(self.cells))
+        d_a = [sum(w[r][c] for r in range(len(self.u))) or 1e-12 for c in width]
+        fitted = [
+            [n * _expit(a + u) for (_, n), a in zip(row, self.a, strict=True)]
+            for row, u in zip(self.counts, self.u, strict=True)
+        ]
+        g_a = [sum(self.counts[r][c][0] - fitted[r][c] for r in range(len(self.u))) for c in width]
+        g_u = [sum(self.counts[r][c][0] - fitted[r][c] for c in width) for r in runs]
+        schur = _schur(w, d_a)
+        rhs = [g_u[i] - sum(w[r][c] * g_a[c] / d_a[c] for c in width) for i, r in enumerate(runs)]
+        step_u = [0.0, *_solve(schur, rhs)]
+        step_a = [(g_a[c] - sum(w[r][c] * step_u[r] for r in runs)) / d_a[c] for c in width]
+        moved = max([abs(x) for x in step_a + step_u], default=0.0)
+        scale = min(1.0, 2.0 / moved) if moved > 0 else 1.0
+        limit = 3 * _SHIFT_LIMIT
+        self.a = [min(max(a + scale * x, -limit), limit) for a, x in zip(self.a, step_a, strict=True)]
+        self.u = [min(max(u + scale * x, -limit), limit) for u, x in zip(self.u, step_u, strict=True)]
+        return moved
+
+    def _weights(self) -> list[list[float]]:
+        """n p (1 - p) of every (run, cell) at the fit."""
+        return [
+            [n * _expit(a + u) * (1 - _expit(a + u)) for (_, n), a in zip(row, self.a, strict=True)]
+            for row, u in zip(self.counts, self.u, strict=True)
+        ]
+
+    def contrast_pvalue(self, cells: Sequence[CellKey]) -> float:
+        """One-sided p-value of "the head's CELLS dropped relative to its other cells": the efficient
+        score over its standard deviation, skewness-corrected (Edgeworth: a count near a rate of 1
+        has the longer tail on the low side, where drops are looked for)."""
+        inside = set(cells)
+        group = [c for c, k in enumerate(self.cells) if k in inside]
+        if not group or len(group) == len(self.cells):
+            return 1.0
+        w = self._weights()
+        runs, width = range(1, len(self.u)), range(len(self.cells))
+        d_a = [sum(w[r][c] for r in range(len(self.u))) for c in width]
+        b_a = [w[0][c] if c in group else 0.0 for c in width]
+        y = [sum(w[r][c] * b_a[c] / d_a[c] for c in width if d_a[c] > 0) for r in runs]
+        schur = _schur(w, d_a)
+        beta = [0.0, *(-x for x in _solve(schur, y))]  # the run levels' share of the group's score
+        alpha = [
+            (b_a[c] - sum(w[r][c] * beta[r] for r in runs)) / d_a[c] if d_a[c] > 0 else 0.0 for c in width
+        ]
+        score = variance = third = 0.0
+        for r in range(len(self.u)):
+            for c in width:
+                coef = (1.0 if r == 0 and c in group else 0.0) - alpha[c] - beta[r]
+                h, n = self.counts[r][c]
+                p = _expit(self.a[c] + self.u[r])
+                score += coef * (h - n * p)
+                variance += coef * coef * w[r][c]
+                third += coef**3 * w[r][c] * (1 - 2 * p)
+        if variance <= 1e-12:
+            return 1.0
+        z, skew = score / math.sqrt(variance), third / variance**1.5
+        return _NORMAL.cdf(z - skew / 6 * (z * z - 1))
+
+
+Frozen = tuple[tuple[CellKey, tuple[int, int]], ...]
+
+
+def _frozen(counts: Counts) -> Frozen:
+    return tuple(sorted(counts.items()))
+
+
+@functools.lru_cache(maxsize=256)  # one fit serves every group of a look (and the pass rule's)
+def _fit(head: Frozen, base: Frozen, history: tuple[Frozen, ...]) -> RunsFit:
+    return RunsFit([dict(head), dict(base), *(dict(h) for h in history)])
+
+
+def _schur(w: Sequence[Sequence[float]], d_a: Sequence[float]) -> list[list[float]]:
+    """The run levels' information with the cell effects profiled out: D - B' A^-1 B (runs 1..)."""
+    runs, width = range(1, len(w)), range(len(d_a))
+    return [
+        [
+            (sum(w[r]) if r == q else 0.0) - sum(w[r][c] * w[q][c] / d_a[c] for c in width if d_a[c] > 0)
+            for q in runs
+        ]
+        for r in runs
+    ]
+
+
+def _total(runs: Sequence[Counts], k: CellKey) -> tuple[int, int]:
+    hits = sum(r[k][0] for r in runs if k in r)
+    return hits, sum(r[k][1] for r in runs if k in r)
+
+
+def _solve(matrix: list[list[float]], rhs: list[float]) -> list[float]:
+    """MATRIX x = RHS by Gaussian elimination with partial pivoting (small, symmetric systems)."""
+    n = len(rhs)
+    m = [[*row, b] for row, b in zip(matrix, rhs, strict=True)]
+    for i in range(n):
+        pivot = max(range(i, n), key=lambda j: abs(m[j][i]))
+        m[i], m[pivot] = m[pivot], m[i]
+        if abs(m[i][i]) < 1e-12:
+            continue
+        for j in range(i + 1, n):
+            f = m[j][i] / m[i][i]
+            for k in range(i, n + 1):
+                m[j][k] -= f * m[i][k]
+    x = [0.0] * n
+    for i in reversed(range(n)):
+        if abs(m[i][i]) < 1e-12:
+            continue
+        x[i] = (m[i][n] - sum(m[i][k] * x[k] for k in range(i + 1, n))) / m[i][i]
+    return x
 
 
 # -- the spread of stored runs -------------------------------------------------------------------

@@ -101,6 +101,9 @@ class PromptData:
     # the groups are tested across runs (stats/runs.py): relative to the other cells, plus the
     # whole grid against the run-to-run spread; never paired
     spread: RunSpread | None = None
+    # across runs: earlier runs of the base's fingerprint per style, each (cell -> (hits, trials))
+    # one run with its own level; they join the base side of the contrast run by run
+    history: Mapping[str, Sequence[Mapping[CellKey, tuple[int, int]]]] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -231,7 +234,7 @@ def _tests(data: PromptData, n: int | None, final: bool) -> list[tuple[Any, ...]
             drop = _mean_drop(base, head, g.cells)
             p = None
             if data.spread is not None:
-                p = _cross_p(data, base, head, g) if g in tested else None
+                p = _cross_p(data, style, base, head, g) if g in tested else None
             elif g in tested and drop is not None and drop >= data.floor and drop > 0:
                 if paired:
                     pairs = [_pairs(base_answers, head_answers, k, n) for k in g.cells]
@@ -257,6 +260,7 @@ def relative_drop(
 
 def _cross_p(
     data: PromptData,
+    style: str,
     base: Mapping[CellKey, tuple[int, int]],
     head: Mapping[CellKey, tuple[int, int]],
     g: Group,
@@ -268,7 +272,7 @@ def _cross_p(
         return None
     if g.kind == "all":
         return uniform_pvalue(base, head, data.spread)
-    return contrast_pvalue(base, head, g.cells)
+    return contrast_pvalue(base, head, g.cells, data.history.get(style, ()))
 
 
 def _look(data: PromptData, look: int) -> tuple[int, tuple[int, ...]]:
@@ -371,7 +375,7 @@ def _cross_conditional(data: PromptData, g: Group, style: str, n: int | None, le
     as 1 / (1 / base trials + 1 / head trials) per cell)."""
     base = _truncate(data.grids[style][0], None)
     head = _truncate(data.grids[style][1], n)
-    p = _cross_p(data, base, head, g)
+    p = _cross_p(data, style, base, head, g)
     if p is None:
         return 0.0  # below the floor now: the trend stays below it
     z = NormalDist().inv_cdf(min(max(p, 1e-12), 1 - 1e-12))  # a drop: negative

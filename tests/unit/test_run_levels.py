@@ -139,3 +139,31 @@ def test_cross_run_false_alarms_stay_within_alpha(rate: float, tau: float) -> No
         ]
         blocked += min(pvalues) <= 0.01 / len(pvalues)
     assert blocked <= 9  # 3% of 300: a 1% rate exceeds it with probability below 0.2%
+
+
+def test_history_joins_the_base_run_by_run_and_sharpens_the_contrast() -> None:
+    rng = random.Random(8)
+    history = [_run(rng, 0.8, rng.gauss(0, 0.6)) for _ in range(6)]
+    base = _run(rng, 0.8, 0.4)
+    head = _run(rng, 0.8, -0.4, drop=0.25)
+    middle = next(g for g in family(SIZES, DEPTHS) if g.kind == "middle")
+    alone = contrast_pvalue(base, head, middle.cells)
+    joined = contrast_pvalue(base, head, middle.cells, history)
+    assert joined < alone
+    assert joined < 1e-3
+
+
+@pytest.mark.slow
+def test_cross_run_false_alarms_with_history_stay_within_alpha() -> None:
+    """As above with the six stored runs in the contrast, each at its own level (sd 0.6)."""
+    rng = random.Random(31)
+    prs, blocked = 300, 0
+    groups = family(SIZES, DEPTHS)
+    for _ in range(prs):
+        history = [_run(rng, 0.8, rng.gauss(0, 0.6)) for _ in range(6)]
+        base, head = _run(rng, 0.8, rng.gauss(0, 0.6)), _run(rng, 0.8, rng.gauss(0, 0.6))
+        spread = estimate_spread([*history, base])
+        pvalues = [contrast_pvalue(base, head, g.cells, history) for g in groups]
+        pvalues.append(uniform_pvalue(base, head, spread))
+        blocked += min(pvalues) <= 0.01 / len(pvalues)
+    assert blocked <= 9
