@@ -279,8 +279,13 @@ def _plan_across(
     def power(n: int, drop: float = min_drop) -> float:
         return across_power(design, head_n=design.cells * n, base_rate=rate, drop=drop, **terms)  # type: ignore[arg-type]
 
-    if trials == "auto":
-        n = next((t for t in range(MIN_TRIALS, MAX_TRIALS + 1) if power(t) >= POWER_TARGET), MAX_TRIALS)
+    if trials == "auto":  # the target; when the base side's trials cap the power below it, twice
+        # the base side's trials a cell (two thirds of what infinitely many head trials would give:
+        # more buy little; stored runs or a base measured in the same job buy more)
+        n = next((t for t in range(MIN_TRIALS, MAX_TRIALS + 1) if power(t) >= POWER_TARGET), 0)
+        if not n:
+            side = (base_n / design.cells) if base_n is not None else MAX_TRIALS / 2
+            n = min(MAX_TRIALS, max(MIN_TRIALS, round(2 * side)))
     else:
         n = trials
     detect = next(

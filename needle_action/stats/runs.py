@@ -438,8 +438,11 @@ def cross_run_power(
     """Power of the cross-run tests to catch DROP in a group of GROUP_CELLS cells (BASE_N and HEAD_N
     trials a cell, base rate BASE_RATE) among OTHER_CELLS unchanged ones, at LEVEL (normal
     approximation): the contrast when there are other cells, else the uniform test."""
-    base_rate = min(max(base_rate, 1e-4), 1 - 1e-4)
-    head_rate = min(max(base_rate - drop, 1e-4), 1 - 1e-4)
+    # a rate of 1 (every trial a hit) carries no information on the logit scale, yet a test against
+    # it works: rates are kept half a trial from 0 and 1, as the empirical logit keeps them
+    edge = 0.5 / (min(base_n, head_n) + 1.0)
+    base_rate = min(max(base_rate, edge), 1 - edge)
+    head_rate = min(max(base_rate - drop, edge), 1 - edge)
     effect = _logit(base_rate) - _logit(head_rate)
     w_group = group_cells * _cell_information(base_n, base_rate, head_n, head_rate)
     w_rest = other_cells * _cell_information(base_n, base_rate, head_n, base_rate)
