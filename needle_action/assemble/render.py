@@ -16,7 +16,7 @@ from typing import Any
 import jinja2
 from jinja2 import meta as jinja_meta
 
-from needle_action.assemble.request import complete
+from needle_action.assemble.request import check_turns, complete
 from needle_action.assemble.templates import isolate
 from needle_action.assemble.templates.declared import Declared, from_prompty
 from needle_action.assemble.templates.defaults import SAMPLE_CASE
@@ -124,11 +124,15 @@ def _render_data(
     if prompt.request is not None:
         from needle_action.assemble.recorded import fixture_name, render_recorded
 
-        return render_recorded(config, prompt, variables, fixture_name(config, fixture_path))
+        out = render_recorded(config, prompt, variables, fixture_name(config, fixture_path))
+        check_turns(config, prompt, out, variables or {})
+        return out
     from needle_action.assemble.builder.client import render_built
 
     variables, fixture_rel = _case_variables(config.workspace, fixture_path, variables)
-    return render_built(config, prompt, variables, fixture_rel)
+    out = render_built(config, prompt, variables, fixture_rel)
+    check_turns(config, prompt, out, variables)
+    return out
 
 
 def _block_error(

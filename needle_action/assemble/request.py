@@ -40,7 +40,7 @@ def complete(
             file=str(config.template_path(prompt)),
             hint=exc.hint,
         ) from None
-    _check_turns(config, prompt, out, variables)
+    check_turns(config, prompt, out, variables)
     var = prompt.context_var
     if var and var in variables:
         anchors = anchors_of(variables[var])
@@ -63,7 +63,7 @@ def complete(
 _LOOPS = re.compile(r"{%-?\s*for\s+[\w\s,()]+?\s+in\s+([A-Za-z_]\w*)|{{~?#each\s+([A-Za-z_]\w*)")
 
 
-def _check_turns(config: Config, prompt: PromptConfig, out: RenderedPrompt, variables: JSON) -> None:
+def check_turns(config: Config, prompt: PromptConfig, out: RenderedPrompt, variables: JSON) -> None:
     """A request with no turn is an error at the line of the loop whose variable would have supplied
     the turns (the Messages API refuses it); so is one that ends with an assistant turn because such
     a loop's variable is missing or empty (with every loop's data given, a final assistant turn is a
@@ -155,4 +155,4 @@ def _check_choice(config: Config, prompt: PromptConfig, declared: Declared) -> N
         )
 
 
-__all__ = ["complete", "setting_line"]
+__all__ = ["check_turns", "complete", "setting_line"]
