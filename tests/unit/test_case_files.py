@@ -182,7 +182,9 @@ def test_prompty_2_inputs_and_tools_are_read(tmp_path):
     defaults = prompty_defaults(front, path, workspace, "tides_v2.prompty")
     # default first, else the example; an input with neither gives nothing
     assert defaults == {"harbour": "Porthmadog", "question": "When is high water tomorrow?"}
-    (tool,) = from_prompty(front, text, path, workspace, "tides_v2.prompty").tools
+    declared = from_prompty(front, text, path, workspace, "tides_v2.prompty")
+    assert declared.params == {"temperature": 0.3}  # model.options; maxOutputTokens is the reserve's
+    (tool,) = declared.tools
     assert tool["name"] == "tide_table"
     assert tool["input_schema"] == {
         "type": "object",

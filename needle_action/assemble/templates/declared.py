@@ -93,8 +93,11 @@ def from_prompty(front: JSON, source_text: str, path: Path, workspace: Workspace
     """The declarations of a ``.prompty`` front matter's ``model.parameters``."""
     model = front.get("model")
     parameters = model.get("parameters") if isinstance(model, dict) else None
-    if parameters is None:
-        return Declared(tools=_prompty2_tools(front.get("tools"), source_text, file))
+    if parameters is None:  # Prompty 2: top-level tools, model.options
+        options = model.get("options") if isinstance(model, dict) else None
+        return Declared(
+            tools=_prompty2_tools(front.get("tools"), source_text, file), params=_options(options)
+        )
     line = _key_line(source_text, "parameters")
     if not isinstance(parameters, dict):
         raise TemplateError("model.parameters must be a mapping", file=file, line=line)
@@ -162,6 +165,16 @@ def _prompty2_tools(value: Any, source_text: str, file: str) -> tuple[JSON, ...]
             tool["description"] = str(spec["description"])
         tools.append(tool)
     return tuple(tools)
+
+
+# Prompty 2's model.options -> request parameters (maxOutputTokens is reserve_output_tokens's job)
+_OPTIONS = {"temperature": "temperature", "topP": "top_p", "topK": "top_k", "stopSequences": "stop_sequences"}
+
+
+def _options(options: Any) -> JSON:
+    if not isinstance(options, dict):
+        return {}
+    return {ours: options[theirs] for theirs, ours in _OPTIONS.items() if theirs in options}
 
 
 def _parameters_schema(parameters: Any) -> JSON:
