@@ -56,7 +56,7 @@ def head_side(settings: Settings, config: Config, base_sha: str | None, notes: l
             yield replayed
         return
     if settings.requirements:
-        _install(settings, config, settings.requirements, base_sha, notes)
+        _install(settings, settings.requirements, base_sha, notes, config)
     yield config
 
 
@@ -91,7 +91,9 @@ def _requirements_text(settings: Settings, rel: str, base_sha: str | None) -> st
     return read_text(path, what="the requirements file", file=rel, max_bytes=MAX_REQUIREMENTS_BYTES)
 
 
-def _install(settings: Settings, config: Config, rel: str, base_sha: str | None, notes: list[str]) -> None:
+def _install(
+    settings: Settings, rel: str, base_sha: str | None, notes: list[str], config: Config | None = None
+) -> None:
     try:
         check_relative(rel)
     except PathEscape:
@@ -106,7 +108,9 @@ def _install(settings: Settings, config: Config, rel: str, base_sha: str | None,
         return
     who = builder_sandbox.run_as()
     # the Python the builders will run with (the base's [files] builder_python, trust applied)
-    python = builder_sandbox.choose_python(who, config.root, config.files.builder_python).path
+    files = config.files if config is not None else None
+    root = config.root if config is not None else None
+    python = builder_sandbox.choose_python(who, root, files.builder_python if files else "system").path
     builder_sandbox.install_requirements(text, rel, who, python)
     notes.append(f"The builders' requirements ({rel}, as of the base) were installed for them.")
 

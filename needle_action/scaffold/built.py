@@ -68,9 +68,24 @@ def _name(base: str, taken: set[str]) -> str:
 
 def _site_prompt(site: CodeSite, taken: set[str], config_dir: Path, model: str) -> BuiltPrompt:
     stem = Path(site.file).stem
-    name = _name(site.target or (f"{stem}_{site.function}" if site.function else stem), taken)
+    local = f"{stem}_{site.function.rpartition('.')[2]}" if site.function else stem
+    if site.is_sk and site.function and "." in site.function:
+        local = site.function.replace(".", "_")
+    name = _name(local if site.is_sk and site.function else (site.target or local), taken)
     stub_rel = f"{STUB_FOLDER}/{name}.py"
     where = f"{site.file}:{site.line}"
+    if site.is_sk:
+        where_from = f" in {site.function}()" if site.function else ""
+        prompt = SkPrompt(
+            config_dir / site.file,
+            site.file,
+            f"a Semantic Kernel prompt in code ({site.target}{where_from}, passed at line {site.line})",
+            site.variables,
+            site.lists,
+            (site.function, site.target or ""),
+        )
+        built = _sk_prompt(prompt, taken, config_dir, name)
+        return built
     if site.is_template:
         variables = list(site.variables)
         text = template_stub(site, stub_rel, config_dir)
@@ -85,10 +100,10 @@ def _site_prompt(site: CodeSite, taken: set[str], config_dir: Path, model: str) 
     return built
 
 
-def _sk_prompt(prompt: SkPrompt, taken: set[str], config_dir: Path) -> BuiltPrompt:
+def _sk_prompt(prompt: SkPrompt, taken: set[str], config_dir: Path, name: str | None = None) -> BuiltPrompt:
     parts = Path(prompt.rel).parts
     base = parts[-2] if prompt.path.name.lower() == "skprompt.txt" and len(parts) > 1 else prompt.path.stem
-    name = _name(base, taken)
+    name = name or _name(base, taken)
     stub_rel = f"{STUB_FOLDER}/{name}.py"
     built = BuiltPrompt(
         name,

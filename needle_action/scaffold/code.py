@@ -5,6 +5,8 @@ Read with :mod:`ast` only: the user's code is never imported nor run here. Three
 * **SDK calls**: ``client.messages.create(...)`` (Anthropic), ``client.chat.completions.create(...)``
   and ``client.responses.create(...)`` (OpenAI), ``.stream``/``.parse`` alike;
 * **request dicts**: a dict literal with ``"model"`` and ``"messages"`` keys (an HTTP client's body);
+* **Semantic Kernel prompts in code**: a string with SK syntax passed by name to
+  ``create_semantic_function``, ``add_function(prompt=...)``, ``invoke_prompt``...;
 * **prompt constants**: a module-level string of 200 characters or more whose name says prompt,
   instructions or system (an agent framework's system prompt), when no call found uses it;
 * **prompt templates** of LangChain and LlamaIndex: ``ChatPromptTemplate.from_messages([...])``,
@@ -45,6 +47,17 @@ SDK_CALLS = {
 }
 TEMPLATE_CLASSES = {"ChatPromptTemplate", "PromptTemplate", "RichPromptTemplate"}
 TEMPLATE_METHODS = {"from_messages", "from_template", None}  # None: the constructor itself
+# Semantic Kernel functions made from a prompt string (the string holds SK's template syntax)
+SK_FUNCTIONS = {
+    "create_semantic_function",
+    "create_function_from_prompt",
+    "add_function",
+    "invoke_prompt",
+    "KernelFunctionFromPrompt",
+    "PromptTemplateConfig",
+}
+_SK_VARS = re.compile(r"\{\{~?\s*\$?([A-Za-z_]\w*)\s*~?\}\}")
+_SK_EACH = re.compile(r"\{\{~?\s*#each\s+\$?([A-Za-z_]\w*)")
 # a module-level string that is a prompt: an agent's system prompt kept in a constant
 _PROMPT_NAME = re.compile(r"prompt|instruction|system", re.IGNORECASE)
 MIN_PROMPT_CHARS = 200
@@ -69,6 +82,10 @@ class CodeSite:
     @property
     def is_template(self) -> bool:
         return self.kind in ("langchain", "llama_index")
+
+    @property
+    def is_sk(self) -> bool:
+        return self.kind == "semantic-kernel"
 
 
 def python_files(root: Path) -> list[Path]:
@@ -208,8 +225,21 @@ class _Finder(ast.NodeVisitor):
         }
         self.framework = _framework(tree)
         self.function: list[ast.FunctionDef | ast.AsyncFunctionDef] = []
+        self.classes: list[str] = []
         self.assigned: str | None = None
         self.sites: list[CodeSite] = []
+
+    def visit_ClassDef(self, node: ast.ClassDef) -> None:  # noqa: N802
+        self.classes.append(node.name)
+        self.generic_visit(node)
+        self.classes.pop()
+
+    def _qualified(self) -> str | None:
+        """The enclosing function, as ``Class.method`` inside a class."""
+        if not self.function:
+            return None
+        name = self.function[-1].name
+        return f"{self.classes[-1]}.{name}" if self.classes and len(self.function) == 1 else name
 
     def _enter(self, node: ast.FunctionDef | ast.AsyncFunctionDef) -> None:
         self.function.append(node)
@@ -266,6 +296,8 @@ class _Finder(ast.NodeVisitor):
             if system and "system" not in site.constants:
                 site.constants["system"] = system
             self.sites.append(site)
+        elif chain[-1:] and chain[-1] in SK_FUNCTIONS and self._sk_prompt(node):
+            return
         elif self._is_template(chain):
             site = self._site(node, self.framework or "langchain")
             site.target, site.lists = self.assigned, _placeholders(node)
@@ -276,6 +308,38 @@ class _Finder(ast.NodeVisitor):
             self.sites.append(site)
             return  # a template nested in a template is part of it
         self.generic_visit(node)
+
+    def _sk_prompt(self, call: ast.Call) -> bool:
+        """A Semantic Kernel prompt passed to the kernel by name (``create_semantic_function(
+        prompt_template)``, ``add_function(prompt=...)``): a site when the string holds SK syntax."""
+        args = [
+            *call.args[:1],
+            *(k.value for k in call.keywords if k.arg in ("prompt", "template", "prompt_template")),
+        ]
+        for arg in args:
+            if not isinstance(arg, ast.Name):
+                continue
+            text = self._local_string(arg.id) if self.function else None
+            scope = self._qualified() if text is not None else None
+            text = text if text is not None else self.strings.get(arg.id)
+            if text is None or "{{" not in text:
+                continue
+            site = self._site(call, "semantic-kernel")
+            site.target, site.function = arg.id, scope
+            site.lists = list(dict.fromkeys(_SK_EACH.findall(text)))
+            site.variables = list(dict.fromkeys([*_SK_VARS.findall(text), *site.lists]))
+            self.sites.append(site)
+            return True
+        return False
+
+    def _local_string(self, name: str) -> str | None:
+        """The string NAME is assigned in the enclosing function."""
+        for node in ast.walk(self.function[-1]):
+            if isinstance(node, ast.Assign) and any(
+                isinstance(t, ast.Name) and t.id == name for t in node.targets
+            ):
+                return string_value(node.value)
+        return None
 
     def _names_under(self, node: ast.AST, depth: int = 0) -> list[str]:
         """Module-level names NODE reads, and those their values read (a template built from a
@@ -375,6 +439,7 @@ def _ranked(sites: list[CodeSite]) -> list[CodeSite]:
     """SDK calls first (they are what is sent), then templates, then request dicts; code under
     tests/ last; one site per (file, function, kind)."""
     order = {"anthropic": 0, "openai-chat": 0, "openai-responses": 0, "langchain": 1, "llama_index": 1}
+    order["semantic-kernel"] = 1
     order["prompt-constant"] = 3
     used = {(s.file, name) for s in sites for name in s.constants.values() if s.kind != "prompt-constant"}
     sites = [s for s in sites if not (s.kind == "prompt-constant" and (s.file, s.target) in used)]
@@ -384,12 +449,12 @@ def _ranked(sites: list[CodeSite]) -> list[CodeSite]:
         local = s.is_template and s.target is None  # built inside a function: the stub cannot import it
         return (in_tests, order.get(s.kind, 2) + local, s.file, s.line)
 
-    seen: set[tuple[str, str | None, str, str | None]] = set()
+    seen: set[tuple[str, str | None, str, str | None, int]] = set()
     _merge_spread_calls(sites)
     sdk = {(s.file, s.function) for s in sites if s.kind in SDK_CALLS.values()}
     out: list[CodeSite] = []
     for s in sorted(sites, key=key):
-        k = (s.file, s.function, s.kind, s.target)
+        k = (s.file, s.function, s.kind, s.target, s.line if s.is_sk or s.is_template else 0)
         if s.kind == "request-dict" and (s.file, s.function) in sdk:
             continue  # the body of the SDK call found there
         if k not in seen:

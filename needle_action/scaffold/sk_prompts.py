@@ -33,6 +33,7 @@ class SkPrompt:
     what: str
     variables: list[str]
     lists: list[str]  # variables an {{#each}} loops over
+    string: tuple[str | None, str] | None = None  # in a .py file: (function or None, the name)
 
 
 def _template_text(path: Path, text: str) -> str:
@@ -93,13 +94,44 @@ from pathlib import Path
 from typing import Any
 
 PROMPT = {where} / {rel!r}
+STRING = {string!r}  # in a Python file: (the function, or None at module level; the name of the string)
 TAG = re.compile(r"(\\s*)\\{{\\{{(~?)\\s*(.*?)\\s*(~?)\\}}\\}}(\\s*)", re.S)
 EACH = re.compile(r"\\{{\\{{~?\\s*#each\\s+(\\S+?)\\s*~?\\}}\\}}(.*?)\\{{\\{{~?\\s*/each\\s*~?\\}}\\}}", re.S)
 MESSAGE = re.compile(r"<message\\s+role=[\\"']([a-zA-Z]+)[\\"']\\s*>(.*?)</message>", re.S)
 
 
+def python_string(source: str, function: str | None, name: str) -> str:
+    \"\"\"The string NAME is assigned (in FUNCTION, or at module level), read with ast: not imported.\"\"\"
+    import ast
+    import textwrap
+
+    tree = ast.parse(source)
+    scopes: list[ast.AST] = [tree]
+    if function:  # "Class.method" or "function"
+        owner, _, method = function.rpartition(".")
+        within = [n for n in ast.walk(tree) if isinstance(n, ast.ClassDef) and n.name == owner] if owner else [tree]
+        scopes = [
+            n
+            for c in within
+            for n in (ast.iter_child_nodes(c) if owner else ast.walk(c))
+            if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)) and n.name == method
+        ]
+    for scope in scopes:
+        for node in ast.walk(scope) if function else tree.body:
+            if isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == name for t in node.targets):
+                value = node.value
+                if isinstance(value, ast.Call) and isinstance(value.func, ast.Attribute):  # "...".strip()
+                    return str(getattr(ast.literal_eval(value.func.value), value.func.attr)())
+                if isinstance(value, ast.Call):  # textwrap.dedent("...")
+                    return textwrap.dedent(ast.literal_eval(value.args[0]))
+                return str(ast.literal_eval(value))
+    raise LookupError(f"{{PROMPT.name}} assigns no string {{name}}" + (f" in {{function}}()" if function else ""))
+
+
 def template_text() -> str:
     text = PROMPT.read_text(encoding="utf-8")
+    if STRING is not None:
+        return python_string(text, *STRING)
     if PROMPT.suffix.lower() in (".yaml", ".yml"):
         import yaml  # a YAML prompt file: its `template:` (PyYAML must be importable by the builders)
 
@@ -159,7 +191,7 @@ def build(**values: Any) -> list[dict[str, str]]:
 
 def sk_stub(prompt: SkPrompt, stub_rel: str) -> str:
     """The builder stub that renders PROMPT (written at STUB_REL)."""
-    return _STUB.format(rel=prompt.rel, where=up_expression(stub_rel))
+    return _STUB.format(rel=prompt.rel, where=up_expression(stub_rel), string=prompt.string)
 
 
 __all__ = ["SkPrompt", "find_sk_prompts", "sk_stub"]

@@ -166,6 +166,12 @@ def write_starter(
         raise ConfigError(
             f"{display_path(root)} is not a folder", hint="pass --root PATH to the repository to scan"
         )
+    if config_path.is_symlink():
+        raise ConfigError(
+            "the threshold file's path is a symlink; needle init writes no file through one",
+            file=display_path(config_path),
+            hint="remove the link, or pass --config PATH to write somewhere else",
+        )
     if config_path.exists() and not force:
         raise ConfigError(
             "the threshold file already exists; not overwriting it",
@@ -191,7 +197,9 @@ def write_starter(
         raise ConfigError(_nothing_found(root, templates), hint=NOTHING_FOUND_HINT)
     text = render_starter(found, partials, built, listed)
     config_path.parent.mkdir(parents=True, exist_ok=True)
-    config_path.write_text(text, encoding="utf-8")
+    flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | getattr(os, "O_NOFOLLOW", 0)
+    with os.fdopen(os.open(config_path, flags, 0o644), "w", encoding="utf-8") as out:
+        out.write(text)
     return config_path
 
 

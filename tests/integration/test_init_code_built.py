@@ -258,3 +258,29 @@ def test_a_semantic_kernel_handlebars_chat_renders_its_history_loop(tmp_path):
     turns = [line for line in rendered.splitlines() if line.startswith("--- ")]
     assert turns == ["--- system ---", "--- user ---", "--- assistant ---", "--- user ---"]
     assert "Is the Starter plan enough" in rendered  # {{~Content~}} of the fixture's first turn
+
+
+@pytest.mark.slow
+def test_semantic_kernel_prompts_kept_in_methods_get_one_builder_each(tmp_path):
+    root = tmp_path / "skcode"
+    method = (
+        "    async def prompt(self, question):\n"
+        "        prompt_template = '''\n        {intro}\n        Earlier turns:\n        {{{{$history}}}}\n"
+        "        Question: {{{{$input}}}}\n        '''\n"
+        "        return self.kernel.create_semantic_function(prompt_template, max_tokens=500)\n"
+    )
+    write(
+        root,
+        "app/patterns.py",
+        "class Brief:\n"
+        + method.format(intro="You brief the lifeguards on duty.")
+        + "\n\nclass Long:\n"
+        + method.format(intro="You write the season report of the lido."),
+    )
+    config, out, rc = _init_and_budget(root)
+    assert sorted(config["prompts"]) == ["brief_prompt", "long_prompt"]
+    assert rc == "0", out
+    brief = run_needle(["render", "brief_prompt"], cwd=root).stdout
+    assert "You brief the lifeguards" in brief  # each method's own string, read from the source
+    assert "season report" not in brief
+    assert "Which plan includes priority support" in brief

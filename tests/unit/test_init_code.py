@@ -3,8 +3,6 @@ and guesses the question variable from names and position, never a pass-through.
 
 from __future__ import annotations
 
-import re
-
 import pytest
 
 from needle_action.assemble.templates.semantic_kernel import sk_format
@@ -261,8 +259,17 @@ def test_the_action_never_runs_a_venv_of_the_checkout_unless_the_base_names_one(
 def test_a_builder_python_that_does_not_exist_is_a_config_error(tmp_path):
     from needle_action.assemble.builder.sandbox import RunAs, choose_python
 
-    with pytest.raises(
-        ConfigError, match=re.escape("builder_python names .venv/bin/python, which does not exist")
-    ):
+    with pytest.raises(ConfigError, match=r"builder_python names \.venv/bin/python, which does not exist"):
         choose_python(RunAs(), tmp_path, ".venv/bin/python")
     assert choose_python(RunAs(), tmp_path, "system").path  # needle's own (or a system one)
+
+
+def test_init_never_writes_the_threshold_file_through_a_symlink(tmp_path):
+    target = tmp_path / "elsewhere.toml"
+    root = tmp_path / "app"
+    write(root, "svc.py", "def f(c, q):\n    return c.messages.create(model='m', messages=[])\n")
+    (root / "needle.toml").symlink_to(target)  # dangling: exists() is False
+    for force in (False, True):
+        with pytest.raises(ConfigError, match="symlink"):
+            write_starter(root, root / "needle.toml", force=force)
+    assert not target.exists()
