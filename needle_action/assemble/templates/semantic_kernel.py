@@ -1,18 +1,14 @@
-"""Semantic Kernel's prompt formats, recognised: needle renders Jinja, Prompty and Dotprompt, not SK's.
+"""Semantic Kernel's prompt formats, recognised (:mod:`.sk_jinja` renders their basic syntax).
 
 SK keeps prompts as ``skprompt.txt`` (its own template syntax: ``{{$variable}}``, function calls
 ``{{plugin.function $arg}}``) beside a ``config.json``, or as YAML prompt files (``template:`` with
 ``template_format: semantic-kernel`` or ``handlebars``), both often with ``<message role="...">``
-tags for the turns. Read as Jinja they fail on the ``$`` with a message about Jinja tags; this
-module names the format instead, at its line, and points at a builder (``needle init`` writes one
-that renders SK's basic syntax: docs/templates.md, "Semantic Kernel").
+tags for the turns. Read as plain Jinja they would fail on the ``$``.
 """
 
 from __future__ import annotations
 
 import re
-
-from needle_action.core.errors import ConfigError
 
 SK_VARIABLE = re.compile(r"\{\{\s*\$[A-Za-z_]")
 SK_CALL = re.compile(r"\{\{\s*[A-Za-z_][\w-]*[.-][A-Za-z_][\w]*(?:\s+[^}]*)?\}\}")
@@ -41,19 +37,4 @@ def sk_format(text: str, file_name: str) -> tuple[str, int] | None:
     return None
 
 
-def refuse_sk(text: str, file: str, file_name: str) -> None:
-    """Raise a clear error when TEXT is written in a Semantic Kernel format (exit 2, file:line)."""
-    found = sk_format(text, file_name)
-    if found is None:
-        return
-    what, line = found
-    raise ConfigError(
-        f"Semantic Kernel prompt format is not supported: use a builder ({what})",
-        file=file,
-        line=line,
-        hint='`needle init` writes a builder that renders SK\'s basic syntax ({{$var}}, <message role="..."> '
-        'turns) and an entry `builder = "needle_builders/NAME.py:build"` for it (docs/templates.md)',
-    )
-
-
-__all__ = ["refuse_sk", "sk_format"]
+__all__ = ["sk_format"]
