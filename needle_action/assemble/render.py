@@ -74,7 +74,10 @@ def render_case(
     lenient, blocks = lenient_undefined(prompt, kind), (prompt.trim_blocks, prompt.lstrip_blocks)
     raw = isolate.render(workspace, RenderJob(name, variables, template_file, lenient, blocks))
     if kind == ".prompt":  # Google Dotprompt: Handlebars, its own roles
-        from needle_action.assemble.templates.dotprompt import declared_by, to_rendered
+        from needle_action.assemble.templates.dotprompt import declared_by, parse, to_rendered
+
+        if fixture_rel is None and parse(source_text, template_file).defaults:
+            fixture_rel = SAMPLE_CASE  # input.default is the case, as a .prompty's sample
 
         rendered = to_rendered(
             raw, source_text, variables, path=template_path, source=name, fixture=fixture_rel

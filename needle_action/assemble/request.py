@@ -124,6 +124,7 @@ def _check_resolved(config: Config, prompt: PromptConfig, declared: Declared) ->
         raise TemplateError(
             f"the template names tools without their definitions: {', '.join(declared.unresolved)}",
             file=file,
+            line=declared.tools_line,
             hint=f'give their schemas in a tools file: tools = "tools.json" in [prompts.{prompt.name}], '
             "or toolDefs in the front matter",
         )

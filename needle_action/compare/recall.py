@@ -33,6 +33,7 @@ judged against the threshold alone (its pooled reading, ``StyleSummary.status``)
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
@@ -46,11 +47,12 @@ from needle_action.compare.models import (
     StyleLine,
 )
 from needle_action.core.names import GOLD_STYLE
-from needle_action.results import PromptResult, RecallCell, RecallResult, StyleSummary
+from needle_action.results import CrossRun, PromptResult, RecallCell, RecallResult, StyleSummary
 from needle_action.stats.exact import holm_rejections, stratified_drop_pvalue
 from needle_action.stats.groups import CellKey, Group, cell_key, family, planning_group, pooled
+from needle_action.stats.levels import base_side_trials, cross_run, history_counts, spread_of
 from needle_action.stats.pooling import testable_counts
-from needle_action.stats.power import GroupDesign, detectable_drop
+from needle_action.stats.power import POWER_TARGET, GroupDesign, across_power, detectable_drop
 from needle_action.stats.sequential import (
     Decision,
     Design,
@@ -258,12 +260,55 @@ def _result_delta(t: GroupResult) -> GroupDelta:
     )
 
 
+def _detectable_across(
+    hr: RecallResult,
+    br: RecallResult,
+    sizes: Sequence[int],
+    depths: Sequence[float],
+    style: str,
+    levels: CrossRun,
+) -> tuple[float | None, str]:
+    """:func:`_detectable` for a base from another run: the cross-run test's, the base side being
+    the base run and its stored runs."""
+    group = planning_group(sizes, depths)
+    base = testable_counts(br, style)
+    base_hits, base_n = pooled(base, group.cells)
+    head_n = pooled(testable_counts(hr, style), group.cells)[1]
+    if not base_n or not head_n:
+        return None, group.label
+    styles = len(hr.style_names())
+    design = GroupDesign(
+        cells=len(group.cells), family_size=styles * (len(family(sizes, depths)) + 1), alpha=hr.alpha
+    )
+    side = round(base_side_trials(br, levels, style) * len(group.cells))
+    other = len(set(sizes)) * len(set(depths)) - len(group.cells)
+    spread, rate = spread_of(levels), round(base_hits / base_n, 2)
+    for points in range(1, math.ceil(rate * 100) + 1):
+        caught = across_power(
+            design,
+            other_cells=other,
+            base_n=side,
+            head_n=head_n,
+            base_rate=rate,
+            drop=points / 100,
+            spread=spread,
+        )
+        if caught >= POWER_TARGET:
+            return points / 100, group.label
+    return None, group.label
+
+
 def _test_against_base(
-    rc: RecallComparison, hr: RecallResult, br: RecallResult, decision: Decision, design: Design
+    rc: RecallComparison,
+    hr: RecallResult,
+    br: RecallResult,
+    decision: Decision,
+    design: Design,
+    levels: CrossRun | None = None,
 ) -> None:
     """Fill RC's groups from the sequential DECISION (recall/sequential.py) of this prompt."""
     rc.groups = [_result_delta(t) for t in decision.groups]
-    rc.test = "paired" if decision.paired else "unpaired"
+    rc.test = "cross-run" if levels is not None else "paired" if decision.paired else "unpaired"
     rc.looks = list(design.looks(_planned(hr)))
     rc.look, rc.stopped_early = decision.look, decision.look < len(rc.looks)
     rc.planned_calls = rc.looks[-1] * len(hr.cells)
@@ -280,7 +325,11 @@ def _test_against_base(
             "is exact."
         )
     styles = [s for s in hr.style_names() if s in {t.style for t in decision.groups}]
-    if styles:
+    if styles and levels is not None:
+        rc.detectable_drop, rc.detectable_in = _detectable_across(
+            hr, br, rc.sizes, rc.depths, styles[0], levels
+        )
+    elif styles:
         base = testable_counts(br, styles[0])
         rc.detectable_drop, rc.detectable_in = _detectable(
             base, testable_counts(hr, styles[0]), rc.sizes, rc.depths, hr.alpha, len(styles)
@@ -316,9 +365,34 @@ def _paired_styles(hr: RecallResult, br: RecallResult) -> tuple[set[str], bool]:
     return both, False
 
 
-def prompt_data(head: PromptResult, base: PromptResult | None) -> PromptData | None:
+def run_levels(
+    head: PromptResult,
+    base: PromptResult | None,
+    *,
+    across: bool,
+    history: Sequence[RecallResult] | None = None,
+) -> CrossRun | None:
+    """What HEAD's comparison with BASE rests on when they come from different runs (ACROSS: their
+    results files name different jobs; None: one job, today's tests): HISTORY's runs of the base's
+    fingerprint when given (``--history DIR``), else the record the head's run kept, else the base's
+    own history run by run (fewer than three runs: the stated prior)."""
+    hr, br = head.recall, base.recall if base is not None else None
+    styles = [s for s in (hr.style_names() if hr else []) if s in tested_styles(head, base)]
+    if hr is None or br is None or not styles:
+        return None
+    if history is not None:
+        return cross_run(br, styles[0], history)
+    if hr.cross_run is not None:
+        return hr.cross_run
+    return cross_run(br, styles[0]) if across else None
+
+
+def prompt_data(
+    head: PromptResult, base: PromptResult | None, levels: CrossRun | None = None
+) -> PromptData | None:
     """HEAD's recall as the sequential comparison sees it (None: not tested against BASE). The base
-    side is the base run's own trials: its pooled history stays out of the test."""
+    side is the base run's own trials: its pooled history stays out of the test. LEVELS: the base
+    is another run's (:func:`run_levels`): the cross-run tests, its stored runs on the base side."""
     styles = tested_styles(head, base)
     if not styles or head.recall is None or base is None or base.recall is None:
         return None
@@ -340,6 +414,10 @@ def prompt_data(head: PromptResult, base: PromptResult | None) -> PromptData | N
         base_planned=base_planned,
         design=design_of(hr),
     )
+    if levels is not None:
+        data.paired = False  # two runs: their levels differ, trial pairs do not cancel them
+        data.spread = spread_of(levels)
+        data.history = history_counts(levels, grids)
     return data
 
 
@@ -375,7 +453,10 @@ def _status(rc: RecallComparison, hr: RecallResult, br: RecallResult | None, tes
 
 
 def compare_recall(
-    head: PromptResult, base: PromptResult | None, decision: Decision | None = None
+    head: PromptResult,
+    base: PromptResult | None,
+    decision: Decision | None = None,
+    levels: CrossRun | None = None,
 ) -> RecallComparison | None:
     """The recall comparison of one prompt (None when neither side has recall to show). DECISION:
     this prompt's sequential decision in the pull request's family (``compare.verdict``); computed
@@ -403,17 +484,36 @@ def compare_recall(
     _fill_cells(rc, hr, br, both)
     tested = br is not None and comparable and not rc.unchanged
     if tested and decision is None:
-        data = prompt_data(head, base)
+        data = prompt_data(head, base, levels)
         if data is not None:
             decision = replay([data], hr.alpha, ends={data.name: head_end(hr)})[data.name]
     if tested and br is not None and decision is not None:
-        _test_against_base(rc, hr, br, decision, design_of(hr))
+        _test_against_base(rc, hr, br, decision, design_of(hr), levels)
         _judge_alone(rc, hr, set(hr.style_names()) - both)
     elif hr.status == "fail":
         _judge_alone(rc, hr, set(hr.style_names()))
+    if tested and levels is not None:
+        rc.notes.append(levels_note(levels))
     rc.status = _status(rc, hr, br, tested)  # type: ignore[assignment]
     rc.samples = _samples(hr.cells)
     return rc
+
+
+def levels_note(levels: CrossRun) -> str:
+    """What a comparison across runs says about the figure it used."""
+    said = spread_of(levels).describe()
+    if levels.method == "prior":
+        return (
+            f"The base comes from another run, and runs differ in level: {said}. Groups are tested "
+            "against the other cells (a run's level cancels) and the whole grid against that spread. "
+            "Store more main-branch runs (`--history DIR`, the data branch) or measure the base in the "
+            "same job (the action's default) for a sharper test."
+        )
+    return (
+        f"The base comes from another run, and runs differ in level: {said}. Groups are tested against "
+        f"the other cells with the {len(levels.history)} stored run(s) beside the base (each at its own "
+        "level), the whole grid against that spread."
+    )
 
 
 def _compared_styles(rc: RecallComparison, hr: RecallResult, br: RecallResult) -> set[str]:

@@ -69,6 +69,13 @@ def read_cases(path: Path) -> list[Case]:
 def _cached_cases(real: str, _mtime: int, _size: int, file: str) -> tuple[Case, ...]:
     text = read_text(Path(real), what="fixture", file=file, max_bytes=MAX_FIXTURE_BYTES)
     cases = _csv_cases(text, file) if real.lower().endswith(".csv") else _jsonl_cases(text)
+    if not cases:
+        raise ConfigError(
+            "the case file holds no case: it is empty" + (" but for its header" if text.strip() else ""),
+            file=file,
+            line=1,
+            hint="write one case a line (.jsonl) or a row after the header (.csv), or remove it from fixtures",
+        )
     if len(cases) > MAX_CASES:
         raise ConfigError(
             f"the case file holds {len(cases):,} cases; at most {MAX_CASES:,} are measured from one file",

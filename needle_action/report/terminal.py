@@ -364,10 +364,11 @@ def power_sentence(p: RecallPower) -> str:
     """'20 trials per cell (auto): this run detects drops >= 20 pt in the middle depths ...'."""
     how = "auto" if p.auto else "as set"
     base = f"base recall {'assumed' if p.base_rate_source == 'assumed' else 'measured'} {p.base_rate:.0%}"
+    group = f"across {p.group}" if p.group.startswith("all ") else f"in the {p.group}"  # "all cells"
     if p.detectable_drop is None:
-        catch = f"too few to catch even a total loss in the {p.group} with 95% power"
+        catch = f"too few to catch even a total loss {group} with 95% power"
     else:
-        catch = f"this run detects drops >= {p.detectable_drop * 100:.0f} pt in the {p.group} (95% power)"
+        catch = f"this run detects drops >= {p.detectable_drop * 100:.0f} pt {group} (95% power)"
     return f"trials: {p.trials} per cell ({how}): {catch}; {base}"
 
 

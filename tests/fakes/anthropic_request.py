@@ -203,12 +203,25 @@ def validate_texts(body: dict) -> None:
             )
 
 
+MAX_CACHE_MARKS = 4
+
+
+def validate_marks(body: dict) -> None:
+    """Raise BodyError when more blocks than the API allows carry cache_control."""
+    marked = sum(1 for _, _, mark in cache_blocks(body) if mark)
+    if marked > MAX_CACHE_MARKS:
+        raise BodyError(
+            f"A maximum of {MAX_CACHE_MARKS} blocks with cache_control may be provided. Found {marked}."
+        )
+
+
 def validate_blocks(body: dict) -> None:
     """Raise BodyError where the API refuses content blocks: an unknown type, a bad tools list, a
     tool_result whose tool_use_id is not a tool_use of the message before it, empty or
-    whitespace-only text (:func:`validate_texts`)."""
+    whitespace-only text (:func:`validate_texts`), more than four cache_control markers."""
     _validate_tools(body.get("tools"))
     validate_texts(body)
+    validate_marks(body)
     previous: list = []
     for i, m in enumerate(body.get("messages") or []):
         content = m.get("content") if isinstance(m, dict) else None

@@ -183,3 +183,11 @@ def test_a_history_loop_over_a_missing_variable_is_an_error_at_its_line(tmp_path
     assert "`chat`, which the fixture does not set" in info.value.message
     assert "no-messages" in info.value.message
     assert info.value.location.line == 3
+
+
+def test_the_fake_counts_no_request_with_five_cache_breakpoints(fake):
+    blocks: Any = [
+        {"type": "text", "text": f"part {i}", "cache_control": {"type": "ephemeral"}} for i in range(5)
+    ]
+    with pytest.raises(anthropic.BadRequestError, match="maximum of 4 blocks with cache_control"):
+        _client(fake).messages.count_tokens(model=MODEL, messages=[{"role": "user", "content": blocks}])

@@ -163,3 +163,12 @@ def test_a_string_context_still_counts_only_its_own_text(tmp_path):
     own = _tokens([fixture["notes"]])
     assert own - 2 <= count.sections["context"] <= own + 2
     assert sum(count.sections.values()) == count.tokens
+
+
+def test_document_blocks_count_as_context(tmp_path):
+    extra = 'context_as = "document"'
+    rendered, count = _counted(tmp_path, RESULT, RESULT_FIXTURE, extra, model="claude-sonnet-5-5")
+    kinds = [b.get("type") for m in rendered.messages for b in m.blocks]
+    assert kinds.count("document") == len(RESULT_FIXTURE["rows"])
+    assert count.sections["context"] >= _tokens(RESULT_FIXTURE["rows"]) - 3
+    assert sum(count.sections.values()) == count.tokens

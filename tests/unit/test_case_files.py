@@ -154,3 +154,18 @@ def test_text_after_an_image_stays_in_the_same_turn():
         < view.index("[image: https://example.com/chart.png]")
         < view.index("Be brief.")
     )
+
+
+def test_an_empty_case_file_is_an_error_not_a_prompt_without_data(tmp_path):
+    project = Project(tmp_path / "p").template("prompts/a.j2", TEMPLATE).file("data/cases.jsonl", "\n\n")
+    with pytest.raises(ConfigError, match="holds no case"):
+        load_config(project.config(TABLE.format(fixtures="data/cases.jsonl")).config_path)
+
+
+def test_one_json_document_over_several_lines_is_named_as_such(tmp_path):
+    config = _config(tmp_path, "data/cases.jsonl", '{\n  "notes": "a",\n  "question": "?"\n}\n')
+    first = config.fixture_paths(config.prompts["a"])[0]
+    with pytest.raises(ConfigError) as info:
+        load_fixture(first)
+    assert info.value.location.line == 1
+    assert "one JSON document over several lines" in (info.value.hint or "")

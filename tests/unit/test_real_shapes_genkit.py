@@ -88,6 +88,8 @@ def test_tools_defined_in_code_are_named_with_a_relative_path(root, monkeypatch)
         _render(root, "prompts/greeter.prompt", "greeter.yaml")
     assert "lookupOrder" in info.value.message
     assert info.value.location.file == "prompts/greeter.prompt"
+    text = (root / "prompts/greeter.prompt").read_text().splitlines()
+    assert text[info.value.location.line - 1].startswith("tools:")  # the line naming them
 
 
 def test_a_schema_registered_in_code_is_named_with_where_to_give_it(root):

@@ -36,3 +36,18 @@ def test_no_progress_line_after_the_progress_is_closed():
     progress.close()  # the results print now
     progress.advance(4)  # a trial that settles late (an arm, a follower): nothing after the results
     assert stream.getvalue().splitlines() == ["recall qa: 4/8 trials settled"]
+
+
+def test_the_power_sentence_reads_for_every_group():
+    from needle_action.report.terminal import power_sentence
+    from needle_action.results.recall import RecallPower
+
+    def sentence(group: str) -> str:
+        power = RecallPower(
+            trials=2, auto=False, group=group, base_rate=0.9, base_rate_source="assumed",
+            min_drop=0.2, power=0.1, detectable_drop=None,
+        )  # fmt: skip
+        return power_sentence(power)
+
+    assert "a total loss across all cells with" in sentence("all cells")
+    assert "a total loss in the middle depth (50%) with" in sentence("middle depth (50%)")

@@ -115,3 +115,23 @@ def test_a_marker_at_the_start_of_a_turn_moves_to_the_end_of_the_turn_before():
     out = rules.normalise(body)
     assert out["messages"][1]["content"] == [text("Booked.", cache_control=MARK)]
     assert out["messages"][2]["content"] == [text("    Which bay?")]
+
+
+def test_pdf_pages_and_images_in_the_claude_estimate():
+    import base64
+
+    from needle_action.tokens.claude_offline import PDF_PAGE_TOKENS, block_tokens, pdf_pages
+
+    pdf = (
+        b"%PDF-1.4\n1 0 obj << /Type /Pages /Count 2 >>\n2 0 obj << /Type /Page >>\n3 0 obj <</Type/Page>>\n"
+    )
+    data = base64.b64encode(pdf).decode()
+    assert pdf_pages(data) == 2
+    block = {"type": "document", "source": {"type": "base64", "media_type": "application/pdf", "data": data}}
+    assert block_tokens(block, len) == 2 * PDF_PAGE_TOKENS
+    png = b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR" + (750).to_bytes(4, "big") + (100).to_bytes(4, "big")
+    image = {
+        "type": "image",
+        "source": {"type": "base64", "media_type": "image/png", "data": base64.b64encode(png).decode()},
+    }
+    assert block_tokens(image, len) == 100  # 750 x 100 pixels / 750

@@ -51,6 +51,7 @@ class Declared:
     unresolved: tuple[str, ...] = ()  # tools named without a definition (Dotprompt's ``tools``)
     unresolved_schema: str | None = None  # Dotprompt ``output.schema: Name``, registered in code
     schema_line: int | None = None  # the template line naming it
+    tools_line: int | None = None  # the template line naming the unresolved tools
 
     def over(self, base: Declared) -> Declared:
         """SELF's declarations over BASE's: tools replace (a tools list settles the names BASE
@@ -62,6 +63,7 @@ class Declared:
             unresolved=() if self.tools else base.unresolved,
             unresolved_schema=None if _STRUCTURED_OUTPUT & set(self.params) else base.unresolved_schema,
             schema_line=base.schema_line,
+            tools_line=base.tools_line,
         )
 
 

@@ -105,7 +105,8 @@ def _case_variables(path: Path, number: int, file: str) -> JSON:
             file=file,
             line=case.line,
             column=exc.column,
-            hint='each line of a .jsonl fixture is one JSON object, e.g. {"question": "..."}',
+            hint=_one_document(path)
+            or 'each line of a .jsonl fixture is one JSON object, e.g. {"question": "..."}',
         ) from None
     if not isinstance(data, dict):
         kind = f"a {type(data).__name__}" if data is not None else "null"
@@ -116,6 +117,15 @@ def _case_variables(path: Path, number: int, file: str) -> JSON:
             hint='write e.g. {"question": "...", "documents": [...]} on the line',
         )
     return _checked(data, "", file)
+
+
+def _one_document(path: Path) -> str | None:
+    """A hint when the .jsonl file is one JSON document written over several lines."""
+    try:
+        parse_json(read_text(path, what="fixture", max_bytes=MAX_FIXTURE_BYTES))
+    except (DataError, ConfigError, OSError):
+        return None
+    return "this file is one JSON document over several lines: JSON Lines holds one object a line (or name it .json)"
 
 
 def _checked(data: Any, text: str, file: str) -> JSON:
