@@ -78,7 +78,6 @@ def render_case(
 
         if fixture_rel is None and parse(source_text, template_file).defaults:
             fixture_rel = SAMPLE_CASE  # input.default is the case, as a .prompty's sample
-
         rendered = to_rendered(
             raw, source_text, variables, path=template_path, source=name, fixture=fixture_rel
         )
