@@ -129,12 +129,12 @@ def _fixture(built: BuiltPrompt, config_dir: Path) -> None:
 
 
 def built_prompts(
-    root: Path, config_dir: Path, taken: set[str], with_sites: bool
+    root: Path, config_dir: Path, taken: set[str], with_sites: bool, sk_stubbed: list[SkPrompt] | None = None
 ) -> tuple[list[BuiltPrompt], list[CodeSite]]:
     """(the prompts given a builder, the code sites only listed): Semantic Kernel prompts always,
     code sites when WITH_SITES (no template of a format needle renders was found)."""
     model = PromptSettings().model
-    out: list[BuiltPrompt] = []
+    out = [_sk_prompt(p, taken, config_dir) for p in sk_stubbed or []]
     sites = find_sites(root, config_dir)
     # a template built inside a function cannot be imported: its stub would fail until edited, so
     # it is written only when nothing else was found

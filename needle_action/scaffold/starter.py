@@ -8,6 +8,7 @@ import json
 import os
 from pathlib import Path
 
+from needle_action.assemble.templates.semantic_kernel import SK_PROMPT_FILE
 from needle_action.config.loader import FIXTURE_SUFFIXES
 from needle_action.config.model import PromptSettings, RecallSettings
 from needle_action.core.errors import ConfigError
@@ -191,8 +192,13 @@ def write_starter(
             "expected a file path for the threshold file, got a folder", file=display_path(config_path)
         )
     config_dir = config_path.absolute().parent
-    sk_files = find_sk_prompts(root, config_dir)  # skprompt.txt, SK YAML: templates needle renders
-    templates = sorted([*walk(root, TEMPLATE_SUFFIXES), *(p.path for p in sk_files)])
+    sk_all = find_sk_prompts(root, config_dir)  # skprompt.txt, SK YAML: templates needle renders
+    sk_stubbed = [p for p in sk_all if p.what == SK_PROMPT_FILE]  # SK's *.prompt: a builder renders it
+    sk_files = [p for p in sk_all if p not in sk_stubbed]
+    stubbed = {p.path for p in sk_stubbed}
+    templates = sorted(
+        [*(t for t in walk(root, TEMPLATE_SUFFIXES) if t not in stubbed), *(p.path for p in sk_files)]
+    )
     outside = [t for t in templates if not t.absolute().is_relative_to(config_dir)]
     if outside:
         raise ConfigError(
@@ -206,7 +212,7 @@ def write_starter(
         if f.path.resolve() in lists:
             sample_fixture(f, lists[f.path.resolve()], config_dir)
             inspect_size(f, config_dir)
-    built, listed = built_prompts(root, config_dir, taken, with_sites=not found)
+    built, listed = built_prompts(root, config_dir, taken, with_sites=not found, sk_stubbed=sk_stubbed)
     if not found and not built:
         raise ConfigError(_nothing_found(root, templates), hint=NOTHING_FOUND_HINT)
     text = render_starter(found, partials, built, listed)

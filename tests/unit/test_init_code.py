@@ -336,3 +336,31 @@ def test_errors_in_a_translated_sk_yaml_point_at_the_files_own_line(tmp_path):
     with pytest.raises(NeedleError, match="'turns' is undefined") as err:
         render_case(config, config.prompts["d"], tmp_path / "f.yaml")
     assert err.value.location.line == 5  # the {{#each turns}} line, not the translation's
+
+
+def test_an_sk_prompt_file_named_dot_prompt_is_no_dotprompt(tmp_path):
+    # SK's older YAML prompt files use the .prompt extension too: read as Dotprompt, their YAML was
+    # counted as the prompt's text, with no word
+    from needle_action.assemble.render import render_case
+
+    sk = (
+        "name: Greeter\ndescription: says hello\n"
+        'prompt: "You greet the members of the chess club.\\n\\n{{$history}}\\nBot: "\n'
+        "input:\n  parameters:\n    - name: history\n"
+    )
+    write(tmp_path, "Plugins/Club/Prompts/Greeter.prompt", sk)
+    write(tmp_path, "f.yaml", "history: hi\n")
+    write(
+        tmp_path,
+        "needle.toml",
+        '[prompts.g]\ntemplate = "Plugins/Club/Prompts/Greeter.prompt"\nfixtures = ["f.yaml"]\n',
+    )
+    config = load_config(tmp_path / "needle.toml")
+    with pytest.raises(ConfigError, match="not Dotprompt") as err:
+        render_case(config, config.prompts["g"], tmp_path / "f.yaml")
+    assert err.value.location.line == 3
+    (tmp_path / "needle.toml").unlink()
+    write_starter(tmp_path, tmp_path / "needle.toml")
+    config = load_config(tmp_path / "needle.toml")
+    assert config.prompts["greeter"].builder == "needle_builders/greeter.py:build"
+    assert config.prompts["greeter"].context_var == "history"

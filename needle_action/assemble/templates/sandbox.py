@@ -34,6 +34,7 @@ from markupsafe import Markup
 
 from needle_action.assemble.templates import limits
 from needle_action.assemble.templates.prompty import split_prompty
+from needle_action.assemble.templates.semantic_kernel import refuse_sk_prompt_file
 from needle_action.assemble.templates.sk_jinja import sk_translated
 from needle_action.core.errors import TemplateError
 from needle_action.core.paths import PathEscape, display_path, read_text
@@ -58,9 +59,12 @@ MAX_TEMPLATE_BYTES = 2_000_000
 def read_template(path: Path, file: str) -> str:
     """A template's text (at most MAX_TEMPLATE_BYTES), or a TemplateError at FILE saying why not."""
     try:
-        return read_text(
+        text = read_text(
             path, what="template", error_cls=TemplateError, file=file, max_bytes=MAX_TEMPLATE_BYTES
         )
+        if path.suffix.lower() == ".prompt":
+            refuse_sk_prompt_file(text, file, path.name)
+        return text
     except FileNotFoundError:
         raise TemplateError("template file not found", file=file) from None
     except OSError as exc:
