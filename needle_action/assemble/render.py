@@ -56,21 +56,9 @@ def render_case(
     variables, fixture_rel = _case_variables(workspace, fixture_path_or_None, variables)
     kind = template_path.suffix.lower()
 
-    front: dict[str, Any] = {}
-    declared = Declared()
-    try:
-        source_text = read_template(template_path, template_file)
-        if kind == ".prompty":
-            front = split_prompty(source_text, template_file).front
-            defaults = prompty_defaults(front, template_path, workspace, template_file)
-            variables = {**defaults, **variables}  # a fixture overrides the sample key by key
-            if fixture_rel is None and defaults:
-                fixture_rel = SAMPLE_CASE
-            declared = from_prompty(front, source_text, template_path, workspace, template_file)
-    except NeedleError:
-        raise
-    except OSError as exc:
-        raise TemplateError(f"cannot read the template: {exc.strerror or exc}", file=template_file) from None
+    source_text, front, declared, variables, fixture_rel = _read_source(
+        workspace, template_path, variables, fixture_rel
+    )
     lenient, blocks = lenient_undefined(prompt, kind), (prompt.trim_blocks, prompt.lstrip_blocks)
     raw = isolate.render(workspace, RenderJob(name, variables, template_file, lenient, blocks))
     if kind == ".prompt":  # Google Dotprompt: Handlebars, its own roles
@@ -95,6 +83,31 @@ def render_case(
             system=system, messages=messages, source=name, fixture=fixture_rel, meta=meta
         )
     return complete(config, prompt, rendered, declared, variables)
+
+
+def _read_source(
+    workspace: Workspace, template_path: Path, variables: dict[str, Any], fixture_rel: str | None
+) -> tuple[str, dict[str, Any], Declared, dict[str, Any], str | None]:
+    """The template's text, its front matter and what it declares; with a ``.prompty``'s sample
+    under VARIABLES (a fixture overrides it key by key) and the case named ``sample`` when no
+    fixture named it."""
+    template_file, kind = display_path(template_path), template_path.suffix.lower()
+    front: dict[str, Any] = {}
+    declared = Declared()
+    try:
+        source_text = read_template(template_path, template_file)
+        if kind == ".prompty":
+            front = split_prompty(source_text, template_file).front
+            defaults = prompty_defaults(front, template_path, workspace, template_file)
+            variables = {**defaults, **variables}  # a fixture overrides the sample key by key
+            if fixture_rel is None and defaults:
+                fixture_rel = SAMPLE_CASE
+            declared = from_prompty(front, source_text, template_path, workspace, template_file)
+    except NeedleError:
+        raise
+    except OSError as exc:
+        raise TemplateError(f"cannot read the template: {exc.strerror or exc}", file=template_file) from None
+    return source_text, front, declared, variables, fixture_rel
 
 
 def _render_data(
