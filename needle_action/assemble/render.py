@@ -25,7 +25,6 @@ from needle_action.assemble.templates.prompty import prompty_defaults, split_pro
 from needle_action.assemble.templates.raw import RenderJob, render_raw
 from needle_action.assemble.templates.roles import split_sections, to_prompt
 from needle_action.assemble.templates.sandbox import read_template
-from needle_action.assemble.templates.semantic_kernel import refuse_sk
 from needle_action.config.model import Config, PromptConfig
 from needle_action.core.errors import ConfigError, NeedleError, TemplateError
 from needle_action.core.paths import display_path, relative
@@ -103,8 +102,6 @@ def _read_source(
     declared = Declared()
     try:
         source_text = read_template(template_path, template_file)
-        if kind not in (".prompty", ".prompt"):  # SK's formats fail as Jinja on their `$`: named instead
-            refuse_sk(source_text, template_file, template_path.name)
         if kind == ".prompty":
             front = split_prompty(source_text, template_file).front
             defaults = prompty_defaults(front, template_path, workspace, template_file)
