@@ -320,7 +320,10 @@ def _estimate(found: FoundTemplate, config_dir: Path) -> None:
         rendered = render_case(config, prompt, cases[0] if cases else None)
     except NeedleError as exc:
         if not found.problem:
-            found.problem = f"does not render yet: {exc.message}"
+            line = f" (line {exc.location.line})" if exc.location.line else ""
+            found.problem = f"does not render yet{line}: {exc.message}" + (
+                f" -- {exc.hint}" if exc.hint else ""
+            )
         return
     found.rough_chars = sum(len(t) for t in rendered.texts())
 

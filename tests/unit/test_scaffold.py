@@ -165,3 +165,18 @@ def test_a_dataset_beside_a_template_is_its_fixture_when_it_sets_its_variables(t
     ]
     assert config.prompts["label"].fixtures == []  # its dataset's keys are the flow's, not the template's
     assert "a .jsonl/.csv one a line/row" in (root / "needle.toml").read_text()
+
+
+def test_a_template_that_does_not_render_yet_is_noted_with_its_line_and_hint(tmp_path):
+    root = tmp_path / "repo"
+    write(
+        root,
+        "prompts/menu.prompt",
+        "---\noutput:\n  format: json\n  schema: Menu\n---\nPlan a menu for {{guests}} guests.\n",
+    )
+    write_starter(root, root / "needle.toml", force=False)
+    note = next(
+        line for line in (root / "needle.toml").read_text().splitlines() if line.startswith("# NOTE:")
+    )
+    assert "(line 4)" in note  # where `schema: Menu` is written
+    assert "builder" in note  # the hint travels with it
