@@ -18,6 +18,7 @@ from needle_action.assemble.templates.prompty import split_prompty
 from needle_action.assemble.templates.roles import split_sections
 from needle_action.assemble.templates.sandbox import environment_for
 from needle_action.assemble.templates.sk_jinja import sk_as_jinja
+from needle_action.config.cases import case_ref, is_case_file, read_cases
 from needle_action.config.model import Config, PromptConfig
 from needle_action.core.errors import NeedleError
 from needle_action.core.paths import is_inside
@@ -333,7 +334,10 @@ def _estimate(found: FoundTemplate, config_dir: Path) -> None:
         rendered = render_case(config, prompt, cases[0] if cases else None)
     except NeedleError as exc:
         if not found.problem:
-            found.problem = f"does not render yet: {exc.message}"
+            line = f" (line {exc.location.line})" if exc.location.line else ""
+            found.problem = f"does not render yet{line}: {exc.message}" + (
+                f" -- {exc.hint}" if exc.hint else ""
+            )
         return
     found.rough_chars = sum(len(t) for t in rendered.texts())
 
@@ -358,5 +362,26 @@ def inspect_template(
     _split_tools(f, config_dir)
     f.gold_fixture = _gold_fixture(f.fixtures, config_dir)
     _inspect(f, config_dir)
+    if not f.fixtures:
+        f.fixtures = _dataset_beside(template.absolute(), config_dir, fixture_files, set(f.variables))
     _estimate(f, config_dir)
     return f
+
+
+def _dataset_beside(
+    template: Path, config_dir: Path, fixture_files: list[Path], variables: set[str]
+) -> list[str]:
+    """A case file in the template's own folder (a prompt flow's ``data.jsonl``) whose first case
+    sets a variable the template reads: the template's dataset, whatever its name."""
+    for p in fixture_files:
+        p = p.absolute()
+        if p.parent != template.parent or not is_case_file(p):
+            continue
+        try:
+            first = read_cases(p)[0].number
+            keys = set(load_fixture(case_ref(p, first)))
+        except (NeedleError, OSError, IndexError):
+            continue  # a broken dataset is reported when it is used, not here
+        if keys & variables:
+            return [p.relative_to(config_dir).as_posix()]
+    return []
