@@ -45,6 +45,8 @@ SDK_CALLS = {
     ("responses", "parse"): "openai-responses",
     ("responses", "stream"): "openai-responses",
 }
+# `client.messages.with_raw_response.create(...)` sends the same request
+_RESPONSE_WRAPPERS = {"with_raw_response", "with_streaming_response"}
 TEMPLATE_CLASSES = {"ChatPromptTemplate", "PromptTemplate", "RichPromptTemplate"}
 TEMPLATE_METHODS = {"from_messages", "from_template", None}  # None: the constructor itself
 # Semantic Kernel functions made from a prompt string (the string holds SK's template syntax)
@@ -283,7 +285,7 @@ class _Finder(ast.NodeVisitor):
         )
 
     def visit_Call(self, node: ast.Call) -> None:  # noqa: N802
-        chain = _chain(node.func)
+        chain = [c for c in _chain(node.func) if c not in _RESPONSE_WRAPPERS]
         kind = SDK_CALLS.get((chain[-2], chain[-1])) if len(chain) >= 2 else None
         if kind and "threads" in chain:  # the Assistants API adds a message to a thread: no request
             kind = None
