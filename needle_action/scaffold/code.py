@@ -116,11 +116,24 @@ def _chain(node: ast.AST) -> list[str]:
     return out[::-1]
 
 
+def fstring_text(node: ast.JoinedStr) -> str:
+    """An f-string's text with each run-time value as ``{its expression}`` (``{date.today()}``)."""
+    parts = []
+    for v in node.values:
+        if isinstance(v, ast.Constant):
+            parts.append(str(v.value))
+        elif isinstance(v, ast.FormattedValue):
+            parts.append("{" + ast.unparse(v.value) + "}")
+    return "".join(parts)
+
+
 def string_value(node: ast.expr) -> str | None:
     """A string literal's value, also written ``"...".strip()`` or ``textwrap.dedent("...")``
     (how prompts are kept in constants); None for anything else."""
     if isinstance(node, ast.Constant) and isinstance(node.value, str):
         return node.value
+    if isinstance(node, ast.JoinedStr):  # an f-string: its run-time values stay as {expression}
+        return fstring_text(node)
     if isinstance(node, ast.Call) and not node.keywords:
         func = node.func
         if isinstance(func, ast.Attribute) and func.attr in ("strip", "lstrip", "rstrip") and not node.args:
@@ -262,7 +275,8 @@ class _Finder(ast.NodeVisitor):
         ):
             site = self._site(node, "prompt-constant")
             site.target, site.constants = self.assigned, {"system": self.assigned}
-            site.variables = _FIELD.findall(string_value(value) or "")  # str.format fields
+            if not isinstance(value, ast.JoinedStr):  # an f-string has no str.format fields left
+                site.variables = _FIELD.findall(string_value(value) or "")
             site.call = f"{self.assigned} = ... ({len(string_value(value) or ''):,} characters)"
             self.sites.append(site)
         self.generic_visit(node)
