@@ -219,13 +219,14 @@ def measure(
     env: Mapping[str, str],
     cache: CacheArg = None,
     baseline: Results | None = None,
+    history: list[Results] | None = None,
 ) -> Results:
     """Budgets for every prompt, recall for those that can run it: one side of a pull request.
 
     Unlike ``needle check``, a prompt whose provider key is missing from ENV is skipped with a note
     (pull requests from forks get no secrets) instead of counting as a provider outage.
     """
-    return measure_sides([config], how, env=env, cache=cache, baseline=baseline)[0]
+    return measure_sides([config], how, env=env, cache=cache, baseline=baseline, history=history)[0]
 
 
 def measure_sides(
@@ -235,6 +236,7 @@ def measure_sides(
     env: Mapping[str, str],
     cache: CacheArg = None,
     baseline: Results | None = None,
+    history: list[Results] | None = None,
 ) -> list[Results]:
     """:func:`measure` for several configs at once (the action's head and base): budgets for each,
     then the recall of all of them through one scheduler, so both sides' calls share one queue and
@@ -257,9 +259,12 @@ def measure_sides(
         runnable = _runnable(config, results, how, env)
         if runnable:
             prompts = select_prompts(config, runnable)
-            check_costs(prompts, baseline, overrides)
-            # BASELINE (a stored base, e.g. from the data branch) lets the head stop at a look
-            jobs.append(RecallJob(config, prompts, results, baseline=baseline, overrides=overrides))
+            check_costs(prompts, baseline, overrides, history)
+            # BASELINE (a stored base, e.g. from the data branch) lets the head stop at a look; it is
+            # another run's, tested across runs on HISTORY (the data branch's runs)
+            jobs.append(
+                RecallJob(config, prompts, results, baseline=baseline, overrides=overrides, history=history)
+            )
     if jobs:
         run_recall_jobs(jobs, cache=cache, batch=how.batch)
     elapsed = time.perf_counter() - started

@@ -438,19 +438,41 @@ def cross_run_power(
     """Power of the cross-run tests to catch DROP in a group of GROUP_CELLS cells (BASE_N and HEAD_N
     trials a cell, base rate BASE_RATE) among OTHER_CELLS unchanged ones, at LEVEL (normal
     approximation): the contrast when there are other cells, else the uniform test."""
-    # a rate of 1 (every trial a hit) carries no information on the logit scale, yet a test against
-    # it works: rates are kept half a trial from 0 and 1, as the empirical logit keeps them
-    edge = 0.5 / (min(base_n, head_n) + 1.0)
-    base_rate = min(max(base_rate, edge), 1 - edge)
-    head_rate = min(max(base_rate - drop, edge), 1 - edge)
-    effect = _logit(base_rate) - _logit(head_rate)
-    w_group = group_cells * _cell_information(base_n, base_rate, head_n, head_rate)
-    w_rest = other_cells * _cell_information(base_n, base_rate, head_n, base_rate)
-    z = _NORMAL.inv_cdf(1 - level)
-    if w_group <= 0:
+    rates = ([base_rate] * group_cells, [base_rate] * other_cells)
+    return contrast_power(*rates, base_n=base_n, head_n=head_n, drop=drop, level=level, spread=spread)
+
+
+def contrast_power(
+    group_rates: Sequence[float],
+    other_rates: Sequence[float],
+    *,
+    base_n: float,
+    head_n: float,
+    drop: float,
+    level: float,
+    spread: RunSpread,
+) -> float:
+    """:func:`cross_run_power` with each cell at its own base rate (the group's cells GROUP_RATES,
+    the others OTHER_RATES): the contrast's expected score, sum over the group of w_c delta_c times
+    sqrt(W_rest / (W_all W_group)), against the level's quantile (w_c: a cell's information on its
+    log odds ratio, delta_c: the drop on the logit scale at its rate)."""
+    edge = 0.5 / (min(base_n, head_n) + 1.0)  # half a trial from 0 and 1, as the empirical logit
+
+    def clamp(p: float) -> float:
+        return min(max(p, edge), 1 - edge)
+
+    group = [(clamp(p), clamp(p - drop)) for p in group_rates]
+    w_group = [_cell_information(base_n, p, head_n, q) for p, q in group]
+    effects = [_logit(p) - _logit(q) for p, q in group]
+    total_group = sum(w_group)
+    total_rest = sum(_cell_information(base_n, clamp(p), head_n, clamp(p)) for p in other_rates)
+    if total_group <= 0:
         return 0.0
-    if other_cells > 0 and w_rest > 0:
-        sd = math.sqrt((w_group + w_rest) / (w_group * w_rest))
+    z = _NORMAL.inv_cdf(1 - level)
+    if total_rest > 0:
+        score = sum(w * d for w, d in zip(w_group, effects, strict=True))
+        expected = score * math.sqrt(total_rest / ((total_group + total_rest) * total_group))
     else:
-        sd = math.sqrt(1.0 / w_group + 2.0 * spread.variance)
-    return _NORMAL.cdf(effect / sd - z)
+        mean = sum(w * d for w, d in zip(w_group, effects, strict=True)) / total_group
+        expected = mean / math.sqrt(1.0 / total_group + 2.0 * spread.variance)
+    return _NORMAL.cdf(expected - z)
