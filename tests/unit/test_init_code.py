@@ -375,3 +375,10 @@ def test_a_call_through_with_raw_response_is_the_same_request(tmp_path):
     )
     (site,) = find_sites(tmp_path, tmp_path)
     assert (site.kind, site.function) == ("anthropic", "step")
+
+
+def test_a_short_name_matches_only_a_whole_word():
+    from needle_action.scaffold.templates import QUESTION_NAMES, guess_var
+
+    assert guess_var({"task", "notes"}, QUESTION_NAMES) is None  # `ask` is not in `task`
+    assert guess_var({"user_ask", "notes"}, QUESTION_NAMES) == "user_ask"
