@@ -109,6 +109,14 @@ def _text_rank(name: str) -> int:
     return 0 if any(w in low for w in TEXT_WORDS) else 1
 
 
+def _contains(variable: str, name: str) -> bool:
+    """NAME inside VARIABLE; a short name (``ask``, ``docs``) only as a whole word of it (``user_ask``,
+    not ``task``)."""
+    if len(name) > 4:
+        return name in variable
+    return re.search(rf"(?:^|_){re.escape(name)}(?:_|$)", variable) is not None
+
+
 def guess_var(
     variables: set[str] | list[str], names: tuple[str, ...], exclude: str | None = None
 ) -> str | None:
@@ -119,7 +127,7 @@ def guess_var(
         if n in pool:
             return n
     for n in names:
-        hits = sorted((v for v in pool if n in v.lower()), key=_text_rank)
+        hits = sorted((v for v in pool if _contains(v.lower(), n)), key=_text_rank)
         if hits:
             return hits[0]
     return None
