@@ -13,7 +13,7 @@ from needle_action.cli import main
 from needle_action.config import load_config
 from needle_action.core.errors import ConfigError
 from needle_action.scaffold.starter import write_starter
-from needle_action.scaffold.templates import CONTEXT_NAMES, guess_var
+from needle_action.scaffold.templates import CONTEXT_NAMES, guess_context, guess_var
 from tests.builders import write
 
 
@@ -180,3 +180,13 @@ def test_a_template_that_does_not_render_yet_is_noted_with_its_line_and_hint(tmp
     )
     assert "(line 4)" in note  # where `schema: Menu` is written
     assert "builder" in note  # the hint travels with it
+
+
+def test_a_rag_chat_is_probed_in_its_documents_not_its_history():
+    """A retail chat template reads its retrieved product pages, the customer, the chat history and
+    the question: the haystack is the retrieved text (a whole-word or longer retrieval name wins
+    over an exact conversation name)."""
+    assert guess_context({"documentation", "customer", "history", "question"}) == "documentation"
+    assert guess_context({"retrieved_docs", "history"}) == "retrieved_docs"
+    assert guess_context({"history", "question"}) == "history"  # a chat alone: its history
+    assert guess_context({"customer", "question"}) is None
