@@ -3,7 +3,9 @@
 The SDKs' own retries are switched off (``max_retries=0``) so every provider retries the same way
 and every attempt is counted (``Completion.attempts``). What is transient: 408, 409, 429, every
 5xx (529 "overloaded" included), connection errors, timeouts and responses we cannot parse. What
-is not: other 4xx (400/422: :class:`RequestInvalid`, a request error naming the API's rule, exit 2); 401/403 (and "no key") become :class:`ProviderUnavailable` at once, with a hint
+is not: other 4xx (a 400/422 ``invalid_request_error``, or one whose message names a Messages API
+rule: :class:`RequestInvalid`, a request error naming the rule, exit 2; another 400, such as a
+cloud's "invalid model identifier", stops that prompt like a 404); 401/403 (and "no key") become :class:`ProviderUnavailable` at once, with a hint
 naming the environment variable, never its value.
 
 The sleep function and the random source are injectable so unit tests run instantly and can assert
@@ -162,7 +164,7 @@ def classify_status(
             status=status,
             hint="check the model id in needle.toml (e.g. claude-sonnet-5-5) and the provider's base_url",
         )
-    if status in (400, 422):
+    if status in (400, 422) and (error_type == "invalid_request_error" or rule_of(message) is not None):
         return invalid_request(provider, label, message, status)
     return RequestRejected(
         f"{provider} rejected the request ({label}){detail}",
