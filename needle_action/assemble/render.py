@@ -16,7 +16,7 @@ from typing import Any
 import jinja2
 from jinja2 import meta as jinja_meta
 
-from needle_action.assemble.request import complete
+from needle_action.assemble.request import check_turns, complete
 from needle_action.assemble.templates import isolate
 from needle_action.assemble.templates.declared import Declared, from_prompty
 from needle_action.assemble.templates.defaults import SAMPLE_CASE
@@ -25,7 +25,6 @@ from needle_action.assemble.templates.prompty import prompty_defaults, split_pro
 from needle_action.assemble.templates.raw import RenderJob, render_raw
 from needle_action.assemble.templates.roles import split_sections, to_prompt
 from needle_action.assemble.templates.sandbox import read_template
-from needle_action.assemble.templates.semantic_kernel import refuse_sk
 from needle_action.config.model import Config, PromptConfig
 from needle_action.core.errors import ConfigError, NeedleError, TemplateError
 from needle_action.core.paths import display_path, relative
@@ -63,15 +62,7 @@ def render_case(
     lenient, blocks = lenient_undefined(prompt, kind), (prompt.trim_blocks, prompt.lstrip_blocks)
     raw = isolate.render(workspace, RenderJob(name, variables, template_file, lenient, blocks))
     if kind == ".prompt":  # Google Dotprompt: Handlebars, its own roles
-        from needle_action.assemble.templates.dotprompt import declared_by, parse, to_rendered
-
-        if fixture_rel is None and parse(source_text, template_file).defaults:
-            fixture_rel = SAMPLE_CASE  # input.default is the case, as a .prompty's sample
-
-        rendered = to_rendered(
-            raw, source_text, variables, path=template_path, source=name, fixture=fixture_rel
-        )
-        declared = declared_by(source_text, template_path, file=template_file)
+        rendered, declared = _dotprompt(raw, source_text, variables, template_path, name, fixture_rel)
     else:
         sections = split_sections(raw, prompty=kind == ".prompty")
         try:
@@ -87,6 +78,19 @@ def render_case(
     return complete(config, prompt, rendered, declared, variables)
 
 
+def _dotprompt(
+    raw: str, source_text: str, variables: dict[str, Any], path: Path, name: str, fixture: str | None
+) -> tuple[RenderedPrompt, Declared]:
+    """A ``.prompt``'s raw render as the request, and what its front matter declares."""
+    from needle_action.assemble.templates.dotprompt import declared_by, parse, to_rendered
+
+    file = display_path(path)
+    if fixture is None and parse(source_text, file).defaults:
+        fixture = SAMPLE_CASE  # input.default is the case, as a .prompty's sample
+    rendered = to_rendered(raw, source_text, variables, path=path, source=name, fixture=fixture)
+    return rendered, declared_by(source_text, path, file=file)
+
+
 def _read_source(
     workspace: Workspace, template_path: Path, variables: dict[str, Any], fixture_rel: str | None
 ) -> tuple[str, dict[str, Any], Declared, dict[str, Any], str | None]:
@@ -98,8 +102,6 @@ def _read_source(
     declared = Declared()
     try:
         source_text = read_template(template_path, template_file)
-        if kind not in (".prompty", ".prompt"):  # SK's formats fail as Jinja on their `$`: named instead
-            refuse_sk(source_text, template_file, template_path.name)
         if kind == ".prompty":
             front = split_prompty(source_text, template_file).front
             defaults = prompty_defaults(front, template_path, workspace, template_file)
@@ -124,11 +126,15 @@ def _render_data(
     if prompt.request is not None:
         from needle_action.assemble.recorded import fixture_name, render_recorded
 
-        return render_recorded(config, prompt, variables, fixture_name(config, fixture_path))
+        out = render_recorded(config, prompt, variables, fixture_name(config, fixture_path))
+        check_turns(config, prompt, out, variables or {})
+        return out
     from needle_action.assemble.builder.client import render_built
 
     variables, fixture_rel = _case_variables(config.workspace, fixture_path, variables)
-    return render_built(config, prompt, variables, fixture_rel)
+    out = render_built(config, prompt, variables, fixture_rel)
+    check_turns(config, prompt, out, variables)
+    return out
 
 
 def _block_error(

@@ -40,7 +40,7 @@ def complete(
             file=str(config.template_path(prompt)),
             hint=exc.hint,
         ) from None
-    _check_turns(config, prompt, out, variables)
+    check_turns(config, prompt, out, variables)
     var = prompt.context_var
     if var and var in variables:
         anchors = anchors_of(variables[var])
@@ -63,7 +63,7 @@ def complete(
 _LOOPS = re.compile(r"{%-?\s*for\s+[\w\s,()]+?\s+in\s+([A-Za-z_]\w*)|{{~?#each\s+([A-Za-z_]\w*)")
 
 
-def _check_turns(config: Config, prompt: PromptConfig, out: RenderedPrompt, variables: JSON) -> None:
+def check_turns(config: Config, prompt: PromptConfig, out: RenderedPrompt, variables: JSON) -> None:
     """A request with no turn is an error at the line of the loop whose variable would have supplied
     the turns (the Messages API refuses it); so is one that ends with an assistant turn because such
     a loop's variable is missing or empty (with every loop's data given, a final assistant turn is a
@@ -77,14 +77,41 @@ def _check_turns(config: Config, prompt: PromptConfig, out: RenderedPrompt, vari
     rule = rules.rule("no-messages" if not turns else "last-turn")
     what = "renders no user or assistant turn" if not turns else "ends with an assistant turn"
     named = f"; the turns would come from `{var}`, which the fixture {_state(variables, var)}" if var else ""
+    hint = (
+        f"give `{var}` its turns in the fixture, or end the template with a `user:` turn"
+        if var
+        else "end the template with a `user:` turn (the question the model answers)"
+    )
+    if var is None and not turns and (printed := _empty_print(config, prompt, variables)):
+        var, line = printed
+        named = f"; its user turn prints only `{var}`, which the fixture {_state(variables, var)}"
+        hint = f"give `{var}` a value in the fixture (or in the template's sample or default inputs)"
     raise TemplateError(
         f"the request {what} (the Messages API rule `{rule.code}`: {rule.text}){named}",
         file=file,
         line=line,
-        hint=f"give `{var}` its turns in the fixture, or end the template with a `user:` turn"
-        if var
-        else "end the template with a `user:` turn (the question the model answers)",
+        hint=hint,
     )
+
+
+_USER_MARKER = re.compile(r"^\s*#?\s*user\s*:\s*$", re.IGNORECASE | re.MULTILINE)
+_PRINT = re.compile(r"{{-?\s*([A-Za-z_]\w*)\s*-?}}")
+
+
+def _empty_print(config: Config, prompt: PromptConfig, variables: JSON) -> tuple[str, int] | None:
+    """(the variable, its line) of the first ``{{ var }}`` after a ``user:`` marker whose value is
+    missing or empty: the turn it was the whole of vanished."""
+    if not prompt.template:
+        return None
+    try:
+        source = config.template_path(prompt).read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError):
+        return None
+    for marker in _USER_MARKER.finditer(source):
+        for m in _PRINT.finditer(source, marker.end()):
+            if not variables.get(m.group(1)):
+                return m.group(1), source.count("\n", 0, m.start()) + 1
+    return None
 
 
 def _state(variables: JSON, var: str) -> str:
@@ -155,4 +182,4 @@ def _check_choice(config: Config, prompt: PromptConfig, declared: Declared) -> N
         )
 
 
-__all__ = ["complete", "setting_line"]
+__all__ = ["check_turns", "complete", "setting_line"]

@@ -1,6 +1,6 @@
 """``needle init``, prompts built in code: a builder stub, a fixture and a ``[prompts.NAME]`` entry
-for each place the code builds a request (:mod:`.code`) and each Semantic Kernel prompt
-(:mod:`.sk_prompts`). Stubs and fixtures are new files: an existing one is kept as it is."""
+for each place the code builds a request (:mod:`.code`), Semantic Kernel prompts kept in Python
+strings among them (:mod:`.sk_prompts`); and the sample fixture of an SK prompt file. Stubs and fixtures are new files: an existing one is kept as it is."""
 
 from __future__ import annotations
 
@@ -14,9 +14,9 @@ import yaml
 
 from needle_action.config.model import PromptSettings
 from needle_action.scaffold.code import CodeSite, find_sites
-from needle_action.scaffold.sk_prompts import SkPrompt, find_sk_prompts, sk_stub
+from needle_action.scaffold.sk_prompts import SkPrompt, sk_stub
 from needle_action.scaffold.stubs import STUB_FOLDER, request_stub, template_stub, write_new
-from needle_action.scaffold.templates import CONTEXT_NAMES, QUESTION_NAMES, guess_var
+from needle_action.scaffold.templates import CONTEXT_NAMES, QUESTION_NAMES, FoundTemplate, guess_var
 
 MAX_STUBS = 5  # sites beyond these are listed in comments
 
@@ -129,12 +129,12 @@ def _fixture(built: BuiltPrompt, config_dir: Path) -> None:
 
 
 def built_prompts(
-    root: Path, config_dir: Path, taken: set[str], with_sites: bool
+    root: Path, config_dir: Path, taken: set[str], with_sites: bool, sk_stubbed: list[SkPrompt] | None = None
 ) -> tuple[list[BuiltPrompt], list[CodeSite]]:
     """(the prompts given a builder, the code sites only listed): Semantic Kernel prompts always,
     code sites when WITH_SITES (no template of a format needle renders was found)."""
     model = PromptSettings().model
-    out = [_sk_prompt(p, taken, config_dir) for p in find_sk_prompts(root, config_dir)]
+    out = [_sk_prompt(p, taken, config_dir) for p in sk_stubbed or []]
     sites = find_sites(root, config_dir)
     # a template built inside a function cannot be imported: its stub would fail until edited, so
     # it is written only when nothing else was found
@@ -148,6 +148,19 @@ def built_prompts(
 
 def _s(value: str) -> str:
     return json.dumps(value, ensure_ascii=False)
+
+
+def sample_fixture(found: FoundTemplate, lists: list[str], config_dir: Path) -> None:
+    """A fixture for a template that has none and no sample of its own (a Semantic Kernel prompt):
+    ``fixtures/NAME.yaml`` with a value per variable, so the first budget renders it."""
+    if found.fixtures or found.has_sample or not found.variables:
+        return
+    rel = f"fixtures/{found.name}.yaml"
+    values = {v: _sample(v, found.context_var, found.question_var, v in lists) for v in found.variables}
+    text = "# the template's variables for one case (written by `needle init`: use real values)\n"
+    text += yaml.safe_dump(values, sort_keys=False, allow_unicode=True, width=100)
+    write_new(config_dir / rel, text, config_dir)
+    found.fixtures = [rel]
 
 
 def built_lines(built: BuiltPrompt) -> list[str]:

@@ -38,7 +38,7 @@ class SkPrompt:
 
 def _template_text(path: Path, text: str) -> str:
     """The template of a YAML prompt file (its ``template:`` block), else the file's text."""
-    if path.suffix.lower() not in (".yaml", ".yml"):
+    if path.suffix.lower() not in (".yaml", ".yml", ".prompt"):
         return text
     import yaml
 
@@ -46,14 +46,14 @@ def _template_text(path: Path, text: str) -> str:
         data = yaml.safe_load(text)
     except yaml.YAMLError:
         return text
-    template = data.get("template") if isinstance(data, dict) else None
+    template = (data.get("template") or data.get("prompt")) if isinstance(data, dict) else None
     return template if isinstance(template, str) else text
 
 
 def find_sk_prompts(root: Path, config_dir: Path) -> list[SkPrompt]:
     """skprompt.txt files and SK YAML prompt files under ROOT."""
     out: list[SkPrompt] = []
-    for path in walk(root, (".txt", ".yaml", ".yml")):
+    for path in walk(root, (".txt", ".yaml", ".yml", ".prompt")):
         if path.suffix.lower() == ".txt" and path.name.lower() != "skprompt.txt":
             continue
         if not path.absolute().is_relative_to(config_dir):
@@ -132,10 +132,11 @@ def template_text() -> str:
     text = PROMPT.read_text(encoding="utf-8")
     if STRING is not None:
         return python_string(text, *STRING)
-    if PROMPT.suffix.lower() in (".yaml", ".yml"):
+    if PROMPT.suffix.lower() in (".yaml", ".yml", ".prompt"):
         import yaml  # a YAML prompt file: its `template:` (PyYAML must be importable by the builders)
 
-        text = yaml.safe_load(text)["template"]
+        data = yaml.safe_load(text)
+        text = data.get("template") or data["prompt"]
     return str(text)
 
 

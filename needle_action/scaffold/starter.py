@@ -8,16 +8,25 @@ import json
 import os
 from pathlib import Path
 
+from needle_action.assemble.templates.semantic_kernel import SK_PROMPT_FILE
 from needle_action.config.loader import FIXTURE_SUFFIXES
 from needle_action.config.model import PromptSettings, RecallSettings
 from needle_action.core.errors import ConfigError
 from needle_action.core.paths import display_path
-from needle_action.scaffold.built import BuiltPrompt, built_lines, built_prompts, site_comments
+from needle_action.scaffold.built import (
+    BuiltPrompt,
+    built_lines,
+    built_prompts,
+    sample_fixture,
+    site_comments,
+)
 from needle_action.scaffold.code import CodeSite
+from needle_action.scaffold.sk_prompts import find_sk_prompts
 from needle_action.scaffold.templates import (
     TEMPLATE_SUFFIXES,
     FoundTemplate,
     included_templates,
+    inspect_size,
     inspect_template,
     prompt_name,
     walk,
@@ -183,7 +192,13 @@ def write_starter(
             "expected a file path for the threshold file, got a folder", file=display_path(config_path)
         )
     config_dir = config_path.absolute().parent
-    templates = walk(root, TEMPLATE_SUFFIXES)
+    sk_all = find_sk_prompts(root, config_dir)  # skprompt.txt, SK YAML: templates needle renders
+    sk_stubbed = [p for p in sk_all if p.what == SK_PROMPT_FILE]  # SK's *.prompt: a builder renders it
+    sk_files = [p for p in sk_all if p not in sk_stubbed]
+    stubbed = {p.path for p in sk_stubbed}
+    templates = sorted(
+        [*(t for t in walk(root, TEMPLATE_SUFFIXES) if t not in stubbed), *(p.path for p in sk_files)]
+    )
     outside = [t for t in templates if not t.absolute().is_relative_to(config_dir)]
     if outside:
         raise ConfigError(
@@ -192,7 +207,12 @@ def write_starter(
             "(e.g. needle init --root R --config R/needle.toml)",
         )
     found, partials, taken = _found_templates(templates, root, config_dir)
-    built, listed = built_prompts(root, config_dir, taken, with_sites=not found)
+    lists = {p.path.resolve(): p.lists for p in sk_files}
+    for f in found:
+        if f.path.resolve() in lists:
+            sample_fixture(f, lists[f.path.resolve()], config_dir)
+            inspect_size(f, config_dir)
+    built, listed = built_prompts(root, config_dir, taken, with_sites=not found, sk_stubbed=sk_stubbed)
     if not found and not built:
         raise ConfigError(_nothing_found(root, templates), hint=NOTHING_FOUND_HINT)
     text = render_starter(found, partials, built, listed)

@@ -17,6 +17,7 @@ from needle_action.assemble.templates.fixtures import load_fixture
 from needle_action.assemble.templates.prompty import split_prompty
 from needle_action.assemble.templates.roles import split_sections
 from needle_action.assemble.templates.sandbox import environment_for
+from needle_action.assemble.templates.sk_jinja import sk_as_jinja
 from needle_action.config.model import Config, PromptConfig
 from needle_action.core.errors import NeedleError
 from needle_action.core.paths import is_inside
@@ -128,6 +129,8 @@ def _fixture_candidates(template: Path, config_dir: Path, fixture_files: list[Pa
     keys = {stem.lower(), stem.lower().replace("-", "_")}
 
     def matches(p: Path) -> bool:
+        if p == template:  # a YAML prompt file is no fixture of itself
+            return False
         fstem = p.name.split(".")[0].lower().replace("-", "_")
         if p.name == "needle.toml" or p.name == "pyproject.toml":
             return False
@@ -150,6 +153,8 @@ def prompt_name(template: Path, taken: set[str]) -> str:
     # every dot of the stem stays a word: Genkit's variants (``hello.history.prompt``) and a
     # system/user pair (``chat_answer.system.jinja2``) are different prompts
     stem = _INNER_SUFFIX.sub("", template.name[: -len(template.suffix)] if template.suffix else template.name)
+    if template.name.lower() == "skprompt.txt":  # Semantic Kernel: the function is the folder's name
+        stem = template.parent.name.lower()
     base = re.sub(r"[^A-Za-z0-9_-]+", "_", stem).strip("_-") or "prompt"
     if not base[0].isalnum():
         base = "p" + base
@@ -179,6 +184,8 @@ def _inspect(found: FoundTemplate, config_dir: Path) -> None:
             prompty = split_prompty(text, found.rel)
             text = prompty.body
             found.has_sample = bool(prompty.front.get("sample") or prompty.front.get("inputs"))
+        else:  # Semantic Kernel's formats are read as the Jinja they render as
+            text = sk_as_jinja(text, found.rel, found.path.name)
         _guess(found, undeclared_variables(env, text), text, found.path.suffix.lower() == ".prompty")
     except NeedleError as exc:
         found.problem = exc.message
@@ -308,6 +315,13 @@ def _split_tools(found: FoundTemplate, config_dir: Path) -> None:
             continue
         keep.append(rel)
     found.fixtures = keep
+
+
+def inspect_size(found: FoundTemplate, config_dir: Path) -> None:
+    """The rough size again, once a fixture was written for FOUND."""
+    if found.problem and found.problem.startswith("does not render yet"):
+        found.problem = None
+    _estimate(found, config_dir)
 
 
 def _estimate(found: FoundTemplate, config_dir: Path) -> None:

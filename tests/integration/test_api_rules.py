@@ -5,6 +5,7 @@ prompt caching on; a refusal is a request error (exit 2) naming the rule, never 
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import anthropic
@@ -191,3 +192,31 @@ def test_the_fake_counts_no_request_with_five_cache_breakpoints(fake):
     ]
     with pytest.raises(anthropic.BadRequestError, match="maximum of 4 blocks with cache_control"):
         _client(fake).messages.count_tokens(model=MODEL, messages=[{"role": "user", "content": blocks}])
+
+
+def test_a_recorded_request_without_turns_is_an_error_not_a_silent_pass(tmp_path):
+    body = {
+        "model": MODEL,
+        "max_tokens": 64,
+        "system": "Rewrite the question as a search query.",
+        "messages": [],
+    }
+    project = (
+        Project(tmp_path)
+        .file("requests/rewrite.json", json.dumps(body))
+        .config(
+            f"""
+            [defaults]
+            model = "{MODEL}"
+            tokenizer = "tiktoken:o200k_base"
+
+            [prompts.rewrite]
+            request = "requests/rewrite.json"
+            max_input_tokens = 1000
+            """
+        )
+    )
+    with pytest.raises(TemplateError) as info:
+        run_budget(load_config(project.config_path))
+    assert "no-messages" in info.value.message
+    assert str(info.value.location.file).endswith("rewrite.json")

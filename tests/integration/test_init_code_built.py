@@ -95,7 +95,7 @@ def test_init_never_overwrites_a_stub_and_a_second_init_keeps_the_users_edits(tm
 
 
 @pytest.mark.slow
-def test_semantic_kernel_plugin_gets_a_builder_that_renders_its_message_tags(tmp_path):
+def test_semantic_kernel_plugin_is_a_template_with_a_sample_fixture(tmp_path):
     root = tmp_path / "skapp"
     write(
         root,
@@ -105,8 +105,10 @@ def test_semantic_kernel_plugin_gets_a_builder_that_renders_its_message_tags(tmp
     )
     write(root, "plugins/Harbour/Answer/config.json", '{"schema": 1, "description": "answers"}')
     config, out, rc = _init_and_budget(root)
-    prompt = config["prompts"]["answer"]
-    assert prompt["builder"] == "needle_builders/answer.py:build"
+    prompt = config["prompts"]["answer"]  # the function's folder names it
+    assert prompt["template"] == "plugins/Harbour/Answer/skprompt.txt"  # rendered as SK does
+    assert prompt["fixtures"] == ["fixtures/answer.yaml"]  # written: SK functions keep no data
+    assert "files" not in config  # no builder: nothing of the app's runs
     assert (prompt["context_var"], prompt["question_var"]) == ("notes", "question")
     assert rc == "0", out
     rendered = run_needle(["render", "answer"], cwd=root).stdout
@@ -251,10 +253,11 @@ def test_a_semantic_kernel_handlebars_chat_renders_its_history_loop(tmp_path):
         dedent=True,
     )
     config, out, rc = _init_and_budget(root)
-    prompt = config["prompts"]["desk"]
+    prompt = config["prompts"]["Desk"]
+    assert prompt["template"] == "prompts/Desk.yaml"
     assert prompt["context_var"] == "history"
     assert rc == "0", out
-    rendered = run_needle(["render", "desk"], cwd=root).stdout
+    rendered = run_needle(["render", "Desk"], cwd=root).stdout
     turns = [line for line in rendered.splitlines() if line.startswith("--- ")]
     assert turns == ["--- system ---", "--- user ---", "--- assistant ---", "--- user ---"]
     assert "Is the Starter plan enough" in rendered  # {{~Content~}} of the fixture's first turn

@@ -307,3 +307,13 @@ def test_the_real_shapes_render_as_their_apps_would(tmp_path, fake_anthropic):
     )
     assert "item: <built-in method title of str object>" in shop.stdout
     assert " at 0x" not in shop.stdout
+
+
+def test_a_user_turn_that_renders_empty_names_its_variable(tmp_path, fake_anthropic):
+    # a Prompty 2 file whose question has no default: the user turn vanishes with it
+    template = "---\nname: ask\ninputs:\n  - name: question\n    kind: string\n---\nsystem:\nBe brief.\n\nuser:\n{{question}}\n"
+    project = _project(tmp_path, template)
+    done = needle_cli(["budget", "--config", "needle.toml"], fake_anthropic, tmp_path / "c", cwd=project.root)
+    assert done.returncode == 2, done.stderr
+    assert "prompts/answer.prompty:11:" in done.stderr
+    assert "prints only `question`" in done.stderr

@@ -169,3 +169,28 @@ def test_one_json_document_over_several_lines_is_named_as_such(tmp_path):
         load_fixture(first)
     assert info.value.location.line == 1
     assert "one JSON document over several lines" in (info.value.hint or "")
+
+
+def test_prompty_2_inputs_and_tools_are_read(tmp_path):
+    from needle_action.assemble.templates.declared import from_prompty
+    from needle_action.assemble.templates.prompty import prompty_defaults, split_prompty
+
+    path = REPO / "tests/data/real_tpl/prompts/tides_v2.prompty"
+    text = path.read_text()
+    front = split_prompty(text, "tides_v2.prompty").front
+    workspace = Workspace(path.parent)
+    defaults = prompty_defaults(front, path, workspace, "tides_v2.prompty")
+    # default first, else the example; an input with neither gives nothing
+    assert defaults == {"harbour": "Porthmadog", "question": "When is high water tomorrow?"}
+    declared = from_prompty(front, text, path, workspace, "tides_v2.prompty")
+    assert declared.params == {"temperature": 0.3}  # model.options; maxOutputTokens is the reserve's
+    (tool,) = declared.tools
+    assert tool["name"] == "tide_table"
+    assert tool["input_schema"] == {
+        "type": "object",
+        "properties": {
+            "harbour": {"type": "string", "description": "The harbour's name"},
+            "days_ahead": {"type": "integer", "description": "0 for today, 1 for tomorrow"},
+        },
+        "required": ["harbour"],
+    }

@@ -7,7 +7,7 @@ import pytest
 
 from needle_action.assemble.templates.semantic_kernel import sk_format
 from needle_action.config import load_config
-from needle_action.core.errors import ConfigError
+from needle_action.core.errors import ConfigError, NeedleError
 from needle_action.scaffold.code import find_sites
 from needle_action.scaffold.starter import write_starter
 from needle_action.scaffold.templates import FoundTemplate, _guess
@@ -114,21 +114,66 @@ def test_jinja_is_not_taken_for_semantic_kernel():
     assert sk_format("template_format: jinja2\ntemplate: '{{ q }}'\n", "p.yaml") is None
 
 
-def test_a_config_pointing_at_an_skprompt_is_a_clear_error(tmp_path):
+def test_a_config_pointing_at_an_skprompt_renders_it_as_sk_does(tmp_path):
     from needle_action.assemble.render import render_case
 
-    write(tmp_path, "plugins/Qa/skprompt.txt", "Notes:\n{{$notes}}\nQuestion: {{$question}}\n")
-    write(tmp_path, "f.yaml", "notes: a\nquestion: b\n")
+    write(
+        tmp_path,
+        "plugins/Qa/skprompt.txt",
+        '<message role="system">You answer for the allotment society.</message>\n'
+        "Plot notes:\n{{$notes}}\nQuestion: {{$question}}\n",
+    )
+    write(tmp_path, "f.yaml", "notes: Water is off in January.\nquestion: When is the water off?\n")
     write(
         tmp_path, "needle.toml", '[prompts.qa]\ntemplate = "plugins/Qa/skprompt.txt"\nfixtures = ["f.yaml"]\n'
     )
     config = load_config(tmp_path / "needle.toml")
-    with pytest.raises(
-        ConfigError, match="Semantic Kernel prompt format is not supported: use a builder"
-    ) as err:
-        render_case(config, config.prompts["qa"], tmp_path / "f.yaml")
+    rendered = render_case(config, config.prompts["qa"], tmp_path / "f.yaml")
+    assert rendered.system == "You answer for the allotment society."
+    # text outside the <message> tags is a user turn, as SK's chat history reads a rendered prompt
+    assert [m.role for m in rendered.messages] == ["user"]
+    assert rendered.texts()[-1] == "Plot notes:\nWater is off in January.\nQuestion: When is the water off?"
+
+
+def test_an_sk_function_call_is_an_error_at_its_line(tmp_path):
+    from needle_action.assemble.render import render_case
+
+    write(tmp_path, "p/skprompt.txt", "Today:\n{{time.today}}\n{{$input}}\n")
+    write(tmp_path, "f.yaml", "input: hello\n")
+    write(tmp_path, "needle.toml", '[prompts.p]\ntemplate = "p/skprompt.txt"\nfixtures = ["f.yaml"]\n')
+    config = load_config(tmp_path / "needle.toml")
+    with pytest.raises(NeedleError, match="function call") as err:
+        render_case(config, config.prompts["p"], tmp_path / "f.yaml")
     assert err.value.location.line == 2
     assert err.value.exit_code == 2
+    assert "builder" in (err.value.hint or "")
+
+
+def test_a_handlebars_yaml_chat_loops_its_history_with_roles_from_the_data(tmp_path):
+    from needle_action.assemble.render import render_case
+
+    write(
+        tmp_path,
+        "Desk.yaml",
+        'name: Desk\ntemplate: |\n  <message role="system">You staff the boathouse desk.</message>\n'
+        '  {{#each history}}\n    <message role="{{Role}}">{{~Content~}}</message>\n  {{/each}}\n'
+        "template_format: handlebars\n",
+    )
+    write(
+        tmp_path,
+        "h.yaml",
+        "history:\n  - {role: user, content: 'Is the slipway open?'}\n"
+        "  - {Role: assistant, Content: 'Until dusk.'}\n  - {role: user, content: 'And on Sundays?'}\n",
+    )
+    write(tmp_path, "needle.toml", '[prompts.d]\ntemplate = "Desk.yaml"\nfixtures = ["h.yaml"]\n')
+    config = load_config(tmp_path / "needle.toml")
+    rendered = render_case(config, config.prompts["d"], tmp_path / "h.yaml")
+    assert rendered.system == "You staff the boathouse desk."
+    assert [(m.role, t) for m, t in zip(rendered.messages, rendered.texts()[1:], strict=True)] == [
+        ("user", "Is the slipway open?"),
+        ("assistant", "Until dusk."),
+        ("user", "And on Sundays?"),
+    ]
 
 
 def _guessed(text: str, variables: set[str]) -> FoundTemplate:
@@ -273,3 +318,49 @@ def test_init_never_writes_the_threshold_file_through_a_symlink(tmp_path):
         with pytest.raises(ConfigError, match="symlink"):
             write_starter(root, root / "needle.toml", force=force)
     assert not target.exists()
+
+
+def test_errors_in_a_translated_sk_yaml_point_at_the_files_own_line(tmp_path):
+    from needle_action.assemble.render import render_case
+
+    write(
+        tmp_path,
+        "Desk.yaml",
+        'name: Desk\ntemplate: |\n  <message role="system">Short answers.</message>\n\n'
+        '  {{#each turns}}\n    <message role="{{Role}}">{{Content}}</message>\n  {{/each}}\n'
+        "template_format: handlebars\n",
+    )
+    write(tmp_path, "f.yaml", "other: 1\n")
+    write(tmp_path, "needle.toml", '[prompts.d]\ntemplate = "Desk.yaml"\nfixtures = ["f.yaml"]\n')
+    config = load_config(tmp_path / "needle.toml")
+    with pytest.raises(NeedleError, match="'turns' is undefined") as err:
+        render_case(config, config.prompts["d"], tmp_path / "f.yaml")
+    assert err.value.location.line == 5  # the {{#each turns}} line, not the translation's
+
+
+def test_an_sk_prompt_file_named_dot_prompt_is_no_dotprompt(tmp_path):
+    # SK's older YAML prompt files use the .prompt extension too: read as Dotprompt, their YAML was
+    # counted as the prompt's text, with no word
+    from needle_action.assemble.render import render_case
+
+    sk = (
+        "name: Greeter\ndescription: says hello\n"
+        'prompt: "You greet the members of the chess club.\\n\\n{{$history}}\\nBot: "\n'
+        "input:\n  parameters:\n    - name: history\n"
+    )
+    write(tmp_path, "Plugins/Club/Prompts/Greeter.prompt", sk)
+    write(tmp_path, "f.yaml", "history: hi\n")
+    write(
+        tmp_path,
+        "needle.toml",
+        '[prompts.g]\ntemplate = "Plugins/Club/Prompts/Greeter.prompt"\nfixtures = ["f.yaml"]\n',
+    )
+    config = load_config(tmp_path / "needle.toml")
+    with pytest.raises(ConfigError, match="not Dotprompt") as err:
+        render_case(config, config.prompts["g"], tmp_path / "f.yaml")
+    assert err.value.location.line == 3
+    (tmp_path / "needle.toml").unlink()
+    write_starter(tmp_path, tmp_path / "needle.toml")
+    config = load_config(tmp_path / "needle.toml")
+    assert config.prompts["greeter"].builder == "needle_builders/greeter.py:build"
+    assert config.prompts["greeter"].context_var == "history"

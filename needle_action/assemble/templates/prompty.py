@@ -124,13 +124,20 @@ def _file_value(path: Path, file: str) -> Any:
 
 
 def _input_defaults(inputs: object) -> JSON:
-    """``inputs.X.default`` (else ``inputs.X.sample``) for each declared input that has one."""
+    """``inputs.X.default`` (else its ``sample`` or ``example``) for each declared input that has
+    one: Prompty 1's mapping of inputs, or Prompty 2's list of ``{name, kind, default, example}``."""
     out: JSON = {}
+    if isinstance(inputs, list):  # Prompty 2
+        inputs = {
+            spec["name"]: spec
+            for spec in inputs
+            if isinstance(spec, dict) and isinstance(spec.get("name"), str)
+        }
     if not isinstance(inputs, dict):
         return out
     for name, spec in inputs.items():
         if isinstance(spec, dict):
-            for key in ("default", "sample"):
+            for key in ("default", "sample", "example"):
                 if key in spec:
                     out[str(name)] = spec[key]
                     break

@@ -65,7 +65,7 @@ def _template_frame(exc: BaseException, loader: RootLoader) -> tuple[str | None,
     found: tuple[str | None, int | None] = (None, None)
     for frame in traceback.extract_tb(exc.__traceback__):
         if frame.filename in loader.filenames:
-            found = (loader.filenames[frame.filename], frame.lineno)
+            found = (loader.filenames[frame.filename], loader.line_of(frame.filename, frame.lineno))
     return found
 
 
@@ -116,7 +116,7 @@ def _as_template_error(exc: BaseException, loader: RootLoader, default_file: str
         return TemplateError(
             f"template syntax error: {exc.message}",
             file=file,
-            line=exc.lineno,
+            line=loader.line_of(exc.filename or "", exc.lineno),
             hint="check the {% ... %} and {{ ... }} tags on this line",
         )
     frame_file, line = _template_frame(exc, loader)

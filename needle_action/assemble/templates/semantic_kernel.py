@@ -1,11 +1,9 @@
-"""Semantic Kernel's prompt formats, recognised: needle renders Jinja, Prompty and Dotprompt, not SK's.
+"""Semantic Kernel's prompt formats, recognised (:mod:`.sk_jinja` renders their basic syntax).
 
 SK keeps prompts as ``skprompt.txt`` (its own template syntax: ``{{$variable}}``, function calls
 ``{{plugin.function $arg}}``) beside a ``config.json``, or as YAML prompt files (``template:`` with
 ``template_format: semantic-kernel`` or ``handlebars``), both often with ``<message role="...">``
-tags for the turns. Read as Jinja they fail on the ``$`` with a message about Jinja tags; this
-module names the format instead, at its line, and points at a builder (``needle init`` writes one
-that renders SK's basic syntax: docs/templates.md, "Semantic Kernel").
+tags for the turns. Read as plain Jinja they would fail on the ``$``.
 """
 
 from __future__ import annotations
@@ -20,6 +18,22 @@ SK_YAML_FORMAT = re.compile(
     r"""^template_format:\s*["']?(semantic-kernel|handlebars)["']?\s*(?:#.*)?$""", re.MULTILINE
 )
 SK_YAML_TEMPLATE = re.compile(r"^template:", re.MULTILINE)
+# SK's older YAML prompt files (`prompt: "...{{$history}}..."`), named *.prompt like Dotprompt's
+SK_PROMPT_FILE = "a Semantic Kernel YAML prompt file (its prompt: holds SK syntax), not Dotprompt"
+
+
+def refuse_sk_prompt_file(text: str, file: str, file_name: str) -> None:
+    """A ``.prompt`` file that is SK's, not Dotprompt: an error at its line (needle would render its
+    YAML as Handlebars text, a wrong count with no word)."""
+    found = sk_format(text, file_name)
+    if found is not None and found[0] == SK_PROMPT_FILE:
+        raise ConfigError(
+            f"{found[0]}: needle renders .prompt files as Dotprompt",
+            file=file,
+            line=found[1],
+            hint="measure it with a builder: `needle init` writes one that renders it "
+            '(builder = "needle_builders/NAME.py:build"; docs/templates.md, "Semantic Kernel prompts")',
+        )
 
 
 def _line(text: str, at: int) -> int:
@@ -32,6 +46,8 @@ def sk_format(text: str, file_name: str) -> tuple[str, int] | None:
     if fmt and SK_YAML_TEMPLATE.search(text):
         return f"a Semantic Kernel YAML prompt (template_format: {fmt.group(1)})", _line(text, fmt.start())
     var = SK_VARIABLE.search(text)
+    if var and file_name.lower().endswith(".prompt") and not text.lstrip().startswith("---"):
+        return SK_PROMPT_FILE, _line(text, var.start())
     if var:
         what = "skprompt.txt" if file_name.lower() == "skprompt.txt" else "Semantic Kernel template syntax"
         return f"{what} ({{{{$variable}}}})", _line(text, var.start())
@@ -41,19 +57,4 @@ def sk_format(text: str, file_name: str) -> tuple[str, int] | None:
     return None
 
 
-def refuse_sk(text: str, file: str, file_name: str) -> None:
-    """Raise a clear error when TEXT is written in a Semantic Kernel format (exit 2, file:line)."""
-    found = sk_format(text, file_name)
-    if found is None:
-        return
-    what, line = found
-    raise ConfigError(
-        f"Semantic Kernel prompt format is not supported: use a builder ({what})",
-        file=file,
-        line=line,
-        hint='`needle init` writes a builder that renders SK\'s basic syntax ({{$var}}, <message role="..."> '
-        'turns) and an entry `builder = "needle_builders/NAME.py:build"` for it (docs/templates.md)',
-    )
-
-
-__all__ = ["refuse_sk", "sk_format"]
+__all__ = ["SK_PROMPT_FILE", "refuse_sk_prompt_file", "sk_format"]
