@@ -34,14 +34,16 @@ writes its table between the markers ``runs-<decider>`` in docs/benchmarks.md (u
 from __future__ import annotations
 
 import argparse
+import inspect
 import json
 import math
 import sys
 import time
 from collections.abc import Callable
 from concurrent.futures import ProcessPoolExecutor
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -161,26 +163,43 @@ def draw_head(rng: np.random.Generator, d: RunDraws, trials: int) -> None:
     d.head = rng.random(effects.shape) < _expit(d.head_logit + effects)
 
 
-# -- planning: the real plan, memoised on what it reads (the planning group's pooled counts) -----------
+# -- planning: the real plan, memoised on what it reads -------------------------------------------------
 
-_PLANS: dict[tuple[int, int], RecallPower] = {}
+_PLANS: dict[tuple[object, ...], RecallPower] = {}
+PLAN_HAS_SPREAD = "spread" in inspect.signature(plan_for).parameters  # issue 31's plan, when it is there
+ALL_CELLS = tuple(CELLS)
 
 
-def counts_of(d: RunDraws, pr: int) -> dict[CellKey, tuple[int, int]]:
-    """The base's counts as ``needle recall --baseline`` plans from them: its own cells plus its
-    pooled history (stats.pooling.base_counts)."""
+def counts_of(d: RunDraws, pr: int, *, with_history: bool = True) -> dict[CellKey, tuple[int, int]]:
+    """The base's counts as ``needle recall --baseline`` plans from them: its own cells plus (WITH_HISTORY)
+    its pooled history (stats.pooling.base_counts)."""
     hits = d.base[pr].sum(axis=-1)
     trials = np.full(len(CELLS), d.base.shape[-1])
-    if d.history is not None:
+    if d.history is not None and with_history:
         hits = hits + d.history[pr].sum(axis=(0, 2))
         trials = trials + d.history.shape[1] * d.history.shape[-1]
     return {k: (int(h), int(n)) for k, h, n in zip(CELLS, hits, trials, strict=True)}
 
 
-def plan_of(settings: RecallSettings, counts: dict[CellKey, tuple[int, int]] | None) -> RecallPower:
-    key = pooled(counts, MIDDLE_CELLS) if counts is not None else (-1, -1)
+def history_counts(d: RunDraws, pr: int) -> list[dict[CellKey, tuple[int, int]]]:
+    """Each stored earlier run's counts, one mapping a run (empty without history)."""
+    if d.history is None:
+        return []
+    n = d.history.shape[-1]
+    return [{k: (int(h), n) for k, h in zip(CELLS, run.sum(axis=-1), strict=True)} for run in d.history[pr]]
+
+
+def plan_of(
+    settings: RecallSettings, counts: dict[CellKey, tuple[int, int]] | None, spread: Any = None
+) -> RecallPower:
+    """``plan_for`` on COUNTS (None: no base known), memoised on the planning group's and the whole
+    grid's pooled counts and the spread (with a spread the plan reads the whole grid: stats/runs.py)."""
+    key: tuple[object, ...] = (-1,)
+    if counts is not None:
+        key = (pooled(counts, MIDDLE_CELLS), pooled(counts, ALL_CELLS), spread)
     if key not in _PLANS:
-        _PLANS[key] = plan_for(settings, SIZES, depths=DEPTHS, base=counts)
+        extra = {} if spread is None or not PLAN_HAS_SPREAD else {"spread": spread}
+        _PLANS[key] = plan_for(settings, SIZES, depths=DEPTHS, base=counts, **extra)
     return _PLANS[key]
 
 
@@ -193,26 +212,66 @@ class Verdict:
     head_calls: int
 
 
-def decide_today(d: RunDraws, pr: int, trials: int, settings: RecallSettings) -> Verdict:
-    """Today's decision (main before issue 31): the base's own trials against the head's, paired when
-    both planned the same trials (same seed), history out of the test, no run-level term."""
-    data = PromptData(
+def _data(d: RunDraws, pr: int, trials: int, settings: RecallSettings, **extra: Any) -> PromptData:
+    return PromptData(
         name="p0",
         grids={"codeword": (_answers(d.base[pr]), _answers(d.head[pr, :, :trials]))},
         sizes=SIZES,
         depths=DEPTHS,
         planned=trials,
         floor=drop_floor(settings.min_drop),
-        paired=trials == BASE_TRIALS,
         base_planned=BASE_TRIALS,
         design=SEQUENTIAL,
+        **extra,
     )
+
+
+def _verdict(data: PromptData, settings: RecallSettings) -> Verdict:
     decision = sequential_replay([data], settings.alpha)["p0"]
     return Verdict(decision.status == "fail", len(CELLS) * decision.trials)
 
 
-Decider = Callable[[RunDraws, int, int, RecallSettings], Verdict]
-DECIDERS: dict[str, Decider] = {"today": decide_today}
+class Today:
+    """Today's decision (main before issue 31): the head plans from the base's counts, history
+    included; the base's own trials against the head's, paired when both planned the same trials (same
+    seed), history out of the test, no run-level term."""
+
+    def plan(self, settings: RecallSettings, d: RunDraws, pr: int, mode: str) -> tuple[RecallPower, Any]:
+        return plan_of(settings, None if mode == SAME else counts_of(d, pr)), None
+
+    def decide(self, d: RunDraws, pr: int, trials: int, settings: RecallSettings, context: Any) -> Verdict:
+        return _verdict(_data(d, pr, trials, settings, paired=trials == BASE_TRIALS), settings)
+
+
+class Runs:
+    """Issue 31's run-level model (needle_action.stats.runs): the same job keeps today's test; a base
+    from another run is tested across runs with the spread estimated from the stored runs (the stated
+    prior with fewer than 3), the stored runs joining the base side run by run; the plan states the
+    cross-run test's power."""
+
+    def plan(self, settings: RecallSettings, d: RunDraws, pr: int, mode: str) -> tuple[RecallPower, Any]:
+        from needle_action.stats.runs import estimate_spread
+
+        if mode == SAME:
+            return plan_of(settings, None), None
+        history = history_counts(d, pr)
+        spread = estimate_spread(history)
+        return plan_of(settings, counts_of(d, pr), _rounded(spread)), (spread, history)
+
+    def decide(self, d: RunDraws, pr: int, trials: int, settings: RecallSettings, context: Any) -> Verdict:
+        if context is None:
+            return _verdict(_data(d, pr, trials, settings, paired=trials == BASE_TRIALS), settings)
+        spread, history = context
+        data = _data(d, pr, trials, settings, paired=False, spread=spread, history={"codeword": history})
+        return _verdict(data, settings)
+
+
+def _rounded(spread: Any) -> Any:
+    """SPREAD with tau to 2 decimals (plans memoise on it; a plan is no finer than that)."""
+    return replace(spread, tau=round(spread.tau, 2), raw_tau=None)
+
+
+DECIDERS: dict[str, Any] = {"today": Today(), "runs": Runs()}
 
 
 # -- a row -------------------------------------------------------------------------------------------
@@ -239,16 +298,16 @@ class RowTally:
 
 def run_row(row: Row, prs: int, seed: int, decider: str = "today") -> RowTally:
     settings = RecallSettings(sizes=SIZES, depths=DEPTHS)
-    decide = DECIDERS[decider]
+    method = DECIDERS[decider]
     rng = np.random.default_rng(seed)
     started = time.perf_counter()
     d = draw_runs(rng, row, prs)
-    plans = [plan_of(settings, None if row.mode == SAME else counts_of(d, pr)) for pr in range(prs)]
-    draw_head(rng, d, min(MAX_HEAD_TRIALS, max(p.trials for p in plans)))
+    plans = [method.plan(settings, d, pr, row.mode) for pr in range(prs)]
+    draw_head(rng, d, min(MAX_HEAD_TRIALS, max(p.trials for p, _ in plans)))
     t = RowTally()
-    for pr, plan in enumerate(plans):
+    for pr, (plan, context) in enumerate(plans):
         trials = min(plan.trials, d.head.shape[-1])
-        v = decide(d, pr, trials, settings)
+        v = method.decide(d, pr, trials, settings, context)
         t.prs += 1
         t.blocked += v.blocked
         t.head_calls += v.head_calls
