@@ -102,7 +102,7 @@ class GroupDelta(CompareModel):
     """
 
     style: str = Field(default="", description="needle style of the group's cells")
-    kind: Literal["middle", "depth", "size"]
+    kind: Literal["middle", "depth", "size", "all"]
     label: str
     cells: int
     base_hits: int = 0

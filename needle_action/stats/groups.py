@@ -23,7 +23,7 @@ from typing import Literal
 from needle_action.stats.intervals import family_z, wilson_interval
 
 CellKey = tuple[int, float]  # (size, depth)
-GroupKind = Literal["middle", "depth", "size"]
+GroupKind = Literal["middle", "depth", "size", "all"]  # all: the whole grid (runs apart)
 Standing = Literal["above", "near", "below"]  # interval wholly above / around / wholly below the bar
 
 
@@ -86,6 +86,12 @@ def planning_group(sizes: Sequence[int], depths: Sequence[float]) -> Group:
         return middle[0]
     everything = tuple(cell_key(s, d) for s in sorted(set(sizes)) for d in sorted(set(depths)))
     return Group("size", "all cells", everything)
+
+
+def whole_grid(sizes: Sequence[int], depths: Sequence[float]) -> Group:
+    """Every cell as one group: what a change of the whole run's level moves (stats/runs.py)."""
+    cells = tuple(cell_key(s, d) for s in sorted(set(sizes)) for d in sorted(set(depths)))
+    return Group("all", "every cell (the run's level)", cells)
 
 
 def pooled(counts: Mapping[CellKey, tuple[int, int]], cells: Sequence[CellKey]) -> tuple[int, int]:

@@ -35,13 +35,15 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from statistics import NormalDist
 from typing import Any
 
 from needle_action.results import RecallResult
 from needle_action.stats.exact import holm_rejections, paired_drop_pvalue, stratified_drop_pvalue
-from needle_action.stats.groups import CellKey, Group, cell_key, family, pooled
+from needle_action.stats.groups import CellKey, Group, cell_key, family, pooled, whole_grid
 from needle_action.stats.intervals import wilson_interval
 from needle_action.stats.power import conditional_power
+from needle_action.stats.runs import RunSpread, contrast_pvalue, uniform_pvalue
 
 FRACTIONS = (0.3, 0.6, 1.0)
 SPEND = (0.04, 0.08, 0.88)  # share of alpha spent at each look (adds up to 1)
@@ -95,6 +97,13 @@ class PromptData:
     paired: bool = False  # same seed and trial plan on both sides: pairs by trial index
     base_planned: int = 0  # base trials per cell (the pass rule's full plan)
     design: Design = Design()
+    # None: base and head measured in one job (one run level). Else the base is another run's and
+    # the groups are tested across runs (stats/runs.py): relative to the other cells, plus the
+    # whole grid against the run-to-run spread; never paired
+    spread: RunSpread | None = None
+    # across runs: earlier runs of the base's fingerprint per style, each (cell -> (hits, trials))
+    # one run with its own level; they join the base side of the contrast run by run
+    history: Mapping[str, Sequence[Mapping[CellKey, tuple[int, int]]]] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -184,8 +193,14 @@ def drop_upper(base: tuple[int, int], head: tuple[int, int], z: float = PASS_Z) 
     return pb - ph + math.sqrt((high_b - pb) ** 2 + (ph - low_h) ** 2)
 
 
+def final_groups(data: PromptData) -> list[Group]:
+    """The groups the last look tests: every group of the grid; across runs, the whole grid too."""
+    groups = family(data.sizes, data.depths)
+    return [*groups, whole_grid(data.sizes, data.depths)] if data.spread is not None else groups
+
+
 def family_size(data: PromptData) -> int:
-    return len(data.grids) * len(family(data.sizes, data.depths))
+    return len(data.grids) * len(final_groups(data))
 
 
 def early_groups(data: PromptData) -> list[Group]:
@@ -207,17 +222,20 @@ def _tests(data: PromptData, n: int | None, final: bool) -> list[tuple[Any, ...]
     the head's first N trials per cell (None: all); only the groups tested at this look get a
     p-value (:func:`early_groups` before the final look). Before the final look: the exact
     stratified test against everything the base ran (more base trials, more power early); at the
-    final look the paired test when the trials line up (``data.paired``), else the same test."""
+    final look the paired test when the trials line up (``data.paired``), else the same test.
+    A base from another run (``data.spread``): the cross-run tests instead (:func:`_cross_p`)."""
     out = []
-    paired = data.paired and final
-    tested = family(data.sizes, data.depths) if final else early_groups(data)
+    paired = data.paired and final and data.spread is None
+    tested = final_groups(data) if final else early_groups(data)
     for style, (base_answers, head_answers) in data.grids.items():
         head = _truncate(head_answers, n)
         base = _truncate(base_answers, None)
-        for g in family(data.sizes, data.depths):
+        for g in final_groups(data):
             drop = _mean_drop(base, head, g.cells)
             p = None
-            if g in tested and drop is not None and drop >= data.floor and drop > 0:
+            if data.spread is not None:
+                p = _cross_p(data, style, base, head, g) if g in tested else None
+            elif g in tested and drop is not None and drop >= data.floor and drop > 0:
                 if paired:
                     pairs = [_pairs(base_answers, head_answers, k, n) for k in g.cells]
                     p = paired_drop_pvalue(sum(w for w, _ in pairs), sum(b for _, b in pairs))
@@ -226,6 +244,35 @@ def _tests(data: PromptData, n: int | None, final: bool) -> list[tuple[Any, ...]
                     p = stratified_drop_pvalue(strata)
             out.append((style, g, pooled(base, g.cells), pooled(head, g.cells), drop, p))
     return out
+
+
+def relative_drop(
+    base: Mapping[CellKey, tuple[int, int]], head: Mapping[CellKey, tuple[int, int]], g: Group
+) -> float | None:
+    """G's mean drop beyond the other cells' (the whole grid: its own mean drop): the drop a run
+    shift does not explain, which the cross-run floor applies to."""
+    drop = _mean_drop(base, head, g.cells)
+    if g.kind == "all" or drop is None:
+        return drop
+    rest = _mean_drop(base, head, [k for k in base if k not in set(g.cells)])
+    return None if rest is None else drop - rest
+
+
+def _cross_p(
+    data: PromptData,
+    style: str,
+    base: Mapping[CellKey, tuple[int, int]],
+    head: Mapping[CellKey, tuple[int, int]],
+    g: Group,
+) -> float | None:
+    """G's cross-run p-value (None: below the floor): the contrast with the other cells, or for the
+    whole grid the run shift against the spread of runs."""
+    drop = relative_drop(base, head, g)
+    if drop is None or drop < data.floor or drop <= 0 or data.spread is None:
+        return None
+    if g.kind == "all":
+        return uniform_pvalue(base, head, data.spread)
+    return contrast_pvalue(base, head, g.cells, data.history.get(style, ()))
 
 
 def _look(data: PromptData, look: int) -> tuple[int, tuple[int, ...]]:
@@ -251,10 +298,12 @@ def evaluate_look(
     tests: list[tuple[int, tuple[Any, ...]]] = []  # (prompt index, test row)
     levels: list[float] = []
     fam = 0
+    upto: list[int | None] = []  # head trials per cell each prompt is looked at with (None: all)
     for i, data in enumerate(prompts):
         k, looks = _look(data, look)
         final = k == len(looks) - 1
-        tests += [(i, t) for t in _tests(data, None if final else looks[k], final)]
+        upto.append(None if final else looks[k])
+        tests += [(i, t) for t in _tests(data, upto[-1], final)]
         levels.append(data.design.levels(data.planned, alpha)[k])
         fam += look_family_size(data, final)
     for data in decided:
@@ -276,7 +325,7 @@ def evaluate_look(
         x = pvalue_index.get(j)
         bound = level / (size - rank[x]) if x is not None and level > 0 else None
         regressed = x is not None and rejected[x]
-        upper, cp = _pass_terms(prompts[i], g, style, h, alpha, full)
+        upper, cp = _pass_terms(prompts[i], g, style, h, alpha, full, upto[i])
         groups[i].append(GroupResult(style, g, b, h, drop, p, bound, regressed, upper, cp))
     return {
         data.name: _decide(data, look, groups[i], bool(last and last.get(data.name)))
@@ -299,16 +348,43 @@ def _decide(data: PromptData, look: int, groups: list[GroupResult], ends: bool) 
 
 
 def _pass_terms(
-    data: PromptData, g: Group, style: str, head: tuple[int, int], alpha: float, fam: int
+    data: PromptData,
+    g: Group,
+    style: str,
+    head: tuple[int, int],
+    alpha: float,
+    fam: int,
+    n: int | None = None,
 ) -> tuple[float | None, float | None]:
     """(99% upper bound on G's drop, the chance that the last look flags G if the head's remaining
-    trials go as its trials so far): the pass rule's terms (FAM: the last look's family)."""
+    trials go as its trials so far): the pass rule's terms (FAM: the last look's family; N: the
+    head's trials per cell at this look, None: all)."""
     full_base = pooled(_truncate(data.grids[style][0], None), g.cells)
     upper = drop_upper(full_base, head)  # against everything the base ran: the tightest bound
     if not full_base[1] or not head[1]:
         return upper, None
     final = data.design.levels(data.planned, alpha)[-1] / max(1, fam)  # Holm's strictest step
+    if data.spread is not None:
+        return upper, _cross_conditional(data, g, style, n, final)
     return upper, conditional_power(full_base, head, len(g.cells) * data.planned, final)
+
+
+def _cross_conditional(data: PromptData, g: Group, style: str, n: int | None, level: float) -> float | None:
+    """The pass rule across runs: the chance that G's cross-run test at LEVEL rejects at the last
+    look if the trend so far holds (the B-value form of conditional power; the information grows
+    as 1 / (1 / base trials + 1 / head trials) per cell)."""
+    base = _truncate(data.grids[style][0], None)
+    head = _truncate(data.grids[style][1], n)
+    p = _cross_p(data, style, base, head, g)
+    if p is None:
+        return 0.0  # below the floor now: the trend stays below it
+    z = NormalDist().inv_cdf(min(max(p, 1e-12), 1 - 1e-12))  # a drop: negative
+    if n is None or n >= data.planned:
+        return 1.0 if p <= level else 0.0
+    base_n = max(1, data.base_planned or data.planned)
+    t = (1 / base_n + 1 / data.planned) / (1 / base_n + 1 / max(1, n))
+    crit = NormalDist().inv_cdf(level)  # negative
+    return NormalDist().cdf((crit - z / math.sqrt(t)) / math.sqrt(1 - t))
 
 
 def replay(
