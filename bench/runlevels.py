@@ -195,7 +195,9 @@ def plan_of(
     """``plan_for`` on COUNTS (None: no base known), memoised on the planning group's and the whole
     grid's pooled counts and the spread (with a spread the plan reads the whole grid: stats/runs.py)."""
     key: tuple[object, ...] = (-1,)
-    if counts is not None:
+    if counts is not None and (spread is None or not PLAN_HAS_SPREAD):
+        key = (pooled(counts, MIDDLE_CELLS),)  # what plan_run reads without a spread
+    elif counts is not None:
         key = (pooled(counts, MIDDLE_CELLS), pooled(counts, ALL_CELLS), spread)
     if key not in _PLANS:
         extra = {} if spread is None or not PLAN_HAS_SPREAD else {"spread": spread}
@@ -427,7 +429,7 @@ def main(argv: list[str] | None = None) -> int:
         f"{BASE_TRIALS} trials per cell; seed effect sd {SEED_SD}, trial effect sd {TRIAL_SD}; "
         f"{max(t.prs for _, t in results):,} PRs per row, seed {args.seed}, "
         f"{sum(t.prs for _, t in results):,} PRs (power companions included), {seconds:.0f} s of replay summed "
-        f"over the rows (started {time.perf_counter() - started:.0f} s ago, {args.jobs} processes).\n\n"
+        f"over the rows ({args.jobs} processes).\n\n"
         + table(results)
     )
     print(text)
