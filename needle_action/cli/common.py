@@ -13,6 +13,7 @@ import click
 
 from needle_action.assemble.builder import client as builders
 from needle_action.compare import compare
+from needle_action.compare.history import from_folder
 from needle_action.config.loader import load_config
 from needle_action.config.model import Config
 from needle_action.core.errors import ConfigError, NeedleError
@@ -94,6 +95,28 @@ baseline_option = click.option(
     type=FILE,
     help="Results file of the base branch to compare against (growth, recall regressions).",
 )
+
+
+history_option = click.option(
+    "--history",
+    "history_dir",
+    type=FOLDER,
+    help="A folder of results files of earlier unchanged main-branch runs (needle check --json): "
+    "the base is another run's, and the cross-run test estimates how far runs differ from them.",
+)
+
+
+def load_history(folder: Path | None) -> list[Results] | None:
+    """The stored runs of a --history folder (None: not given); no results file in it is an error."""
+    if folder is None:
+        return None
+    runs = from_folder(folder)
+    if not runs:
+        raise ConfigError(
+            f"no results files in {folder}",
+            hint="fill it with `needle check --json DIR/RUN.json` on unchanged main-branch commits",
+        )
+    return runs
 
 
 @dataclasses.dataclass(frozen=True)
@@ -218,12 +241,14 @@ def finish(
     stages: tuple[str, ...],
     junit: Path | None = None,
     baseline: Results | None = None,
+    history: list[Results] | None = None,
 ) -> None:
     if json_out is not None:
         write_output(json_out, results.dump)
         click.echo(f"results written to {json_out}", err=True)
     if junit is not None:  # judged as the comparison judges it, so it agrees with `needle report`
-        write_text(junit, junit_xml(compare(baseline, results), results, stages=stages), "JUnit XML")
+        judged = compare(baseline, results, history=history)
+        write_text(junit, junit_xml(judged, results, stages=stages), "JUnit XML")
     sys.exit(results_exit_code(results, stages=stages))
 
 

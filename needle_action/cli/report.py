@@ -10,8 +10,10 @@ import click
 from needle_action.cli.common import (
     FILE,
     handle_errors,
+    history_option,
     junit_option,
     load_baseline,
+    load_history,
     write_output,
     write_text,
 )
@@ -38,13 +40,23 @@ from needle_action.results import load_results
     help="Also write a self-contained HTML report here (heatmaps, token table, diagnosis).",
 )
 @junit_option
+@history_option
 @handle_errors
 def report(
-    head: Path, base: Path | None, fmt: str, output: Path | None, html_out: Path | None, junit: Path | None
+    head: Path,
+    base: Path | None,
+    fmt: str,
+    output: Path | None,
+    html_out: Path | None,
+    junit: Path | None,
+    history_dir: Path | None,
 ) -> None:
-    """Compare results files and render the PR comment (Markdown) or the verdicts (JSON)."""
+    """Compare results files and render the PR comment (Markdown) or the verdicts (JSON).
+
+    A base from another run is tested across runs: with --history, stored runs tell how far runs
+    differ; without, the run the head kept a record of, else a stated prior."""
     head_results = load_results(head)
-    comparison = compare(load_baseline(base), head_results)
+    comparison = compare(load_baseline(base), head_results, history=load_history(history_dir))
     text = comparison.model_dump_json(indent=2) if fmt == "json" else render_comment(comparison)
     if output:
         write_output(output, lambda path: write_user_file(path, text))

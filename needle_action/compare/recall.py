@@ -46,9 +46,10 @@ from needle_action.compare.models import (
     StyleLine,
 )
 from needle_action.core.names import GOLD_STYLE
-from needle_action.results import PromptResult, RecallCell, RecallResult, StyleSummary
+from needle_action.results import CrossRun, PromptResult, RecallCell, RecallResult, StyleSummary
 from needle_action.stats.exact import holm_rejections, stratified_drop_pvalue
 from needle_action.stats.groups import CellKey, Group, cell_key, family, planning_group, pooled
+from needle_action.stats.levels import cross_run, history_counts, spread_of
 from needle_action.stats.pooling import testable_counts
 from needle_action.stats.power import GroupDesign, detectable_drop
 from needle_action.stats.sequential import (
@@ -316,9 +317,34 @@ def _paired_styles(hr: RecallResult, br: RecallResult) -> tuple[set[str], bool]:
     return both, False
 
 
-def prompt_data(head: PromptResult, base: PromptResult | None) -> PromptData | None:
+def run_levels(
+    head: PromptResult,
+    base: PromptResult | None,
+    *,
+    across: bool,
+    history: Sequence[RecallResult] | None = None,
+) -> CrossRun | None:
+    """What HEAD's comparison with BASE rests on when they come from different runs (ACROSS: their
+    results files name different jobs; None: one job, today's tests): HISTORY's runs of the base's
+    fingerprint when given (``--history DIR``), else the record the head's run kept, else the base's
+    own history run by run (fewer than three runs: the stated prior)."""
+    hr, br = head.recall, base.recall if base is not None else None
+    styles = [s for s in (hr.style_names() if hr else []) if s in tested_styles(head, base)]
+    if hr is None or br is None or not styles:
+        return None
+    if history is not None:
+        return cross_run(br, styles[0], history)
+    if hr.cross_run is not None:
+        return hr.cross_run
+    return cross_run(br, styles[0]) if across else None
+
+
+def prompt_data(
+    head: PromptResult, base: PromptResult | None, levels: CrossRun | None = None
+) -> PromptData | None:
     """HEAD's recall as the sequential comparison sees it (None: not tested against BASE). The base
-    side is the base run's own trials: its pooled history stays out of the test."""
+    side is the base run's own trials: its pooled history stays out of the test. LEVELS: the base
+    is another run's (:func:`run_levels`): the cross-run tests, its stored runs on the base side."""
     styles = tested_styles(head, base)
     if not styles or head.recall is None or base is None or base.recall is None:
         return None
@@ -340,6 +366,10 @@ def prompt_data(head: PromptResult, base: PromptResult | None) -> PromptData | N
         base_planned=base_planned,
         design=design_of(hr),
     )
+    if levels is not None:
+        data.paired = False  # two runs: their levels differ, trial pairs do not cancel them
+        data.spread = spread_of(levels)
+        data.history = history_counts(levels, grids)
     return data
 
 
@@ -375,7 +405,10 @@ def _status(rc: RecallComparison, hr: RecallResult, br: RecallResult | None, tes
 
 
 def compare_recall(
-    head: PromptResult, base: PromptResult | None, decision: Decision | None = None
+    head: PromptResult,
+    base: PromptResult | None,
+    decision: Decision | None = None,
+    levels: CrossRun | None = None,
 ) -> RecallComparison | None:
     """The recall comparison of one prompt (None when neither side has recall to show). DECISION:
     this prompt's sequential decision in the pull request's family (``compare.verdict``); computed
@@ -403,7 +436,7 @@ def compare_recall(
     _fill_cells(rc, hr, br, both)
     tested = br is not None and comparable and not rc.unchanged
     if tested and decision is None:
-        data = prompt_data(head, base)
+        data = prompt_data(head, base, levels)
         if data is not None:
             decision = replay([data], hr.alpha, ends={data.name: head_end(hr)})[data.name]
     if tested and br is not None and decision is not None:
@@ -411,9 +444,28 @@ def compare_recall(
         _judge_alone(rc, hr, set(hr.style_names()) - both)
     elif hr.status == "fail":
         _judge_alone(rc, hr, set(hr.style_names()))
+    if tested and levels is not None:
+        rc.notes.append(levels_note(levels))
     rc.status = _status(rc, hr, br, tested)  # type: ignore[assignment]
     rc.samples = _samples(hr.cells)
     return rc
+
+
+def levels_note(levels: CrossRun) -> str:
+    """What a comparison across runs says about the figure it used."""
+    said = spread_of(levels).describe()
+    if levels.method == "prior":
+        return (
+            f"The base comes from another run, and runs differ in level: {said}. Groups are tested "
+            "against the other cells (a run's level cancels) and the whole grid against that spread. "
+            "Store more main-branch runs (`--history DIR`, the data branch) or measure the base in the "
+            "same job (the action's default) for a sharper test."
+        )
+    return (
+        f"The base comes from another run, and runs differ in level: {said}. Groups are tested against "
+        f"the other cells with the {len(levels.history)} stored run(s) beside the base (each at its own "
+        "level), the whole grid against that spread."
+    )
 
 
 def _compared_styles(rc: RecallComparison, hr: RecallResult, br: RecallResult) -> set[str]:

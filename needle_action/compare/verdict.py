@@ -20,7 +20,7 @@ module only reports the flags separately.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from needle_action.compare.copying import same_named
@@ -38,10 +38,10 @@ from needle_action.compare.models import (
     TokenDelta,
     Verdict,
 )
-from needle_action.compare.recall import compare_recall, head_end, prompt_data
+from needle_action.compare.recall import compare_recall, head_end, prompt_data, run_levels
 from needle_action.compare.tokens import budget_reason, growth_reason, token_delta
 from needle_action.core.names import ABSENT_STYLE
-from needle_action.results import PromptResult, Results, SkipKind
+from needle_action.results import CrossRun, PromptResult, Results, SkipKind
 from needle_action.stats.sequential import Decision, family_size, replay
 
 
@@ -77,6 +77,7 @@ def _compare_prompt(
     renamed_from: str | None,
     decision: Decision | None = None,
     family: tuple[int, int] = (0, 0),
+    levels: CrossRun | None = None,
 ) -> PromptComparison:
     if base is None:
         status: PromptStatus = "new"
@@ -108,7 +109,7 @@ def _compare_prompt(
     for fx, bc in base_cases.items():
         if fx not in seen:
             pc.tokens.append(token_delta(None, bc))
-    pc.recall = compare_recall(head, base, decision)
+    pc.recall = compare_recall(head, base, decision, levels)
     if pc.recall is not None and head.recall is not None:
         pc.recall.misses = group_misses(pc.recall, head.recall, base.recall if base else None)
     if pc.recall is not None and decision is not None:
@@ -117,14 +118,41 @@ def _compare_prompt(
     return pc
 
 
-def recall_decisions(
+Levels = dict[str, CrossRun | None]  # head prompt name -> what its cross-run test rests on
+
+
+def across_runs(base: Results | None, head: Results) -> bool:
+    """Were BASE and HEAD measured in different jobs (each its own run level)? Files that do not
+    name their job (older ones, hand-built ones) count as one job, as before."""
+    return base is not None and bool(base.run_id and head.run_id) and base.run_id != head.run_id
+
+
+def pair_levels(
     pairs: list[tuple[PromptResult, PromptResult | None]],
+    *,
+    across: bool,
+    history: Sequence[Results] | None = None,
+) -> Levels:
+    """Per head prompt, the cross-run record its test uses (None: same job, today's tests)."""
+    out: Levels = {}
+    for head, base in pairs:
+        stored = None
+        if history is not None and base is not None:
+            found = (r.prompt(base.name) for r in history)
+            stored = [p.recall for p in found if p is not None and p.recall is not None]
+        out[head.name] = run_levels(head, base, across=across or history is not None, history=stored)
+    return out
+
+
+def recall_decisions(
+    pairs: list[tuple[PromptResult, PromptResult | None]], levels: Levels | None = None
 ) -> tuple[dict[str, Decision], tuple[int, int], float]:
     """The group-sequential decision of every prompt the pull request tests, with Holm over all of
-    their groups at once: ({head name: decision}, (prompts, groups) in the family, family alpha)."""
+    their groups at once: ({head name: decision}, (prompts, groups) in the family, family alpha).
+    LEVELS: the prompts whose base is another run's (:func:`pair_levels`)."""
     datas, ends, alphas = [], {}, []
     for head, base in pairs:
-        data = prompt_data(head, base)
+        data = prompt_data(head, base, (levels or {}).get(head.name))
         if data is None or head.recall is None:
             continue
         datas.append(data)
@@ -227,15 +255,25 @@ def _is_outage(p: PromptResult) -> bool:
     return p.recall_skip_kind == SkipKind.PROVIDER_UNAVAILABLE
 
 
-def compare(base: Results | None, head: Results, *, provider_outage: bool | None = None) -> Comparison:
-    """Compare HEAD with BASE (None: no baseline, every prompt is new)."""
+def compare(
+    base: Results | None,
+    head: Results,
+    *,
+    provider_outage: bool | None = None,
+    history: Sequence[Results] | None = None,
+) -> Comparison:
+    """Compare HEAD with BASE (None: no baseline, every prompt is new). HISTORY: stored runs of the
+    base's prompts (``--history DIR``, the data branch): the base counts as another run's and the
+    cross-run tests rest on them (docs/recall.md, "Runs have levels")."""
     renames = _match_renames(base, head) if base is not None else {}
     pairs = [
         (hp, base.prompt(renames.get(hp.name, hp.name)) if base is not None else None) for hp in head.prompts
     ]
-    decisions, family, alpha = recall_decisions(pairs)
+    levels = pair_levels(pairs, across=across_runs(base, head), history=history)
+    decisions, family, alpha = recall_decisions(pairs, levels)
     prompts = [
-        _compare_prompt(hp, bp, renames.get(hp.name), decisions.get(hp.name), family) for hp, bp in pairs
+        _compare_prompt(hp, bp, renames.get(hp.name), decisions.get(hp.name), family, levels.get(hp.name))
+        for hp, bp in pairs
     ]
     if base is not None:
         prompts += _deleted(base, head, renames)

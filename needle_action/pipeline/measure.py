@@ -26,7 +26,7 @@ from needle_action.recall.run.engine import CacheArg, RecallJob, run_recall_jobs
 from needle_action.recall.run.scheduler import ProgressFactory
 from needle_action.recall.run.shard import Shard
 from needle_action.request.prompt import RenderedPrompt
-from needle_action.results import PromptResult, Results, SkipKind
+from needle_action.results import PromptResult, Results, SkipKind, new_run_id
 from needle_action.tokens import count_prompts
 from needle_action.tokens.budget import evaluate_case
 
@@ -83,7 +83,7 @@ def _prompt_shell(config: Config, prompt: PromptConfig) -> PromptResult:
 def run_budget(config: Config, *, baseline: Results | None = None, only: list[str] | None = None) -> Results:
     """Render every prompt x fixture, count tokens, apply budgets (absolute and growth vs baseline)."""
     started = time.perf_counter()
-    results = Results(config=str(config.path))
+    results = Results(config=str(config.path), run_id=new_run_id())
     for prompt in select_prompts(config, only):
         pr = _prompt_shell(config, prompt)
         fixtures = config.fixture_paths(prompt) or NO_FIXTURE
@@ -128,16 +128,18 @@ def run_recall(
     cache: CacheArg = None,
     shard: Shard | None = None,
     batch: bool = False,
+    history: list[Results] | None = None,
 ) -> Results:
     """Run positional recall for every selected prompt with recall enabled; extends RESULTS.
     SHARD measures one deterministic slice of the cells (join them with ``needle merge``); BATCH
-    goes through the provider's batch API."""
+    goes through the provider's batch API. HISTORY: stored runs of the BASELINE's prompts (the
+    cross-run test rests on them)."""
     started = time.perf_counter()
-    results = results or Results(config=str(config.path))
+    results = results or Results(config=str(config.path), run_id=new_run_id())
     prompts = select_prompts(config, only)
     if overrides.full_trials:
         check_costs(prompts, baseline, overrides)
-    job = RecallJob(config, prompts, results, baseline=baseline, overrides=overrides)
+    job = RecallJob(config, prompts, results, baseline=baseline, overrides=overrides, history=history)
     run_recall_jobs([job], progress=progress, cache=cache, shard=shard, batch=batch)
     results.totals.seconds = round(results.totals.seconds + time.perf_counter() - started, 3)
     return results
@@ -228,8 +230,10 @@ def measure_sides(
             lambda: [effective_prompt(p, how.overrides) for c in configs for p in c.prompts.values()]
         )
     sides = []
+    job = new_run_id()  # the sides measured here share one run level: the same-job tests hold
     for config in configs:
         sides.append(run_budget(config))
+        sides[-1].run_id = job
         isolate.prestart()  # recall renders concurrently: the next render workers start meanwhile
     # the sides of a pull request are compared: every planned trial runs (no early stopping)
     overrides = dataclasses.replace(how.overrides, full_trials=True)

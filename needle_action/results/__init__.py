@@ -15,9 +15,12 @@ from needle_action.results.file import (
     RunTotals,
     SkipKind,
     load_results,
+    new_run_id,
 )
 from needle_action.results.recall import (
+    CrossRun,
     HistoryCell,
+    HistoryRun,
     RecallAnswer,
     RecallCell,
     RecallDiagnosis,
@@ -37,8 +40,10 @@ __all__ = [
     "AssembledView",
     "BudgetCase",
     "CellStatus",
+    "CrossRun",
     "Diagnosis",
     "HistoryCell",
+    "HistoryRun",
     "PromptResult",
     "RecallAnswer",
     "RecallCell",
@@ -57,4 +62,5 @@ __all__ = [
     "TokenUsage",
     "has_look_alikes",
     "load_results",
+    "new_run_id",
 ]

@@ -8,6 +8,7 @@ changes only on incompatible changes (documented in docs/results-schema.md).
 from __future__ import annotations
 
 import json
+import uuid
 from datetime import UTC, datetime
 from enum import StrEnum
 from pathlib import Path
@@ -81,12 +82,21 @@ class RunTotals(Model):
     usage: TokenUsage = Field(default_factory=TokenUsage)
 
 
+def new_run_id() -> str:
+    """An id for one job's measurement (both sides of a pull request measured together share it)."""
+    return uuid.uuid4().hex[:16]
+
+
 class Results(Model):
     schema_version: int = SCHEMA_VERSION
     tool_version: str = __version__
     created_at: str = Field(default_factory=lambda: datetime.now(UTC).isoformat(timespec="seconds"))
     config: str = Field(description="threshold file path as given")
     commit: str | None = None
+    run_id: str | None = Field(
+        default=None,
+        description="the job that measured these results: sides with the same id share one run level",
+    )
     prompts: list[PromptResult] = Field(default_factory=list)
     totals: RunTotals = Field(default_factory=RunTotals)
 

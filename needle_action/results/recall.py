@@ -131,6 +131,13 @@ class HistoryCell(Model):
     trials: int
 
 
+class HistoryRun(Model):
+    """One earlier run's cells: a run has its own level (docs/recall.md, "Runs have levels")."""
+
+    seed: int | None = None
+    cells: list[HistoryCell] = Field(default_factory=list)
+
+
 class RecallHistory(Model):
     """Trials of earlier complete runs with the same fingerprint (``pool_key``) and other seeds,
     pooled into this result's sample when it is the base of a comparison."""
@@ -138,6 +145,9 @@ class RecallHistory(Model):
     runs: int = Field(description="earlier runs pooled (one per seed)")
     seeds: list[int] = Field(default_factory=list)
     cells: list[HistoryCell] = Field(default_factory=list)
+    by_run: list[HistoryRun] = Field(
+        default_factory=list, description="the same trials run by run (the cross-run test's history)"
+    )
 
     def trials(self) -> int:
         return sum(c.trials for c in self.cells)
@@ -154,6 +164,19 @@ class RecallPower(Model):
     min_drop: float
     power: float = Field(description="chance of catching a drop of min_drop with these trials")
     detectable_drop: float | None = Field(description="smallest drop caught with 95% power")
+
+
+class CrossRun(Model):
+    """What a verdict against a base from another run used (docs/recall.md, "Runs have levels"):
+    the run-to-run spread and the stored runs behind it, so ``needle report`` re-derives it."""
+
+    tau: float = Field(description="run-to-run sd on the logit scale the test used")
+    runs: int = Field(description="stored unchanged runs it was estimated from (0: none)")
+    method: Literal["moments", "prior"] = Field(description="moments: estimated; prior: the stated prior")
+    raw_tau: float | None = Field(default=None, description="the estimate before shrinking to the prior")
+    history: list[HistoryRun] = Field(
+        default_factory=list, description="the stored runs' cells (they join the base side of the test)"
+    )
 
 
 class ReorderDepth(Model):
@@ -222,6 +245,9 @@ class RecallResult(Model):
     stop_on_drop: bool = Field(default=False, description="the comparison may block at an early look")
     stop_on_no_change: bool = Field(default=False, description="the comparison may pass at an early look")
     history: RecallHistory | None = None
+    cross_run: CrossRun | None = Field(
+        default=None, description="set when this head was compared with a base from another run"
+    )
     cost_known: bool = Field(default=True, description="false when the price table does not know the model")
     reused_from: Literal["cache", "baseline"] | None = Field(
         default=None, description="set when this result was reused (0 new calls) instead of measured"

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from needle_action.results import HistoryCell, RecallHistory, RecallResult
+from needle_action.results import HistoryCell, HistoryRun, RecallHistory, RecallResult
 from needle_action.stats.groups import CellKey, cell_key
 
 MAX_POOLED_RUNS = 20  # bounds the results file; twenty runs already dwarf one run's trials
@@ -60,6 +60,17 @@ def pool_history(result: RecallResult, earlier: Iterable[RecallResult]) -> Recal
     return RecallHistory(
         runs=len(chosen),
         seeds=[r.seed for r in chosen],
+        by_run=[
+            HistoryRun(
+                seed=run.seed,
+                cells=[
+                    HistoryCell(style=c.style, size=c.size, depth=c.depth, hits=c.hits, trials=c.trials)
+                    for c in run.cells
+                    if c.trials > 0
+                ],
+            )
+            for run in chosen
+        ],
         cells=[
             HistoryCell(style=k[0], size=k[1], depth=k[2], hits=h, trials=n)
             for k, (h, n) in sorted(totals.items())

@@ -28,6 +28,7 @@ import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from statistics import NormalDist
+from typing import Literal
 
 from needle_action.stats.exact import _head_hits_pmf
 
@@ -47,7 +48,9 @@ class RunSpread:
 
     tau: float
     runs: int  # stored runs it was estimated from (0: none)
-    method: str  # "moments" (estimated, shrunk toward the prior) or "prior" (too few runs)
+    method: Literal[
+        "moments", "prior"
+    ]  # "moments" (estimated, shrunk toward the prior) or "prior" (too few runs)
     raw_tau: float | None = None  # the moments estimate before shrinking (None: none)
 
     @property

@@ -18,7 +18,7 @@ import asyncio
 import contextlib
 import itertools
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
@@ -55,6 +55,7 @@ from needle_action.recall.summary import summarize_cells
 from needle_action.recall.trials.haystack import HaystackBuilder
 from needle_action.recall.trials.probes.gold import answer_keys
 from needle_action.results import (
+    CrossRun,
     PromptResult,
     RecallDiagnosis,
     RecallPower,
@@ -66,6 +67,7 @@ from needle_action.results import (
 )
 from needle_action.results.cache import ResultCache, default_cache_path
 from needle_action.stats.groups import CellKey
+from needle_action.stats.levels import cross_run
 from needle_action.stats.pooling import base_counts, pool_history
 from needle_action.stats.power import plan_for
 from needle_action.tokens import get_counter
@@ -228,6 +230,17 @@ class RecallJob:
     results: Results
     baseline: Results | None = None
     overrides: RecallOverrides | None = None
+    # stored runs of the baseline's prompts (--history DIR, the data branch): the baseline is
+    # another run's, and the cross-run tests rest on them (docs/recall.md, "Runs have levels")
+    history: list[Results] | None = None
+    levels: dict[str, CrossRun] = field(default_factory=dict)  # prompt -> what its test rests on
+
+    def stored_runs(self, name: str) -> list[RecallResult] | None:
+        """The recall of prompt NAME in every stored run (None: no history given)."""
+        if self.history is None:
+            return None
+        found = (r.prompt(name) for r in self.history)
+        return [p.recall for p in found if p is not None and p.recall is not None]
 
     @property
     def totals(self) -> RunTotals:
@@ -406,6 +419,7 @@ def _finish(
         result.shard = str(shard)
     if arm is not None:  # recall.reorder_ab: the edge_order arm ran beside the cells
         add_arm(result, arm)
+    result.cross_run = job.levels.get(plan.name)
     job.record(pr, run.with_history(result, plan.pool_key or ""), run.cache)
 
 
@@ -482,9 +496,12 @@ def _schedule(
     scheduler: Scheduler, job: RecallJob, plan: PromptPlan, arm: PromptPlan | None, shard: Shard | None
 ) -> None:
     """Hand PLAN (and its reorder arm) to the scheduler; a compared run asks look by look."""
-    base = compared_base(job, plan) if shard is None else None  # a shard sees some cells only
-    if base is not None:
-        scheduler.gate.add(plan, base, [s for s in plan.prompt.recall.styles if s in base.style_names()])
+    other = comparable_base(job, plan) if shard is None else None  # a shard sees some cells only
+    if other is not None:  # a baseline is another run's: the test is across runs
+        styles = [s for s in plan.prompt.recall.styles if s in other.style_names()]
+        job.levels[plan.name] = cross_run(other, styles[0], job.stored_runs(plan.name))
+        if compared_base(job, plan) is not None:
+            scheduler.gate.add(plan, other, styles, job.levels[plan.name])
     scheduler.add(plan)
     if arm is not None:
         scheduler.add(arm)
@@ -495,7 +512,16 @@ def compared_base(job: RecallJob, plan: PromptPlan) -> RecallResult | None:
     look (recall/sequential.py): same model, scoring and look-alikes, a needle style in common, not
     the same fingerprint, and at least one stop rule on in a run that asks every planned trial."""
     rs = plan.prompt.recall
-    if rs.early_stop or not (rs.stop_on_drop or rs.stop_on_no_change) or job.baseline is None:
+    if rs.early_stop or not (rs.stop_on_drop or rs.stop_on_no_change):
+        return None
+    return comparable_base(job, plan)
+
+
+def comparable_base(job: RecallJob, plan: PromptPlan) -> RecallResult | None:
+    """The baseline's complete result PLAN's head will be tested against (another run's): same
+    model, scoring and look-alikes, a needle style in common, not the same fingerprint."""
+    rs = plan.prompt.recall
+    if job.baseline is None:
         return None
     base_pr = job.baseline.prompt(plan.name)
     br = base_pr.recall if base_pr is not None else None

@@ -17,8 +17,9 @@ from dataclasses import dataclass
 
 from needle_action.recall.run.cells import CellRun
 from needle_action.recall.run.prompt_plan import PromptPlan
-from needle_action.results import RecallResult
+from needle_action.results import CrossRun, RecallResult
 from needle_action.stats.groups import cell_key
+from needle_action.stats.levels import history_counts, spread_of
 from needle_action.stats.sequential import (
     Answers,
     Design,
@@ -34,6 +35,7 @@ class _Member:
     plan: PromptPlan
     base: RecallResult
     styles: list[str]
+    levels: CrossRun | None = None  # the base is another run's: the cross-run tests
     decided: bool = False
 
 
@@ -51,9 +53,12 @@ class LookGate:
         self.members: list[_Member] = []
         self.look = 0  # 0-based index of the look being asked for
 
-    def add(self, plan: PromptPlan, base: RecallResult, styles: list[str]) -> None:
-        """Gate PLAN (a compared head run) against BASE (a complete result) on STYLES."""
-        self.members.append(_Member(plan, base, styles))
+    def add(
+        self, plan: PromptPlan, base: RecallResult, styles: list[str], levels: CrossRun | None = None
+    ) -> None:
+        """Gate PLAN (a compared head run) against BASE (a complete result) on STYLES; LEVELS: BASE
+        is another run's, tested across runs (stats/runs.py) as the compare stage will."""
+        self.members.append(_Member(plan, base, styles, levels))
 
     def _active(self) -> list[_Member]:
         return [m for m in self.members if not m.decided and not m.plan.finished()]
@@ -94,7 +99,7 @@ class LookGate:
         }
         planned = self._planned(m)
         base_planned = m.base.power.trials if m.base.power is not None else 0
-        return PromptData(
+        data = PromptData(
             name=plan.name,
             grids=grids,
             sizes=sorted({k[0] for k in keys}),
@@ -105,6 +110,10 @@ class LookGate:
             base_planned=base_planned,
             design=self._design(m),
         )
+        if m.levels is not None:
+            data.paired, data.spread = False, spread_of(m.levels)
+            data.history = history_counts(m.levels, m.styles)
+        return data
 
     def evaluate(self) -> None:
         """Decide the current look for every active plan; stop those decided before their end."""
