@@ -151,6 +151,8 @@ class PrOutcome:
     head_trials: int | None
     head_calls: int
     history_used: bool
+    tau: float | None  # the run-to-run sd the head's test used (None: today's CLI, no cross-run test)
+    tau_method: str | None  # "moments" (estimated from the history) or "prior"
     seconds: float
 
 
@@ -238,7 +240,8 @@ def one_pr(runner: Runner, pr: int, scenario: str, pool: Path) -> PrOutcome:
     if report.returncode not in (0, 1) or "Traceback" in report.stderr:
         raise RuntimeError(f"needle report exited {report.returncode}:\n{report.stdout}\n{report.stderr}")
     comparison = json.loads(report.stdout)
-    power = json.loads(head.read_text())["prompts"][0]["recall"].get("power") or {}
+    recall = json.loads(head.read_text())["prompts"][0]["recall"]
+    power, cross = recall.get("power") or {}, recall.get("cross_run") or {}
     return PrOutcome(
         pr=pr,
         exit_code=report.returncode,
@@ -249,6 +252,8 @@ def one_pr(runner: Runner, pr: int, scenario: str, pool: Path) -> PrOutcome:
         head_trials=power.get("trials"),
         head_calls=calls,
         history_used=runner.history_flag,
+        tau=cross.get("tau"),
+        tau_method=cross.get("method"),
         seconds=round(time.perf_counter() - started, 1),
     )
 
