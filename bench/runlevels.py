@@ -429,7 +429,7 @@ def main(argv: list[str] | None = None) -> int:
         f"{BASE_TRIALS} trials per cell; seed effect sd {SEED_SD}, trial effect sd {TRIAL_SD}; "
         f"{max(t.prs for _, t in results):,} PRs per row, seed {args.seed}, "
         f"{sum(t.prs for _, t in results):,} PRs (power companions included), {seconds:.0f} s of replay summed "
-        f"over the rows ({args.jobs} processes).\n\n"
+        f"over the rows ({args.jobs} processes, {time.perf_counter() - started:.0f} s wall).\n\n"
         + table(results)
     )
     print(text)
