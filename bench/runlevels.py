@@ -388,6 +388,11 @@ def table(results: list[tuple[Row, RowTally]]) -> str:
     return "\n".join(lines)
 
 
+def _prs_per_row(results: list[tuple[Row, RowTally]]) -> str:
+    counts = sorted({t.prs for _, t in results})
+    return f"{counts[0]:,} PRs per row" if len(counts) == 1 else "PRs per row in the PRs column"
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--prs", type=int, default=1000, help="pull requests per row")
@@ -427,7 +432,7 @@ def main(argv: list[str] | None = None) -> int:
         f"Decision: `{args.decider}`. Defaults (threshold {settings.threshold}, family alpha {settings.alpha}, "
         f'min_drop {settings.min_drop}, trials "auto"), sizes {SIZES} x depths {DEPTHS}; base runs plan '
         f"{BASE_TRIALS} trials per cell; seed effect sd {SEED_SD}, trial effect sd {TRIAL_SD}; "
-        f"{max(t.prs for _, t in results):,} PRs per row, seed {args.seed}, "
+        f"{_prs_per_row(results)}, seed {args.seed}, "
         f"{sum(t.prs for _, t in results):,} PRs (power companions included), {seconds:.0f} s of replay summed "
         f"over the rows ({args.jobs} processes, {time.perf_counter() - started:.0f} s wall).\n\n"
         + table(results)
