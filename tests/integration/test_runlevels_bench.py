@@ -29,14 +29,14 @@ def test_the_same_job_shares_a_level_and_another_run_does_not():
 
 
 def test_history_runs_each_have_their_own_level():
-    d = draw_runs(np.random.default_rng(5), Row(CURVES[0], 0.6, HISTORY), 3000)
+    d = draw_runs(np.random.default_rng(5), Row(CURVES[0], 0.6, HISTORY), 1500)
     assert d.history is not None
-    assert d.history.shape[:2] == (3000, HISTORY_RUNS)
+    assert d.history.shape[:2] == (1500, HISTORY_RUNS)
     rates = d.history.mean(axis=(2, 3))  # [pr, run]
     # runs of one PR differ by more than binomial noise: sd of a run's rate ~ 0.6 * 0.8 * 0.2 on the
     # rate scale from the level alone, against sqrt(0.16 / 300) ~ 0.023 from 300 trials
     assert rates.std(axis=1).mean() > 0.06
-    flat = draw_runs(np.random.default_rng(5), Row(CURVES[0], 0.0, HISTORY), 3000)
+    flat = draw_runs(np.random.default_rng(5), Row(CURVES[0], 0.0, HISTORY), 1500)
     assert flat.history is not None
     # without a run level only the seed effect (sd 0.3) and binomial noise remain
     assert flat.history.mean(axis=(2, 3)).std(axis=1).mean() < rates.std(axis=1).mean()
