@@ -166,7 +166,8 @@ def draw_head(rng: np.random.Generator, d: RunDraws, trials: int) -> None:
 # -- planning: the real plan, memoised on what it reads -------------------------------------------------
 
 _PLANS: dict[tuple[object, ...], RecallPower] = {}
-PLAN_HAS_SPREAD = "spread" in inspect.signature(plan_for).parameters  # issue 31's plan, when it is there
+PLAN_PARAMETERS = set(inspect.signature(plan_for).parameters)
+PLAN_HAS_SPREAD = "spread" in PLAN_PARAMETERS  # issue 31's plan, when it is there
 ALL_CELLS = tuple(CELLS)
 
 
@@ -190,7 +191,10 @@ def history_counts(d: RunDraws, pr: int) -> list[dict[CellKey, tuple[int, int]]]
 
 
 def plan_of(
-    settings: RecallSettings, counts: dict[CellKey, tuple[int, int]] | None, spread: Any = None
+    settings: RecallSettings,
+    counts: dict[CellKey, tuple[int, int]] | None,
+    spread: Any = None,
+    base_trials: int | None = None,
 ) -> RecallPower:
     """``plan_for`` on COUNTS (None: no base known), memoised on the planning group's and the whole
     grid's pooled counts and the spread (with a spread the plan reads the whole grid: stats/runs.py)."""
@@ -198,9 +202,13 @@ def plan_of(
     if counts is not None and (spread is None or not PLAN_HAS_SPREAD):
         key = (pooled(counts, MIDDLE_CELLS),)  # what plan_run reads without a spread
     elif counts is not None:
-        key = (pooled(counts, MIDDLE_CELLS), pooled(counts, ALL_CELLS), spread)
+        key = (pooled(counts, MIDDLE_CELLS), pooled(counts, ALL_CELLS), spread, base_trials)
     if key not in _PLANS:
-        extra = {} if spread is None or not PLAN_HAS_SPREAD else {"spread": spread}
+        extra: dict[str, Any] = {}
+        if spread is not None and PLAN_HAS_SPREAD:
+            extra["spread"] = spread
+            if "base_trials" in PLAN_PARAMETERS:  # the base trials per cell the cross-run test uses
+                extra["base_trials"] = base_trials
         _PLANS[key] = plan_for(settings, SIZES, depths=DEPTHS, base=counts, **extra)
     return _PLANS[key]
 
@@ -258,7 +266,8 @@ class Runs:
             return plan_of(settings, None), None
         history = history_counts(d, pr)
         spread = estimate_spread(history)
-        return plan_of(settings, counts_of(d, pr), _rounded(spread)), (spread, history)
+        base_trials = BASE_TRIALS * (1 + len(history))  # its own run's and its stored runs' join the test
+        return plan_of(settings, counts_of(d, pr), _rounded(spread), base_trials), (spread, history)
 
     def decide(self, d: RunDraws, pr: int, trials: int, settings: RecallSettings, context: Any) -> Verdict:
         if context is None:
