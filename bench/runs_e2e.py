@@ -203,10 +203,12 @@ class Runner:
 def history_run(runner: Runner, base_cfg: Path, folder: Path, run: int, curve: Curve) -> None:
     """Main's earlier run RUN (seed 1000 + RUN) stored in FOLDER, listed in its index."""
     out = folder / f"{run:040d}.json"
-    args = ["check", "--config", str(base_cfg), "--seed", str(1000 + run), "--json", str(out)]
-    runner.measured(100_000 + run, curve, args, cache=f"history{run}")
     index = folder / "index.json"
     order = json.loads(index.read_text()) if index.is_file() else []
+    if out.is_file() and out.stem in order:
+        return  # measured by an earlier, interrupted study in the same --work folder (same level, same draws)
+    args = ["check", "--config", str(base_cfg), "--seed", str(1000 + run), "--json", str(out)]
+    runner.measured(100_000 + run, curve, args, cache=f"history{run}")
     index.write_text(json.dumps([*order, out.stem]))
 
 
@@ -293,7 +295,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--scenario", choices=sorted(SCENARIOS), default="unchanged")
     parser.add_argument("--prs", type=int, default=40)
     parser.add_argument("--run-sd", type=float, default=0.6, help="sd of a run's level on the logit scale")
-    parser.add_argument("--work", type=Path, help="keep the projects and results here (default: a temp dir)")
+    parser.add_argument(
+        "--work",
+        type=Path,
+        help="keep the projects and results here (default: a temp dir); main's runs already there are reused",
+    )
     parser.add_argument("--json", type=Path, help="write every PR's outcome and the summary here")
     args = parser.parse_args(argv)
     started = time.perf_counter()

@@ -9,15 +9,17 @@ prompts a pull request changes, with the PR's head as the last point.
 Model drift: when a prompt's recall fingerprint (what decides its answers: the assembled prompt,
 model, needle settings; compare/recall.py ``same_fingerprint``) is the same at two consecutive
 points and its mid-depth recall fell, the prompt did not change: the model did. The fall must pass
-the comparison's own bar (at least half of ``min_drop``, and the exact stratified test at the
-family ``alpha``), so noise is not called drift.
+the comparison's own floor (at least half of ``min_drop``) and be a shift of the run's level beyond
+what unchanged runs differ by: the spread of the prompt's other runs with that fingerprint
+(stats/runs.py; fewer than three: the stated prior), at the family ``alpha``. Runs have levels,
+so the exact test of one run against the next called 12-26% of unchanged pairs drift (issue 31).
 """
 
 from __future__ import annotations
 
 import subprocess
 import tempfile
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 
 from needle_action.compare.models import PromptTrend, TrendPoint
@@ -25,7 +27,8 @@ from needle_action.compare.recall import drop_floor, same_fingerprint
 from needle_action.core.dataformats import DataError, parse_json
 from needle_action.core.errors import ConfigError
 from needle_action.results import RecallResult, Results, load_results
-from needle_action.stats.exact import stratified_drop_pvalue
+from needle_action.stats.groups import CellKey, cell_key
+from needle_action.stats.runs import RunSpread, estimate_spread, uniform_pvalue
 
 INDEX = "results/index.json"
 MAX_RESULTS_BYTES = 20 * 1024 * 1024
@@ -37,9 +40,24 @@ def _middle(r: RecallResult) -> list[tuple[tuple[str, int, float], int, int]]:
     return [((c.style, c.size, c.depth), c.hits, c.trials) for c in r.cells if 0 < c.depth < 1 and c.trials]
 
 
-def drift(before: RecallResult, after: RecallResult) -> str | None:
-    """Why AFTER's mid-depth recall is model drift from BEFORE's, or None: same fingerprint, and a
-    fall that clears the comparison's floor and its exact test at the family alpha."""
+def _mid_counts(r: RecallResult, style: str) -> dict[CellKey, tuple[int, int]]:
+    return {cell_key(k[1], k[2]): (h, n) for k, h, n in _middle(r) if k[0] == style}
+
+
+def run_spread(runs: Sequence[RecallResult]) -> RunSpread:
+    """How far unchanged runs' mid-depth recall wanders (logit scale), from RUNS (one fingerprint):
+    the estimate of stats/runs.py, the stated prior with fewer than three runs."""
+    if not runs:
+        return RunSpread.prior()
+    style = runs[0].style_names()[0] if runs[0].cells else ""
+    return estimate_spread([_mid_counts(r, style) for r in runs])
+
+
+def drift(before: RecallResult, after: RecallResult, spread: RunSpread | None = None) -> str | None:
+    """Why AFTER's mid-depth recall is model drift from BEFORE's, or None: same fingerprint, a fall
+    that clears the comparison's floor, and a shift of the run's level beyond what two unchanged
+    runs differ by (SPREAD: the runs' spread, estimated from the history; None: the stated prior),
+    at the family alpha."""
     if not same_fingerprint(after, before):
         return None
     a = {k: (h, n) for k, h, n in _middle(before)}
@@ -50,12 +68,15 @@ def drift(before: RecallResult, after: RecallResult) -> str | None:
     head_rate = sum(s[2] for s in strata) / sum(s[3] for s in strata)
     if base_rate - head_rate < drop_floor(after.min_drop):
         return None
-    p = stratified_drop_pvalue(strata)
+    style = after.style_names()[0]
+    spread = spread or RunSpread.prior()
+    p = uniform_pvalue(_mid_counts(before, style), _mid_counts(after, style), spread)
     if p >= after.alpha:
         return None
     return (
         f"model drift: mid-depth recall fell {base_rate:.0%} → {head_rate:.0%} with the prompt, model and "
-        f"needle settings unchanged (p = {p:.2g})"
+        f"needle settings unchanged (p = {p:.2g}; runs differ by sd {spread.tau:.2f} on the logit scale, "
+        f"{'estimated from ' + str(spread.runs) + ' runs' if spread.method == 'moments' else 'the stated prior'})"
     )
 
 
@@ -83,6 +104,7 @@ def trends(history: Iterable[Results], only: Iterable[str] | None = None) -> lis
             continue
         trend = PromptTrend(prompt=name)
         last: RecallResult | None = None
+        spreads = _spreads(runs, name)
         for results in runs:
             point = _point(results.commit or "?", results, name)
             if point is None:
@@ -90,11 +112,27 @@ def trends(history: Iterable[Results], only: Iterable[str] | None = None) -> lis
             found = results.prompt(name)  # never None here: _point found it
             recall = found.recall if found is not None else None
             if last is not None and recall is not None:
-                point.drift = drift(last, recall)
+                others = [r for r in spreads.get(_fingerprint(recall), []) if r is not recall]
+                point.drift = drift(last, recall, run_spread(others))
             last = recall or last
             trend.points.append(point)
         out.append(trend)
     return out
+
+
+def _fingerprint(r: RecallResult) -> str:
+    return r.pool_key or r.settings_hash
+
+
+def _spreads(runs: Sequence[Results], name: str) -> dict[str, list[RecallResult]]:
+    """Per recall fingerprint of prompt NAME, its complete runs in RUNS: drift's yardstick is their
+    spread, the run under test left out (a drifted run must not widen its own yardstick)."""
+    by_key: dict[str, list[RecallResult]] = {}
+    for results in runs:
+        found = results.prompt(name)
+        if found is not None and found.recall is not None and not found.recall.partial:
+            by_key.setdefault(_fingerprint(found.recall), []).append(found.recall)
+    return by_key
 
 
 def pr_trends(runs: list[Results], head: Results) -> list[PromptTrend]:

@@ -221,7 +221,7 @@ class RecallComparison(CompareModel):
     notes: list[str] = Field(
         default_factory=list, description="what the reader must know about this comparison"
     )
-    test: Literal["paired", "unpaired"] | None = Field(
+    test: Literal["paired", "unpaired", "cross-run"] | None = Field(
         default=None, description="paired: same seed and trials on both sides (exact stratified McNemar)"
     )
     looks: list[int] = Field(default_factory=list, description="head trials per cell at each look")

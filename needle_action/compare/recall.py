@@ -33,6 +33,7 @@ judged against the threshold alone (its pooled reading, ``StyleSummary.status``)
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
@@ -49,9 +50,9 @@ from needle_action.core.names import GOLD_STYLE
 from needle_action.results import CrossRun, PromptResult, RecallCell, RecallResult, StyleSummary
 from needle_action.stats.exact import holm_rejections, stratified_drop_pvalue
 from needle_action.stats.groups import CellKey, Group, cell_key, family, planning_group, pooled
-from needle_action.stats.levels import cross_run, history_counts, spread_of
+from needle_action.stats.levels import base_side_trials, cross_run, history_counts, spread_of
 from needle_action.stats.pooling import testable_counts
-from needle_action.stats.power import GroupDesign, detectable_drop
+from needle_action.stats.power import POWER_TARGET, GroupDesign, across_power, detectable_drop
 from needle_action.stats.sequential import (
     Decision,
     Design,
@@ -259,12 +260,55 @@ def _result_delta(t: GroupResult) -> GroupDelta:
     )
 
 
+def _detectable_across(
+    hr: RecallResult,
+    br: RecallResult,
+    sizes: Sequence[int],
+    depths: Sequence[float],
+    style: str,
+    levels: CrossRun,
+) -> tuple[float | None, str]:
+    """:func:`_detectable` for a base from another run: the cross-run test's, the base side being
+    the base run and its stored runs."""
+    group = planning_group(sizes, depths)
+    base = testable_counts(br, style)
+    base_hits, base_n = pooled(base, group.cells)
+    head_n = pooled(testable_counts(hr, style), group.cells)[1]
+    if not base_n or not head_n:
+        return None, group.label
+    styles = len(hr.style_names())
+    design = GroupDesign(
+        cells=len(group.cells), family_size=styles * (len(family(sizes, depths)) + 1), alpha=hr.alpha
+    )
+    side = round(base_side_trials(br, levels, style) * len(group.cells))
+    other = len(set(sizes)) * len(set(depths)) - len(group.cells)
+    spread, rate = spread_of(levels), round(base_hits / base_n, 2)
+    for points in range(1, math.ceil(rate * 100) + 1):
+        caught = across_power(
+            design,
+            other_cells=other,
+            base_n=side,
+            head_n=head_n,
+            base_rate=rate,
+            drop=points / 100,
+            spread=spread,
+        )
+        if caught >= POWER_TARGET:
+            return points / 100, group.label
+    return None, group.label
+
+
 def _test_against_base(
-    rc: RecallComparison, hr: RecallResult, br: RecallResult, decision: Decision, design: Design
+    rc: RecallComparison,
+    hr: RecallResult,
+    br: RecallResult,
+    decision: Decision,
+    design: Design,
+    levels: CrossRun | None = None,
 ) -> None:
     """Fill RC's groups from the sequential DECISION (recall/sequential.py) of this prompt."""
     rc.groups = [_result_delta(t) for t in decision.groups]
-    rc.test = "paired" if decision.paired else "unpaired"
+    rc.test = "cross-run" if levels is not None else "paired" if decision.paired else "unpaired"
     rc.looks = list(design.looks(_planned(hr)))
     rc.look, rc.stopped_early = decision.look, decision.look < len(rc.looks)
     rc.planned_calls = rc.looks[-1] * len(hr.cells)
@@ -281,7 +325,11 @@ def _test_against_base(
             "is exact."
         )
     styles = [s for s in hr.style_names() if s in {t.style for t in decision.groups}]
-    if styles:
+    if styles and levels is not None:
+        rc.detectable_drop, rc.detectable_in = _detectable_across(
+            hr, br, rc.sizes, rc.depths, styles[0], levels
+        )
+    elif styles:
         base = testable_counts(br, styles[0])
         rc.detectable_drop, rc.detectable_in = _detectable(
             base, testable_counts(hr, styles[0]), rc.sizes, rc.depths, hr.alpha, len(styles)
@@ -440,7 +488,7 @@ def compare_recall(
         if data is not None:
             decision = replay([data], hr.alpha, ends={data.name: head_end(hr)})[data.name]
     if tested and br is not None and decision is not None:
-        _test_against_base(rc, hr, br, decision, design_of(hr))
+        _test_against_base(rc, hr, br, decision, design_of(hr), levels)
         _judge_alone(rc, hr, set(hr.style_names()) - both)
     elif hr.status == "fail":
         _judge_alone(rc, hr, set(hr.style_names()))

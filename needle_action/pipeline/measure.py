@@ -108,13 +108,18 @@ def run_budget(config: Config, *, baseline: Results | None = None, only: list[st
     return results
 
 
-def check_costs(prompts: list[PromptConfig], baseline: Results | None, overrides: RecallOverrides) -> None:
+def check_costs(
+    prompts: list[PromptConfig],
+    baseline: Results | None,
+    overrides: RecallOverrides,
+    history: list[Results] | None = None,
+) -> None:
     """Refuse, before any call, a compared run whose plan costs more than a prompt's
     ``recall.max_cost_usd`` (``needle plan`` shows the same figures)."""
     for raw in prompts:
         prompt = effective_prompt(raw, overrides)
         if prompt.recall.enabled and prompt.recall.max_cost_usd is not None:
-            check_cost(prompt, plan_prompt(prompt, baseline))
+            check_cost(prompt, plan_prompt(prompt, baseline, history=history))
 
 
 def run_recall(
@@ -138,7 +143,7 @@ def run_recall(
     results = results or Results(config=str(config.path), run_id=new_run_id())
     prompts = select_prompts(config, only)
     if overrides.full_trials:
-        check_costs(prompts, baseline, overrides)
+        check_costs(prompts, baseline, overrides, history)
     job = RecallJob(config, prompts, results, baseline=baseline, overrides=overrides, history=history)
     run_recall_jobs([job], progress=progress, cache=cache, shard=shard, batch=batch)
     results.totals.seconds = round(results.totals.seconds + time.perf_counter() - started, 3)

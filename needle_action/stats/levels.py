@@ -78,3 +78,22 @@ def history_counts(record: CrossRun, styles: Iterable[str]) -> Mapping[str, Sequ
         runs = [_counts(r.cells, style) for r in record.history]
         out[style] = [r for r in runs if r]
     return out
+
+
+def _per_cell(counts: Mapping[CellKey, tuple[int, int]]) -> float:
+    return sum(n for _, n in counts.values()) / len(counts) if counts else 0.0
+
+
+def base_side_trials(base: RecallResult, record: CrossRun, style: str) -> float:
+    """Trials per cell the cross-run test has on the base side: the base run's and its stored runs'."""
+    own = _per_cell(testable_counts(base, style))
+    return own + sum(_per_cell(_counts(r.cells, style)) for r in record.history)
+
+
+def plan_terms(
+    base: RecallResult, style: str, history: Sequence[RecallResult] | None = None
+) -> tuple[CrossRun, RunSpread, float]:
+    """What a run planned against BASE (another run's) needs: the record, its spread, the base
+    side's trials per cell."""
+    record = cross_run(base, style, history)
+    return record, spread_of(record), base_side_trials(base, record, style)

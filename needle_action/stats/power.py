@@ -27,6 +27,7 @@ from needle_action.config.model import RecallSettings
 from needle_action.results import RecallPower
 from needle_action.stats.exact import _head_hits_pmf
 from needle_action.stats.groups import CellKey, family, planning_group, pooled
+from needle_action.stats.runs import RunSpread, cross_run_power
 
 POWER_TARGET = 0.95  # the chance of catching a drop of min_drop that a run is planned for
 MIN_TRIALS = 5  # below this a cell's own threshold verdict says nothing
@@ -169,6 +170,8 @@ def plan_for(
     *,
     depths: Sequence[float] | None = None,
     base: Mapping[CellKey, tuple[int, int]] | None = None,
+    spread: RunSpread | None = None,
+    base_trials: float | None = None,
 ) -> RecallPower:
     """:func:`plan_run` with a prompt's recall settings: the run, ``needle capture`` and
     ``needle plan`` plan from the same fields (DEPTHS: the settings' own unless given)."""
@@ -181,6 +184,8 @@ def plan_for(
         min_drop=rs.min_drop,
         base=base,
         styles=len(rs.styles),
+        spread=spread,
+        base_trials=base_trials,
     )
 
 
@@ -194,18 +199,27 @@ def plan_run(
     min_drop: float,
     base: Mapping[CellKey, tuple[int, int]] | None = None,
     styles: int = 1,
+    spread: RunSpread | None = None,
+    base_trials: float | None = None,
 ) -> RecallPower:
     """The trials a run plans per cell and what they can catch in the planning group (the middle
     depths, else the whole grid). BASE: the base's counts (history included) when known, which
-    gives its rate and its trials; otherwise :func:`assumed_base_rate` with equal trials. STYLES:
-    needle styles the prompt runs; each is a grid of its own, so the comparison's family (and the
-    Holm correction the plan must survive) is that many times larger."""
+    gives its rate; BASE_TRIALS: the base trials per cell the test uses (its own run's in one job;
+    across runs, its own and its stored runs'), else BASE's trials. Otherwise
+    :func:`assumed_base_rate` with equal trials. STYLES: needle styles the prompt runs; each is a
+    grid of its own, so the comparison's family (and the Holm correction the plan must survive) is
+    that many times larger. SPREAD: the base is another run's (stats/runs.py): the trials and the
+    power are the cross-run test's."""
     group = planning_group(sizes, depths)
-    family_size = styles * len(family(sizes, depths))
+    family_size = styles * (len(family(sizes, depths)) + (1 if spread is not None else 0))
     design = GroupDesign(cells=len(group.cells), family_size=family_size, alpha=alpha)
     base_hits, base_n = pooled(base or {}, group.cells)
     known = base_n > 0
     rate = base_hits / base_n if known else assumed_base_rate(threshold)
+    if known and base_trials is not None:
+        base_n = round(base_trials * len(group.cells))  # what the test uses, not what planned the rate
+    if spread is not None:
+        return _plan_across(design, sizes, depths, trials, rate, min_drop, base_n if known else None, spread)
     fixed_base = base_n if known else None
     n = plan_trials(design, base_rate=rate, drop=min_drop, base_n=fixed_base) if trials == "auto" else trials
     power = group_power(design, trials=n, base_rate=rate, drop=min_drop, base_n=fixed_base)
@@ -219,4 +233,66 @@ def plan_run(
         min_drop=min_drop,
         power=round(power, 4),
         detectable_drop=detectable_drop(design, base_n=fixed_base or head_n, head_n=head_n, base_rate=rate),
+    )
+
+
+def across_power(
+    design: GroupDesign,
+    *,
+    other_cells: int,
+    base_n: int | None,
+    head_n: int,
+    base_rate: float,
+    drop: float,
+    spread: RunSpread,
+) -> float:
+    """Power of the cross-run tests to catch DROP in DESIGN's group, BASE_N and HEAD_N trials over
+    the group (BASE_N None: as many as the head), the grid's OTHER_CELLS unchanged."""
+    per_cell = (base_n if base_n is not None else head_n) / design.cells
+    return cross_run_power(
+        group_cells=design.cells,
+        other_cells=other_cells,
+        base_n=per_cell,
+        head_n=head_n / design.cells,
+        base_rate=base_rate,
+        drop=drop,
+        level=design.level,
+        spread=spread,
+    )
+
+
+def _plan_across(
+    design: GroupDesign,
+    sizes: Sequence[int],
+    depths: Sequence[float],
+    trials: int | Literal["auto"],
+    rate: float,
+    min_drop: float,
+    base_n: int | None,
+    spread: RunSpread,
+) -> RecallPower:
+    """:func:`plan_run` for a base from another run: the power of the cross-run tests."""
+    group = planning_group(sizes, depths)
+    other = len(set(sizes)) * len(set(depths)) - design.cells
+    terms = {"other_cells": other, "base_n": base_n, "spread": spread}
+
+    def power(n: int, drop: float = min_drop) -> float:
+        return across_power(design, head_n=design.cells * n, base_rate=rate, drop=drop, **terms)  # type: ignore[arg-type]
+
+    if trials == "auto":
+        n = next((t for t in range(MIN_TRIALS, MAX_TRIALS + 1) if power(t) >= POWER_TARGET), MAX_TRIALS)
+    else:
+        n = trials
+    detect = next(
+        (d / 100 for d in range(1, math.ceil(rate * 100) + 1) if power(n, d / 100) >= POWER_TARGET), None
+    )
+    return RecallPower(
+        trials=n,
+        auto=trials == "auto",
+        group=group.label,
+        base_rate=round(rate, 4),
+        base_rate_source="baseline" if base_n is not None else "assumed",
+        min_drop=min_drop,
+        power=round(power(n), 4),
+        detectable_drop=detect,
     )

@@ -24,13 +24,13 @@ from __future__ import annotations
 import functools
 import math
 import random
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from needle_action.assemble.render import render_case
 from needle_action.assemble.templates.fixtures import load_fixture
-from needle_action.config.model import Config, PromptConfig
+from needle_action.config.model import Config, PromptConfig, RecallSettings
 from needle_action.core.errors import ConfigError
 from needle_action.core.names import GOLD_STYLE
 from needle_action.core.paths import relative
@@ -43,11 +43,13 @@ from needle_action.recall.plan.prompt import (
     settings_hash,
 )
 from needle_action.recall.trials.probes.gold import answer_keys
-from needle_action.results import Results
+from needle_action.results import RecallPower, RecallResult, Results
 from needle_action.results.cache import ResultCache
-from needle_action.stats.groups import CellKey, cell_key, family, planning_group, pooled
+from needle_action.stats.groups import CellKey, Group, cell_key, family, planning_group, pooled
+from needle_action.stats.levels import plan_terms
 from needle_action.stats.pooling import base_counts, testable_counts
-from needle_action.stats.power import GroupDesign, detectable_drop, plan_for
+from needle_action.stats.power import POWER_TARGET, GroupDesign, across_power, detectable_drop, plan_for
+from needle_action.stats.runs import RunSpread
 from needle_action.stats.sequential import Design, PromptData, replay
 
 SIMULATED_RUNS = 40  # runs behind each expected-calls figure (seeded: the same every time)
@@ -84,6 +86,10 @@ class PromptPlanSummary:
     calls_saved_by_cache: int = 0
     cache_source: str | None = None
     calls_saved_by_history: int = 0
+    # the chance the comparison catches a drop of min_drop in the planning group (what is tested:
+    # across runs, the cross-run test with its spread) and what that spread rests on
+    power: float = 0.0
+    run_spread: str | None = None
 
 
 def _sizes(prompt: PromptConfig) -> list[int]:
@@ -207,37 +213,30 @@ def plan_prompt(
     *,
     config: Config | None = None,
     cache: ResultCache | None = None,
+    history: Sequence[Results] | None = None,
 ) -> PromptPlanSummary:
-    """PROMPT's plan; BASELINE (a base results file) gives the base rate and its history. With
-    CONFIG, what the results cache saves: the baseline or CACHE holding an identical result."""
+    """PROMPT's plan; BASELINE (a base results file, another run's) gives the base rate and, with
+    its history or HISTORY (stored runs), the spread the cross-run test uses. With CONFIG, what the
+    results cache saves: the baseline or CACHE holding an identical result."""
     rs = prompt.recall
     sizes, depths = _sizes(prompt), list(rs.depths)
     base_pr = baseline.prompt(prompt.name) if baseline is not None else None
     br = base_pr.recall if base_pr is not None else None
-    counts = own = None
-    history_runs = base_trials = 0
-    if br is not None and br.model == prompt.model:
-        counts = base_counts(br, style=rs.styles[0])  # history plans the trials, it is never tested
-        history_runs = br.history.runs if br.history else 0
-        own = testable_counts(br, rs.styles[0])
-        base_trials = round(sum(n for _, n in own.values()) / len(own)) if own else 0
-    power = plan_for(rs, sizes, depths=depths, base=counts)
+    counts, own, base_trials, spread, side_trials, history_runs = _base_terms(prompt, br, history)
+    power = plan_for(rs, sizes, depths=depths, base=counts, spread=spread, base_trials=side_trials)
     cells = len(sizes) * len(depths) * len(rs.styles)
     saved_by_history = 0
-    if history_runs and own:  # the trials the base's own run alone would have planned
-        saved_by_history = cells * (plan_for(rs, sizes, depths=depths, base=own).trials - power.trials)
+    if history_runs and own:  # the trials the base's own run alone (the prior, no history) would plan
+        alone = plan_for(
+            rs, sizes, depths=depths, base=own, spread=RunSpread.prior(), base_trials=base_trials
+        )
+        saved_by_history = cells * (alone.trials - power.trials)
     args = (tuple(sizes), tuple(depths), power.trials, round(power.base_rate, 2))
     rules = (rs.alpha, rs.min_drop, rs.stop_on_drop, rs.stop_on_no_change)
     no_change = expected_trials(*args, 0.0, *rules, base_trials)
     at_drop = expected_trials(*args, rs.min_drop, *rules, base_trials)
     source = stored_source(config, prompt, sizes, baseline, cache) if config is not None else None
-    fam = len(rs.styles) * len(family(sizes, depths))
-    detect = {}
-    for g in family(sizes, depths):
-        n = len(g.cells) * power.trials
-        base_n = pooled(own or {}, g.cells)[1] or n  # the test's base: the base run's own trials
-        design = GroupDesign(cells=len(g.cells), family_size=fam, alpha=rs.alpha)
-        detect[g.label] = detectable_drop(design, base_n=base_n, head_n=n, base_rate=power.base_rate)
+    detect = _detectable_drops(rs, sizes, depths, power, own, spread, side_trials)
     return PromptPlanSummary(
         name=prompt.name,
         model=prompt.model,
@@ -258,7 +257,85 @@ def plan_prompt(
         calls_saved_by_cache=round(cells * no_change) if source else 0,
         cache_source=source,
         calls_saved_by_history=saved_by_history,
+        power=power.power,
+        run_spread=spread.describe() if spread is not None else None,
     )
+
+
+def _base_terms(
+    prompt: PromptConfig, br: RecallResult | None, history: Sequence[Results] | None
+) -> tuple[
+    dict[CellKey, tuple[int, int]] | None,
+    dict[CellKey, tuple[int, int]] | None,
+    int,
+    RunSpread | None,
+    float | None,
+    int,
+]:
+    """(counts giving the rate, the base run's own counts, its trials per cell, the run spread, the
+    base side's trials per cell across runs, stored runs) of a base BR of PROMPT's model."""
+    if br is None or br.model != prompt.model:
+        return None, None, 0, None, None, 0
+    style = prompt.recall.styles[0]
+    own = testable_counts(br, style)
+    base_trials = round(sum(n for _, n in own.values()) / len(own)) if own else 0
+    record, spread, side_trials = plan_terms(br, style, _stored(history, prompt.name))
+    return base_counts(br, style=style), own, base_trials, spread, side_trials, len(record.history)
+
+
+def _detectable_drops(
+    rs: RecallSettings,
+    sizes: Sequence[int],
+    depths: Sequence[float],
+    power: RecallPower,
+    own: Mapping[CellKey, tuple[int, int]] | None,
+    spread: RunSpread | None,
+    side_trials: float | None,
+) -> dict[str, float | None]:
+    """Per group, the smallest drop caught with 95% power as tested: in one job against the base
+    run's own trials; across runs (SPREAD) by the cross-run test, the base side's SIDE_TRIALS a cell."""
+    fam = len(rs.styles) * len(family(sizes, depths))
+    detect: dict[str, float | None] = {}
+    for g in family(sizes, depths):
+        n = len(g.cells) * power.trials
+        if spread is not None:  # across runs: the base side is the base run and its stored runs
+            side = round((side_trials or power.trials) * len(g.cells))
+            detect[g.label] = across_drop(
+                g, sizes, depths, fam + len(rs.styles), rs.alpha, side, n, power.base_rate, spread
+            )
+            continue
+        base_n = pooled(own or {}, g.cells)[1] or n  # the test's base: the base run's own trials
+        design = GroupDesign(cells=len(g.cells), family_size=fam, alpha=rs.alpha)
+        detect[g.label] = detectable_drop(design, base_n=base_n, head_n=n, base_rate=power.base_rate)
+    return detect
+
+
+def _stored(history: Sequence[Results] | None, name: str) -> list[RecallResult] | None:
+    if history is None:
+        return None
+    found = (r.prompt(name) for r in history)
+    return [p.recall for p in found if p is not None and p.recall is not None]
+
+
+def across_drop(
+    g: Group,
+    sizes: Sequence[int],
+    depths: Sequence[float],
+    fam: int,
+    alpha: float,
+    base_n: int,
+    head_n: int,
+    rate: float,
+    spread: RunSpread,
+) -> float | None:
+    """The smallest drop (whole points) group G catches with 95% power across runs."""
+    design = GroupDesign(cells=len(g.cells), family_size=fam, alpha=alpha)
+    other = len(set(sizes)) * len(set(depths)) - len(g.cells)
+    for points in range(1, math.ceil(rate * 100) + 1):
+        terms = {"base_n": base_n, "head_n": head_n, "base_rate": rate, "spread": spread}
+        if across_power(design, other_cells=other, drop=points / 100, **terms) >= POWER_TARGET:  # type: ignore[arg-type]
+            return points / 100
+    return None
 
 
 def as_json(plans: Sequence[PromptPlanSummary]) -> dict[str, Any]:
@@ -311,6 +388,8 @@ def format_plans(plans: Sequence[PromptPlanSummary]) -> str:
         lines += [
             f"{p.name} ({p.model}): {len(p.sizes)} sizes x {len(p.depths)} depths x {len(p.styles)} styles, "
             f"{p.trials_per_cell} trials per cell (base rate {p.base_rate:.0%}, {p.base_rate_source})",
+            f"  power: {p.power:.0%} to catch a drop of min_drop in the middle, as tested"
+            + (f" (base from another run; {p.run_spread})" if p.run_spread else " (base in the same job)"),
             f"  calls: {p.planned_calls} planned; expected {p.expected_calls_no_change} if nothing changed, "
             f"{p.expected_calls_at_min_drop} at a middle drop of min_drop",
             f"  input tokens: {p.input_tokens:,}; {money} (full plan)",
@@ -326,8 +405,8 @@ def format_plans(plans: Sequence[PromptPlanSummary]) -> str:
             )
         if p.history_runs:
             lines.append(
-                f"  saved by history: {p.calls_saved_by_history} calls ({p.history_runs} earlier base runs "
-                "plan the trials; they are not tested)"
+                f"  saved by history: {p.calls_saved_by_history} calls ({p.history_runs} earlier base runs, "
+                "each at its own level, join the base side of the cross-run test)"
             )
     lines.append(one_line(plans))
     return "\n".join(lines)

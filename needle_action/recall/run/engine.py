@@ -67,7 +67,7 @@ from needle_action.results import (
 )
 from needle_action.results.cache import ResultCache, default_cache_path
 from needle_action.stats.groups import CellKey
-from needle_action.stats.levels import cross_run
+from needle_action.stats.levels import cross_run, plan_terms
 from needle_action.stats.pooling import base_counts, pool_history
 from needle_action.stats.power import plan_for
 from needle_action.tokens import get_counter
@@ -272,6 +272,17 @@ class RecallJob:
             return None
         return base_counts(base, style=styles[0])
 
+    def plan(self, prompt: PromptConfig, sizes: list[int]) -> RecallPower:
+        """PROMPT's trials: against the baseline's rates when it has them; the baseline is another
+        run's, so the trials and the power stated are the cross-run test's (stats/runs.py)."""
+        rs = prompt.recall
+        known = self.known_base(prompt)
+        base_pr = self.baseline.prompt(prompt.name) if self.baseline is not None else None
+        if known is None or base_pr is None or base_pr.recall is None:
+            return plan_for(rs, sizes, base=known)
+        _, spread, base_trials = plan_terms(base_pr.recall, rs.styles[0], self.stored_runs(prompt.name))
+        return plan_for(rs, sizes, base=known, spread=spread, base_trials=base_trials)
+
     def outage(self, pr: PromptResult, message: str) -> None:
         """PR's recall could not run at all: the provider is unavailable."""
         pr.skip_recall(SkipKind.PROVIDER_UNAVAILABLE, f"{PROVIDER_STOP_PREFIX}{message}")
@@ -368,7 +379,7 @@ def _grid(
             job.outage(pr, exc.message)
             return None
     rs = prompt.recall
-    power = plan_for(rs, sizes, base=job.known_base(prompt))
+    power = job.plan(prompt, sizes)
     cells = [
         CellRun(size, depth, power.trials, style=style)
         for style in rs.styles
