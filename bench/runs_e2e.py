@@ -200,16 +200,18 @@ class Runner:
         return self.fake.calls["messages"] - before, run_level(run, self.run_sd)
 
 
-def history_run(runner: Runner, base_cfg: Path, folder: Path, run: int, curve: Curve) -> None:
-    """Main's earlier run RUN (seed 1000 + RUN) stored in FOLDER, listed in its index."""
+def history_run(runner: Runner, base_cfg: Path, folder: Path, run: int, curve: Curve) -> bool:
+    """Main's earlier run RUN (seed 1000 + RUN) stored in FOLDER, listed in its index (False: it was
+    there already)."""
     out = folder / f"{run:040d}.json"
     index = folder / "index.json"
     order = json.loads(index.read_text()) if index.is_file() else []
     if out.is_file() and out.stem in order:
-        return  # measured by an earlier, interrupted study in the same --work folder (same level, same draws)
+        return False  # measured by an earlier study in the same --work folder (same level, same draws)
     args = ["check", "--config", str(base_cfg), "--seed", str(1000 + run), "--json", str(out)]
     runner.measured(100_000 + run, curve, args, cache=f"history{run}")
     index.write_text(json.dumps([*order, out.stem]))
+    return True
 
 
 def history_window(pool: Path, pr: int, runs: int, dest: Path) -> Path:
@@ -278,11 +280,10 @@ def study(
         pool = work / "main-runs"
         pool.mkdir(parents=True, exist_ok=True)
         base_cfg = write_project(work / "main", TEMPLATE, sizes)
-        for run in range(prs + history_runs - 1):
-            history_run(runner, base_cfg, pool, run, base_curve)
-            if echo:
-                print(f"main run {run}: level {run_level(100_000 + run, run_sd):+.2f}", file=sys.stderr)
-        for pr in range(prs):
+        for pr in range(prs):  # PR i needs main's runs i .. i + history_runs - 1: measured as it goes
+            for run in range(pr, pr + history_runs):
+                if history_run(runner, base_cfg, pool, run, base_curve) and echo:
+                    print(f"main run {run}: level {run_level(100_000 + run, run_sd):+.2f}", file=sys.stderr)
             outcome = one_pr(runner, pr, scenario, pool)
             result.outcomes.append(outcome)
             if echo:
