@@ -278,7 +278,13 @@ def study(
         runner = Runner(fake, work, run_sd, history_runs=history_runs, sizes=sizes)
         result = Study(scenario, run_sd, prs, runner.history_flag)
         pool = work / "main-runs"
+        endpoint = pool / "endpoint.txt"
+        if pool.is_dir() and (not endpoint.is_file() or endpoint.read_text() != fake.base_url):
+            # runs measured against another server have another fingerprint (the endpoint is part of
+            # it): the base would find no stored run of its own, so they are measured again
+            shutil.rmtree(pool)
         pool.mkdir(parents=True, exist_ok=True)
+        endpoint.write_text(fake.base_url)
         base_cfg = write_project(work / "main", TEMPLATE, sizes)
         for pr in range(prs):  # PR i needs main's runs i .. i + history_runs - 1: measured as it goes
             for run in range(pr, pr + history_runs):

@@ -27,6 +27,8 @@ def test_the_study_runs_two_pull_requests_through_the_cli(tmp_path):
         assert o.head_trials >= 5, o
         assert 0 < o.head_calls <= 15 * o.head_trials, o
         assert o.history_used == result.history_flag
+        if result.history_flag:  # the stored runs share the base's fingerprint: the spread is estimated
+            assert o.tau_method == "moments", o
     # every run answered at its own level: the base's and the head's differ, and across PRs
     levels = [x for o in result.outcomes for x in (o.base_level, o.head_level)]
     assert len(set(levels)) == 4, levels
