@@ -436,6 +436,11 @@ def main(argv: list[str] | None = None) -> int:
                 rows_json = {str(k): asdict(v) for k, v in sorted(done.items())}
                 args.save.write_text(json.dumps({"decider": args.decider, "rows": rows_json}, indent=1))
     seconds = sum(t.seconds for t in done.values())
+    wall = (
+        f" ({args.jobs} processes, {time.perf_counter() - started:.0f} s wall)"
+        if jobs
+        else " (saved tallies)"
+    )
     results = [(every[i], done[i]) for i in sorted(done)]
     text = (
         f"Decision: `{args.decider}`. Defaults (threshold {settings.threshold}, family alpha {settings.alpha}, "
@@ -443,8 +448,7 @@ def main(argv: list[str] | None = None) -> int:
         f"{BASE_TRIALS} trials per cell; seed effect sd {SEED_SD}, trial effect sd {TRIAL_SD}; "
         f"{_prs_per_row(results)}, seed {args.seed}, "
         f"{sum(t.prs for _, t in results):,} PRs (power companions included), {seconds:.0f} s of replay summed "
-        f"over the rows ({args.jobs} processes, {time.perf_counter() - started:.0f} s wall).\n\n"
-        + table(results)
+        f"over the rows{wall}.\n\n" + table(results)
     )
     print(text)
     if not args.no_docs and len(done) == len(every):
