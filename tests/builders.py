@@ -33,7 +33,7 @@ import os
 import shutil
 import subprocess
 import textwrap
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -66,6 +66,17 @@ def prompt_table(
     lines += [f'context_var = "{context}"', f'question_var = "{question}"']
     lines += [f"max_input_tokens = {max_tokens}"] if max_tokens is not None else []
     return "\n".join([*lines, ""])
+
+
+def builder_project(root: Path, module: str, source: str, names: Sequence[str], fixture: str) -> None:
+    """A needle project under ROOT whose prompts NAMES are built by functions of the same names in
+    MODULE (a path like ``app/net.py``, written with SOURCE), all from one ``fixture.yaml``."""
+    write(root, module, source)
+    write(root, "fixture.yaml", fixture)
+    tables = "".join(
+        f'[prompts.{name}]\nbuilder = "{module}:{name}"\nfixtures = ["fixture.yaml"]\n\n' for name in names
+    )
+    write(root, "needle.toml", tables + "[files]\nbuilders = true\n")
 
 
 class Project:

@@ -33,3 +33,12 @@ def weather_agent(
         tool_choice={"type": "auto"},
         **extra,
     )
+
+
+def after_tool_call(
+    ask: str, call: dict[str, Any], last_turn: tuple[dict[str, Any], ...], *, system: str, **extra: Any
+) -> RenderedPrompt:
+    """An agent's request after one tool call: the user's ASK, the assistant's CALL (a tool_use
+    block), then LAST_TURN (the tool_result and whatever follows it) as the last user turn."""
+    messages = (Message("user", ask), Message("assistant", (call,)), Message("user", last_turn))
+    return RenderedPrompt(system=system, messages=messages, **extra)

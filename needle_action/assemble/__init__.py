@@ -4,5 +4,6 @@
 :class:`~needle_action.request.prompt.RenderedPrompt`. Its parts: :mod:`.templates` (the template
 formats, their sandbox and worker, fixtures), :mod:`.builder` (prompts built in code),
 :mod:`.recorded` (request bodies kept as data), :mod:`.request` (declarations attached, the
-request checked), :mod:`.context` (where the context slot landed).
+request checked), :mod:`.context` (where the context slot landed), :mod:`.slots` (the recall
+slots checked against the template's variables before a run).
 """

@@ -16,7 +16,7 @@ import threading
 from pathlib import Path
 from typing import Any
 
-from needle_action.assemble.templates.fixtures import load_fixture
+from needle_action.assemble.templates.defaults import case_variables
 from needle_action.config.model import Config, PromptConfig
 from needle_action.core.dataformats import JSON, DataError, parse_json
 from needle_action.core.errors import ConfigError, TemplateError
@@ -57,8 +57,8 @@ def prompt_variables(
 ) -> JSON:
     """The variables recall varies: the fixture's (templates, builders), or for a recorded request
     the values its pointers name, keyed by the pointers."""
-    if prompt.request is None:
-        return load_fixture(Path(fixture_path)) if fixture_path is not None else {}
+    if prompt.request is None:  # the template's own data (a .prompty's sample) under the fixture's
+        return case_variables(config, prompt, fixture_path)
     _, body = load_request(config, prompt)
     out = {}
     for key, pointer in prompt.slots():

@@ -16,12 +16,13 @@ from typing import Any
 import jinja2
 from jinja2 import meta as jinja_meta
 
-from needle_action.assemble.request import complete
+from needle_action.assemble.request import check_turns, complete
 from needle_action.assemble.templates import isolate
 from needle_action.assemble.templates.declared import Declared, from_prompty
-from needle_action.assemble.templates.fixtures import load_fixture
+from needle_action.assemble.templates.defaults import SAMPLE_CASE
+from needle_action.assemble.templates.fixtures import confine_fixture, load_fixture
 from needle_action.assemble.templates.prompty import prompty_defaults, split_prompty, with_images
-from needle_action.assemble.templates.raw import render_raw
+from needle_action.assemble.templates.raw import RenderJob, render_raw
 from needle_action.assemble.templates.roles import split_sections, to_prompt
 from needle_action.assemble.templates.sandbox import read_template
 from needle_action.config.model import Config, PromptConfig
@@ -55,28 +56,13 @@ def render_case(
     variables, fixture_rel = _case_variables(workspace, fixture_path_or_None, variables)
     kind = template_path.suffix.lower()
 
-    front: dict[str, Any] = {}
-    declared = Declared()
-    try:
-        source_text = read_template(template_path, template_file)
-        if kind == ".prompty":
-            front = split_prompty(source_text, template_file).front
-            defaults = prompty_defaults(front, template_path, workspace, template_file)
-            variables = {**defaults, **variables}
-            declared = from_prompty(front, source_text, template_path, workspace, template_file)
-    except NeedleError:
-        raise
-    except OSError as exc:
-        raise TemplateError(f"cannot read the template: {exc.strerror or exc}", file=template_file) from None
+    source_text, front, declared, variables, fixture_rel = _read_source(
+        workspace, template_path, variables, fixture_rel
+    )
     lenient, blocks = lenient_undefined(prompt, kind), (prompt.trim_blocks, prompt.lstrip_blocks)
-    raw = isolate.render(workspace, name, variables, file=template_file, lenient=lenient, blocks=blocks)
+    raw = isolate.render(workspace, RenderJob(name, variables, template_file, lenient, blocks))
     if kind == ".prompt":  # Google Dotprompt: Handlebars, its own roles
-        from needle_action.assemble.templates.dotprompt import declared_by, to_rendered
-
-        rendered = to_rendered(
-            raw, source_text, variables, path=template_path, source=name, fixture=fixture_rel
-        )
-        declared = declared_by(source_text, template_path, file=template_file)
+        rendered, declared = _dotprompt(raw, source_text, variables, template_path, name, fixture_rel)
     else:
         sections = split_sections(raw, prompty=kind == ".prompty")
         try:
@@ -92,6 +78,44 @@ def render_case(
     return complete(config, prompt, rendered, declared, variables)
 
 
+def _dotprompt(
+    raw: str, source_text: str, variables: dict[str, Any], path: Path, name: str, fixture: str | None
+) -> tuple[RenderedPrompt, Declared]:
+    """A ``.prompt``'s raw render as the request, and what its front matter declares."""
+    from needle_action.assemble.templates.dotprompt import declared_by, parse, to_rendered
+
+    file = display_path(path)
+    if fixture is None and parse(source_text, file).defaults:
+        fixture = SAMPLE_CASE  # input.default is the case, as a .prompty's sample
+    rendered = to_rendered(raw, source_text, variables, path=path, source=name, fixture=fixture)
+    return rendered, declared_by(source_text, path, file=file)
+
+
+def _read_source(
+    workspace: Workspace, template_path: Path, variables: dict[str, Any], fixture_rel: str | None
+) -> tuple[str, dict[str, Any], Declared, dict[str, Any], str | None]:
+    """The template's text, its front matter and what it declares; with a ``.prompty``'s sample
+    under VARIABLES (a fixture overrides it key by key) and the case named ``sample`` when no
+    fixture named it."""
+    template_file, kind = display_path(template_path), template_path.suffix.lower()
+    front: dict[str, Any] = {}
+    declared = Declared()
+    try:
+        source_text = read_template(template_path, template_file)
+        if kind == ".prompty":
+            front = split_prompty(source_text, template_file).front
+            defaults = prompty_defaults(front, template_path, workspace, template_file)
+            variables = {**defaults, **variables}  # a fixture overrides the sample key by key
+            if fixture_rel is None and defaults:
+                fixture_rel = SAMPLE_CASE
+            declared = from_prompty(front, source_text, template_path, workspace, template_file)
+    except NeedleError:
+        raise
+    except OSError as exc:
+        raise TemplateError(f"cannot read the template: {exc.strerror or exc}", file=template_file) from None
+    return source_text, front, declared, variables, fixture_rel
+
+
 def _render_data(
     config: Config,
     prompt: PromptConfig,
@@ -102,11 +126,15 @@ def _render_data(
     if prompt.request is not None:
         from needle_action.assemble.recorded import fixture_name, render_recorded
 
-        return render_recorded(config, prompt, variables, fixture_name(config, fixture_path))
+        out = render_recorded(config, prompt, variables, fixture_name(config, fixture_path))
+        check_turns(config, prompt, out, variables or {})
+        return out
     from needle_action.assemble.builder.client import render_built
 
     variables, fixture_rel = _case_variables(config.workspace, fixture_path, variables)
-    return render_built(config, prompt, variables, fixture_rel)
+    out = render_built(config, prompt, variables, fixture_rel)
+    check_turns(config, prompt, out, variables)
+    return out
 
 
 def _block_error(
@@ -148,9 +176,8 @@ def _case_variables(
         return variables, relative(root, Path(fixture_path)) if fixture_path is not None else None
     if fixture_path is None:
         return {}, None
-    fx = workspace.confine(Path(fixture_path), what="fixture")
-    fixture_rel = relative(root, fx)
-    return load_fixture(fx), fixture_rel
+    fx = confine_fixture(workspace, fixture_path)
+    return load_fixture(fx), relative(root, fx)
 
 
 # --------------------------------------------------------------------------- static inspection

@@ -7,6 +7,7 @@ wherever a prompt is measured.
 
 from __future__ import annotations
 
+import re
 from dataclasses import replace
 
 from needle_action.assemble.context import locate, place
@@ -15,7 +16,9 @@ from needle_action.config.model import Config, PromptConfig
 from needle_action.core.dataformats import JSON
 from needle_action.core.errors import ConfigError, TemplateError
 from needle_action.core.paths import display_path
+from needle_action.request import rules
 from needle_action.request.blocks import RequestShapeError
+from needle_action.request.contextparts import ANCHORS_KEY, anchors_of
 from needle_action.request.prompt import RenderedPrompt
 
 
@@ -37,8 +40,12 @@ def complete(
             file=str(config.template_path(prompt)),
             hint=exc.hint,
         ) from None
+    check_turns(config, prompt, out, variables)
     var = prompt.context_var
     if var and var in variables:
+        anchors = anchors_of(variables[var])
+        if anchors is not None:  # every part the context lands in counts as context (tokens/sections.py)
+            out = replace(out, meta={**out.meta, ANCHORS_KEY: anchors})
         out = locate(out, variables[var])
         question = variables.get(prompt.question_var) if prompt.question_var else None
         out = place(
@@ -50,6 +57,81 @@ def complete(
             where=(str(config.path), setting_line(config, prompt, "context_as")),
         )
     return out
+
+
+# a loop over turns: Jinja's `{% for x in VAR %}`, Handlebars' `{{#each VAR}}`
+_LOOPS = re.compile(r"{%-?\s*for\s+[\w\s,()]+?\s+in\s+([A-Za-z_]\w*)|{{~?#each\s+([A-Za-z_]\w*)")
+
+
+def check_turns(config: Config, prompt: PromptConfig, out: RenderedPrompt, variables: JSON) -> None:
+    """A request with no turn is an error at the line of the loop whose variable would have supplied
+    the turns (the Messages API refuses it); so is one that ends with an assistant turn because such
+    a loop's variable is missing or empty (with every loop's data given, a final assistant turn is a
+    prefill the application means)."""
+    turns = [m for m in out.messages if m.role != "system"]
+    if turns and turns[-1].role == "user":
+        return
+    file, line, var = _turn_source(config, prompt, variables)
+    if turns and var is None:
+        return
+    rule = rules.rule("no-messages" if not turns else "last-turn")
+    what = "renders no user or assistant turn" if not turns else "ends with an assistant turn"
+    named = f"; the turns would come from `{var}`, which the fixture {_state(variables, var)}" if var else ""
+    hint = (
+        f"give `{var}` its turns in the fixture, or end the template with a `user:` turn"
+        if var
+        else "end the template with a `user:` turn (the question the model answers)"
+    )
+    if var is None and not turns and (printed := _empty_print(config, prompt, variables)):
+        var, line = printed
+        named = f"; its user turn prints only `{var}`, which the fixture {_state(variables, var)}"
+        hint = f"give `{var}` a value in the fixture (or in the template's sample or default inputs)"
+    raise TemplateError(
+        f"the request {what} (the Messages API rule `{rule.code}`: {rule.text}){named}",
+        file=file,
+        line=line,
+        hint=hint,
+    )
+
+
+_USER_MARKER = re.compile(r"^\s*#?\s*user\s*:\s*$", re.IGNORECASE | re.MULTILINE)
+_PRINT = re.compile(r"{{-?\s*([A-Za-z_]\w*)\s*-?}}")
+
+
+def _empty_print(config: Config, prompt: PromptConfig, variables: JSON) -> tuple[str, int] | None:
+    """(the variable, its line) of the first ``{{ var }}`` after a ``user:`` marker whose value is
+    missing or empty: the turn it was the whole of vanished."""
+    if not prompt.template:
+        return None
+    try:
+        source = config.template_path(prompt).read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError):
+        return None
+    for marker in _USER_MARKER.finditer(source):
+        for m in _PRINT.finditer(source, marker.end()):
+            if not variables.get(m.group(1)):
+                return m.group(1), source.count("\n", 0, m.start()) + 1
+    return None
+
+
+def _state(variables: JSON, var: str) -> str:
+    return "does not set" if var not in variables else "leaves empty"
+
+
+def _turn_source(config: Config, prompt: PromptConfig, variables: JSON) -> tuple[str, int | None, str | None]:
+    """(the template, the line of the first loop over a missing or empty variable, its name)."""
+    if not prompt.template:
+        return prompt.source_file, None, None
+    path = config.template_path(prompt)
+    try:
+        source = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError):
+        return display_path(path), None, None
+    for m in _LOOPS.finditer(source):
+        var = m.group(1) or m.group(2)
+        if not variables.get(var):
+            return display_path(path), source.count("\n", 0, m.start()) + 1, var
+    return display_path(path), None, None
 
 
 def setting_line(config: Config, prompt: PromptConfig, key: str) -> int | None:
@@ -69,16 +151,20 @@ def _check_resolved(config: Config, prompt: PromptConfig, declared: Declared) ->
         raise TemplateError(
             f"the template names tools without their definitions: {', '.join(declared.unresolved)}",
             file=file,
+            line=declared.tools_line,
             hint=f'give their schemas in a tools file: tools = "tools.json" in [prompts.{prompt.name}], '
             "or toolDefs in the front matter",
         )
     if declared.unresolved_schema:
         raise TemplateError(
-            f"output.schema names the schema {declared.unresolved_schema!r}, which the application "
-            "registers in code (Genkit's defineSchema): needle cannot read it from the file",
+            f"output.schema names the schema {declared.unresolved_schema!r}, which is defined in the "
+            "application's code (a registered schema, a pydantic or zod class): needle cannot read it "
+            "from the template",
             file=file,
-            hint=f"give it as JSON Schema in [prompts.{prompt.name}.request_params.output_config.format] "
-            '(type = "json_schema", schema = {...}), or write the schema in the front matter',
+            line=declared.schema_line,
+            hint="write the schema in the front matter (Picoschema or JSON Schema), give it as JSON Schema in "
+            f"[prompts.{prompt.name}.request_params.output_config.format] "
+            '(type = "json_schema", schema = {...}), or build the request in code with a builder',
         )
 
 
@@ -96,4 +182,4 @@ def _check_choice(config: Config, prompt: PromptConfig, declared: Declared) -> N
         )
 
 
-__all__ = ["complete", "setting_line"]
+__all__ = ["check_turns", "complete", "setting_line"]

@@ -29,6 +29,7 @@ from typing import Annotated, Any, Literal, Self
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
 
+from needle_action.config.cases import case_ref, is_case_file, read_cases
 from needle_action.core.names import NEEDLE_STYLES, PROVIDER_NAMES, NeedleStyle, ProviderName
 from needle_action.core.workspace import Workspace
 
@@ -319,6 +320,16 @@ class PromptSettings(Strict):
     recall: RecallSettings = Field(default_factory=RecallSettings)
     providers: dict[str, ProviderSettings] = Field(default_factory=dict)
 
+    @field_validator("question_var")
+    @classmethod
+    def _distinct_slots(cls, v: str | None, info: ValidationInfo) -> str | None:
+        if v is not None and v == info.data.get("context_var"):
+            raise ValueError(
+                f"question_var and context_var both name {v!r}: recall puts the context and the "
+                "question in two different variables of the template"
+            )
+        return v
+
     @field_validator("max_input_tokens")
     @classmethod
     def _budget(cls, v: int | Literal["auto"] | None) -> int | Literal["auto"] | None:
@@ -457,6 +468,17 @@ class FileAccess(Strict):
     # policy: run builders where needle cannot take their network away (not Linux, no seccomp); by
     # default they refuse to run there. In the action only the base branch's value counts
     builders_unguarded: bool = False
+    # policy: the Python builders run with (a venv's bin/python holding the app's packages), relative
+    # to this file's folder or absolute; unset: the project's .venv/venv when usable, else needle's;
+    # "system": never a venv of the checkout. In the action only the base branch's value counts
+    builder_python: str | None = None
+
+    @field_validator("builder_python")
+    @classmethod
+    def _a_path(cls, v: str | None) -> str | None:
+        if v is not None and (not v.strip() or "\x00" in v):
+            raise ValueError('builder_python names a Python: a path such as ".venv/bin/python", or "system"')
+        return v
 
     @field_validator("allow_hidden")
     @classmethod
@@ -500,16 +522,24 @@ class Config(Strict):
 
     def fixture_paths(self, prompt: PromptConfig) -> list[Path]:
         """Expanded fixture globs, sorted, relative order of patterns kept (validated at load); a glob
-        skips hidden files and folders the workspace does not allow, as at load."""
+        skips hidden files and folders the workspace does not allow, as at load. A case file
+        (``.jsonl``, ``.csv``) gives one path per case, ``cases.jsonl:3`` (:mod:`.cases`)."""
         out: list[Path] = []
         for pattern in prompt.fixtures:
             matches = (
                 self.workspace.glob(pattern) if any(c in pattern for c in "*?[") else [self.root / pattern]
             )
             for m in matches:
-                if m not in out:
-                    out.append(m)
+                for case in self._cases(m):
+                    if case not in out:
+                        out.append(case)
         return out
+
+    def _cases(self, path: Path) -> list[Path]:
+        if not is_case_file(path):
+            return [path]
+        real = self.workspace.confine(path, what="fixture")
+        return [case_ref(path, c.number) for c in read_cases(real)]
 
     def recall_fixture(self, prompt: PromptConfig) -> Path | None:
         """The fixture recall runs on: ``recall.fixture`` if set (checked at load), else the first."""

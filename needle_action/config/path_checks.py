@@ -10,6 +10,7 @@ from collections.abc import Callable
 from pathlib import Path, PurePosixPath
 from typing import Any
 
+from needle_action.config.cases import CASE_FILE_SUFFIXES, is_case_file, read_cases, split_case
 from needle_action.config.model import PromptConfig
 from needle_action.config.pydantic_errors import did_you_mean, origin_key
 from needle_action.config.toml_lines import nearest_line, value_line
@@ -21,7 +22,7 @@ from needle_action.request.jsonpointer import PointerError, resolve
 from needle_action.request.toolformats import load_tools
 
 MAX_REQUEST_BYTES = 20_000_000
-FIXTURE_SUFFIXES = (".yaml", ".yml", ".json", ".toml")
+FIXTURE_SUFFIXES = (".yaml", ".yml", ".json", ".toml", *CASE_FILE_SUFFIXES)
 _GLOB_CHARS = "*?["
 OUTSIDE_HINT = "paths are relative to the threshold file's folder and may not leave it"
 
@@ -124,8 +125,10 @@ class PathChecks:
                     raise self.error(
                         f"fixture {display_path(match)} has an unsupported extension",
                         line=line,
-                        hint=f"fixtures are YAML, JSON or TOML files ({', '.join(FIXTURE_SUFFIXES)})",
+                        hint=f"fixtures are YAML, JSON or TOML files, or case files ({', '.join(FIXTURE_SUFFIXES)})",
                     )
+                if is_case_file(match) and match.is_file():
+                    read_cases(match)  # a header or size problem now, at its file:line
                 real = match.resolve()
                 if real in seen:
                     raise self.error(
@@ -145,12 +148,22 @@ class PathChecks:
         load_tools(full, file=display_path(full))
 
     def _check_recall_fixture(self, fixture: str, key: str) -> None:
-        full, why = self._inside(fixture)
+        """The recall fixture exists inside the root; a case name (``cases.jsonl:3``) names a case."""
+        name, number = split_case(fixture)
+        full, why = self._inside(name.as_posix())
         if full is None:
             raise self.error(f"recall fixture {fixture!r} {why}", key=key, hint=_hint(why))
         if not full.is_file():
             raise self.error(
-                f"recall fixture not found: {fixture}", key=key, hint=self._missing_hint(fixture)
+                f"recall fixture not found: {name.as_posix()}",
+                key=key,
+                hint=self._missing_hint(name.as_posix()),
+            )
+        if number is not None and number not in {c.number for c in read_cases(full)}:
+            raise self.error(
+                f"recall fixture {fixture!r}: {name.name} has no case {number}",
+                key=key,
+                hint="a case is named by its line (.jsonl) or its row after the header (.csv)",
             )
 
     def _expand(self, pattern: str, line: int | None, *, what: str) -> list[Path]:

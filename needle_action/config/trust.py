@@ -17,7 +17,9 @@ it, because they are the reviewer's to set, not the author's:
   only a trusted file may enable that, and builder prompts are left out of the run otherwise
   (:func:`without_builders`, one :class:`SettingChange` each for the comment). Likewise
   ``[files] builders_unguarded``, which lets builders run where needle cannot take their network
-  away: a pull request cannot give its own code the network.
+  away: a pull request cannot give its own code the network, and ``[files] builder_python``, the
+  interpreter builders run with (unset in the trusted file: ``"system"``, never a venv of the
+  checkout, where a pull request could plant one).
 
 Those come from the *trusted* file (the base branch's, which was reviewed when it merged): a prompt
 the base has keeps the base's values, a new prompt gets the base's ``[defaults]``, and the files
@@ -222,6 +224,8 @@ def apply_trust(head: Config, trusted: Config | None) -> tuple[Config, list[Sett
             changes.append(
                 SettingChange(None, f"files.{key}", getattr(files, key), getattr(head.files, key), "files")
             )
+    if files.builder_python is None:  # a venv in the checkout is the pull request's: never run it
+        files = files.model_copy(update={"builder_python": "system"})
     if not files.builders:
         prompts, dropped = without_builders(prompts)
         changes.extend(SettingChange(name, "builder", None, spec, "files") for name, spec in dropped)

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from needle_action.assemble.render import render_case
+from needle_action.assemble.slots import check_slots
 from needle_action.assemble.templates import isolate
 from needle_action.config.model import Config, PromptConfig
 from needle_action.core.errors import ConfigError, NeedleError
@@ -48,16 +49,23 @@ __all__ = [
 
 
 def select_prompts(config: Config, only: list[str] | None) -> list[PromptConfig]:
-    if not only:
-        return list(config.prompts.values())
-    unknown = [n for n in only if n not in config.prompts]
+    """The prompts ONLY names (all of them by default)."""
+    unknown = [n for n in only or [] if n not in config.prompts]
     if unknown:
         raise ConfigError(
             f"no prompt named {', '.join(repr(n) for n in unknown)}",
             file=config.path,
             hint=f"prompts in this file: {', '.join(config.prompts) or '(none)'}",
         )
-    return [config.prompts[n] for n in only]
+    return [config.prompts[n] for n in only] if only else list(config.prompts.values())
+
+
+def check_recall_slots(config: Config, only: list[str] | None) -> None:
+    """Before anything runs: every selected prompt with recall on names, in context_var and
+    question_var, variables its template reads (a ConfigError at the setting's line otherwise)."""
+    for prompt in select_prompts(config, only):
+        if prompt.recall.enabled:
+            check_slots(config, prompt)
 
 
 def render_prompt_cases(config: Config, name: str, *, fixture: str | None = None) -> Iterator[RenderedPrompt]:
@@ -142,6 +150,7 @@ def run_recall(
     started = time.perf_counter()
     results = results or Results(config=str(config.path), run_id=new_run_id())
     prompts = select_prompts(config, only)
+    check_recall_slots(config, only)
     if overrides.full_trials:
         check_costs(prompts, baseline, overrides, history)
     job = RecallJob(config, prompts, results, baseline=baseline, overrides=overrides, history=history)
@@ -174,6 +183,7 @@ def run_check(
     a comparison, so every planned recall trial runs (no early stopping). AFTER_BUDGET gets the
     results as soon as the budgets are decided (the CLI prints and writes them before recall)."""
     if recall:
+        check_recall_slots(config, only)
         _prestart_models(lambda: [effective_prompt(p, overrides) for p in select_prompts(config, only)])
     results = run_budget(config, baseline=baseline, only=only)
     if after_budget is not None:
@@ -209,13 +219,14 @@ def measure(
     env: Mapping[str, str],
     cache: CacheArg = None,
     baseline: Results | None = None,
+    history: list[Results] | None = None,
 ) -> Results:
     """Budgets for every prompt, recall for those that can run it: one side of a pull request.
 
     Unlike ``needle check``, a prompt whose provider key is missing from ENV is skipped with a note
     (pull requests from forks get no secrets) instead of counting as a provider outage.
     """
-    return measure_sides([config], how, env=env, cache=cache, baseline=baseline)[0]
+    return measure_sides([config], how, env=env, cache=cache, baseline=baseline, history=history)[0]
 
 
 def measure_sides(
@@ -225,6 +236,7 @@ def measure_sides(
     env: Mapping[str, str],
     cache: CacheArg = None,
     baseline: Results | None = None,
+    history: list[Results] | None = None,
 ) -> list[Results]:
     """:func:`measure` for several configs at once (the action's head and base): budgets for each,
     then the recall of all of them through one scheduler, so both sides' calls share one queue and
@@ -247,9 +259,12 @@ def measure_sides(
         runnable = _runnable(config, results, how, env)
         if runnable:
             prompts = select_prompts(config, runnable)
-            check_costs(prompts, baseline, overrides)
-            # BASELINE (a stored base, e.g. from the data branch) lets the head stop at a look
-            jobs.append(RecallJob(config, prompts, results, baseline=baseline, overrides=overrides))
+            check_costs(prompts, baseline, overrides, history)
+            # BASELINE (a stored base, e.g. from the data branch) lets the head stop at a look; it is
+            # another run's, tested across runs on HISTORY (the data branch's runs)
+            jobs.append(
+                RecallJob(config, prompts, results, baseline=baseline, overrides=overrides, history=history)
+            )
     if jobs:
         run_recall_jobs(jobs, cache=cache, batch=how.batch)
     elapsed = time.perf_counter() - started

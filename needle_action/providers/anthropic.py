@@ -46,6 +46,7 @@ from needle_action.providers.retry import (
     RetryingProvider,
     call_with_retries,
     classify_status,
+    invalid_request,
 )
 from needle_action.providers.specs import SPECS
 from needle_action.request.prompt import RenderedPrompt
@@ -56,21 +57,12 @@ DEFAULT_KEY_ENVS = SPECS["anthropic"].key_envs
 T = TypeVar("T")
 
 
-class AnthropicProvider(RetryingProvider):
-    name = "anthropic"
-    _client: anthropic.AsyncAnthropic
-    prompt_cache = True  # caches shared prefixes: here explicitly, at the breakpoints' cache_control
+class ClaudeMessagesProvider(RetryingProvider):
+    """Claude through one of the Anthropic SDK's async clients (the API's own or a cloud's): the
+    request built by :func:`build_request`, the answer read by :func:`parse_message`."""
 
-    def __init__(self, model: str, settings: ProviderSettings | None = None, **retry_kw: Any) -> None:
-        super().__init__(model, settings, **retry_kw)  # retry_kw: sleep=, rng= (tests inject them)
-        self.key_env, key = find_key(self.settings.api_key_env)
-        base_url = specs.base_url("anthropic", self.settings.base_url, environment.process())
-        self._client = anthropic.AsyncAnthropic(
-            **client_auth(self.key_env, key),
-            base_url=base_url,
-            max_retries=0,
-            timeout=self.settings.timeout_s,
-        )
+    _client: Any  # AsyncAnthropic, AsyncAnthropicBedrock or AsyncAnthropicVertex: one messages API
+    prompt_cache = True  # caches shared prefixes: here explicitly, at the breakpoints' cache_control
 
     async def complete(
         self, prompt: RenderedPrompt, *, max_output_tokens: int, breakpoints: tuple[Breakpoint, ...] = ()
@@ -89,19 +81,46 @@ class AnthropicProvider(RetryingProvider):
         if isinstance(exc, anthropic.APIConnectionError):
             return Retry("connection error")
         if isinstance(exc, anthropic.APIStatusError):
-            return classify_status(
-                exc.status_code,
-                provider=self.name,
-                model=self.model,
-                headers=exc.response.headers,
-                error_type=exc.type,
-                message=exc.api_message,
-                key_env=self.key_env,
-            )
+            return self._classify_status(exc)
         if isinstance(exc, MalformedResponse | anthropic.APIResponseValidationError | ValueError):
             # ValueError covers json.JSONDecodeError: a 200 whose body is not JSON
             return Retry("malformed response")
+        return self._classify_other(exc)
+
+    def _classify_status(self, exc: anthropic.APIStatusError) -> Retry | BaseException:
+        """An HTTP error answer: retried, or the error to raise."""
+        raise NotImplementedError
+
+    def _classify_other(self, exc: BaseException) -> Retry | BaseException:
+        """Any other exception of an attempt (a cloud's credential chain): raised as it is here."""
         return exc
+
+
+class AnthropicProvider(ClaudeMessagesProvider):
+    name = "anthropic"
+    _client: anthropic.AsyncAnthropic
+
+    def __init__(self, model: str, settings: ProviderSettings | None = None, **retry_kw: Any) -> None:
+        super().__init__(model, settings, **retry_kw)  # retry_kw: sleep=, rng= (tests inject them)
+        self.key_env, key = find_key(self.settings.api_key_env)
+        base_url = specs.base_url("anthropic", self.settings.base_url, environment.process())
+        self._client = anthropic.AsyncAnthropic(
+            **client_auth(self.key_env, key),
+            base_url=base_url,
+            max_retries=0,
+            timeout=self.settings.timeout_s,
+        )
+
+    def _classify_status(self, exc: anthropic.APIStatusError) -> Retry | BaseException:
+        return classify_status(
+            exc.status_code,
+            provider=self.name,
+            model=self.model,
+            headers=exc.response.headers,
+            error_type=exc.type,
+            message=exc.api_message,
+            key_env=self.key_env,
+        )
 
     async def complete_batch(
         self, requests: list[tuple[str, RenderedPrompt, int, tuple[Breakpoint, ...]]], *, state_dir: Path
@@ -173,7 +192,10 @@ def batch_entry(entry: MessageBatchIndividualResponse) -> Completion | Exception
     """One line of a batch's results: a Completion when it succeeded, else why it did not."""
     result = entry.result
     if result.type != "succeeded":
-        detail = getattr(getattr(getattr(result, "error", None), "error", None), "message", None)
+        error = getattr(getattr(result, "error", None), "error", None)
+        detail = getattr(error, "message", None)
+        if getattr(error, "type", None) == "invalid_request_error":  # a request bug, not a lost trial
+            return invalid_request("anthropic", "batch request invalid_request_error", detail, 400)
         return RetriesExhausted(f"batch request {result.type}" + (f": {detail}" if detail else ""))
     return parse_message(result.message).completion()
 
@@ -216,23 +238,35 @@ def build_request(
             file=prompt.source or None,
             hint="a prompt needs at least one user turn besides the system text",
         )
-    request = anthropic_body(prompt, model, max_output_tokens)
+    request = anthropic_body(prompt, model, max_output_tokens, split=_splitter(prompt, kept, breakpoints))
     for key in SAMPLING_PARAMS:  # a .prompty's `temperature`, say: the SDK and the API refuse them
         request.pop(key, None)
-    if not breakpoints:
-        return request
-    cuts: dict[int, list[Breakpoint]] = {}
-    for bp in _at_block_ends(prompt, breakpoints):
-        cuts.setdefault(bp.part, []).append(bp)
-    budget = [max(0, MAX_BREAKPOINTS - own_markers(request))]
-    for position, i in enumerate(kept):
-        if cuts.get(i):
-            message = request["messages"][position]
-            message["content"] = split_content(message["content"], cuts[i], budget)
-    system_turns = any(m.role == "system" for m in prompt.messages)
-    if cuts.get(-1) and prompt.system and not system_turns:
-        request["system"] = split_content(request.get("system") or prompt.system, cuts[-1], budget)
     return request
+
+
+def _splitter(
+    prompt: RenderedPrompt, kept: list[int], breakpoints: tuple[Breakpoint, ...]
+) -> Callable[[JSON], JSON] | None:
+    """What applies BREAKPOINTS to the raw body (before the API's rules tidy it): blocks split at
+    each point, cache_control on those marked ``cache``, within the markers the app left free."""
+    if not breakpoints:
+        return None
+
+    def split(request: JSON) -> JSON:
+        cuts: dict[int, list[Breakpoint]] = {}
+        for bp in _at_block_ends(prompt, breakpoints):
+            cuts.setdefault(bp.part, []).append(bp)
+        budget = [max(0, MAX_BREAKPOINTS - own_markers(request))]
+        for position, i in enumerate(kept):
+            if cuts.get(i):
+                message = request["messages"][position]
+                message["content"] = split_content(message["content"], cuts[i], budget)
+        system_turns = any(m.role == "system" for m in prompt.messages)
+        if cuts.get(-1) and prompt.system and not system_turns:
+            request["system"] = split_content(request.get("system") or prompt.system, cuts[-1], budget)
+        return request
+
+    return split
 
 
 def _at_block_ends(prompt: RenderedPrompt, breakpoints: tuple[Breakpoint, ...]) -> list[Breakpoint]:
@@ -257,6 +291,7 @@ def parse_message(message: object, headers: Mapping[str, str] | None = None) -> 
         raise MalformedResponse("response is not a Message with a content list")
     texts: list[str] = []
     tool_call: str | None = None
+    tool_input: str | None = None
     for block in content:
         kind = getattr(block, "type", None)
         if kind == "text":
@@ -266,10 +301,12 @@ def parse_message(message: object, headers: Mapping[str, str] | None = None) -> 
             texts.append(text)
         elif kind in ("tool_use", "server_tool_use") and tool_call is None:
             tool_call = str(getattr(block, "name", "") or "tool")
+            tool_input = json.dumps(getattr(block, "input", None) or {}, ensure_ascii=False, default=str)
     usage = getattr(message, "usage", None)
     return Reply(
         text="".join(texts),
         tool_call=tool_call,
+        tool_input=tool_input,
         input_tokens=getattr(usage, "input_tokens", None),
         output_tokens=getattr(usage, "output_tokens", None),
         cache_write_tokens=getattr(usage, "cache_creation_input_tokens", None) or 0,

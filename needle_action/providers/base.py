@@ -35,6 +35,8 @@ class Completion:
     cache_read_tokens: int = 0  # input tokens read from the prompt cache (billed far below it)
     # the name of the tool the model called instead of answering in text (None: it answered)
     tool_call: str | None = None
+    # that call's input as JSON: the answer when the request forces a tool (tool_choice any/tool)
+    tool_input: str | None = None
 
 
 class Provider(Protocol):

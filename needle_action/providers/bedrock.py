@@ -92,18 +92,15 @@ class BedrockProvider(ClaudeCloudProvider):
     name = "bedrock"
     credentials_hint = "check the AWS credentials (" + CREDENTIALS_HINT + ")"
 
-    def __init__(self, model: str, settings: ProviderSettings | None = None, **retry_kw: Any) -> None:
-        super().__init__(model, settings, **retry_kw)
-        self._client = anthropic.AsyncAnthropicBedrock(
-            **client_options(model, self.settings, environment.process()), max_retries=0
-        )
+    client_class = anthropic.AsyncAnthropicBedrock
+    client_options = staticmethod(client_options)
 
     def _error_type(self, headers: Mapping[str, str], body: object) -> str | None:
         # "ThrottlingException:http://internal.amazon.com/coral/com.amazon.bedrock/"
         kind = headers.get("x-amzn-errortype") or headers.get("x-amzn-ErrorType")
         return kind.split(":", 1)[0] if kind else super()._error_type(headers, body)
 
-    def _classify_credentials(self, exc: BaseException) -> Retry | BaseException:
+    def _classify_other(self, exc: BaseException) -> Retry | BaseException:
         import botocore.exceptions
 
         if isinstance(exc, botocore.exceptions.BotoCoreError):  # e.g. STS refused a web identity token

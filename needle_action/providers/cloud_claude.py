@@ -20,23 +20,19 @@ from __future__ import annotations
 
 import importlib.util
 import re
-from collections.abc import Mapping
-from typing import Any
+from collections.abc import Callable, Mapping
+from typing import Any, ClassVar
 
 import anthropic
 
 from needle_action.config import ProviderSettings
+from needle_action.core import environment
 from needle_action.core.errors import ConfigError, ProviderUnavailable
-from needle_action.providers.anthropic import build_request, parse_message
-from needle_action.providers.base import Breakpoint, Completion
+from needle_action.providers.anthropic import ClaudeMessagesProvider
 from needle_action.providers.retry import (
-    MalformedResponse,
-    Reply,
     Retry,
-    RetryingProvider,
     classify_status,
 )
-from needle_action.request.prompt import RenderedPrompt
 
 # a cloud's region or location: letters, digits and hyphens (us-east-1, europe-west4, global)
 REGION_RE = re.compile(r"[a-z0-9]+(?:-[a-z0-9]+)*")
@@ -80,62 +76,44 @@ def check_model_id(model: str, *, provider: str, pattern: re.Pattern[str], examp
     return model
 
 
-class ClaudeCloudProvider(RetryingProvider):
-    """Claude through a cloud's client of the Anthropic SDK. Subclasses build ``_client`` and say
-    how the cloud names its errors (:meth:`_error_type`) and what to check on a refusal."""
+class ClaudeCloudProvider(ClaudeMessagesProvider):
+    """Claude through a cloud's client of the Anthropic SDK. Subclasses name the client class and
+    its options, and say how the cloud names its errors (:meth:`_error_type`)."""
 
-    _client: Any  # AsyncAnthropicBedrock or AsyncAnthropicVertex: the same messages API
-    prompt_cache = True  # both clouds honour cache_control for Claude
+    client_class: ClassVar[Callable[..., Any]]  # AsyncAnthropicBedrock or AsyncAnthropicVertex
     credentials_hint = "check the cloud credentials"
+
+    @staticmethod
+    def client_options(model: str, settings: ProviderSettings, env: Mapping[str, str]) -> dict[str, Any]:
+        """The client's keyword arguments (region, endpoint, credentials) for MODEL."""
+        raise NotImplementedError
 
     def __init__(self, model: str, settings: ProviderSettings | None = None, **retry_kw: Any) -> None:
         super().__init__(model, settings, **retry_kw)  # retry_kw: sleep=, rng= (tests inject them)
-
-    async def complete(
-        self, prompt: RenderedPrompt, *, max_output_tokens: int, breakpoints: tuple[Breakpoint, ...] = ()
-    ) -> Completion:
-        request = build_request(self.model, prompt, max_output_tokens, breakpoints)
-
-        async def attempt() -> Reply:
-            raw = await self._client.messages.with_raw_response.create(**request)
-            return parse_message(await raw.parse(), raw.headers)
-
-        return await self._complete_with_retries(attempt)
+        options = self.client_options(model, self.settings, environment.process())
+        self._client = self.client_class(**options, max_retries=0)
 
     def _error_type(self, headers: Mapping[str, str], body: object) -> str | None:
         """The cloud's name for an error (``ThrottlingException``, ``RESOURCE_EXHAUSTED``)."""
         return _anthropic_error_type(body)
 
-    def _classify(self, exc: BaseException) -> Retry | BaseException:
-        if isinstance(exc, anthropic.APITimeoutError):
-            return Retry("timeout")
-        if isinstance(exc, anthropic.APIConnectionError):
-            return Retry("connection error")
-        if isinstance(exc, anthropic.APIStatusError):
-            kind = self._error_type(exc.response.headers, exc.body)
-            message = _error_message(exc.body)
-            if exc.status_code in (401, 403):
-                label = f"{exc.status_code} {kind}" if kind else str(exc.status_code)
-                return ProviderUnavailable(
-                    f"{self.name} refused our credentials ({label})" + (f": {message}" if message else ""),
-                    hint=f"{self.credentials_hint}, and that they may call {self.model!r} (values are never printed)",
-                )
-            return classify_status(
-                exc.status_code,
-                provider=self.name,
-                model=self.model,
-                headers=exc.response.headers,
-                error_type=kind,
-                message=message,
+    def _classify_status(self, exc: anthropic.APIStatusError) -> Retry | BaseException:
+        kind = self._error_type(exc.response.headers, exc.body)
+        message = _error_message(exc.body)
+        if exc.status_code in (401, 403):
+            label = f"{exc.status_code} {kind}" if kind else str(exc.status_code)
+            return ProviderUnavailable(
+                f"{self.name} refused our credentials ({label})" + (f": {message}" if message else ""),
+                hint=f"{self.credentials_hint}, and that they may call {self.model!r} (values are never printed)",
             )
-        if isinstance(exc, MalformedResponse | anthropic.APIResponseValidationError | ValueError):
-            return Retry("malformed response")  # ValueError: a 200 whose body is not JSON
-        return self._classify_credentials(exc)
-
-    def _classify_credentials(self, exc: BaseException) -> Retry | BaseException:
-        """An error of the cloud's credential chain raised while the request was signed or
-        authorised; others are raised as they are."""
-        return exc
+        return classify_status(
+            exc.status_code,
+            provider=self.name,
+            model=self.model,
+            headers=exc.response.headers,
+            error_type=kind,
+            message=message,
+        )
 
 
 def _anthropic_error_type(body: object) -> str | None:

@@ -160,6 +160,7 @@ def parse_completion(resp: object, headers: Mapping[str, str] | None = None) -> 
     return Reply(
         text=text,
         tool_call=tool_call,
+        tool_input=str(getattr(first, "arguments", "") or "{}") if calls else None,
         # OpenAI counts cached tokens inside prompt_tokens; keep the uncached part apart
         input_tokens=prompt_tokens - cached if isinstance(prompt_tokens, int) else None,
         output_tokens=getattr(usage, "completion_tokens", None),

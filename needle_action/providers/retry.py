@@ -3,7 +3,7 @@
 The SDKs' own retries are switched off (``max_retries=0``) so every provider retries the same way
 and every attempt is counted (``Completion.attempts``). What is transient: 408, 409, 429, every
 5xx (529 "overloaded" included), connection errors, timeouts and responses we cannot parse. What
-is not: other 4xx; 401/403 (and "no key") become :class:`ProviderUnavailable` at once, with a hint
+is not: other 4xx (400/422: :class:`RequestInvalid`, a request error naming the API's rule, exit 2); 401/403 (and "no key") become :class:`ProviderUnavailable` at once, with a hint
 naming the environment variable, never its value.
 
 The sleep function and the random source are injectable so unit tests run instantly and can assert
@@ -21,9 +21,10 @@ from dataclasses import dataclass
 from typing import Protocol, TypeVar
 
 from needle_action.config import ProviderSettings
-from needle_action.core.errors import ProviderUnavailable
+from needle_action.core.errors import EXIT_CONFIG, ProviderUnavailable
 from needle_action.providers.base import Completion
 from needle_action.providers.ratelimit import AdaptiveLimit
+from needle_action.request.rules import rule_of
 
 T = TypeVar("T")
 DEFAULT_CEILING = 16  # until the scheduler configures the run's concurrency
@@ -75,6 +76,33 @@ class RequestRejected(ProviderUnavailable):
     def __init__(self, message: str, *, status: int | None = None, hint: str | None = None) -> None:
         super().__init__(message, hint=hint)
         self.status = status
+
+
+class RequestInvalid(RequestRejected):
+    """The provider refused the request itself as invalid (400/422): a bug in the request needle
+    sent or the template shaped, never an outage (exit 2, like any error in the user's input)."""
+
+    exit_code = EXIT_CONFIG
+    title = "needle request error"
+
+
+def invalid_request(provider: str, label: str, message: str | None, status: int | None) -> RequestInvalid:
+    """The error for a request PROVIDER refused as invalid: the Messages API rule it names, when known."""
+    rule = rule_of(message)
+    detail = f": {message}" if message else ""
+    if rule is None:
+        return RequestInvalid(
+            f"{provider} refused the request as invalid ({label}){detail}",
+            status=status,
+            hint="this request cannot succeed as sent; see the provider's message above",
+        )
+    return RequestInvalid(
+        f"{provider} refused the request ({label}): it breaks the Messages API rule "
+        f"`{rule.code}` ({rule.text}){detail}",
+        status=status,
+        hint=f"{rule.hint}; needle brings the requests it builds within the rules, so this is a bug "
+        "in needle or a request the template fixes: please report it with `needle render` output",
+    )
 
 
 Classifier = Callable[[BaseException], "Retry | BaseException"]
@@ -134,6 +162,8 @@ def classify_status(
             status=status,
             hint="check the model id in needle.toml (e.g. claude-sonnet-5-5) and the provider's base_url",
         )
+    if status in (400, 422):
+        return invalid_request(provider, label, message, status)
     return RequestRejected(
         f"{provider} rejected the request ({label}){detail}",
         status=status,
@@ -259,6 +289,7 @@ class Reply:
     cache_read_tokens: int = 0
     headers: Mapping[str, str] | None = None
     tool_call: str | None = None  # the tool the model called instead of answering in text
+    tool_input: str | None = None  # that call's input, as JSON
 
     def completion(self, attempts: int = 1) -> Completion:
         """The Completion the recall engine sees: this answer and its usage, ATTEMPTS calls in."""
@@ -270,4 +301,5 @@ class Reply:
             cache_write_tokens=self.cache_write_tokens,
             cache_read_tokens=self.cache_read_tokens,
             tool_call=self.tool_call,
+            tool_input=self.tool_input,
         )

@@ -14,7 +14,7 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 from needle_action.core.names import PROVIDER_NAMES, ProviderName
 
@@ -89,6 +89,19 @@ class ProviderSpec:
         return (*places, *((self.base_url_env,) if self.base_url_env else ()), *self.key_envs)
 
 
+def claude_cloud(name: ProviderName, provider_class: str, **fields: Any) -> ProviderSpec:
+    """The spec of Claude on a cloud: its provider, count client and credentials check live in
+    ``needle_action.providers.NAME`` under the names every cloud module uses."""
+    module = f"needle_action.providers.{name}"
+    return ProviderSpec(
+        name,
+        f"{module}:{provider_class}",
+        count_client=f"{module}:count_client",
+        credentials_check=f"{module}:credentials_check",
+        **fields,
+    )
+
+
 SPECS: dict[str, ProviderSpec] = {
     "anthropic": ProviderSpec(
         "anthropic",
@@ -110,24 +123,22 @@ SPECS: dict[str, ProviderSpec] = {
     "local": ProviderSpec(
         "local", "needle_action.providers.local.provider:LocalProvider", exact_tokenizer="local"
     ),
-    "bedrock": ProviderSpec(
+    "bedrock": claude_cloud(
         "bedrock",
-        "needle_action.providers.bedrock:BedrockProvider",
+        "BedrockProvider",
         key_envs=AWS_CREDENTIAL_ENVS,
         base_url_env="ANTHROPIC_BEDROCK_BASE_URL",
         official_url="https://bedrock-runtime.{region}.amazonaws.com",
         place_envs=(AWS_REGION_ENVS,),
         credential_chain="aws",
-        count_client="needle_action.providers.bedrock:count_client",
         # a model id, an inference profile (its geography first) or the ARN of either
         family_pattern=r"(?:arn:aws[a-z-]*:bedrock:[a-z0-9-]*:\d*:[a-z-]+/)?(?:(?P<geo>[a-z-]+)\.)?"
         r"anthropic\.(?P<family>claude-[a-z0-9.-]+?)(?:-v\d+(?::\d+)?)?",
         regional_pricing="model",
-        credentials_check="needle_action.providers.bedrock:credentials_check",
     ),
-    "vertex": ProviderSpec(
+    "vertex": claude_cloud(
         "vertex",
-        "needle_action.providers.vertex:VertexProvider",
+        "VertexProvider",
         key_envs=GOOGLE_CREDENTIAL_ENVS,
         base_url_env="ANTHROPIC_VERTEX_BASE_URL",
         official_url="https://{region}-aiplatform.googleapis.com/v1",
@@ -135,10 +146,8 @@ SPECS: dict[str, ProviderSpec] = {
         # when neither names one
         place_envs=(VERTEX_REGION_ENVS,),
         credential_chain="google",
-        count_client="needle_action.providers.vertex:count_client",
         family_pattern=r"(?P<family>[^@]+)(?:@.+)?",  # "claude-sonnet-5-5@20261001"
         regional_pricing="region",
-        credentials_check="needle_action.providers.vertex:credentials_check",
     ),
     "azure": ProviderSpec(
         "azure",

@@ -134,11 +134,8 @@ class VertexProvider(ClaudeCloudProvider):
     name = "vertex"
     credentials_hint = "check the Google credentials (" + CREDENTIALS_HINT + ")"
 
-    def __init__(self, model: str, settings: ProviderSettings | None = None, **retry_kw: Any) -> None:
-        super().__init__(model, settings, **retry_kw)
-        self._client = anthropic.AsyncAnthropicVertex(
-            **client_options(model, self.settings, environment.process()), max_retries=0
-        )
+    client_class = anthropic.AsyncAnthropicVertex
+    client_options = staticmethod(client_options)
 
     def _error_type(self, headers: Mapping[str, str], body: object) -> str | None:
         # Google's errors: {"error": {"code": 429, "message", "status": "RESOURCE_EXHAUSTED"}}, at times
@@ -149,7 +146,7 @@ class VertexProvider(ClaudeCloudProvider):
         status = err.get("status") if isinstance(err, dict) else None
         return status if isinstance(status, str) else super()._error_type(headers, body)
 
-    def _classify_credentials(self, exc: BaseException) -> Retry | BaseException:
+    def _classify_other(self, exc: BaseException) -> Retry | BaseException:
         import google.auth.exceptions
 
         if isinstance(exc, google.auth.exceptions.TransportError):  # the token endpoint did not answer

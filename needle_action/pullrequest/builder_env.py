@@ -56,7 +56,7 @@ def head_side(settings: Settings, config: Config, base_sha: str | None, notes: l
             yield replayed
         return
     if settings.requirements:
-        _install(settings, settings.requirements, base_sha, notes)
+        _install(settings, settings.requirements, base_sha, notes, config)
     yield config
 
 
@@ -91,7 +91,9 @@ def _requirements_text(settings: Settings, rel: str, base_sha: str | None) -> st
     return read_text(path, what="the requirements file", file=rel, max_bytes=MAX_REQUIREMENTS_BYTES)
 
 
-def _install(settings: Settings, rel: str, base_sha: str | None, notes: list[str]) -> None:
+def _install(
+    settings: Settings, rel: str, base_sha: str | None, notes: list[str], config: Config | None = None
+) -> None:
     try:
         check_relative(rel)
     except PathEscape:
@@ -105,7 +107,10 @@ def _install(settings: Settings, rel: str, base_sha: str | None, notes: list[str
         notes.append(f"The builders' requirements were not installed: {rel} is not in {where}.")
         return
     who = builder_sandbox.run_as()
-    python, _ = builder_sandbox.interpreter(who)
+    # the Python the builders will run with (the base's [files] builder_python, trust applied)
+    files = config.files if config is not None else None
+    root = config.root if config is not None else None
+    python = builder_sandbox.choose_python(who, root, files.builder_python if files else "system").path
     builder_sandbox.install_requirements(text, rel, who, python)
     notes.append(f"The builders' requirements ({rel}, as of the base) were installed for them.")
 

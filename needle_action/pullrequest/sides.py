@@ -177,7 +177,16 @@ def measure_both(
         base_results = None
     if head is None:
         how = measure_how(settings, head_config)
-        head = measure(head_config, how, env=environment.process(), cache=cache, baseline=base_results)
+        # a stored base is another run's: the data branch's main-branch runs tell how far runs differ
+        stored = databranch.load_history(settings)[0] if base_results is not None else None
+        head = measure(
+            head_config,
+            how,
+            env=environment.process(),
+            cache=cache,
+            baseline=base_results,
+            history=stored or None,
+        )
     base_calls = (
         f", base {base_results.totals.calls} ({base_results.totals.cached_calls} cached)"
         if base_results is not None

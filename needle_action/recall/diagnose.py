@@ -18,7 +18,8 @@ is at or over it, *near* otherwise. Kinds, checked in this order (docs/recall.md
 * ``flaky``              — nothing is below the bar, but recall sits at it: some group's rate is
   under the bar, or the whole grid is not demonstrably above it.
 * ``all-pass``           — nothing is below the bar, every group's rate is at or above it, and the
-  whole grid is demonstrably above it (one-sided 95%).
+  whole grid is demonstrably above it (one-sided 95%); or every cell found every needle, however
+  few its trials (the summary gives the whole grid's interval, which says how much that shows).
 """
 
 from __future__ import annotations
@@ -75,6 +76,7 @@ class GridReading:
     effective_low: int | None = None
     effective_high: int | None = None
     cut: int | None = None  # size-limited: the first size from which every size is below the bar
+    pooled: tuple[int, int] = (0, 0)  # (hits, trials) over the whole grid
 
     @property
     def fails(self) -> bool:
@@ -123,6 +125,11 @@ class _Reader:
         one claim), which a grid sitting at the threshold almost never shows."""
         hits, trials = pooled(self.counts, [cell_key(s, d) for s in self.sizes for d in self.depths])
         return trials > 0 and wilson_interval(hits, trials, z=Z_ONE_SIDED_95)[0] >= self.threshold
+
+    def perfect(self) -> bool:
+        """Every cell that ran found every needle."""
+        ran = [(h, t) for h, t in self.counts.values() if t]
+        return bool(ran) and all(h == t for h, t in ran)
 
     def edges_hold(self) -> bool:
         """At every size, the first and last depths together are not below the bar."""
@@ -178,7 +185,8 @@ def read_grid(
     by_depth = {d: reader.depth(d, sizes) for d in depths}
     by_size = {s: reader.size(s) for s in sizes}
     eff, low, high = reader.effective()
-    base = GridReading("all-pass", sizes, depths, by_depth, by_size, eff, low, high)
+    whole = pooled(reader.counts, [cell_key(s, d) for s in sizes for d in depths])
+    base = GridReading("all-pass", sizes, depths, by_depth, by_size, eff, low, high, pooled=whole)
     return _with_kind(base, reader, partial)
 
 
@@ -195,6 +203,8 @@ def _with_kind(reading: GridReading, reader: _Reader, partial: bool) -> GridRead
     groups: list[Estimate] = [*reading.by_depth.values(), *reading.by_size.values()]
     if below or any(e.standing == "below" for e in groups):
         return replace(reading, kind="mixed-failure")
+    if reader.perfect():  # every cell at its maximum: nothing sits at the bar, however few the trials
+        return reading
     if not reader.whole_grid_above() or any(e.rate is not None and e.rate < reader.threshold for e in groups):
         return replace(reading, kind="flaky")
     return reading
@@ -222,6 +232,15 @@ def _rate(e: Estimate) -> str:
     if e.rate is None:
         return "not run"
     return f"{_pct(e.rate)} ({_pct(e.low)}-{_pct(e.high)}, n={e.trials})"
+
+
+def _whole(r: GridReading) -> str:
+    """The whole grid's pooled rate with its one-sided 95% bound: '100% (at least 94%, one-sided 95%, n=45)'."""
+    hits, trials = r.pooled
+    if not trials:
+        return "no trial"
+    low = wilson_interval(hits, trials, z=Z_ONE_SIDED_95)[0]
+    return f"{_pct(hits / trials)} (at least {_pct(low)}, one-sided 95%, n={trials})"
 
 
 def effective_words(r: GridReading) -> str:
@@ -261,7 +280,7 @@ def diagnose(
         return RecallDiagnosis(
             kind=kind,
             summary=f"Recall holds at every depth and size tested (up to {top}), pooled rates at or "
-            f"above {bar}.",
+            f"above {bar}: {_whole(reading)} over the whole grid.",
             fix="Nothing to fix; keep this check in CI so a change that hurts recall is caught.",
         )
     if kind == "flaky":
@@ -277,10 +296,14 @@ def _flaky(reading: GridReading, threshold: float, planned_trials: int) -> Recal
     near = [(f"depth {_pct(d)}", e) for d, e in reading.by_depth.items()]
     near += [(_tokens(s), e) for s, e in reading.by_size.items()]
     under = [f"{name} {_rate(e)}" for name, e in near if e.rate is not None and e.rate < threshold]
+    where = (
+        f"{_join(under[:4])}{' and more' if len(under) > 4 else ''}"
+        if under
+        else f"the whole grid's {_whole(reading)} does not clear it"
+    )
     return RecallDiagnosis(
         kind="flaky",
-        summary=f"Nothing is clearly below {_pct(threshold)}, but recall sits at it: "
-        f"{_join(under[:4])}{' and more' if len(under) > 4 else ''}.",
+        summary=f"Nothing is clearly below {_pct(threshold)}, but recall sits at it: {where}.",
         fix=FIX_FLAKY.format(trials=max(40, planned_trials * 2)),
     )
 

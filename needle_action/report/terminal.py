@@ -155,14 +155,27 @@ def _print_sections(results: Results) -> None:
         click.echo(f"  {where}: {parts}")
 
 
+def _kind(model: str | None, exact: bool) -> str:
+    """How a count was made: exact; an estimate (Claude counted offline: its documented overheads
+    added to another tokenizer's count); approximate (another model's tokenizer)."""
+    if exact:
+        return "exact"
+    return "estimate" if "claude" in (model or "").lower() else "approximate"  # as tokens.is_claude
+
+
 def _budget_summary(results: Results) -> str:
     cases = [c for p in results.prompts for c in p.cases]
     failed = sum(c.status == "fail" for c in cases)
     errors = sum(c.status == "error" for c in cases) + sum(1 for p in results.prompts if p.error)
-    counters = sorted({(c.count.counter, c.count.exact, c.count.safety_factor) for c in cases})
+    counters = sorted(
+        {
+            (c.count.counter, c.count.exact, c.count.safety_factor, _kind(p.model, c.count.exact))
+            for p in results.prompts
+            for c in p.cases
+        }
+    )
     how = ", ".join(
-        f"{name} ({'exact' if exact else 'approximate'}{f', x{f:g} safety factor' if f != 1.0 else ''})"
-        for name, exact, f in counters
+        f"{name} ({kind}{f', x{f:g} safety factor' if f != 1.0 else ''})" for name, _, f, kind in counters
     )
     verdict = results.budget_status
     head = click.style(f"budget {verdict.upper()}", fg=_STATUS_COLOUR.get(verdict), bold=True)
@@ -351,10 +364,11 @@ def power_sentence(p: RecallPower) -> str:
     """'20 trials per cell (auto): this run detects drops >= 20 pt in the middle depths ...'."""
     how = "auto" if p.auto else "as set"
     base = f"base recall {'assumed' if p.base_rate_source == 'assumed' else 'measured'} {p.base_rate:.0%}"
+    group = f"across {p.group}" if p.group.startswith("all ") else f"in the {p.group}"  # "all cells"
     if p.detectable_drop is None:
-        catch = f"too few to catch even a total loss in the {p.group} with 95% power"
+        catch = f"too few to catch even a total loss {group} with 95% power"
     else:
-        catch = f"this run detects drops >= {p.detectable_drop * 100:.0f} pt in the {p.group} (95% power)"
+        catch = f"this run detects drops >= {p.detectable_drop * 100:.0f} pt {group} (95% power)"
     return f"trials: {p.trials} per cell ({how}): {catch}; {base}"
 
 
@@ -372,6 +386,7 @@ def _billing(u: TokenUsage, cost: float, batch: bool) -> str:
 def print_recall(results: Results) -> None:
     """Per prompt: the size x depth grid (rates, intervals, early stops, needle offsets), the
     effective context, the diagnosis and its fix, calls and cost; then one summary line."""
+    sys.stderr.flush()  # progress lines (stderr) first: the results are the last thing printed
     ran = [p for p in results.prompts if p.recall is not None]
     skipped = [p for p in results.prompts if p.recall is None and p.recall_skipped]
     if not ran and not skipped:
@@ -405,13 +420,14 @@ class _RecallProgress:
         self.total, self.label, self.stream = max(1, total), label, stream
         self.count = 0
         self._next_line = 0.25
+        self._closed = False  # closed before the results print: nothing after them
         self._bar = None
         if stream.isatty():
             self._bar = click.progressbar(length=self.total, label=label, file=stream, show_pos=True)
             self._bar.__enter__()
 
     def advance(self, n: int = 1) -> None:
-        if n <= 0:
+        if n <= 0 or self._closed:
             return
         n = min(n, self.total - self.count)
         self.count += n
@@ -423,9 +439,13 @@ class _RecallProgress:
                 self._next_line += 0.25
 
     def close(self) -> None:
+        """End the bar (a trial settled later, an arm or a follower, prints nothing) and flush, so
+        no progress line reaches the terminal after the results."""
+        self._closed = True
         if self._bar is not None:
             self._bar.__exit__(None, None, None)
             self._bar = None
+        self.stream.flush()
 
 
 def recall_progress(total: int, *, label: str = "recall", stream: TextIO | None = None) -> _RecallProgress:

@@ -8,7 +8,7 @@
     --- tool_use NAME ---   the call's input, canonical JSON
     --- tool_result ---     the result's text
     --- document TITLE ---  the document's text
-    --- image ---           a one-line description (never the base64)
+    [image: ...]            an image, one line inside its turn (never the base64)
     --- params ---          tool_choice and the request parameters, canonical JSON
 
 With ``collapse_context`` the context slot becomes one line ``[context: N chars, K items]``.
@@ -81,6 +81,9 @@ def _message_view(p: RenderedPrompt, index: int, m: Message, collapse: bool) -> 
         if kind == "text":
             run.append(_part_text(p, index, j, b["text"], collapse))
             continue
+        if kind == "image":  # part of the turn's text, as the user reads it: no header of its own
+            run.append(_image_line(b))
+            continue
         if run:
             out.append(f"--- {m.role} ---\n" + "\n".join(run))
             run = []
@@ -99,6 +102,14 @@ def _message_view(p: RenderedPrompt, index: int, m: Message, collapse: bool) -> 
     return out
 
 
+def _image_line(b: JSON) -> str:
+    source = b.get("source") or {}
+    if source.get("type") == "url":
+        return f"[image: {source.get('url')}]"
+    size = len(source.get("data") or "")
+    return f"[image: {source.get('media_type', '?')}, {size} base64 chars]"
+
+
 def _block_view(b: JSON) -> str:
     kind = b.get("type")
     if kind == "tool_use":
@@ -106,12 +117,6 @@ def _block_view(b: JSON) -> str:
     if kind == "document":
         title = f" {b['title']}" if b.get("title") else ""
         return f"--- document{title} ---\n{block_text(b)}"
-    if kind == "image":
-        source = b.get("source") or {}
-        if source.get("type") == "url":
-            return f"--- image ---\n[image: {source.get('url')}]"
-        size = len(source.get("data") or "")
-        return f"--- image ---\n[image: {source.get('media_type', '?')}, {size} base64 chars]"
     if kind == "tool_result":
         text = block_text(b)
         inner = b.get("content")

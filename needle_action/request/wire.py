@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import copy
 import json
+from collections.abc import Callable
 from typing import Any, TypeVar
 
 from needle_action.core.dataformats import JSON, DataError, parse_json
@@ -29,6 +30,7 @@ from needle_action.request.blocks import (
     text_block,
 )
 from needle_action.request.prompt import Message, RenderedPrompt, Role
+from needle_action.request.rules import normalise
 from needle_action.request.toolformats import to_anthropic_tools, to_openai_tools
 
 # keys of a body that are the request itself, not parameters
@@ -42,9 +44,15 @@ R = TypeVar("R", bound=str)  # the role names a reader accepts
 # --------------------------------------------------------------------------- Anthropic
 
 
-def anthropic_body(p: RenderedPrompt, model: str, max_tokens: int) -> JSON:
+def anthropic_body(
+    p: RenderedPrompt, model: str, max_tokens: int, *, split: Callable[[JSON], JSON] | None = None
+) -> JSON:
     """The Messages request body: system apart (a string unless its blocks carry more than text),
-    system-role turns folded into it, tools, tool_choice and parameters."""
+    system-role turns folded into it, tools, tool_choice and parameters; brought within the API's
+    rules last (:func:`needle_action.request.rules.normalise`: no empty or whitespace-only text
+    blocks, cache markers only on blocks with content), so counting, sending and rendering see the
+    same body. SPLIT (the provider's cache breakpoints) reshapes the body before those rules apply:
+    its ``messages`` are still one per non-system turn of P, in order."""
     body: JSON = {"model": model, "max_tokens": max_tokens}
     system = _anthropic_system(p)
     if system is not None:
@@ -57,7 +65,9 @@ def anthropic_body(p: RenderedPrompt, model: str, max_tokens: int) -> JSON:
     if p.tool_choice is not None:
         body["tool_choice"] = copy.deepcopy(p.tool_choice)
     body.update(anthropic_params(p.params))
-    return body
+    if split is not None:
+        body = split(body)
+    return normalise(body)
 
 
 def _anthropic_system(p: RenderedPrompt) -> str | list[JSON] | None:

@@ -8,14 +8,25 @@ import json
 import os
 from pathlib import Path
 
+from needle_action.assemble.templates.semantic_kernel import SK_PROMPT_FILE
 from needle_action.config.loader import FIXTURE_SUFFIXES
 from needle_action.config.model import PromptSettings, RecallSettings
 from needle_action.core.errors import ConfigError
 from needle_action.core.paths import display_path
+from needle_action.scaffold.built import (
+    BuiltPrompt,
+    built_lines,
+    built_prompts,
+    sample_fixture,
+    site_comments,
+)
+from needle_action.scaffold.code import CodeSite
+from needle_action.scaffold.sk_prompts import find_sk_prompts
 from needle_action.scaffold.templates import (
     TEMPLATE_SUFFIXES,
     FoundTemplate,
     included_templates,
+    inspect_size,
     inspect_template,
     prompt_name,
     walk,
@@ -35,7 +46,12 @@ def _suggest_budget(chars: int | None, reserve: int) -> int | None:
     return max(1000, -(-raw // 1000) * 1000)
 
 
-def render_starter(found: list[FoundTemplate], partials: list[str]) -> str:
+def render_starter(
+    found: list[FoundTemplate],
+    partials: list[str],
+    built: list[BuiltPrompt] | None = None,
+    listed: list[CodeSite] | None = None,
+) -> str:
     d, r = PromptSettings(), RecallSettings()
     out = [
         "# needle.toml: token budgets and positional recall checks for this repository's prompts.",
@@ -72,6 +88,19 @@ def render_starter(found: list[FoundTemplate], partials: list[str]) -> str:
         out += [f"#   {p}" for p in partials]
     for f in found:
         out += _prompt_lines(f, d)
+    for b in built or []:
+        out += built_lines(b)
+    out += site_comments(listed or [])
+    if built:
+        out += [
+            "",
+            "# Builders run this repository's Python: in a worker with no network and no secrets (as user",
+            "# nobody under root), with the project's .venv/venv when there is one (or builder_python).",
+            "# In the GitHub Action only the base branch's [files] counts (docs/security.md).",
+            "[files]",
+            "builders = true",
+            '# builder_python = ".venv/bin/python"   # a Python that can import the app\'s packages',
+        ]
     return "\n".join(out) + "\n"
 
 
@@ -146,6 +175,12 @@ def write_starter(
         raise ConfigError(
             f"{display_path(root)} is not a folder", hint="pass --root PATH to the repository to scan"
         )
+    if config_path.is_symlink():
+        raise ConfigError(
+            "the threshold file's path is a symlink; needle init writes no file through one",
+            file=display_path(config_path),
+            hint="remove the link, or pass --config PATH to write somewhere else",
+        )
     if config_path.exists() and not force:
         raise ConfigError(
             "the threshold file already exists; not overwriting it",
@@ -157,12 +192,13 @@ def write_starter(
             "expected a file path for the threshold file, got a folder", file=display_path(config_path)
         )
     config_dir = config_path.absolute().parent
-    templates = walk(root, TEMPLATE_SUFFIXES)
-    if not templates:
-        raise ConfigError(
-            f"no prompt templates found under {display_path(root.absolute()) or '.'}",
-            hint=f"templates are files ending in {', '.join(TEMPLATE_SUFFIXES)}; pass --root to scan another folder",
-        )
+    sk_all = find_sk_prompts(root, config_dir)  # skprompt.txt, SK YAML: templates needle renders
+    sk_stubbed = [p for p in sk_all if p.what == SK_PROMPT_FILE]  # SK's *.prompt: a builder renders it
+    sk_files = [p for p in sk_all if p not in sk_stubbed]
+    stubbed = {p.path for p in sk_stubbed}
+    templates = sorted(
+        [*(t for t in walk(root, TEMPLATE_SUFFIXES) if t not in stubbed), *(p.path for p in sk_files)]
+    )
     outside = [t for t in templates if not t.absolute().is_relative_to(config_dir)]
     if outside:
         raise ConfigError(
@@ -170,6 +206,44 @@ def write_starter(
             hint="paths in needle.toml are relative to its folder: write it at the repository root "
             "(e.g. needle init --root R --config R/needle.toml)",
         )
+    found, partials, taken = _found_templates(templates, root, config_dir)
+    lists = {p.path.resolve(): p.lists for p in sk_files}
+    for f in found:
+        if f.path.resolve() in lists:
+            sample_fixture(f, lists[f.path.resolve()], config_dir)
+            inspect_size(f, config_dir)
+    built, listed = built_prompts(root, config_dir, taken, with_sites=not found, sk_stubbed=sk_stubbed)
+    if not found and not built:
+        raise ConfigError(_nothing_found(root, templates), hint=NOTHING_FOUND_HINT)
+    text = render_starter(found, partials, built, listed)
+    config_path.parent.mkdir(parents=True, exist_ok=True)
+    flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | getattr(os, "O_NOFOLLOW", 0)
+    with os.fdopen(os.open(config_path, flags, 0o644), "w", encoding="utf-8") as out:
+        out.write(text)
+    return config_path
+
+
+NOTHING_FOUND_HINT = (
+    f"templates are files ending in {', '.join(TEMPLATE_SUFFIXES)}, Semantic Kernel's skprompt.txt and "
+    "YAML prompt files; code that builds requests is found by its SDK calls (messages.create, "
+    "chat.completions.create, responses.create), request dicts with model and messages, and LangChain/"
+    "LlamaIndex prompt templates. A prompt built in code is measured by a builder (`builder = "
+    '"file.py:function"`, a function returning the request) or from a recorded request (`request = '
+    '"x.json"`, the body the app sent): docs/config.md. Pass --root to scan another folder'
+)
+
+
+def _nothing_found(root: Path, templates: list[Path]) -> str:
+    where = display_path(root.absolute()) or "."
+    if templates:
+        return f"every template under {where} is included by another one, and no code that builds a request was found"
+    return f"no prompt templates found under {where}, and no code that builds a request"
+
+
+def _found_templates(
+    templates: list[Path], root: Path, config_dir: Path
+) -> tuple[list[FoundTemplate], list[str], set[str]]:
+    """(the templates inspected, the partials, the prompt names taken)."""
     partial_set = included_templates(templates, config_dir)
     fixture_files = walk(root, FIXTURE_SUFFIXES)
     taken: set[str] = set()
@@ -181,12 +255,4 @@ def write_starter(
             partials.append(rel)
             continue
         found.append(inspect_template(t, rel, prompt_name(t, taken), config_dir, fixture_files))
-    if not found:
-        raise ConfigError(
-            "every template found is included by another one; no standalone prompt to configure",
-            hint="add a [prompts.NAME] table by hand (see docs/config.md)",
-        )
-    text = render_starter(found, partials)
-    config_path.parent.mkdir(parents=True, exist_ok=True)
-    config_path.write_text(text, encoding="utf-8")
-    return config_path
+    return found, partials, taken

@@ -15,7 +15,9 @@ from pathlib import Path
 from needle_action.assemble.render import referenced_templates, render_case, undeclared_variables
 from needle_action.assemble.templates.fixtures import load_fixture
 from needle_action.assemble.templates.prompty import split_prompty
+from needle_action.assemble.templates.roles import split_sections
 from needle_action.assemble.templates.sandbox import environment_for
+from needle_action.assemble.templates.sk_jinja import sk_as_jinja
 from needle_action.config.model import Config, PromptConfig
 from needle_action.core.errors import NeedleError
 from needle_action.core.paths import is_inside
@@ -127,6 +129,8 @@ def _fixture_candidates(template: Path, config_dir: Path, fixture_files: list[Pa
     keys = {stem.lower(), stem.lower().replace("-", "_")}
 
     def matches(p: Path) -> bool:
+        if p == template:  # a YAML prompt file is no fixture of itself
+            return False
         fstem = p.name.split(".")[0].lower().replace("-", "_")
         if p.name == "needle.toml" or p.name == "pyproject.toml":
             return False
@@ -149,6 +153,8 @@ def prompt_name(template: Path, taken: set[str]) -> str:
     # every dot of the stem stays a word: Genkit's variants (``hello.history.prompt``) and a
     # system/user pair (``chat_answer.system.jinja2``) are different prompts
     stem = _INNER_SUFFIX.sub("", template.name[: -len(template.suffix)] if template.suffix else template.name)
+    if template.name.lower() == "skprompt.txt":  # Semantic Kernel: the function is the folder's name
+        stem = template.parent.name.lower()
     base = re.sub(r"[^A-Za-z0-9_-]+", "_", stem).strip("_-") or "prompt"
     if not base[0].isalnum():
         base = "p" + base
@@ -178,17 +184,74 @@ def _inspect(found: FoundTemplate, config_dir: Path) -> None:
             prompty = split_prompty(text, found.rel)
             text = prompty.body
             found.has_sample = bool(prompty.front.get("sample") or prompty.front.get("inputs"))
-        _guess(found, undeclared_variables(env, text))
+        else:  # Semantic Kernel's formats are read as the Jinja they render as
+            text = sk_as_jinja(text, found.rel, found.path.name)
+        _guess(found, undeclared_variables(env, text), text, found.path.suffix.lower() == ".prompty")
     except NeedleError as exc:
         found.problem = exc.message
     except Exception as exc:  # noqa: BLE001 - a broken template must not stop init
         found.problem = f"{type(exc).__name__}: {getattr(exc, 'message', exc)}"
 
 
-def _guess(found: FoundTemplate, variables: set[str]) -> None:
+_EXPR = re.compile(r"\{\{-?\s*([A-Za-z_]\w*)|\{%-?\s*for\s+[\w\s,]+?\s+in\s+([A-Za-z_]\w*)")
+_TAGS = re.compile(r"\{#.*?#\}|\{%.*?%\}|\{\{.*?\}\}", re.DOTALL)
+
+
+def printed(text: str) -> list[str]:
+    """The variables TEXT prints or loops over, in order of first appearance."""
+    return list(dict.fromkeys(a or b for a, b in _EXPR.findall(text)))
+
+
+def pass_through(text: str, variables: set[str]) -> str | None:
+    """The variable a template only passes through (``{{prompt_text}}`` and no text of its own,
+    role markers aside): the app writes that prompt in code, so it holds no question slot."""
+    names = [v for v in printed(text) if v in variables]
+    if len(names) != 1:
+        return None
+    rest = _TAGS.sub(" ", text)
+    rest = re.sub(r"(?im)^\s*#?\s*(system|user|assistant|human|ai)\s*:?\s*$", " ", rest)
+    return names[0] if not re.search(r"\w", rest) else None
+
+
+def last_user_turn(text: str, prompty: bool) -> str:
+    """The text of the template's last user turn (the whole text when it marks no roles)."""
+    try:
+        sections = split_sections(text, prompty=prompty)
+    except Exception:  # noqa: BLE001 - a guess: a template it cannot split is one turn
+        return text
+    users = [sec.content for sec in sections if sec.role == "user"]
+    return users[-1] if users else text
+
+
+def _by_position(candidates: list[str], turn: list[str]) -> str | None:
+    """Among CANDIDATES (in name order), the first printed in the last user turn, else the first."""
+    for name in candidates:
+        if name in turn:
+            return name
+    return candidates[0] if candidates else None
+
+
+def _guess(found: FoundTemplate, variables: set[str], text: str = "", prompty: bool = False) -> None:
+    """The context and question variables, from the names the template reads and where it prints
+    them: a question variable printed in the last user turn wins over one printed elsewhere, and a
+    template that only passes one variable through gets neither."""
     found.variables = sorted(variables)
+    through = pass_through(text, variables) if text else None
+    if through is not None:
+        found.problem = (
+            f"the template only prints {{{{ {through} }}}}: the prompt's text is written in code, so it "
+            "has no question slot of its own; measure the code that builds it with a builder "
+            '(`builder = "file.py:function"`) or a recorded request (`request = "x.json"`)'
+        )
+        return
     found.context_var = guess_var(variables, CONTEXT_NAMES)
-    found.question_var = guess_var(variables, QUESTION_NAMES, exclude=found.context_var)
+    turn = printed(last_user_turn(text, prompty)) if text else []
+    pool = [v for v in variables if v != found.context_var]
+    ranked = [v for v in (guess_var(pool, (n,)) for n in QUESTION_NAMES) if v is not None]
+    found.question_var = _by_position(list(dict.fromkeys(ranked)), turn)
+    if found.question_var is None and turn:  # no known name: the last variable the user turn prints
+        rest = [v for v in turn if v in pool and not _FLAG.match(v)]
+        found.question_var = rest[-1] if rest else None
 
 
 def included_templates(templates: list[Path], config_dir: Path) -> set[Path]:
@@ -254,13 +317,20 @@ def _split_tools(found: FoundTemplate, config_dir: Path) -> None:
     found.fixtures = keep
 
 
+def inspect_size(found: FoundTemplate, config_dir: Path) -> None:
+    """The rough size again, once a fixture was written for FOUND."""
+    if found.problem and found.problem.startswith("does not render yet"):
+        found.problem = None
+    _estimate(found, config_dir)
+
+
 def _estimate(found: FoundTemplate, config_dir: Path) -> None:
     """Rough rendered size with the first fixture, for a budget suggestion (chars, not tokens)."""
     prompt = PromptConfig(name=found.name, template=found.rel, fixtures=found.fixtures[:1], tools=found.tools)
     config = Config(path=config_dir / "needle.toml", root=config_dir, prompts={found.name: prompt})
-    fixture = config_dir / found.fixtures[0] if found.fixtures else None
     try:
-        rendered = render_case(config, prompt, fixture)
+        cases = config.fixture_paths(prompt)  # a case file's first case
+        rendered = render_case(config, prompt, cases[0] if cases else None)
     except NeedleError as exc:
         if not found.problem:
             found.problem = f"does not render yet: {exc.message}"

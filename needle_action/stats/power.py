@@ -27,11 +27,12 @@ from needle_action.config.model import RecallSettings
 from needle_action.results import RecallPower
 from needle_action.stats.exact import _head_hits_pmf
 from needle_action.stats.groups import CellKey, family, planning_group, pooled
-from needle_action.stats.runs import RunSpread, cross_run_power
+from needle_action.stats.runs import RunSpread, contrast_power
 
 POWER_TARGET = 0.95  # the chance of catching a drop of min_drop that a run is planned for
 MIN_TRIALS = 5  # below this a cell's own threshold verdict says nothing
 MAX_TRIALS = 400
+FINAL_SPEND = 0.88  # the share of alpha the last look of the sequential design spends (sequential.SPEND)
 
 
 @functools.lru_cache(maxsize=4096)
@@ -186,6 +187,7 @@ def plan_for(
         styles=len(rs.styles),
         spread=spread,
         base_trials=base_trials,
+        final_share=FINAL_SPEND if rs.stop_on_drop else 1.0,
     )
 
 
@@ -201,6 +203,7 @@ def plan_run(
     styles: int = 1,
     spread: RunSpread | None = None,
     base_trials: float | None = None,
+    final_share: float = 1.0,
 ) -> RecallPower:
     """The trials a run plans per cell and what they can catch in the planning group (the middle
     depths, else the whole grid). BASE: the base's counts (history included) when known, which
@@ -209,7 +212,7 @@ def plan_run(
     :func:`assumed_base_rate` with equal trials. STYLES: needle styles the prompt runs; each is a
     grid of its own, so the comparison's family (and the Holm correction the plan must survive) is
     that many times larger. SPREAD: the base is another run's (stats/runs.py): the trials and the
-    power are the cross-run test's."""
+    power are the cross-run test's, at FINAL_SHARE of alpha (what the last look spends)."""
     group = planning_group(sizes, depths)
     family_size = styles * (len(family(sizes, depths)) + (1 if spread is not None else 0))
     design = GroupDesign(cells=len(group.cells), family_size=family_size, alpha=alpha)
@@ -219,7 +222,11 @@ def plan_run(
     if known and base_trials is not None:
         base_n = round(base_trials * len(group.cells))  # what the test uses, not what planned the rate
     if spread is not None:
-        return _plan_across(design, sizes, depths, trials, rate, min_drop, base_n if known else None, spread)
+        rates = _cell_rates(base, group.cells, sizes, depths) if known else None
+        across = GroupDesign(design.cells, design.family_size, alpha * final_share)
+        return _plan_across(
+            across, sizes, depths, trials, rate, min_drop, base_n if known else None, spread, rates
+        )
     fixed_base = base_n if known else None
     n = plan_trials(design, base_rate=rate, drop=min_drop, base_n=fixed_base) if trials == "auto" else trials
     power = group_power(design, trials=n, base_rate=rate, drop=min_drop, base_n=fixed_base)
@@ -236,6 +243,21 @@ def plan_run(
     )
 
 
+def _cell_rates(
+    base: Mapping[CellKey, tuple[int, int]] | None,
+    group: Sequence[CellKey],
+    sizes: Sequence[int],
+    depths: Sequence[float],
+) -> tuple[list[float], list[float]]:
+    """(the group's cells' base rates, the other cells'), each half a trial from 0 and 1."""
+    counts = base or {}
+    inside = set(group)
+    every = [(int(s), round(float(d), 6)) for s in sorted(set(sizes)) for d in sorted(set(depths))]
+    rate = {k: (h + 0.5) / (n + 1.0) for k, (h, n) in counts.items() if n > 0}
+    known = [k for k in every if k in rate]
+    return [rate[k] for k in known if k in inside], [rate[k] for k in known if k not in inside]
+
+
 def across_power(
     design: GroupDesign,
     *,
@@ -245,16 +267,19 @@ def across_power(
     base_rate: float,
     drop: float,
     spread: RunSpread,
+    rates: tuple[Sequence[float], Sequence[float]] | None = None,
 ) -> float:
     """Power of the cross-run tests to catch DROP in DESIGN's group, BASE_N and HEAD_N trials over
-    the group (BASE_N None: as many as the head), the grid's OTHER_CELLS unchanged."""
+    the group (BASE_N None: as many as the head), the grid's OTHER_CELLS unchanged; RATES: each
+    cell's own base rate (the group's, the others'), else BASE_RATE everywhere."""
     per_cell = (base_n if base_n is not None else head_n) / design.cells
-    return cross_run_power(
-        group_cells=design.cells,
-        other_cells=other_cells,
+    if rates is None or not rates[0]:
+        rates = ([base_rate] * design.cells, [base_rate] * other_cells)
+    return contrast_power(
+        rates[0],
+        rates[1],
         base_n=per_cell,
         head_n=head_n / design.cells,
-        base_rate=base_rate,
         drop=drop,
         level=design.level,
         spread=spread,
@@ -270,22 +295,36 @@ def _plan_across(
     min_drop: float,
     base_n: int | None,
     spread: RunSpread,
+    rates: tuple[list[float], list[float]] | None = None,
 ) -> RecallPower:
-    """:func:`plan_run` for a base from another run: the power of the cross-run tests."""
+    """:func:`plan_run` for a base from another run: the power of the cross-run tests (each cell at
+    its own base rate when the base is known)."""
     group = planning_group(sizes, depths)
     other = len(set(sizes)) * len(set(depths)) - design.cells
-    terms = {"other_cells": other, "base_n": base_n, "spread": spread}
 
     def power(n: int, drop: float = min_drop) -> float:
-        return across_power(design, head_n=design.cells * n, base_rate=rate, drop=drop, **terms)  # type: ignore[arg-type]
+        return across_power(
+            design,
+            other_cells=other,
+            base_n=base_n,
+            head_n=design.cells * n,
+            base_rate=rate,
+            drop=drop,
+            spread=spread,
+            rates=rates,
+        )
 
-    if trials == "auto":
-        n = next((t for t in range(MIN_TRIALS, MAX_TRIALS + 1) if power(t) >= POWER_TARGET), MAX_TRIALS)
+    if trials == "auto":  # the target; when the base side's trials cap the power below it, twice
+        # the base side's trials a cell (two thirds of what infinitely many head trials would give:
+        # more buy little; stored runs or a base measured in the same job buy more)
+        n = next((t for t in range(MIN_TRIALS, MAX_TRIALS + 1) if power(t) >= POWER_TARGET), 0)
+        if not n:
+            side = (base_n / design.cells) if base_n is not None else MAX_TRIALS / 2
+            n = min(MAX_TRIALS, max(MIN_TRIALS, round(2 * side)))
     else:
         n = trials
-    detect = next(
-        (d / 100 for d in range(1, math.ceil(rate * 100) + 1) if power(n, d / 100) >= POWER_TARGET), None
-    )
+    top = math.ceil(rate * 100)
+    detect = next((d / 100 for d in range(1, top + 1) if power(n, d / 100) >= POWER_TARGET), None)
     return RecallPower(
         trials=n,
         auto=trials == "auto",

@@ -438,16 +438,74 @@ def cross_run_power(
     """Power of the cross-run tests to catch DROP in a group of GROUP_CELLS cells (BASE_N and HEAD_N
     trials a cell, base rate BASE_RATE) among OTHER_CELLS unchanged ones, at LEVEL (normal
     approximation): the contrast when there are other cells, else the uniform test."""
-    base_rate = min(max(base_rate, 1e-4), 1 - 1e-4)
-    head_rate = min(max(base_rate - drop, 1e-4), 1 - 1e-4)
-    effect = _logit(base_rate) - _logit(head_rate)
-    w_group = group_cells * _cell_information(base_n, base_rate, head_n, head_rate)
-    w_rest = other_cells * _cell_information(base_n, base_rate, head_n, base_rate)
-    z = _NORMAL.inv_cdf(1 - level)
-    if w_group <= 0:
+    rates = ([base_rate] * group_cells, [base_rate] * other_cells)
+    return contrast_power(*rates, base_n=base_n, head_n=head_n, drop=drop, level=level, spread=spread)
+
+
+def contrast_power(
+    group_rates: Sequence[float],
+    other_rates: Sequence[float],
+    *,
+    base_n: float,
+    head_n: float,
+    drop: float,
+    level: float,
+    spread: RunSpread,
+) -> float:
+    """:func:`cross_run_power` with each cell at its own base rate (the group's cells GROUP_RATES,
+    the others OTHER_RATES): the contrast's expected score, sum over the group of w_c delta_c times
+    sqrt(W_rest / (W_all W_group)), against the level's quantile (w_c: a cell's information on its
+    log odds ratio, delta_c: the drop on the logit scale at its rate). Averaged over the head run's
+    level, N(0, tau^2) (three-point Gauss-Hermite): a run that answers better has rates nearer 1,
+    where a trial tells less."""
+    nodes = ((0.0, 2 / 3), (math.sqrt(3.0), 1 / 6), (-math.sqrt(3.0), 1 / 6))
+    total = 0.0
+    for x, weight in nodes:
+        total += weight * _contrast_power_at(
+            group_rates,
+            other_rates,
+            base_n=base_n,
+            head_n=head_n,
+            drop=drop,
+            level=level,
+            spread=spread,
+            shift=spread.tau * x,
+        )
+    return total
+
+
+def _contrast_power_at(
+    group_rates: Sequence[float],
+    other_rates: Sequence[float],
+    *,
+    base_n: float,
+    head_n: float,
+    drop: float,
+    level: float,
+    spread: RunSpread,
+    shift: float,
+) -> float:
+    """:func:`contrast_power` with the head run's level at SHIFT (logit) from the base's."""
+    edge = 0.5 / (min(base_n, head_n) + 1.0)  # half a trial from 0 and 1, as the empirical logit
+
+    def clamp(p: float) -> float:
+        return min(max(p, edge), 1 - edge)
+
+    def moved(p: float) -> float:
+        return clamp(_expit(_logit(clamp(p)) + shift))
+
+    group = [(clamp(p), clamp(p - drop)) for p in group_rates]
+    w_group = [_cell_information(base_n, p, head_n, moved(q)) for p, q in group]
+    effects = [_logit(p) - _logit(q) for p, q in group]
+    total_group = sum(w_group)
+    total_rest = sum(_cell_information(base_n, clamp(p), head_n, moved(p)) for p in other_rates)
+    if total_group <= 0:
         return 0.0
-    if other_cells > 0 and w_rest > 0:
-        sd = math.sqrt((w_group + w_rest) / (w_group * w_rest))
+    z = _NORMAL.inv_cdf(1 - level)
+    if total_rest > 0:
+        score = sum(w * d for w, d in zip(w_group, effects, strict=True))
+        expected = score * math.sqrt(total_rest / ((total_group + total_rest) * total_group))
     else:
-        sd = math.sqrt(1.0 / w_group + 2.0 * spread.variance)
-    return _NORMAL.cdf(effect / sd - z)
+        mean = sum(w * d for w, d in zip(w_group, effects, strict=True)) / total_group
+        expected = mean / math.sqrt(1.0 / total_group + 2.0 * spread.variance)
+    return _NORMAL.cdf(expected - z)

@@ -32,6 +32,7 @@ The design
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -42,11 +43,11 @@ from needle_action.results import RecallResult
 from needle_action.stats.exact import holm_rejections, paired_drop_pvalue, stratified_drop_pvalue
 from needle_action.stats.groups import CellKey, Group, cell_key, family, pooled, whole_grid
 from needle_action.stats.intervals import wilson_interval
-from needle_action.stats.power import conditional_power
+from needle_action.stats.power import FINAL_SPEND, conditional_power
 from needle_action.stats.runs import RunSpread, contrast_pvalue, uniform_pvalue
 
 FRACTIONS = (0.3, 0.6, 1.0)
-SPEND = (0.04, 0.08, 0.88)  # share of alpha spent at each look (adds up to 1)
+SPEND = (0.04, 0.08, FINAL_SPEND)  # share of alpha spent at each look (adds up to 1)
 PASS_Z = 2.3263478740408408  # one-sided 99% normal quantile: the pass rule's upper bound
 FUTILITY = 0.01  # pass a group when the last look's chance to flag it, on the trend, is below this
 
@@ -270,9 +271,20 @@ def _cross_p(
     drop = relative_drop(base, head, g)
     if drop is None or drop < data.floor or drop <= 0 or data.spread is None:
         return None
+    history = tuple(tuple(sorted(h.items())) for h in data.history.get(style, ()))
+    return _cross_pvalue(tuple(sorted(base.items())), tuple(sorted(head.items())), g, data.spread, history)
+
+
+Frozen = tuple[tuple[CellKey, tuple[int, int]], ...]
+
+
+@functools.lru_cache(maxsize=4096)  # a look's test and its pass rule ask the same question
+def _cross_pvalue(
+    base: Frozen, head: Frozen, g: Group, spread: RunSpread, history: tuple[Frozen, ...]
+) -> float:
     if g.kind == "all":
-        return uniform_pvalue(base, head, data.spread)
-    return contrast_pvalue(base, head, g.cells, data.history.get(style, ()))
+        return uniform_pvalue(dict(base), dict(head), spread)
+    return contrast_pvalue(dict(base), dict(head), g.cells, [dict(h) for h in history])
 
 
 def _look(data: PromptData, look: int) -> tuple[int, tuple[int, ...]]:
@@ -381,7 +393,9 @@ def _cross_conditional(data: PromptData, g: Group, style: str, n: int | None, le
     z = NormalDist().inv_cdf(min(max(p, 1e-12), 1 - 1e-12))  # a drop: negative
     if n is None or n >= data.planned:
         return 1.0 if p <= level else 0.0
-    base_n = max(1, data.base_planned or data.planned)
+    runs = data.history.get(style, ())  # the stored runs are on the base side too
+    stored = sum(sum(n for _, n in r.values()) / len(r) for r in runs if r)
+    base_n = max(1.0, (data.base_planned or data.planned) + stored)
     t = (1 / base_n + 1 / data.planned) / (1 / base_n + 1 / max(1, n))
     crit = NormalDist().inv_cdf(level)  # negative
     return NormalDist().cdf((crit - z / math.sqrt(t)) / math.sqrt(1 - t))

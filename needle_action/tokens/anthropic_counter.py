@@ -17,6 +17,7 @@ from needle_action.config.model import ProviderSettings
 from needle_action.core.dataformats import JSON
 from needle_action.core.errors import ConfigError, NeedleError, ProviderUnavailable
 from needle_action.providers.specs import SPECS
+from needle_action.request import rules
 from needle_action.request.prompt import RenderedPrompt
 from needle_action.request.wire import anthropic_body
 
@@ -108,8 +109,13 @@ class AnthropicCounter:
         body = anthropic_body(prompt, self.model, 1)
         accepted = self._accepted()
         body = {k: v for k, v in body.items() if k in accepted}
-        if not body.get("messages"):  # the API needs one message; a system-only template sends an empty turn
-            body["messages"] = [{"role": "user", "content": ""}]
+        if not body.get("messages"):  # counted as sent: never a turn the request does not hold
+            rule = rules.rule("no-messages")
+            raise ConfigError(
+                f"the request to count has no messages (the Messages API rule `{rule.code}`)",
+                file=prompt.source or None,
+                hint=rule.hint,
+            )
         return body
 
     def _accepted(self) -> frozenset[str]:
@@ -142,6 +148,13 @@ def _through(provider: str, model: str, settings: ProviderSettings) -> tuple[Any
 
 
 def _api_message(exc: Exception) -> str:
+    """The provider's own message, with the Messages API rule it names (request/rules.py)."""
+    text = _raw_message(exc)
+    rule = rules.rule_of(text)
+    return f"it breaks the rule `{rule.code}` ({text})" if rule is not None else text
+
+
+def _raw_message(exc: Exception) -> str:
     body = getattr(exc, "body", None)
     if isinstance(body, dict):
         err = body.get("error")

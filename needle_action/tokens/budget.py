@@ -69,7 +69,14 @@ def _tokens(n: int) -> str:
 
 
 def _stem(fixture: str | None) -> str | None:
-    return PurePosixPath(fixture).stem if fixture else None
+    """The fixture's name without folder and extension; a case keeps its number (``cases:3``)."""
+    if not fixture:
+        return None
+    name = PurePosixPath(fixture).name
+    file, colon, number = name.rpartition(":")
+    if colon and number.isdigit() and file.lower().endswith((".jsonl", ".csv")):
+        return f"{PurePosixPath(file).stem}:{number}"
+    return PurePosixPath(name).stem
 
 
 def match_base_case(

@@ -23,6 +23,8 @@ from collections.abc import Callable
 from dataclasses import replace
 
 from needle_action.core.dataformats import JSON
+from needle_action.request.blocks import block_text
+from needle_action.request.contextparts import Part, context_parts
 from needle_action.request.prompt import SYSTEM_PART, ContextSlot, Message, RenderedPrompt
 
 SECTIONS = ("system", "tools", "messages", "context", "params")
@@ -56,8 +58,12 @@ def _without_system(prompt: RenderedPrompt) -> RenderedPrompt:
 
 
 def without_context(prompt: RenderedPrompt) -> RenderedPrompt | None:
-    """PROMPT with its context slot's text replaced by :data:`PLACEHOLDER`; None without a slot
-    (or with an empty one)."""
+    """PROMPT with its context's text replaced by :data:`PLACEHOLDER` in every part it landed in
+    (:func:`~needle_action.request.contextparts.context_parts`: every turn of a history, nested
+    turns, tool_result and document blocks), else in its slot; None without either."""
+    parts = context_parts(prompt)
+    if parts:
+        return _without_parts(prompt, parts)
     slot = prompt.context_slot
     if slot is None or not prompt.context_text():
         return None
@@ -78,6 +84,49 @@ def without_context(prompt: RenderedPrompt) -> RenderedPrompt | None:
     messages = list(prompt.messages)
     messages[slot.message] = Message(m.role, content)
     return replace(prompt, messages=tuple(messages))
+
+
+def _cut(text: str, spans: list[tuple[int, int]]) -> str:
+    for start, end in sorted(spans, reverse=True):
+        text = text[:start] + PLACEHOLDER + text[end:]
+    return text
+
+
+def _cut_block(block: JSON, spans: list[tuple[int, int]]) -> JSON:
+    kind = block.get("type")
+    text = _cut(block_text(block), spans)
+    if kind == "tool_result":
+        return {**block, "content": text}
+    if kind == "document":
+        source = {k: v for k, v in (block.get("source") or {}).items() if k != "content"}
+        return {**block, "source": {**source, "type": "text", "data": text, "media_type": "text/plain"}}
+    return {**block, "text": text}
+
+
+def _without_parts(prompt: RenderedPrompt, parts: list[Part]) -> RenderedPrompt:
+    """PROMPT with every span of PARTS replaced by the placeholder."""
+    spans: dict[tuple[int, int | None], list[tuple[int, int]]] = {}
+    for message, block, start, end in parts:
+        spans.setdefault((message, block), []).append((start, end))
+    out = prompt
+    for (message, block), cut in spans.items():
+        if message == SYSTEM_PART:
+            if block is None:
+                out = replace(out, system=_cut(out.system or "", cut), system_blocks=())
+            else:
+                blocks = list(out.system_blocks)
+                blocks[block] = _cut_block(blocks[block], cut)
+                out = replace(out, system=None, system_blocks=tuple(blocks))
+            continue
+        m = out.messages[message]
+        if block is None or isinstance(m.content, str):
+            content: str | tuple[JSON, ...] = _cut(m.text, cut)
+        else:
+            content = tuple(_cut_block(b, cut) if j == block else b for j, b in enumerate(m.content))
+        messages = list(out.messages)
+        messages[message] = Message(m.role, content)
+        out = replace(out, messages=tuple(messages))
+    return out
 
 
 def _emptied(blocks: tuple[JSON, ...], first: int, count: int) -> tuple[JSON, ...]:
@@ -111,14 +160,21 @@ def from_counts(prompt: RenderedPrompt, total: int, counted: dict[str, int]) -> 
     out = {name: 0 for name in SECTIONS}
     for name, n in counted.items():
         out[name] = max(0, total - n)
-    slot = prompt.context_slot
-    if slot is not None and slot.message == SYSTEM_PART:  # the system variant lost the context too
+    if _context_in_system(prompt):  # the system variant lost the context too
         out["system"] = max(0, out["system"] - out["context"])
     out["messages"] = total - sum(v for k, v in out.items() if k != "messages")
     if out["messages"] < 0:  # sections that interact (a tokenizer merge across a boundary)
         out["context"] = max(0, out["context"] + out["messages"])
         out["messages"] = total - sum(v for k, v in out.items() if k != "messages")
     return out
+
+
+def _context_in_system(prompt: RenderedPrompt) -> bool:
+    parts = context_parts(prompt)
+    if parts:
+        return any(message == SYSTEM_PART for message, *_ in parts)
+    slot = prompt.context_slot
+    return slot is not None and slot.message == SYSTEM_PART
 
 
 def scaled(sections: dict[str, int], raw: int, tokens: int) -> dict[str, int]:

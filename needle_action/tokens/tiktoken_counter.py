@@ -4,7 +4,8 @@ Exact only for an OpenAI model that uses that encoding (``gpt-4o`` -> o200k_base
 cl100k_base, ...). A chat request is counted the way OpenAI documents it: every message costs its
 content, its role, and 3 framing tokens, and the reply is primed with 3 more; tools cost the
 cookbook's per-function and per-property overheads (:mod:`needle_action.tokens.openai_chat`,
-docs/tokens.md).
+docs/tokens.md). A Claude model's request is estimated from its Messages body instead, with the
+tool-use system prompt and image/PDF costs Anthropic documents (:mod:`needle_action.tokens.claude_offline`).
 """
 
 from __future__ import annotations
@@ -22,9 +23,10 @@ from needle_action.core import environment
 from needle_action.core.dataformats import JSON
 from needle_action.core.errors import TokenizerError
 from needle_action.request.prompt import RenderedPrompt
-from needle_action.request.wire import openai_body
+from needle_action.request.wire import anthropic_body, openai_body
 from needle_action.tokens import tiktoken_cache
 from needle_action.tokens.base import is_claude
+from needle_action.tokens.claude_offline import claude_tokens
 from needle_action.tokens.openai_chat import (  # noqa: F401 - the overheads, re-exported
     TOKENS_PER_MESSAGE,
     TOKENS_REPLY_PRIMING,
@@ -162,6 +164,8 @@ class TiktokenCounter:
         """The chat request as OpenAI counts it (:mod:`needle_action.tokens.openai_chat`): messages
         with their framing, tools with their overheads, tool calls, images by their pixels; plus a
         structured-output schema's JSON (approximate: OpenAI does not document its cost)."""
+        if self._images == "anthropic":  # a Claude model: its own request, its documented overheads
+            return claude_tokens(anthropic_body(prompt, self.model, 1), self._count, self.model)
         body = openai_body(prompt, self.model or "gpt-4o", 1)
         total = chat_tokens(body, self._count, self.model, images=self._images)
         return total + self._count(schema_text(body))
@@ -189,6 +193,8 @@ class TiktokenCounter:
                 texts.append(text)
             return 0
 
+        if self._images == "anthropic":
+            return claude_tokens(anthropic_body(prompt, self.model, 1), record, self.model), texts
         body = openai_body(prompt, self.model or "gpt-4o", 1)
         fixed = chat_tokens(body, record, self.model, images=self._images)
         record(schema_text(body))

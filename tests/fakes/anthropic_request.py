@@ -13,9 +13,10 @@ documents for its prefixes). The fake reads it in that order too:
   data (or its content blocks' text); ``image`` -> nothing (counted apart, see below).
 
 count_tokens (:func:`count_request`) is deterministic and documented, not Claude's tokenizer:
-tiktoken ``o200k_base`` over those parts joined by ``"\\n"``, plus :data:`TOOLS_OVERHEAD` tokens
-when the request has tools (the real API adds a tool-use system prompt of a few hundred tokens; 346
-for Claude 4 models with ``tool_choice`` auto), plus :data:`IMAGE_TOKENS` per image block.
+tiktoken ``o200k_base`` over those parts joined by ``"\\n"``, plus the tool-use system prompt when
+the request has tools (:func:`tools_overhead`: what Anthropic's tool-use pricing table gives per
+model family, one number for ``tool_choice`` auto or none, another for any or tool), plus
+:data:`IMAGE_TOKENS` per image block.
 """
 
 from __future__ import annotations
@@ -23,7 +24,16 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Iterator
 
-TOOLS_OVERHEAD = 346
+TOOLS_OVERHEAD = 346  # Claude 4 and later with tool_choice auto (or none)
+TOOLS_OVERHEAD_FORCED = 313  # ... with tool_choice any or tool
+# the Claude 3 generation's own numbers: {model id fragment: (auto or none, any or tool)}
+OLDER_TOOLS_OVERHEAD = {
+    "claude-3-opus": (530, 281),
+    "claude-3-sonnet": (159, 235),
+    "claude-3-haiku": (264, 340),
+    "claude-3-5-haiku": (264, 340),
+    "claude-3-5-sonnet-20240620": (294, 261),
+}
 IMAGE_TOKENS = 1_000
 BLOCK_TYPES = ("text", "image", "document", "tool_use", "tool_result")
 
@@ -104,11 +114,21 @@ def count_request(body: dict, count: Callable[[str], int]) -> int:
     parts = request_parts(body)
     total = count("\n".join(text for _, text in parts))
     if body.get("tools"):
-        total += TOOLS_OVERHEAD
+        total += tools_overhead(str(body.get("model", "")), body.get("tool_choice"))
     total += IMAGE_TOKENS * sum(
         images_in(m.get("content")) for m in body.get("messages") or [] if isinstance(m, dict)
     )
     return total
+
+
+def tools_overhead(model: str, tool_choice) -> int:
+    """The tool-use system prompt the API adds to a request with tools (the module docstring)."""
+    forced = isinstance(tool_choice, dict) and tool_choice.get("type") in ("any", "tool")
+    auto, chosen = next(
+        (v for k, v in OLDER_TOOLS_OVERHEAD.items() if model.startswith(k)),
+        (TOOLS_OVERHEAD, TOOLS_OVERHEAD_FORCED),
+    )
+    return chosen if forced else auto
 
 
 def cache_blocks(body: dict) -> Iterator[tuple[str, str, bool]]:
@@ -140,10 +160,68 @@ def cache_blocks(body: dict) -> Iterator[tuple[str, str, bool]]:
                 )
 
 
+def _check_texts(blocks, where: str) -> None:
+    """The API's text rules on a list of blocks: no empty text block, none of only whitespace, no
+    cache_control on an empty one (a tool_result's own blocks too)."""
+    for j, b in enumerate(blocks):
+        if not isinstance(b, dict):
+            continue
+        if b.get("type") == "tool_result" and isinstance(b.get("content"), list):
+            _check_texts(b["content"], f"{where}.{j}.content")
+        if b.get("type") != "text" or not isinstance(b.get("text"), str):
+            continue
+        if b["text"] == "" and "cache_control" in b:
+            raise BodyError(f"{where}.{j}.text: cache_control cannot be set for empty text blocks")
+        if b["text"] == "":
+            raise BodyError(f"{where.split('.')[0]}: text content blocks must be non-empty")
+        if not b["text"].strip():
+            raise BodyError(f"{where.split('.')[0]}: text content blocks must contain non-whitespace text")
+
+
+def validate_texts(body: dict) -> None:
+    """Raise BodyError where the API refuses text: empty or whitespace-only text blocks (system,
+    messages, tool_result contents), cache_control on an empty block, a message without content
+    (only a final assistant turn may be empty)."""
+    system = body.get("system")
+    if isinstance(system, list):
+        _check_texts(system, "system")
+    elif isinstance(system, str) and system and not system.strip():
+        raise BodyError("system: text content blocks must contain non-whitespace text")
+    messages = body.get("messages") or []
+    for i, m in enumerate(messages):
+        content = m.get("content") if isinstance(m, dict) else None
+        if isinstance(content, list):
+            _check_texts(content, f"messages.{i}.content")
+        last_assistant = i == len(messages) - 1 and m.get("role") == "assistant"
+        if not last_assistant and (content == [] or (isinstance(content, str) and not content.strip())):
+            what = "non-empty" if not content else "non-whitespace"
+            raise BodyError(
+                f"messages.{i}: all messages must have {what} content except for the optional final "
+                "assistant message"
+                if what == "non-empty"
+                else "messages: text content blocks must contain non-whitespace text"
+            )
+
+
+MAX_CACHE_MARKS = 4
+
+
+def validate_marks(body: dict) -> None:
+    """Raise BodyError when more blocks than the API allows carry cache_control."""
+    marked = sum(1 for _, _, mark in cache_blocks(body) if mark)
+    if marked > MAX_CACHE_MARKS:
+        raise BodyError(
+            f"A maximum of {MAX_CACHE_MARKS} blocks with cache_control may be provided. Found {marked}."
+        )
+
+
 def validate_blocks(body: dict) -> None:
     """Raise BodyError where the API refuses content blocks: an unknown type, a bad tools list, a
-    tool_result whose tool_use_id is not a tool_use of the message before it."""
+    tool_result whose tool_use_id is not a tool_use of the message before it, empty or
+    whitespace-only text (:func:`validate_texts`), more than four cache_control markers."""
     _validate_tools(body.get("tools"))
+    validate_texts(body)
+    validate_marks(body)
     previous: list = []
     for i, m in enumerate(body.get("messages") or []):
         content = m.get("content") if isinstance(m, dict) else None

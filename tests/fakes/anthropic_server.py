@@ -460,13 +460,21 @@ class _Handler(BaseHTTPRequestHandler):
         return
 
     # ---- plumbing ---------------------------------------------------------------------------
+    content_type = "application/json"
+    rate_limit_headers = True  # the clouds answer without Anthropic's anthropic-ratelimit-* headers
+
+    def _service_headers(self) -> dict[str, str]:
+        """The headers this service adds to every answer (request ids and the like)."""
+        return {
+            "request-id": self.fake._next_id("req_"),
+            "anthropic-organization-id": "00000000-0000-0000-0000-000000000000",
+        }
+
     def _send(self, status: int, payload: bytes, headers: dict | None = None) -> None:
         self.send_response(status)
-        self.send_header("content-type", "application/json")
+        self.send_header("content-type", self.content_type)
         self.send_header("content-length", str(len(payload)))
-        self.send_header("request-id", self.fake._next_id("req_"))
-        self.send_header("anthropic-organization-id", "00000000-0000-0000-0000-000000000000")
-        for k, v in (headers or {}).items():
+        for k, v in {**self._service_headers(), **(headers or {})}.items():
             self.send_header(k, v)
         self.end_headers()
         with contextlib.suppress(BrokenPipeError, ConnectionResetError):
@@ -495,11 +503,14 @@ class _Handler(BaseHTTPRequestHandler):
             self.connection.shutdown(2)
 
     def do_POST(self):  # noqa: N802
-        fake = self.fake
         request = self._read()
         if request is None:
             return None
-        path, headers, raw, body = request
+        return self._post(*request)
+
+    def _post(self, path: str, headers: dict, raw: bytes, body: object) -> None:
+        """Answer one POST (subclasses serve their cloud's routes)."""
+        fake = self.fake
         if path == "/v1/messages":
             fake._count("messages")
         elif path == "/v1/messages/count_tokens":
@@ -517,17 +528,36 @@ class _Handler(BaseHTTPRequestHandler):
             self._check_auth(headers)
             if body is None:
                 raise ApiError(400, "invalid_request_error", "There was an issue with the JSON body")
-            _validate(fake, body, count_only=path.endswith("count_tokens"))
         except ApiError as err:
             return self._send_error(err)
-        limits = self._limit_and_fault(path, raw)
+        counting = path.endswith("count_tokens")
+        return self._serve(body, counting=counting, validate_as_count=counting, route=path, raw=raw)
+
+    def _serve(
+        self,
+        body: dict,
+        *,
+        counting: bool,
+        validate_as_count: bool,
+        route: str,
+        raw: bytes,
+        count_field="input_tokens",
+    ) -> None:
+        """Validate BODY (a Messages request) as the API does, then count its tokens or answer it;
+        ROUTE is the path rate limits and injected faults are keyed by."""
+        fake = self.fake
+        try:
+            _validate(fake, body, count_only=validate_as_count)
+        except ApiError as err:
+            return self._send_error(err)
+        limits = self._limit_and_fault(route, raw)
         if limits is None:
             return None
         try:
-            if path.endswith("count_tokens"):
+            if counting:
                 fake._count("ok")
-                return self._send_json(200, {"input_tokens": fake.prompt_tokens(body)})
-            return self._answer(body, limits)
+                return self._send_json(200, {count_field: fake.prompt_tokens(body)})
+            return self._answer(body, limits if self.rate_limit_headers else {})
         except ApiError as err:
             return self._send_error(err)
 
@@ -684,3 +714,23 @@ def fake_anthropic_fixture():
 def anthropic_env_fixture(fake_anthropic, monkeypatch):
     """The fake plus ``ANTHROPIC_BASE_URL`` / ``ANTHROPIC_API_KEY`` pointing at it."""
     return fake_anthropic.point_env(monkeypatch)
+
+
+class FakeClaudeCloud(FakeAnthropic):
+    """Claude on a cloud (Bedrock, Vertex AI): this fake's Messages model behind the cloud's own
+    routes, credentials and error shapes. Subclasses say which variables point the SDK here."""
+
+    # the developer's own cloud login, cleared so that it can never reach the fake (or the cloud)
+    foreign_envs: tuple[str, ...] = ()
+
+    def env(self, **options: bool) -> dict[str, str]:
+        """The environment a workflow's cloud login leaves, pointed at this fake."""
+        raise NotImplementedError
+
+    def point_env(self, monkeypatch, **options: bool):
+        """Point the SDK here for one test (through MONKEYPATCH); returns the fake."""
+        for name in self.foreign_envs:
+            monkeypatch.delenv(name, raising=False)
+        for name, value in self.env(**options).items():
+            monkeypatch.setenv(name, value)
+        return self

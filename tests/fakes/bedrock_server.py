@@ -37,7 +37,7 @@ from urllib.parse import unquote
 
 import pytest
 
-from tests.fakes.anthropic_server import ApiError, FakeAnthropic, _Handler, _validate, known_models
+from tests.fakes.anthropic_server import ApiError, FakeClaudeCloud, _Handler, known_models
 
 REGION = "us-east-1"
 ACCESS_KEY = "AKIAFAKEBEDROCK00001"
@@ -70,11 +70,12 @@ def bedrock_ids(claude_ids) -> dict[str, str]:
     return out
 
 
-class FakeBedrock(FakeAnthropic):
+class FakeBedrock(FakeClaudeCloud):
     """``with FakeBedrock(responder) as fake: fake.env()`` -> the variables that point the Anthropic
     SDK's Bedrock client here with this fake's credentials (what configure-aws-credentials exports)."""
 
     name = "bedrock"
+    foreign_envs = ("AWS_PROFILE", "AWS_DEFAULT_REGION", "AWS_BEARER_TOKEN_BEDROCK", "AWS_SESSION_TOKEN")
 
     def __init__(
         self,
@@ -86,10 +87,9 @@ class FakeBedrock(FakeAnthropic):
         session_token: str | None = SESSION_TOKEN,
         bearer_token: str | None = None,
         models: dict[str, str] | None = None,
-        rate_limit_rpm: int | None = None,
         **kw,
     ) -> None:
-        super().__init__(responder, rate_limit_rpm=rate_limit_rpm, **kw)
+        super().__init__(responder, **kw)
         self.region, self.access_key, self.secret_key = region, access_key, secret_key
         self.session_token, self.bearer_token = session_token, bearer_token
         self.ids = models if models is not None else bedrock_ids(known_models())
@@ -107,26 +107,13 @@ class FakeBedrock(FakeAnthropic):
             env["AWS_SESSION_TOKEN"] = self.session_token
         return env
 
-    def point_env(self, monkeypatch) -> FakeBedrock:
-        for name in ("AWS_PROFILE", "AWS_DEFAULT_REGION", "AWS_BEARER_TOKEN_BEDROCK", "AWS_SESSION_TOKEN"):
-            monkeypatch.delenv(name, raising=False)
-        for name, value in self.env().items():
-            monkeypatch.setenv(name, value)
-        return self
-
 
 class _BedrockHandler(_Handler):
     fake: FakeBedrock
+    rate_limit_headers = False
 
-    def _send(self, status: int, payload: bytes, headers: dict | None = None) -> None:
-        self.send_response(status)
-        self.send_header("content-type", "application/json")
-        self.send_header("content-length", str(len(payload)))
-        self.send_header("x-amzn-RequestId", self.fake._next_id("")[:32])
-        for k, v in (headers or {}).items():
-            self.send_header(k, v)
-        self.end_headers()
-        self.wfile.write(payload)
+    def _service_headers(self) -> dict[str, str]:
+        return {"x-amzn-RequestId": self.fake._next_id("")[:32]}
 
     def _send_error(self, err: ApiError, *, injected: bool = False) -> None:
         status = 503 if err.status == 529 else err.status
@@ -138,12 +125,8 @@ class _BedrockHandler(_Handler):
         headers = {"x-amzn-ErrorType": f"{kind}:http://internal.amazon.com/coral/com.amazon.bedrock/"}
         self._send(status, json.dumps({"message": err.message}).encode(), headers)
 
-    def do_POST(self):  # noqa: N802
+    def _post(self, path: str, headers: dict, raw: bytes, body: object) -> None:
         fake = self.fake
-        request = self._read()
-        if request is None:
-            return None
-        path, headers, raw, body = request
         route = re.fullmatch(r"/model/([^/]+)/(invoke|count-tokens)", path)
         if route is None:
             return self._send_error(ApiError(404, "UnknownOperationException", f"Not found: {path}"))
@@ -152,18 +135,18 @@ class _BedrockHandler(_Handler):
         try:
             self._check_auth(headers, raw)
             messages = self._messages_body(model_id, operation, body)
-            _validate(fake, messages, count_only=False)
         except ApiError as err:
             return self._send_error(err)
-        if self._limit_and_fault("/v1/messages" if operation == "invoke" else path, raw) is None:
-            return None
-        try:
-            if operation == "count-tokens":
-                fake._count("ok")
-                return self._send_json(200, {"inputTokens": fake.prompt_tokens(messages)})
-            return self._answer(messages, {})
-        except ApiError as err:
-            return self._send_error(err)
+        counting = operation == "count-tokens"
+        route = path if counting else "/v1/messages"
+        return self._serve(
+            messages,
+            counting=counting,
+            validate_as_count=False,
+            route=route,
+            raw=raw,
+            count_field="inputTokens",
+        )
 
     def _messages_body(self, model_id: str, operation: str, body) -> dict:
         """The Messages request inside BODY (an InvokeModel body, or CountTokens' base64 of one),

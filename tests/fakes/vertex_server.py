@@ -29,7 +29,7 @@ from urllib.parse import parse_qs, unquote
 
 import pytest
 
-from tests.fakes.anthropic_server import ApiError, FakeAnthropic, _Handler, _validate
+from tests.fakes.anthropic_server import ApiError, FakeClaudeCloud, _Handler
 
 PROJECT, REGION = "needle-fake-project", "us-east5"
 ACCESS_TOKEN = "ya29.FAKEvertexACCESStoken0123456789"
@@ -49,11 +49,12 @@ GOOGLE_STATUS = {
 }
 
 
-class FakeVertex(FakeAnthropic):
+class FakeVertex(FakeClaudeCloud):
     """``with FakeVertex(responder) as fake: fake.env()`` -> the variables that point the Anthropic
     SDK's Vertex client here (region, project, endpoint) with an access token it accepts."""
 
     name = "vertex"
+    foreign_envs = ("ANTHROPIC_VERTEX_PROJECT_ID", "GCLOUD_PROJECT", "GOOGLE_OAUTH_ACCESS_TOKEN")
 
     def __init__(
         self,
@@ -63,10 +64,9 @@ class FakeVertex(FakeAnthropic):
         region: str = REGION,
         access_token: str = ACCESS_TOKEN,
         oidc_token: str = OIDC_TOKEN,
-        rate_limit_rpm: int | None = None,
         **kw,
     ) -> None:
-        super().__init__(responder, rate_limit_rpm=rate_limit_rpm, **kw)
+        super().__init__(responder, **kw)
         self.project, self.region, self.oidc_token = project, region, oidc_token
         self.tokens = {access_token}  # the bearer tokens this fake accepts
         self.access_token = access_token
@@ -95,25 +95,15 @@ class FakeVertex(FakeAnthropic):
             "credential_source": {"file": token_file},
         }
 
-    def point_env(self, monkeypatch, *, token: bool = True) -> FakeVertex:
-        for name in ("ANTHROPIC_VERTEX_PROJECT_ID", "GCLOUD_PROJECT", "GOOGLE_OAUTH_ACCESS_TOKEN"):
-            monkeypatch.delenv(name, raising=False)
-        for name, value in self.env(token=token).items():
-            monkeypatch.setenv(name, value)
-        return self
-
 
 class _VertexHandler(_Handler):
     fake: FakeVertex
+    rate_limit_headers = False
 
-    def _send(self, status: int, payload: bytes, headers: dict | None = None) -> None:
-        self.send_response(status)
-        self.send_header("content-type", "application/json; charset=UTF-8")
-        self.send_header("content-length", str(len(payload)))
-        for k, v in (headers or {}).items():
-            self.send_header(k, v)
-        self.end_headers()
-        self.wfile.write(payload)
+    content_type = "application/json; charset=UTF-8"
+
+    def _service_headers(self) -> dict[str, str]:
+        return {}
 
     def _send_error(self, err: ApiError, *, injected: bool = False) -> None:
         status = 503 if err.status == 529 else err.status
@@ -126,12 +116,8 @@ class _VertexHandler(_Handler):
             body = {"error": {"code": status, "message": err.message, "status": kind}}
         self._send(status, json.dumps(body).encode())
 
-    def do_POST(self):  # noqa: N802
+    def _post(self, path: str, headers: dict, raw: bytes, body: object) -> None:
         fake = self.fake
-        request = self._read()
-        if request is None:
-            return None
-        path, headers, raw, body = request
         if path == "/v1/token":
             return self._exchange(raw)
         route = ROUTE.fullmatch(path)
@@ -146,18 +132,10 @@ class _VertexHandler(_Handler):
                     404, "NOT_FOUND", f"Project or location not found: {route['project']}/{route['region']}"
                 )
             messages = self._messages_body(unquote(route["model"]), counting, body)
-            _validate(fake, messages, count_only=counting)
         except ApiError as err:
             return self._send_error(err)
-        if self._limit_and_fault(path if counting else "/v1/messages", raw) is None:
-            return None
-        try:
-            if counting:
-                fake._count("ok")
-                return self._send_json(200, {"input_tokens": fake.prompt_tokens(messages)})
-            return self._answer(messages, {})
-        except ApiError as err:
-            return self._send_error(err)
+        route_key = path if counting else "/v1/messages"
+        return self._serve(messages, counting=counting, validate_as_count=counting, route=route_key, raw=raw)
 
     def _messages_body(self, model: str, counting: bool, body) -> dict:
         if not isinstance(body, dict):

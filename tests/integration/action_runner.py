@@ -226,3 +226,12 @@ def report_json(run: Run, side: str) -> dict:
     """``head.json``, ``base.json`` or ``comparison.json`` from the run's report folder, parsed."""
     assert run.report is not None, "the run wrote no report folder"
     return json.loads((run.report / f"{side}.json").read_text())
+
+
+def everything_published(run: Run, gh: FakeGitHub) -> str:
+    """All the run made public: its log (masking commands left out), step summary, outputs, report
+    files and the pull request's comments; where a leaked secret would show."""
+    report = "".join(f.read_text() for f in run.report.iterdir()) if run.report else ""
+    comments = "".join(c["body"] for c in gh.issue_comments(REPO, PR))
+    log = "\n".join(line for line in run.stdout.splitlines() if not line.startswith("::add-mask::"))
+    return log + run.stderr + run.summary + json.dumps(run.outputs) + report + comments

@@ -31,6 +31,7 @@ from needle_action.assemble.builder import client as builder
 from needle_action.assemble.builder import sandbox
 from needle_action.assemble.builder.guard import architecture
 from needle_action.config.loader import load_config
+from tests.builders import builder_project
 from tests.needle_cli import NEEDLE, needle_env, run_needle
 
 REPO = Path(__file__).resolve().parents[2]
@@ -259,12 +260,13 @@ class Listeners:
         with self.lock:
             return b"".join(self.received)
 
-    def settle(self, expect: bytes = b"") -> bytes:
-        """What arrived, after the in-flight bytes had a moment (polled, not a fixed sleep)."""
+    def settle(self, *expect: bytes) -> bytes:
+        """What arrived, once every piece EXPECT names has (or after 3 s, polled, not a fixed
+        sleep; with nothing expected, the in-flight bytes get those 3 s to land)."""
         import time
 
         deadline = time.monotonic() + 3
-        while time.monotonic() < deadline and (not expect or expect not in self.total()):
+        while time.monotonic() < deadline and (not expect or not all(e in self.total() for e in expect)):
             time.sleep(0.05)
         return self.total()
 
@@ -291,17 +293,23 @@ def project(listeners):
     folder = Path(tempfile.mkdtemp(prefix="needle-net-", dir="/tmp"))
     folder.chmod(0o755)
     (folder / "app").mkdir(mode=0o755)
-    (folder / "app" / "net.py").write_text(PROBES)
     values = {"question": "Q? ", **listeners.fixture()}
-    (folder / "fixture.yaml").write_text("".join(f"{k}: {json.dumps(v)}\n" for k, v in values.items()))
-    tables = "".join(
-        f'[prompts.{name}]\nbuilder = "app/net.py:{name}"\nfixtures = ["fixture.yaml"]\n\n'
-        for name in ("build", "plain", "wrapped", "caught_then_other")
-    )
-    (folder / "needle.toml").write_text(tables + "[files]\nbuilders = true\n")
+    fixture = "".join(f"{k}: {json.dumps(v)}\n" for k, v in values.items())
+    builder_project(folder, "app/net.py", PROBES, ("build", "plain", "wrapped", "caught_then_other"), fixture)
     yield folder
     builder.close_all()
     shutil.rmtree(folder, ignore_errors=True)
+
+
+def _assert_refused_by_the_filter(found: dict[str, str]) -> None:
+    """Every probe refused; what went around Python refused by the kernel with EACCES from the
+    seccomp filter (not a missing privilege, which would be EPERM)."""
+    for probe, outcome in found.items():
+        if probe == "shell" and outcome == "OPEN no bash":
+            continue
+        assert outcome.startswith("REFUSED"), (probe, outcome)
+    for probe in ("raw", "packet", "libc_tcp4", "libc_unix", "tcp4", "udp"):
+        assert found[probe].endswith("errno=13"), (probe, found[probe])
 
 
 def _found(stdout: str) -> dict[str, str]:
@@ -328,19 +336,20 @@ def test_without_the_guard_the_probes_deliver(project, listeners):
     found = json.loads(proc.stdout)
     assert found["inherited"] == f"OPEN sent on [{held.fileno()}]"
     held.close()
-    got = listeners.settle(b"leak-inherited")
-    for probe, data in (
-        ("tcp4", b"leak-tcp4"),
-        ("udp", b"leak-udp"),
-        ("unix", b"leak-unix"),
-        ("libc_tcp4", b"leak-libc"),
-        ("child", b"leak-child"),
-        ("inherited", b"leak-inherited"),
-    ):
+    expected = {
+        "tcp4": b"leak-tcp4",
+        "udp": b"leak-udp",
+        "unix": b"leak-unix",
+        "libc_tcp4": b"leak-libc",
+        "child": b"leak-child",
+        "inherited": b"leak-inherited",
+    }
+    if listeners.tcp6:
+        expected["tcp6"] = b"leak-tcp6"
+    got = listeners.settle(*expected.values())
+    for probe, data in expected.items():
         assert found[probe].startswith("OPEN"), (probe, found[probe])
         assert data in got, probe
-    if listeners.tcp6:
-        assert b"leak-tcp6" in got
 
 
 @pytest.mark.parametrize("command", ["render", "budget"])
@@ -371,14 +380,7 @@ def test_a_builder_that_catches_every_refusal_delivers_nothing_and_the_run_goes_
         assert "network calls refused (builders have no network)" in run.stdout
         return
     found = _found(run.stdout)
-    for probe, outcome in found.items():
-        if probe == "shell" and outcome == "OPEN no bash":
-            continue
-        assert outcome.startswith("REFUSED"), (probe, outcome)
-    # the kernel refused what went around Python: EACCES from the seccomp filter (not a missing
-    # privilege, which would be EPERM), and io_uring with EPERM
-    for probe in ("raw", "packet", "libc_tcp4", "libc_unix", "tcp4", "udp"):
-        assert found[probe].endswith("errno=13"), (probe, found[probe])
+    _assert_refused_by_the_filter(found)
     assert found["io_uring"].endswith("errno=1")
     assert found["inherited"].endswith("errno=9")  # nothing inherited to send on
     if listeners.tcp6:
@@ -772,10 +774,5 @@ def test_the_seccomp_filter_alone_refuses_every_route(project, listeners, monkey
     config = load_config(project / "needle.toml")
     rendered = _render(config, "build")
     found = json.loads(rendered.messages[0].content.removeprefix("Q? "))
-    for probe, outcome in found.items():
-        if probe == "shell" and outcome == "OPEN no bash":
-            continue
-        assert outcome.startswith("REFUSED"), (probe, outcome)
-    for probe in ("raw", "packet", "libc_tcp4", "libc_unix", "tcp4", "udp"):
-        assert found[probe].endswith("errno=13"), (probe, found[probe])
+    _assert_refused_by_the_filter(found)
     assert listeners.settle() == b""

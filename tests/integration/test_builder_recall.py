@@ -245,6 +245,9 @@ def test_the_example_agent_builder_is_measured_in_its_full_shape(fake, examples_
     prompt = config.prompts["support_built"].model_copy(
         update={"provider": "anthropic", "model": "claude-sonnet-5-5", "tokenizer": "tiktoken:o200k_base"}
     )
+    # counted as Claude counts it (the tool-use system prompt included), the request is ~650 tokens
+    # before any hay: a size above the example's local-model 576
+    prompt.recall = prompt.recall.model_copy(update={"sizes": [1024]})
     config.prompts = {"support_built": prompt}
     try:
         results = run_check(config, cache=False)

@@ -21,6 +21,7 @@ import pytest
 
 from needle_action.assemble.builder import client as builder
 from needle_action.config.loader import load_config
+from tests.builders import builder_project
 from tests.needle_cli import needle_env, run_needle
 
 REPO = Path(__file__).resolve().parents[2]
@@ -148,14 +149,8 @@ def not_a_request(question):
 
 @pytest.fixture
 def limits_repo(tmp_path):
-    (tmp_path / "app").mkdir()
-    (tmp_path / "app" / "limits.py").write_text(SLOW_AND_BIG)
-    (tmp_path / "fixture.yaml").write_text("question: hi\n")
-    tables = "\n".join(
-        f'[prompts.{name}]\nbuilder = "app/limits.py:{name}"\nfixtures = ["fixture.yaml"]\n'
-        for name in ("loop", "big", "raises", "not_a_request")
-    )
-    (tmp_path / "needle.toml").write_text(tables + "\n[files]\nbuilders = true\n")
+    names = ("loop", "big", "raises", "not_a_request")
+    builder_project(tmp_path, "app/limits.py", SLOW_AND_BIG, names, "question: hi\n")
     yield tmp_path
     builder.close_all()
 

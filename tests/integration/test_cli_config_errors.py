@@ -50,6 +50,16 @@ def _t(toml: str) -> str:
     return textwrap.dedent(toml).lstrip("\n")
 
 
+def _prompty_case(case_id: str, line: int, text: str) -> Case:
+    """A case whose one prompt is ``prompts/s.prompty`` holding TEXT, its error expected at LINE."""
+    return Case(
+        case_id,
+        f"prompts/s.prompty:{line}",
+        _t('[prompts.rag]\ntemplate = "prompts/s.prompty"\n'),
+        files={"prompts/s.prompty": text},
+    )
+
+
 # a table of cases: rows of the same form (`duplicates` pairs them), one mistake each
 CASES = [
     # ---- the threshold file
@@ -244,25 +254,10 @@ CASES = [
         words="more than one system",
     ),
     Case("template-not-utf8", "prompts/rag.j2:2", files={"prompts/rag.j2": "ok\n\udcff bad\n"}),
-    Case(
-        "prompty-front-matter-yaml",
-        "prompts/s.prompty:3",
-        _t('[prompts.rag]\ntemplate = "prompts/s.prompty"\n'),
-        files={"prompts/s.prompty": "---\nname: s\nsample: {a: [1, 2}\n---\nuser:\nhi\n"},
-    ),
-    Case(
-        "prompty-unclosed-front-matter",
-        "prompts/s.prompty:1",
-        _t('[prompts.rag]\ntemplate = "prompts/s.prompty"\n'),
-        files={"prompts/s.prompty": "---\nname: s\nhi\n"},
-    ),
-    Case(
-        "prompty-body-undefined",
-        "prompts/s.prompty:7",
-        _t('[prompts.rag]\ntemplate = "prompts/s.prompty"\n'),
-        files={
-            "prompts/s.prompty": "---\nname: s\nsample:\n  q: x\n---\nuser:\n{{ q }} {{ missing.attr }}\n"
-        },
+    _prompty_case("prompty-front-matter-yaml", 3, "---\nname: s\nsample: {a: [1, 2}\n---\nuser:\nhi\n"),
+    _prompty_case("prompty-unclosed-front-matter", 1, "---\nname: s\nhi\n"),
+    _prompty_case(
+        "prompty-body-undefined", 7, "---\nname: s\nsample:\n  q: x\n---\nuser:\n{{ q }} {{ missing.attr }}\n"
     ),
     # ---- fixtures
     Case(

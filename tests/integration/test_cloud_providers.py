@@ -20,9 +20,10 @@ from needle_action.config import ProviderSettings
 from needle_action.core.errors import ConfigError, ProviderUnavailable
 from needle_action.providers.base import Breakpoint
 from needle_action.providers.retry import RequestRejected
-from needle_action.request.prompt import Message, RenderedPrompt
+from needle_action.request.prompt import RenderedPrompt
 from tests.fakes.anthropic_server import Faults
 from tests.fakes.azure_server import FakeAzure
+from tests.samples import after_tool_call
 
 BEDROCK_ID = "global.anthropic.claude-sonnet-5-5-v1:0"
 VERTEX_ID = "claude-sonnet-5-5@20261001"
@@ -53,26 +54,16 @@ def fresh_aws_sessions():
 
 def agent_prompt(question: str = "What is the locker code?") -> RenderedPrompt:
     """The agent shape: tools, a tool call, its result holding the context, a document, a question."""
-    return RenderedPrompt(
-        system="Answer from the tool results only.",
-        messages=(
-            Message("user", "Find the locker code."),
-            Message(
-                "assistant",
-                ({"type": "tool_use", "id": "t1", "name": "search_docs", "input": {"q": "locker"}},),
-            ),
-            Message(
-                "user",
-                (
-                    {"type": "tool_result", "tool_use_id": "t1", "content": CONTEXT},
-                    {
-                        "type": "document",
-                        "source": {"type": "text", "media_type": "text/plain", "data": "Policy: be brief."},
-                    },
-                    {"type": "text", "text": question},
-                ),
-            ),
+    policy = {"type": "text", "media_type": "text/plain", "data": "Policy: be brief."}
+    return after_tool_call(
+        "Find the locker code.",
+        {"type": "tool_use", "id": "t1", "name": "search_docs", "input": {"q": "locker"}},
+        (
+            {"type": "tool_result", "tool_use_id": "t1", "content": CONTEXT},
+            {"type": "document", "source": policy},
+            {"type": "text", "text": question},
         ),
+        system="Answer from the tool results only.",
         tools=TOOLS,
     )
 

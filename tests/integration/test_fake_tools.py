@@ -11,11 +11,12 @@ import pytest
 
 from needle_action.config import PromptSettings, ProviderSettings
 from needle_action.providers.anthropic import AnthropicProvider
-from needle_action.request.prompt import Message, RenderedPrompt
+from needle_action.request.prompt import RenderedPrompt
 from needle_action.tokens import count_prompts
 from tests.fakes.anthropic_request import TOOLS_OVERHEAD
 from tests.fakes.anthropic_server import FakeAnthropic
 from tests.fakes.simulated_model import SimulatedModel, flat
+from tests.samples import after_tool_call
 
 MODEL = "claude-sonnet-5-5"
 
@@ -36,22 +37,14 @@ def tools(n: int) -> tuple[dict, ...]:
 
 
 def agent_prompt(context: str, n_tools: int = 12) -> RenderedPrompt:
-    return RenderedPrompt(
-        system="You answer from the records the tools return.",
-        messages=(
-            Message("user", "Find the vault code."),
-            Message(
-                "assistant",
-                ({"type": "tool_use", "id": "toolu_1", "name": "lookup_0", "input": {"id": "v"}},),
-            ),
-            Message(
-                "user",
-                (
-                    {"type": "tool_result", "tool_use_id": "toolu_1", "content": context},
-                    {"type": "text", "text": "What is the vault code? Answer with the code only."},
-                ),
-            ),
+    return after_tool_call(
+        "Find the vault code.",
+        {"type": "tool_use", "id": "toolu_1", "name": "lookup_0", "input": {"id": "v"}},
+        (
+            {"type": "tool_result", "tool_use_id": "toolu_1", "content": context},
+            {"type": "text", "text": "What is the vault code? Answer with the code only."},
         ),
+        system="You answer from the records the tools return.",
         tools=tools(n_tools),
     )
 

@@ -9,7 +9,6 @@ still measured, on the base's cloud.
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Callable
 from pathlib import Path
@@ -22,7 +21,15 @@ from tests.fakes.bedrock_server import FakeBedrock
 from tests.fakes.github_server import FakeGitHub
 from tests.fakes.simulated_model import SimulatedModel, flat
 from tests.fakes.vertex_server import FakeVertex
-from tests.integration.action_runner import CONFIG, PR, REPO, make_project, run_action, runner_env
+from tests.integration.action_runner import (
+    CONFIG,
+    PR,
+    REPO,
+    everything_published,
+    make_project,
+    run_action,
+    runner_env,
+)
 
 pytestmark = pytest.mark.slow  # each case is a whole action run (~5-10 s)
 
@@ -58,13 +65,6 @@ def _switch_to(provider: str, model: str, url: str, key_env: str = "GITHUB_TOKEN
     return change
 
 
-def _published(run, gh: FakeGitHub) -> str:
-    report = "".join(f.read_text() for f in run.report.iterdir()) if run.report else ""
-    comments = "".join(c["body"] for c in gh.issue_comments(REPO, PR))
-    log = "\n".join(line for line in run.stdout.splitlines() if not line.startswith("::add-mask::"))
-    return log + run.stderr + run.summary + json.dumps(run.outputs) + report + comments
-
-
 def _secrets(env: dict) -> list[str]:
     names = (
         "AWS_SECRET_ACCESS_KEY",
@@ -95,7 +95,7 @@ def _run(
         assert "Traceback" not in r.stderr, r.stderr
         assert r.code == code, r.stdout + r.stderr
         assert evil.requests == [], [x.path for x in evil.requests]
-        published = _published(r, gh)
+        published = everything_published(r, gh)
         for secret in _secrets(env):
             assert secret not in published
         if code == 2:

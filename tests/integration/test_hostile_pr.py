@@ -26,6 +26,7 @@ from tests.integration.action_runner import (
     PR,
     REPO,
     STYLE_GUIDE,
+    everything_published,
     make_project,
     run_action,
     runner_env,
@@ -75,13 +76,6 @@ def _secret_env(env: dict) -> dict:
     return env
 
 
-def _everything_published(run, gh: FakeGitHub) -> str:
-    report = "".join(f.read_text() for f in run.report.iterdir()) if run.report else ""
-    comments = "".join(c["body"] for c in gh.issue_comments(REPO, PR))
-    log = "\n".join(line for line in run.stdout.splitlines() if not line.startswith("::add-mask::"))
-    return log + run.stderr + run.summary + json.dumps(run.outputs) + report + comments
-
-
 ROUTES = {
     "base_url": lambda url: _append(f'[defaults.providers.anthropic]\nbase_url = "{url}"\n'),
     "github_token": lambda url: _append(
@@ -121,7 +115,7 @@ def test_no_route_delivers_a_secret_to_a_host_the_pr_chose(tmp_path, fake_model,
         assert "Traceback" not in r.stderr, r.stderr
         assert r.code == 0, r.stdout + r.stderr
         assert evil.requests == [], [x.path for x in evil.requests]
-        published = _everything_published(r, gh)
+        published = everything_published(r, gh)
         for secret in (fake_model.api_key, GITHUB_TOKEN, RUNTIME_TOKEN, OPENAI_KEY):
             assert not evil.saw(secret)
             assert secret not in published

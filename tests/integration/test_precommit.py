@@ -124,5 +124,5 @@ def test_hook_passes_a_good_template_and_fails_one_that_breaks_its_budget(tmp_pa
         assert "Failed" in bad.stdout, out
         assert "budget FAIL: 1 case in 1 prompt" in bad.stdout, out
         assert "> 1,100 budget by" in bad.stdout
-        assert "tiktoken:o200k_base (approximate, x1.15 safety factor)" in bad.stdout  # offline
+        assert "tiktoken:o200k_base (estimate, x1.15 safety factor)" in bad.stdout  # offline, a Claude model
         assert "Traceback" not in out

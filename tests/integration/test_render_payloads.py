@@ -188,13 +188,13 @@ _CAPPED_RENDER = """
 import signal, sys
 from pathlib import Path
 from needle_action.assemble.templates import isolate
-from needle_action.assemble.templates.raw import render_raw
+from needle_action.assemble.templates.raw import RenderJob, render_raw
 from needle_action.core.errors import TemplateError
 from needle_action.core.workspace import Workspace
 isolate._limit_memory()
 signal.alarm(0)  # no timer: only the memory cap can end this render
 try:
-    render_raw(Workspace(Path(sys.argv[1])), "prompts/p.j2", {}, file="prompts/p.j2")
+    render_raw(Workspace(Path(sys.argv[1])), RenderJob("prompts/p.j2", {}, "prompts/p.j2"))
 except TemplateError as exc:
     print(exc.message)
 """

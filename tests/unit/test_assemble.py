@@ -218,10 +218,12 @@ def test_prompty_fixture_values_win_over_sample(tmp_path):
 def test_prompty_sample_file_reference(tmp_path):
     write(tmp_path, "prompts/s.json", '{"customer": "Bo", "question": "q"}')
     r = render(
-        tmp_path, "---\nname: x\nsample: ${file:s.json}\n---\nHi {{ customer }}", name="prompts/s.prompty"
+        tmp_path,
+        "---\nname: x\nsample: ${file:s.json}\n---\nHi {{ customer }}\nuser:\n{{ question }}",
+        name="prompts/s.prompty",
     )
     assert r.system == "Hi Bo"
-    assert roles(r) == []
+    assert roles(r) == [("user", "q")]
 
 
 def test_prompty_body_errors_use_file_lines(tmp_path):

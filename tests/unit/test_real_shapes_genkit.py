@@ -88,6 +88,8 @@ def test_tools_defined_in_code_are_named_with_a_relative_path(root, monkeypatch)
         _render(root, "prompts/greeter.prompt", "greeter.yaml")
     assert "lookupOrder" in info.value.message
     assert info.value.location.file == "prompts/greeter.prompt"
+    text = (root / "prompts/greeter.prompt").read_text().splitlines()
+    assert text[info.value.location.line - 1].startswith("tools:")  # the line naming them
 
 
 def test_a_schema_registered_in_code_is_named_with_where_to_give_it(root):
@@ -95,8 +97,12 @@ def test_a_schema_registered_in_code_is_named_with_where_to_give_it(root):
     with pytest.raises(TemplateError) as info:
         _render(root, "prompts/recipe.prompt", "soup.yaml")
     assert "'Recipe'" in info.value.message
-    assert "defineSchema" in info.value.message
+    assert "defined in the application's code" in info.value.message
+    assert "defineSchema" not in info.value.message  # the app may pass a pydantic class as well
+    text = (root / "prompts/recipe.prompt").read_text().splitlines()
+    assert text[info.value.location.line - 1].strip().startswith("schema:")  # the line that names it
     assert "request_params.output_config" in info.value.hint
+    assert "builder" in info.value.hint
 
 
 def test_the_schema_given_in_needle_toml_settles_the_name(root):

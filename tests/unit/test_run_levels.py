@@ -8,10 +8,12 @@ import random
 import pytest
 
 from needle_action.stats.groups import CellKey, cell_key, family
+from needle_action.stats.power import plan_run
 from needle_action.stats.runs import (
     MIN_RUNS,
     PRIOR_TAU,
     RunSpread,
+    contrast_power,
     contrast_pvalue,
     cross_run_power,
     estimate_spread,
@@ -167,3 +169,44 @@ def test_cross_run_false_alarms_with_history_stay_within_alpha() -> None:
         pvalues.append(uniform_pvalue(base, head, spread))
         blocked += min(pvalues) <= 0.01 / len(pvalues)
     assert blocked <= 9
+
+
+def test_a_u_shaped_base_is_priced_cell_by_cell() -> None:
+    """Edges near 1 carry little information: the contrast against them has less power than a
+    flat base at the middle's rate would promise."""
+    common = {"base_n": 140, "head_n": 60, "drop": 0.2, "level": 0.0008, "spread": RunSpread.prior()}
+    flat = contrast_power([0.65] * 9, [0.65] * 6, **common)
+    u_shape = contrast_power([0.65] * 9, [0.95] * 6, **common)
+    assert u_shape < flat
+
+
+def test_a_plan_against_a_lone_base_from_another_run_states_its_lower_power() -> None:
+    base = {k: (19, 20) for k in CELLS}
+    lone = plan_run(
+        sizes=SIZES,
+        depths=DEPTHS,
+        trials="auto",
+        threshold=0.8,
+        alpha=0.01,
+        min_drop=0.2,
+        base=base,
+        spread=RunSpread.prior(),
+        base_trials=20,
+    )
+    stored = plan_run(
+        sizes=SIZES,
+        depths=DEPTHS,
+        trials="auto",
+        threshold=0.8,
+        alpha=0.01,
+        min_drop=0.2,
+        base=base,
+        spread=RunSpread(0.3, 7, "moments"),
+        base_trials=140,
+    )
+    assert lone.trials == 40  # twice the base side's trials: more would buy little
+    assert lone.power < 0.95
+    assert stored.power >= 0.95
+    assert stored.detectable_drop is not None
+    assert lone.detectable_drop is not None
+    assert stored.detectable_drop < lone.detectable_drop

@@ -87,3 +87,25 @@ def test_a_tool_call_is_a_miss_of_its_own_kind():
     assert not called.hit
     assert called.tool_call
     assert not called.distractor
+
+
+@pytest.mark.parametrize(
+    ("answer", "hit"),
+    [
+        ('{"reply": "QZT-4821-KLM"}', True),
+        ('{"reply": "QZT-4821-KLM", "sure": true, "notes": ["from the notes"]}', True),
+        ('```json\n{"reply": "qzt-4821-klm"}\n```', True),
+        ('[{"value": "QZT-4821-KLM"}]', True),
+        ('{"reply": "I could not find it"}', False),
+        ('{"reply": "QZT-4821-KLM"', False),  # not JSON: judged as the text it is
+    ],
+)
+def test_a_json_answer_is_read_inside_under_strict_scoring(answer, hit):
+    assert score(answer, NEEDLE, _s("strict")) is hit
+
+
+def test_answer_in_json_keeps_text_that_is_not_json():
+    from needle_action.recall.trials.scoring import answer_in_json
+
+    assert answer_in_json("QZT-4821-KLM.") == "QZT-4821-KLM."
+    assert answer_in_json('{"a": {"b": "x", "n": 7}, "ok": false}') == "x\n7"

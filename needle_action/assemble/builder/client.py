@@ -36,6 +36,7 @@ import datetime as dt
 import hashlib
 import json
 import math
+import re
 import signal
 import subprocess
 import sys
@@ -53,6 +54,7 @@ from needle_action.config.model import Config, PromptConfig
 from needle_action.core.dataformats import DataError, parse_json
 from needle_action.core.errors import ConfigError, NeedleError, TemplateError
 from needle_action.core.pipes import WorkerGone, close_every, receive, send, widen_pipe
+from needle_action.request.contextparts import ANCHORS_KEY, anchors_of
 from needle_action.request.prompt import RenderedPrompt
 
 BUILD_SECONDS = 10.0
@@ -192,9 +194,15 @@ class _Client:
     """One builder's worker and the batches sent to it."""
 
     def __init__(
-        self, spec: BuilderSpec, home: Path, python: str, who: sandbox.RunAs, unguarded_ok: bool = False
+        self,
+        spec: BuilderSpec,
+        home: Path,
+        chosen: sandbox.BuilderPython,
+        who: sandbox.RunAs,
+        unguarded_ok: bool = False,
     ) -> None:
-        self.spec, self.home, self.python, self.who = spec, home, python, who
+        self.spec, self.home, self.chosen, self.who = spec, home, chosen, who
+        self.python = chosen.path
         self.unguarded_ok = unguarded_ok  # the policy's [files] builders_unguarded
         self.refusal: NeedleError | None = None  # no guard here and no policy allowing that: never starts
         self.timing = _timing_of(spec)
@@ -434,17 +442,16 @@ def client_for(config: Config, prompt: PromptConfig) -> _Client:
     assert prompt.builder is not None
     spec = BuilderSpec.parse(prompt.builder)
     who = sandbox.run_as()
-    python, notice = sandbox.interpreter(who)
+    # how the Python was chosen is said only if a builder's import fails (builder_error)
+    chosen = sandbox.choose_python(who, config.root, config.files.builder_python)
     home = sandbox.repository_copy(config.workspace, who)
     if who.drops:
         sandbox.shield_git(config.root.resolve())
     unguarded_ok = config.files.builders_unguarded
-    key = (str(home), str(spec), python, who, unguarded_ok)
+    key = (str(home), str(spec), chosen.path, who, unguarded_ok)
     with _clients_lock:
         if key not in _clients:
-            if notice:
-                _note(notice)
-            _clients[key] = _Client(spec, home, python, who, unguarded_ok)
+            _clients[key] = _Client(spec, home, chosen, who, unguarded_ok)
         return _clients[key]
 
 
@@ -497,11 +504,41 @@ def network_error(spec: BuilderSpec, error: dict[str, Any]) -> BuilderError:
     )
 
 
-def builder_error(spec: BuilderSpec, error: dict[str, Any]) -> BuilderError:
+_NO_MODULE = re.compile(r"No module named '([^']+)'")
+
+
+def missing_module_error(
+    spec: BuilderSpec, error: dict[str, Any], chosen: sandbox.BuilderPython | None
+) -> BuilderError | None:
+    """A builder whose import of a package failed (ModuleNotFoundError): at the import's line, with
+    the one message about the builders' Python (which one, why, what to do)."""
+    m = _NO_MODULE.search(str(error.get("message") or ""))
+    if error.get("type") != "ModuleNotFoundError" or m is None:
+        return None
+    frames = error.get("frames") or []
+    file, line = spec.file, None
+    if frames and isinstance(frames[-1], list) and len(frames[-1]) == 4:
+        file, line = frames[-1][0], frames[-1][1]
+    python = chosen.why if chosen is not None else "the builders' Python"
+    return BuilderError(
+        f"the builder {spec} imports `{m.group(1)}`, which the builder's Python cannot import: "
+        f"builders run with {python}",
+        file=str(file),
+        line=line if isinstance(line, int) else None,
+        hint=chosen.advice if chosen is not None else "install the package for the builders' Python",
+    )
+
+
+def builder_error(
+    spec: BuilderSpec, error: dict[str, Any], chosen: sandbox.BuilderPython | None = None
+) -> BuilderError:
     """The worker's report of a failed call as the user's error, at the innermost line of theirs."""
     kind = error.get("kind")
     if kind == "network":
         return network_error(spec, error)
+    missing = missing_module_error(spec, error, chosen)
+    if missing is not None:
+        return missing
     frames = error.get("frames") or []
     what = f"{error.get('type')}: {error.get('message')}".strip(": ")
     if kind == "timeout":
@@ -514,10 +551,7 @@ def builder_error(spec: BuilderSpec, error: dict[str, Any]) -> BuilderError:
         hint = "builders assemble requests; they should not need gigabytes"
     elif kind == "import":
         message = f"importing the builder {spec} failed: {what}"
-        hint = (
-            "a builder may import the repository's own modules and the packages installed where needle "
-            'runs; check the path and function name in `builder = "file.py:function"`'
-        )
+        hint = 'check the path and function name in `builder = "file.py:function"`'
     elif kind == "return":
         message = f"the builder {spec} returned a value that is not JSON: {error.get('message')}"
         hint = "return a request body (a dict) or a messages list of plain data: str, numbers, lists, dicts"
@@ -550,9 +584,10 @@ def call_builder(config: Config, prompt: PromptConfig, kwargs: dict[str, Any]) -
         text = canonical(kwargs)
     except (TypeError, ValueError) as exc:
         raise ConfigError(f"the builder {spec} cannot be called with these variables: {exc}") from None
-    (result,) = client_for(config, prompt).build_many([text])
+    client = client_for(config, prompt)
+    (result,) = client.build_many([text])
     if "ok" not in result:
-        raise builder_error(spec, result.get("error") or {})
+        raise builder_error(spec, result.get("error") or {}, client.chosen)
     return result["ok"]
 
 
@@ -650,7 +685,7 @@ def render_built(
 
     spec = BuilderSpec.parse(prompt.builder or "")
     body = built_body(config, prompt, variables)
-    return as_rendered(
+    rendered = as_rendered(
         body,
         source=prompt.builder or "",
         fixture=fixture,
@@ -658,6 +693,11 @@ def render_built(
         error_cls=BuilderError,
         what=f"the value the builder {spec} returned",
     )
+    var = prompt.context_var
+    anchors = anchors_of(variables[var]) if var and var in variables else None
+    if anchors:  # wherever the builder put the context (a tool_result, documents), it counts as context
+        rendered = dataclasses.replace(rendered, meta={**rendered.meta, ANCHORS_KEY: anchors})
+    return rendered
 
 
 @atexit.register

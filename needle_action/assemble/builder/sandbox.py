@@ -15,10 +15,12 @@ worker that runs it (:mod:`~needle_action.assemble.builder.worker`) is started h
   file the workspace does not allow, no symlink leading out), owned by the worker's user;
   the original checkout's ``.git`` folder is closed to other users while the run lasts (it may hold
   the checkout's token, and its path is no secret);
-* **interpreter**: needle's own Python when the worker's user can execute it; else the first of
-  ``$NEEDLE_BUILDER_PYTHON``, ``/usr/local/bin/python3.X``, ``/usr/bin/python3.X`` (same version)
-  it can, with a notice that packages installed only beside needle are not importable; if none,
-  the run stops with an error naming the fix (fail closed: never the builder as root);
+* **interpreter** (:func:`choose_python`): ``$NEEDLE_BUILDER_PYTHON``, else ``[files]
+  builder_python`` (policy: the base branch's in the action), else the project's venv (``.venv/`` or
+  ``venv/`` beside needle.toml; not in the action, where a pull request could plant one), else
+  needle's own Python, else ``/usr/local/bin/python3.X`` or ``/usr/bin/python3.X``, the first the
+  worker's user can execute; how it was chosen is said only when a builder's import fails; if
+  none, the run stops with an error naming the fix (fail closed: never the builder as root);
 * **network**: none. The worker takes it away itself before it imports the builder
   (:mod:`~needle_action.assemble.builder.guard`, whose source goes on its command line:
   :func:`worker_command`); running as ourselves, needle first makes its own process undumpable
@@ -120,31 +122,116 @@ def _same_version_candidates() -> list[str]:
     return [f"/usr/local/bin/{version}", f"/usr/bin/{version}"]
 
 
-def interpreter(who: RunAs) -> tuple[str, str | None]:
-    """(the Python the worker runs, a notice when it is not needle's own)."""
+# a project's own virtual environment, looked for in the threshold file's folder
+VENV_FOLDERS = (".venv", "venv")
+SYSTEM = "system"  # ``[files] builder_python = "system"``: no project venv (the action's default)
+
+
+@dataclass(frozen=True)
+class BuilderPython:
+    """The interpreter builders run with, how it was chosen (``why``) and what to do when the app's
+    packages are not importable with it (``advice``): both said only when a builder's import fails."""
+
+    path: str
+    why: str
+    advice: str
+
+
+def _venv_advice(who: RunAs) -> str:
+    user = f"user {who.name}" if who.drops else "this user"
+    version = f"python{sys.version_info.major}.{sys.version_info.minor}"
+    return (
+        f"give the builders a Python that has the app's packages and that {user} can run: a venv in "
+        f"the repository (.venv/ or venv/ beside needle.toml) is used on its own; elsewhere, e.g. "
+        f"`/usr/bin/{version} -m venv /opt/app-venv && /opt/app-venv/bin/pip install -r "
+        f'requirements.txt`, then `[files] builder_python = "/opt/app-venv/bin/python"` in needle.toml '
+        "(or $NEEDLE_BUILDER_PYTHON); in the action, the `requirements` input installs the base "
+        "branch's requirements for the builders"
+    )
+
+
+def _closed_folder(executable: str, who: RunAs) -> Path | None:
+    """The first folder on the way to EXECUTABLE (or its target) that WHO cannot enter."""
+    try:
+        real = Path(executable).resolve(strict=True)
+    except OSError:
+        return None
+    for folder in [*reversed(Path(os.path.abspath(executable)).parents), *reversed(real.parents)]:
+        with contextlib.suppress(OSError):
+            if who.drops and not _others_can(folder, who, stat.S_IXOTH):
+                return folder
+    return None
+
+
+def _unusable(path: str, who: RunAs, what: str) -> str:
+    """Why WHO cannot run PATH, precisely."""
+    user = f"user {who.name}" if who.drops else "this user"
+    folder = _closed_folder(path, who)
+    if folder is not None:
+        return (
+            f"{what} {path} is not usable by {user}: {folder} is closed to other users (mode "
+            f"{stat.S_IMODE(folder.stat().st_mode):o}); builders never run as root"
+        )
+    return f"{what} {path} cannot be executed by {user}"
+
+
+def _configured(setting: str, root: Path | None, who: RunAs) -> BuilderPython:
+    """``[files] builder_python``: a path relative to the threshold file's folder, or absolute."""
+    path = Path(setting) if Path(setting).is_absolute() or root is None else root / setting
+    if not os.path.lexists(path):
+        raise ConfigError(
+            f"[files] builder_python names {setting}, which does not exist",
+            hint="name the Python of a venv holding the app's packages (e.g. .venv/bin/python), or "
+            "remove the key to let needle choose",
+        )
+    if not reachable(str(path), who):
+        raise ConfigError(_unusable(str(path), who, "[files] builder_python,"), hint=_venv_advice(who))
+    return BuilderPython(str(path), f"{path} ([files] builder_python)", _venv_advice(who))
+
+
+def choose_python(who: RunAs, root: Path | None = None, setting: str | None = None) -> BuilderPython:
+    """The builders' Python: $NEEDLE_BUILDER_PYTHON, else ``[files] builder_python`` (SETTING), else
+    the project's venv in ROOT (unless SETTING is ``"system"``), else needle's own Python, else a
+    system Python of the same version the user can run. Fails closed: never the builder as root."""
     override = environment.builder_python()
     if override:
         if not reachable(override, who):
             raise ConfigError(
-                f"${PYTHON_ENV} names {override}, which user {who.name or 'this user'} cannot execute",
+                _unusable(override, who, f"${PYTHON_ENV},"),
                 hint="point it at a Python in a folder every user can read, such as /usr/local/bin",
             )
-        return override, None
+        return BuilderPython(override, f"{override} (${PYTHON_ENV})", _venv_advice(who))
+    if setting and setting != SYSTEM:
+        return _configured(setting, root, who)
+    advice, blocked = _venv_advice(who), None
+    for folder in VENV_FOLDERS if root is not None and setting is None else ():
+        venv = Path(root or ".") / folder / "bin" / "python"
+        if os.path.lexists(venv):
+            if reachable(str(venv), who):
+                return BuilderPython(str(venv), f"the project's venv {venv}", advice)
+            blocked = blocked or _unusable(str(venv), who, "the project's venv")
+    if blocked:
+        advice = f"{blocked}. {advice}"
     if reachable(sys.executable, who):
-        return sys.executable, None
+        return BuilderPython(sys.executable, f"needle's own Python ({sys.executable})", advice)
     for candidate in _same_version_candidates():
         if os.path.exists(candidate) and reachable(candidate, who):
-            return candidate, (
-                f"builders run with {candidate} as user {who.name}: needle's own Python "
-                f"({sys.executable}) is in a folder that user cannot read, so packages installed only "
-                f"there are not importable by builders (set ${PYTHON_ENV} to choose)"
+            why = f"{candidate} as user {who.name}, " + _unusable(
+                sys.executable, who, "since needle's own Python"
             )
+            return BuilderPython(candidate, why, advice)
     raise ConfigError(
         f"builders run as user {who.name} (needle runs as root), who cannot execute needle's Python "
         f"({sys.executable}: a folder on its path is not readable by other users)",
         hint=f"install Python where every user can read it (/usr/local, as in the action's image), "
         f"or set ${PYTHON_ENV} to such an interpreter; builders never run as root",
     )
+
+
+def interpreter(who: RunAs, root: Path | None = None, setting: str | None = None) -> tuple[str, str | None]:
+    """(the Python the worker runs, how it was chosen when it is not needle's own)."""
+    chosen = choose_python(who, root, setting)
+    return chosen.path, None if chosen.path == sys.executable else chosen.why
 
 
 # --------------------------------------------------------------------------- the copy

@@ -50,6 +50,8 @@ class Declared:
     params: JSON = field(default_factory=dict)
     unresolved: tuple[str, ...] = ()  # tools named without a definition (Dotprompt's ``tools``)
     unresolved_schema: str | None = None  # Dotprompt ``output.schema: Name``, registered in code
+    schema_line: int | None = None  # the template line naming it
+    tools_line: int | None = None  # the template line naming the unresolved tools
 
     def over(self, base: Declared) -> Declared:
         """SELF's declarations over BASE's: tools replace (a tools list settles the names BASE
@@ -60,6 +62,8 @@ class Declared:
             params={**base.params, **self.params},
             unresolved=() if self.tools else base.unresolved,
             unresolved_schema=None if _STRUCTURED_OUTPUT & set(self.params) else base.unresolved_schema,
+            schema_line=base.schema_line,
+            tools_line=base.tools_line,
         )
 
 
@@ -89,8 +93,11 @@ def from_prompty(front: JSON, source_text: str, path: Path, workspace: Workspace
     """The declarations of a ``.prompty`` front matter's ``model.parameters``."""
     model = front.get("model")
     parameters = model.get("parameters") if isinstance(model, dict) else None
-    if parameters is None:
-        return Declared()
+    if parameters is None:  # Prompty 2: top-level tools, model.options
+        options = model.get("options") if isinstance(model, dict) else None
+        return Declared(
+            tools=_prompty2_tools(front.get("tools"), source_text, file), params=_options(options)
+        )
     line = _key_line(source_text, "parameters")
     if not isinstance(parameters, dict):
         raise TemplateError("model.parameters must be a mapping", file=file, line=line)
@@ -129,6 +136,67 @@ def _prompty_tools(
         raise TemplateError(
             f"model.parameters.tools: not a valid tool list: {exc}", file=file, line=line, hint=exc.hint
         ) from None
+
+
+_KINDS = {"string": "string", "integer": "integer", "int": "integer", "number": "number", "float": "number",
+          "boolean": "boolean", "bool": "boolean", "array": "array", "object": "object"}  # fmt: skip
+
+
+def _prompty2_tools(value: Any, source_text: str, file: str) -> tuple[JSON, ...]:
+    """Prompty 2's top-level ``tools``: ``{name, kind: function, description, parameters}``, the
+    parameters a list of ``{name, kind, description, required, enum}`` (or a JSON Schema)."""
+    if not isinstance(value, list):
+        return ()
+    tools: list[JSON] = []
+    for spec in value:
+        if (
+            not isinstance(spec, dict)
+            or not isinstance(spec.get("name"), str)
+            or spec.get("kind", "function") != "function"
+        ):
+            raise TemplateError(
+                "tools: each entry is {name, kind: function, description, parameters}",
+                file=file,
+                line=_key_line(source_text, "tools"),
+                hint="a tool of another kind (mcp, openapi, ...) is the application's: declare its schema in a tools file",
+            )
+        tool: JSON = {"name": spec["name"], "input_schema": _parameters_schema(spec.get("parameters"))}
+        if spec.get("description"):
+            tool["description"] = str(spec["description"])
+        tools.append(tool)
+    return tuple(tools)
+
+
+# Prompty 2's model.options -> request parameters (maxOutputTokens is reserve_output_tokens's job)
+_OPTIONS = {"temperature": "temperature", "topP": "top_p", "topK": "top_k", "stopSequences": "stop_sequences"}
+
+
+def _options(options: Any) -> JSON:
+    if not isinstance(options, dict):
+        return {}
+    return {ours: options[theirs] for theirs, ours in _OPTIONS.items() if theirs in options}
+
+
+def _parameters_schema(parameters: Any) -> JSON:
+    if isinstance(parameters, dict) and "type" in parameters:
+        return dict(parameters)  # a JSON Schema already
+    if isinstance(parameters, dict):
+        parameters = parameters.get("properties")
+    props: JSON = {}
+    required: list[str] = []
+    for p in parameters if isinstance(parameters, list) else []:
+        if isinstance(p, dict) and isinstance(p.get("name"), str):
+            prop: JSON = {"type": _KINDS.get(str(p.get("kind", "string")).lower(), "string")}
+            for key in ("description", "enum"):
+                if key in p:
+                    prop[key] = p[key]
+            props[p["name"]] = prop
+            if p.get("required"):
+                required.append(p["name"])
+    schema: JSON = {"type": "object", "properties": props}
+    if required:
+        schema["required"] = required
+    return schema
 
 
 def _prompty_choice(value: Any, file: str, line: int | None) -> JSON | None:

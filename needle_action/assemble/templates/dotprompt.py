@@ -514,7 +514,25 @@ def declared_by(source_text: str, path: Path, *, file: str) -> Declared:
         params=params,
         unresolved=tuple(unresolved),
         unresolved_schema=named,
+        schema_line=_front_line(source_text, "output", "schema") if named else None,
+        tools_line=_front_line(source_text, "tools") if unresolved else None,
     )
+
+
+def _front_line(text: str, key: str, child: str | None = None) -> int | None:
+    """The line of the front matter's top-level KEY (or of CHILD inside its mapping); None when
+    it is not written so (flow style, say)."""
+    inside = False
+    for i, line in enumerate(text.split("\n")[:500], start=1):
+        if re.match(rf"^{key}\s*:", line):
+            if child is None:
+                return i
+            inside = True
+        elif inside and re.match(rf"^\s+{child}\s*:", line):
+            return i
+        elif inside and line.strip() and not line[0].isspace():
+            inside = False
+    return None
 
 
 # ``output.schema: Recipe``: a schema the application registers in code (Genkit's defineSchema),

@@ -41,7 +41,7 @@ import threading
 from typing import Any
 
 from needle_action.assemble.templates.limits import MEMORY_BYTES, SIZE_HINT, RenderLimit
-from needle_action.assemble.templates.raw import render_raw
+from needle_action.assemble.templates.raw import RenderJob, render_raw
 from needle_action.core.errors import ConfigError, NeedleError, TemplateError
 from needle_action.core.pipes import PlainData, WorkerGone, exchange, serve, widen_pipe, worker_env
 from needle_action.core.workspace import Workspace
@@ -190,37 +190,25 @@ def available() -> bool:
     return os.name == "posix"
 
 
-# the same signature as template.render_raw, deliberately: this is its door across the worker
-# boundary (the arguments travel as they are, the worker calls render_raw with them)
-def render(
-    workspace: Workspace,
-    name: str,
-    variables: dict[str, Any],
-    *,
-    file: str,
-    lenient: bool = False,
-    blocks: tuple[bool, bool] = (False, False),
-) -> str:
-    """The raw output of template NAME of the WORKSPACE with VARIABLES, rendered in a worker process.
+def render(workspace: Workspace, job: RenderJob) -> str:
+    """The raw output of JOB's template in the WORKSPACE, rendered in a worker process.
 
-    LENIENT renders an undefined name as empty (the Prompty and Dotprompt runtimes' semantics)
-    instead of raising. Raises the TemplateError (or ConfigError) the render raised, with its file
-    and line, or a TemplateError naming FILE when the worker ran out of time or died.
+    Raises the TemplateError (or ConfigError) the render raised, with its file and line, or a
+    TemplateError naming the job's file when the worker ran out of time or died.
     """
     if not available():
-        return render_raw(workspace, name, variables, file=file, lenient=lenient, blocks=blocks)
+        return render_raw(workspace, job)
     try:
-        payload = pickle.dumps(
-            (workspace.plain(), name, variables, file, os.getcwd(), lenient, blocks), protocol=5
-        )
+        fields = (job.name, job.variables, job.file, job.lenient, job.blocks)
+        payload = pickle.dumps((workspace.plain(), os.getcwd(), *fields), protocol=5)
     except Exception:  # noqa: BLE001 - data we cannot send: render here, size checks still apply
-        return render_raw(workspace, name, variables, file=file, lenient=lenient, blocks=blocks)
+        return render_raw(workspace, job)
     worker = _pool.acquire()
     try:
         answer = worker.call(payload, RENDER_SECONDS + GRACE_SECONDS)
     except WorkerGone as exc:
         _pool.discard(worker)
-        raise _gone(str(exc), file) from None
+        raise _gone(str(exc), job.file) from None
     except BaseException:
         _pool.discard(worker)
         raise
@@ -268,15 +256,13 @@ def _limit_memory() -> None:
 
 
 def _answer(request: tuple[Any, ...]) -> tuple[Any, ...]:
-    workspace, name, variables, file, cwd, lenient, blocks = request
+    workspace, cwd, *fields = request
+    job = RenderJob(*fields)
     if os.getcwd() != cwd:
         os.chdir(cwd)  # display paths in messages are relative to the parent's working directory
     signal.setitimer(signal.ITIMER_REAL, RENDER_SECONDS)
     try:
-        answer = render_raw(
-            Workspace.from_plain(workspace), name, variables, file=file, lenient=lenient, blocks=blocks
-        )
-        return ("ok", answer)
+        return ("ok", render_raw(Workspace.from_plain(workspace), job))
     except NeedleError as exc:
         loc = exc.location
         # after a timeout or a memory error the worker is replaced: its heap may be in a sorry state
@@ -287,7 +273,7 @@ def _answer(request: tuple[Any, ...]) -> tuple[Any, ...]:
             "error",
             "TemplateError",
             f"rendering failed: {type(exc).__name__}",
-            file,
+            job.file,
             None,
             None,
             None,

@@ -11,10 +11,13 @@ import base64
 import re
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from needle_action.assemble.templates.fixtures import load_fixture
-from needle_action.core.dataformats import JSON, DataError, parse_yaml
+from needle_action.config.cases import MAX_FIXTURE_BYTES
+from needle_action.core.dataformats import JSON, DataError, parse_json, parse_yaml
 from needle_action.core.errors import TemplateError
+from needle_action.core.paths import display_path, read_text
 from needle_action.core.workspace import Workspace
 from needle_action.request.prompt import Message
 
@@ -80,17 +83,61 @@ def prompty_defaults(front: JSON, prompty_path: Path, workspace: Workspace, file
         ref = m.group(1).strip() if m else ref
         target = workspace.confine(prompty_path.parent / ref, what="the .prompty sample file", file=file)
         out.update(load_fixture(target))
+    # a value may itself be a file (`research: ${file:research.json}`), as Prompty reads it
+    for key, value in out.items():
+        m = _FILE_REF.fullmatch(value.strip()) if isinstance(value, str) else None
+        if m is not None:
+            target = workspace.confine(
+                prompty_path.parent / m.group(1).strip(), what="a .prompty sample file", file=file
+            )
+            out[key] = _file_value(target, file)
     return out
 
 
+def _file_value(path: Path, file: str) -> Any:
+    """The value a ``${file:...}`` reference stands for: a JSON or YAML file's data, else its text."""
+    if not path.is_file():
+        raise TemplateError(
+            f"the sample file {path.name} is not found",
+            file=file,
+            hint="${file:...} is relative to the .prompty file",
+        )
+    text = read_text(
+        path,
+        what="sample file",
+        error_cls=TemplateError,
+        file=display_path(path),
+        max_bytes=MAX_FIXTURE_BYTES,
+    )
+    suffix = path.suffix.lower()
+    if suffix not in (".json", ".yaml", ".yml"):
+        return text
+    try:
+        return parse_json(text) if suffix == ".json" else parse_yaml(text)
+    except DataError as exc:
+        raise TemplateError(
+            f"syntax error in the sample file: {exc.message}",
+            file=display_path(path),
+            line=exc.line,
+            column=exc.column,
+        ) from None
+
+
 def _input_defaults(inputs: object) -> JSON:
-    """``inputs.X.default`` (else ``inputs.X.sample``) for each declared input that has one."""
+    """``inputs.X.default`` (else its ``sample`` or ``example``) for each declared input that has
+    one: Prompty 1's mapping of inputs, or Prompty 2's list of ``{name, kind, default, example}``."""
     out: JSON = {}
+    if isinstance(inputs, list):  # Prompty 2
+        inputs = {
+            spec["name"]: spec
+            for spec in inputs
+            if isinstance(spec, dict) and isinstance(spec.get("name"), str)
+        }
     if not isinstance(inputs, dict):
         return out
     for name, spec in inputs.items():
         if isinstance(spec, dict):
-            for key in ("default", "sample"):
+            for key in ("default", "sample", "example"):
                 if key in spec:
                     out[str(name)] = spec[key]
                     break

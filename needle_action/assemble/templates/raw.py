@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import traceback
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 from jinja2.exceptions import SecurityError, TemplateNotFound, TemplateSyntaxError, UndefinedError
@@ -20,30 +21,34 @@ from needle_action.core.paths import display_path
 from needle_action.core.workspace import Workspace
 
 
-# isolate.render repeats this signature on purpose: it is this function's door into the worker
-def render_raw(
-    workspace: Workspace,
-    name: str,
-    variables: dict[str, Any],
-    *,
-    file: str,
-    lenient: bool = False,
-    blocks: tuple[bool, bool] = (False, False),
-) -> str:
-    """The raw output (sentinels included) of template NAME of the WORKSPACE, in this process.
+@dataclass(frozen=True)
+class RenderJob:
+    """One render of template NAME (relative to the workspace) with VARIABLES: what
+    :func:`render_raw` runs and what the render worker receives. FILE names the template in
+    messages. LENIENT renders an undefined name as empty (the Prompty and Dotprompt runtimes'
+    semantics) instead of raising. BLOCKS is Jinja's (trim_blocks, lstrip_blocks), as the
+    application's Environment sets them (Handlebars has no such switch: a ``.prompt`` ignores it)."""
 
-    BLOCKS is Jinja's (trim_blocks, lstrip_blocks), as the application's Environment sets them
-    (Handlebars has no such switch: a ``.prompt`` ignores it).
+    name: str
+    variables: dict[str, Any]
+    file: str
+    lenient: bool = False
+    blocks: tuple[bool, bool] = (False, False)
+
+
+def render_raw(workspace: Workspace, job: RenderJob) -> str:
+    """The raw output (sentinels included) of JOB's template in the WORKSPACE, in this process.
 
     Everything a template raises becomes a TemplateError at the template line that raised it. The
     size checks of the sandbox apply; time and memory are bounded only in the render worker, which
     is what calls this (:func:`needle_action.assemble.templates.isolate.render`).
     """
+    name, variables, file, lenient = job.name, job.variables, job.file, job.lenient
     if name.lower().endswith(".prompt"):  # Dotprompt: the Handlebars engine, metered (dotprompt.py)
         from needle_action.assemble.templates.dotprompt import render_raw as render_dotprompt
 
         return render_dotprompt(workspace, workspace.root / name, variables, file=file, strict=not lenient)
-    env = environment_for(workspace, lenient=lenient, blocks=blocks)
+    env = environment_for(workspace, lenient=lenient, blocks=job.blocks)
     try:
         return env.get_template(name).render(scrub(variables))
     except NeedleError:
@@ -60,7 +65,7 @@ def _template_frame(exc: BaseException, loader: RootLoader) -> tuple[str | None,
     found: tuple[str | None, int | None] = (None, None)
     for frame in traceback.extract_tb(exc.__traceback__):
         if frame.filename in loader.filenames:
-            found = (loader.filenames[frame.filename], frame.lineno)
+            found = (loader.filenames[frame.filename], loader.line_of(frame.filename, frame.lineno))
     return found
 
 
@@ -111,7 +116,7 @@ def _as_template_error(exc: BaseException, loader: RootLoader, default_file: str
         return TemplateError(
             f"template syntax error: {exc.message}",
             file=file,
-            line=exc.lineno,
+            line=loader.line_of(exc.filename or "", exc.lineno),
             hint="check the {% ... %} and {{ ... }} tags on this line",
         )
     frame_file, line = _template_frame(exc, loader)

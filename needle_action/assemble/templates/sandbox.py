@@ -34,6 +34,8 @@ from markupsafe import Markup
 
 from needle_action.assemble.templates import limits
 from needle_action.assemble.templates.prompty import split_prompty
+from needle_action.assemble.templates.semantic_kernel import refuse_sk_prompt_file
+from needle_action.assemble.templates.sk_jinja import sk_translated
 from needle_action.core.errors import TemplateError
 from needle_action.core.paths import PathEscape, display_path, read_text
 from needle_action.core.workspace import ESCAPE_REASONS, Workspace
@@ -57,9 +59,12 @@ MAX_TEMPLATE_BYTES = 2_000_000
 def read_template(path: Path, file: str) -> str:
     """A template's text (at most MAX_TEMPLATE_BYTES), or a TemplateError at FILE saying why not."""
     try:
-        return read_text(
+        text = read_text(
             path, what="template", error_cls=TemplateError, file=file, max_bytes=MAX_TEMPLATE_BYTES
         )
+        if path.suffix.lower() == ".prompt":
+            refuse_sk_prompt_file(text, file, path.name)
+        return text
     except FileNotFoundError:
         raise TemplateError("template file not found", file=file) from None
     except OSError as exc:
@@ -124,6 +129,9 @@ class _Rendered(str):
     """Output of a macro, ``caller()`` or ``super()``: template text, already sentinel-marked inside."""
 
 
+_ADDRESS = re.compile(r" at 0x[0-9a-fA-F]+(?=>)")
+
+
 def finalize(value: Any) -> str:
     """Wrap every ``{{ ... }}`` result in sentinels so the marker splitter can tell data from template."""
     if isinstance(value, _Rendered):
@@ -133,6 +141,10 @@ def finalize(value: Any) -> str:
         limits.check_output_piece(payload)
         return f"{OPEN}{BLOCKS_OPEN}{payload}{BLOCKS_CLOSE}{CLOSE}"
     text = str(value)  # StrictUndefined raises here, which is what we want
+    if callable(value) and not isinstance(value, str):
+        # `{{ item.title }}` on a string prints the method (`<built-in method title of str object
+        # at 0x7f...>`, as Jinja does): its address differs each run, so it is dropped
+        text = _ADDRESS.sub("", text)
     limits.check_output_piece(text)
     if OPEN in text or CLOSE in text:
         if _balanced(text):
@@ -176,6 +188,14 @@ class RootLoader(jinja2.BaseLoader):
         self.workspace = workspace
         self.root = self.workspace.root
         self.filenames: dict[str, str] = {}  # absolute filename -> display path
+        self.line_maps: dict[str, list[int]] = {}  # a translated template's line -> its file's line
+
+    def line_of(self, filename: str, line: int | None) -> int | None:
+        """LINE of FILENAME's rendered source as a line of the file (they differ when translated)."""
+        lines = self.line_maps.get(filename)
+        if lines is None or line is None or not 0 < line <= len(lines):
+            return line
+        return lines[line - 1]
 
     def check_name(self, name: str) -> Path:
         """The file NAME (relative to the root) stands for, or AccessDenied."""
@@ -197,6 +217,10 @@ class RootLoader(jinja2.BaseLoader):
         self.filenames[filename] = display_path(full)
         if full.suffix.lower() == ".prompty":
             text = split_prompty(text, display_path(full)).body
+        elif full.suffix.lower() != ".prompt":  # Semantic Kernel's basic syntax, as Jinja
+            text, lines = sk_translated(text, display_path(full), full.name)
+            if lines is not None:
+                self.line_maps[filename] = lines
 
         def uptodate() -> bool:
             try:

@@ -29,7 +29,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from needle_action.assemble.render import render_case
-from needle_action.assemble.templates.fixtures import load_fixture
+from needle_action.assemble.templates.defaults import case_variables
 from needle_action.config.model import Config, PromptConfig, RecallSettings
 from needle_action.core.errors import ConfigError
 from needle_action.core.names import GOLD_STYLE
@@ -195,7 +195,7 @@ def stored_source(
     fixture = relative(config.root, fixture_path, resolved=True) if fixture_path is not None else None
     keys = None
     if GOLD_STYLE in prompt.recall.styles and fixture_path is not None:
-        keys = answer_keys(load_fixture(fixture_path))
+        keys = answer_keys(case_variables(config, prompt, fixture_path))
     content = render_case(config, prompt, fixture_path).content_hash()
     digest = settings_hash(
         config, prompt, content_hash=content, fixture=fixture, sizes=sizes, answer_keys=keys

@@ -18,10 +18,11 @@ from pathlib import Path
 
 from needle_action.core.errors import ConfigError
 from needle_action.providers.base import Breakpoint, Completion
+from needle_action.providers.retry import RequestInvalid
 from needle_action.recall.run.cells import CellRun
 from needle_action.recall.run.prebuild import every_trial
 from needle_action.recall.run.prefix import find_mark
-from needle_action.recall.run.scheduler import PromptPlan, bill, judged, trial_needles
+from needle_action.recall.run.scheduler import PromptPlan, bill, judged, located, trial_needles
 from needle_action.recall.trials.haystack import Trial, needle_anchor
 
 
@@ -80,6 +81,8 @@ async def _run_group(plans: list[PromptPlan], cache_dir: Path) -> None:
     for cid, plan, cell, index, trial, _ in sorted(items, key=lambda it: it[3]):
         got = answers.get(cid)
         rs = plan.prompt.recall
+        if isinstance(got, RequestInvalid):  # the API refused the request itself: exit 2, named
+            raise located(got, plan)
         if not isinstance(got, Completion):
             cell.lost.add(index)  # a batch request that errored or expired: that trial is lost
             plan.outcome.lost_trials += 1
@@ -88,7 +91,9 @@ async def _run_group(plans: list[PromptPlan], cache_dir: Path) -> None:
         bill(plan, trial, got)  # the live run's billing rule, at the batch price
         before = cell.discarded
         counted = cell.receive(
-            judged(index, trial, got.text, rs, tool_call=got.tool_call), rs.threshold, rs.early_stop
+            judged(index, trial, got.text, rs, tool_call=got.tool_call, tool_input=got.tool_input),
+            rs.threshold,
+            rs.early_stop,
         )
         plan.outcome.calls += counted
         plan.outcome.speculative_calls += cell.discarded - before

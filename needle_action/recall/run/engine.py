@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Literal
 
 from needle_action.assemble.render import render_case
-from needle_action.assemble.templates.fixtures import load_fixture
+from needle_action.assemble.templates.defaults import case_variables
 from needle_action.config.model import Config, PromptConfig
 from needle_action.core.errors import ProviderUnavailable
 from needle_action.core.names import GOLD_STYLE
@@ -328,7 +328,7 @@ def _plan_prompt(
     # reuse before any counting: an unchanged prompt costs no model call and no tokenizer call
     keys = None
     if GOLD_STYLE in prompt.recall.styles and fixture_path is not None:  # not rendered, yet decide the result
-        keys = answer_keys(load_fixture(fixture_path))
+        keys = answer_keys(case_variables(config, prompt, fixture_path))
     content = base.content_hash()
     digest = settings_hash(
         config, prompt, content_hash=content, fixture=fixture, sizes=sizes, answer_keys=keys

@@ -59,7 +59,7 @@ from needle_action.core.errors import ProviderUnavailable
 from needle_action.core.names import GOLD_STYLE
 from needle_action.providers.base import Completion
 from needle_action.providers.pricing import price_of
-from needle_action.providers.retry import RequestRejected, RetriesExhausted
+from needle_action.providers.retry import RequestInvalid, RequestRejected, RetriesExhausted
 from needle_action.recall.run import caps
 from needle_action.recall.run.build_queue import BUILDERS, BuildQueue, trial_needles
 from needle_action.recall.run.cells import CellRun
@@ -294,6 +294,8 @@ class Scheduler:
             return self._record(call, task.result())
         if isinstance(exc, RetriesExhausted):
             return self._lost(call, state, exc)
+        if isinstance(exc, RequestInvalid):  # a request bug, not an outage: the run stops, exit 2
+            raise located(exc, plan)
         if isinstance(exc, RequestRejected):
             cell.in_flight.discard(call.index)
             return stop_plan(plan, exc.message)
@@ -326,7 +328,8 @@ class Scheduler:
     def _record(self, call: _Call, completion: Completion) -> None:
         plan, cell, rs = call.plan, call.cell, call.plan.prompt.recall
         bill(plan, call.trial, completion)
-        answer = judged(call.index, call.trial, completion.text, rs, tool_call=completion.tool_call)
+        c = completion
+        answer = judged(call.index, call.trial, c.text, rs, tool_call=c.tool_call, tool_input=c.tool_input)
         before = cell.discarded
         counted = cell.receive(answer, rs.threshold, rs.early_stop)
         plan.outcome.speculative_calls += cell.discarded - before
@@ -356,11 +359,28 @@ class Scheduler:
                 plan.outcome.cost_usd += call.estimate  # it may be billed for what it read
 
 
+def located(exc: RequestInvalid, plan: PromptPlan) -> RequestInvalid:
+    """EXC located at PLAN's prompt file when the provider's answer did not say where."""
+    if not exc.location.file:
+        exc.location.file = plan.prompt.source_file
+    return exc
+
+
 def judged(
-    index: int, trial: Trial, text: str, rs: RecallSettings, *, tool_call: str | None = None
+    index: int,
+    trial: Trial,
+    text: str,
+    rs: RecallSettings,
+    *,
+    tool_call: str | None = None,
+    tool_input: str | None = None,
 ) -> RecallAnswer:
     """TEXT, the answer to TRIAL, judged: hit, and whether a miss repeated a look-alike's value. A
-    reply that called TOOL_CALL instead of answering is a miss of its own kind, whatever its text."""
+    reply that called TOOL_CALL instead of answering is a miss of its own kind, whatever its text,
+    unless the request forced a tool (``tool_choice`` any or tool): its TOOL_INPUT is then the answer."""
+    choice = trial.rendered.tool_choice
+    if tool_call is not None and tool_input is not None and (choice or {}).get("type") in ("any", "tool"):
+        text, tool_call = tool_input, None
     verdict = judge(text, trial.needle, rs, tool_call=tool_call)
     return RecallAnswer(
         trial=index,

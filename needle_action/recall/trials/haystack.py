@@ -35,14 +35,15 @@ from typing import Any
 from needle_action.assemble.recorded import prompt_variables
 from needle_action.assemble.render import render_case
 from needle_action.config import Config, PromptConfig
-from needle_action.core.errors import TemplateError
 from needle_action.core.names import GOLD_STYLE
 from needle_action.recall.trials.filler import repo_passages, scrub, split_paragraphs
 from needle_action.recall.trials.gold_hay import GoldHay
+from needle_action.recall.trials.lost import data_where, lost_needle
 from needle_action.recall.trials.placement import Placer
 from needle_action.recall.trials.probes.gold import TrialOrders, resolve_gold
 from needle_action.recall.trials.probes.needle import Needle
 from needle_action.recall.trials.sizing import (
+    ContextDoesNotGrow,
     FillerStream,
     FillerUnit,
     Render,
@@ -101,7 +102,7 @@ class HaystackBuilder:
         self.fixture_path = Path(fixture_path) if fixture_path is not None else None
         self.variables: dict[str, Any] = prompt_variables(config, prompt, self.fixture_path)
         original = self.variables.get(self.context_var)
-        self._shape = detect_shape(original, self.context_var, {"file": self.fixture_path or config.path})
+        self._shape = detect_shape(original, self.context_var, data_where(config, prompt, self.fixture_path))
         if self._shape.is_list:
             self._shape.items = deep_scrub(self._shape.items)
         self._units = UnitMaker(self._shape, unit_counter_for(counter))
@@ -268,7 +269,13 @@ class HaystackBuilder:
         words = self._layout.get(key)
         if words is None:
             where = {**prompt_where(self.config, self.prompt), "prompt": self.prompt.name}
-            words = search_words(size, self._renderer(stream, depth, reference), stream, where)
+            try:
+                words = search_words(size, self._renderer(stream, depth, reference), stream, where)
+            except ContextDoesNotGrow as exc:
+                render = self._render
+                raise lost_needle(
+                    self.config, self.prompt, self._shape, render, reference, (exc.size, exc.reached)
+                ) from None
             self._layout[key] = words
         rendered = self._render(self._placer.context(stream.take(words), depth, needle), needle.question)
         if gold and self._gold is not None:
@@ -312,12 +319,7 @@ class HaystackBuilder:
             c = m.text.find(fact)
             if c >= 0:
                 return self._measure(cut_before(rendered, j, c))
-        raise TemplateError(
-            f"the needle does not appear in the rendered prompt {self.prompt.name!r}: the template does not "
-            f"print {self.context_var!r} verbatim",
-            file=self.config.template_path(self.prompt),
-            hint=f"recall hides a fact in {self.context_var!r}; the template must show its text unchanged",
-        )
+        raise lost_needle(self.config, self.prompt, self._shape, self._render, needle)
 
 
 def needle_anchor(fact: str) -> str:

@@ -23,13 +23,22 @@ A reply that is a **tool call** instead of text (the prompt sends its tools, and
 call one rather than answer) is a miss, counted apart ("answered with a tool call in 3/20"): not
 an empty answer, not an abstention, whatever text came with the call.
 
+**Structured output.** A request that forces a JSON schema (``output_config.format``, OpenAI's
+``response_format``, a Dotprompt's ``output.schema``) is sent as the application sends it, so the
+model answers in JSON; the answer judged is then the text inside that JSON (:func:`answer_in_json`:
+its string and number values, one a line), so ``{"answer": "QZT-4821-KLM"}`` is a hit under
+``strict`` scoring too. A request that forces a tool (``tool_choice`` any or tool) is answered by a
+call: its input, read the same way, is the answer, not a tool-call miss.
+
 Raw answers are kept by the engine; this module only judges them.
 """
 
 from __future__ import annotations
 
+import json
 import re
 from dataclasses import dataclass
+from typing import Any
 
 from needle_action.config import RecallSettings
 from needle_action.core.names import GOLD_STYLE
@@ -41,7 +50,7 @@ from needle_action.recall.trials.probes.needle import Needle
 # but a misbehaving server could send anything.
 _MAX_ANSWER_CHARS = 4000
 
-__all__ = ["Judgement", "judge", "normalise", "score"]
+__all__ = ["Judgement", "answer_in_json", "judge", "normalise", "score"]
 
 
 @dataclass(frozen=True)
@@ -89,6 +98,38 @@ def _gold_hit(answer_text: str, needle: Needle) -> bool:
     return any(contains(answer_text, s) for s in needle.accepted or (needle.answer,))
 
 
+_FENCE = re.compile(r"^```[a-zA-Z]*\s*\n(.*)\n```$", re.S)
+
+
+def _leaves(value: Any, out: list[str]) -> None:
+    if isinstance(value, dict):
+        for v in value.values():
+            _leaves(v, out)
+    elif isinstance(value, list):
+        for v in value:
+            _leaves(v, out)
+    elif isinstance(value, str | int | float) and not isinstance(value, bool):
+        out.append(str(value))
+
+
+def answer_in_json(text: str) -> str:
+    """The text inside a JSON answer (an object or array, fenced or not): its string and number
+    values, one a line; TEXT itself when it is not JSON."""
+    body = text.strip()
+    fenced = _FENCE.match(body)
+    if fenced:
+        body = fenced.group(1).strip()
+    if not body.startswith(("{", "[")):
+        return text
+    try:
+        value = json.loads(body)
+    except ValueError:
+        return text
+    leaves: list[str] = []
+    _leaves(value, leaves)
+    return "\n".join(leaves)
+
+
 def judge(
     answer_text: str, needle: Needle, settings: RecallSettings, *, tool_call: str | None = None
 ) -> Judgement:
@@ -97,7 +138,17 @@ def judge(
     not a look-alike), whatever text came with it."""
     if tool_call is not None:
         return Judgement(False, tool_call=True)
-    answer_text = (answer_text or "")[:_MAX_ANSWER_CHARS]
+    raw = (answer_text or "")[:_MAX_ANSWER_CHARS]
+    answer_text = answer_in_json(raw)
+    if answer_text is raw:  # not JSON: judged as it is
+        return _judge_text(raw, needle, settings)
+    return _judge_text(answer_text, needle, settings, values=True)
+
+
+def _judge_text(
+    answer_text: str, needle: Needle, settings: RecallSettings, *, values: bool = False
+) -> Judgement:
+    """ANSWER_TEXT judged; VALUES: it holds a JSON answer's values, one a line, each an answer too."""
     confused = any(contains(answer_text, v) for v in needle.distractor_values)
     if needle.absent:
         phrases = settings.abstain_phrases
@@ -109,8 +160,9 @@ def judge(
         return Judgement(hit, confused)
     if needle.style == GOLD_STYLE:
         hit = _gold_hit(answer_text, needle)
-    else:
-        hit = _value_hit(answer_text, needle, settings)
+    else:  # a JSON answer's values are each an answer too (strict scoring of {"answer": ..., ...})
+        texts = [answer_text, *answer_text.splitlines()] if values else [answer_text]
+        hit = any(_value_hit(t, needle, settings) for t in dict.fromkeys(texts))
     return Judgement(hit, confused and not hit)
 
 

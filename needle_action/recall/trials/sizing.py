@@ -31,6 +31,15 @@ class SizeTooSmall(ConfigError):
     """The requested size is below what the prompt needs with an empty context and the needle."""
 
 
+class ContextDoesNotGrow(Exception):  # noqa: N818 - a fact the caller words, not an error of its own
+    """Filler added to the context slot does not make the prompt grow (a filter cuts it, a branch
+    skips it): the size cannot be reached. Carries the largest prompt measured."""
+
+    def __init__(self, size: int, reached: int) -> None:
+        super().__init__(size, reached)
+        self.size, self.reached = size, reached
+
+
 @dataclass
 class FillerUnit:
     item: Any
@@ -155,6 +164,8 @@ def search_words(size: int, render: Render, stream: FillerStream, where: dict[st
     best: tuple[int, RenderedPrompt, int, int] = (abs(size - floor), floor_prompt, floor, 0)
     if best[0] > tol:
         best = _search(size, tol, floor, stream, render, best)
+    if best[2] < size - max(tol, size // 5):
+        raise ContextDoesNotGrow(size, best[2])
     return best[3]
 
 

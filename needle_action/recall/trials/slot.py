@@ -149,10 +149,12 @@ def detect_shape(value: Any, var: str, where: dict[str, Any]) -> SlotShape:
         raise ConfigError(
             f"the items of {var!r} mix types; recall needs all strings or all tables/dicts", **where
         )
+    one = " (a list of one document is [ {...} ])" if isinstance(value, dict) else ""
     raise ConfigError(
         f"recall cannot fill {var!r}: it is a {type(value).__name__}, not text or a list",
         **where,
-        hint="context_var must name the variable holding the context: a string, or a list of documents/turns",
+        hint="context_var must name the variable holding the context: a string, or a list of "
+        f"documents/turns{one}",
     )
 
 
