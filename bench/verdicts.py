@@ -354,14 +354,15 @@ def table(rows: list[tuple[Scenario, float, Tally]]) -> str:
     return "\n".join(lines)
 
 
-def write_docs(text: str) -> None:
+def write_docs(text: str, begin: str = BEGIN, end: str = END) -> None:
+    """TEXT between the markers BEGIN and END of docs/benchmarks.md (appended when they are not there)."""
     doc = DOCS.read_text(encoding="utf-8")
-    if BEGIN in doc and END in doc:
-        head, rest = doc.split(BEGIN, 1)
-        _, tail = rest.split(END, 1)
-        doc = f"{head}{BEGIN}\n{text}\n{END}{tail}"
+    if begin in doc and end in doc:
+        head, rest = doc.split(begin, 1)
+        _, tail = rest.split(end, 1)
+        doc = f"{head}{begin}\n{text}\n{end}{tail}"
     else:
-        doc = doc.rstrip("\n") + f"\n\n{BEGIN}\n{text}\n{END}\n"
+        doc = doc.rstrip("\n") + f"\n\n{begin}\n{text}\n{end}\n"
     DOCS.write_text(doc, encoding="utf-8")
 
 

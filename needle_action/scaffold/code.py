@@ -45,6 +45,8 @@ SDK_CALLS = {
     ("responses", "parse"): "openai-responses",
     ("responses", "stream"): "openai-responses",
 }
+# `client.messages.with_raw_response.create(...)` sends the same request
+_RESPONSE_WRAPPERS = {"with_raw_response", "with_streaming_response"}
 TEMPLATE_CLASSES = {"ChatPromptTemplate", "PromptTemplate", "RichPromptTemplate"}
 TEMPLATE_METHODS = {"from_messages", "from_template", None}  # None: the constructor itself
 # Semantic Kernel functions made from a prompt string (the string holds SK's template syntax)
@@ -114,11 +116,24 @@ def _chain(node: ast.AST) -> list[str]:
     return out[::-1]
 
 
+def fstring_text(node: ast.JoinedStr) -> str:
+    """An f-string's text with each run-time value as ``{its expression}`` (``{date.today()}``)."""
+    parts = []
+    for v in node.values:
+        if isinstance(v, ast.Constant):
+            parts.append(str(v.value))
+        elif isinstance(v, ast.FormattedValue):
+            parts.append("{" + ast.unparse(v.value) + "}")
+    return "".join(parts)
+
+
 def string_value(node: ast.expr) -> str | None:
     """A string literal's value, also written ``"...".strip()`` or ``textwrap.dedent("...")``
     (how prompts are kept in constants); None for anything else."""
     if isinstance(node, ast.Constant) and isinstance(node.value, str):
         return node.value
+    if isinstance(node, ast.JoinedStr):  # an f-string: its run-time values stay as {expression}
+        return fstring_text(node)
     if isinstance(node, ast.Call) and not node.keywords:
         func = node.func
         if isinstance(func, ast.Attribute) and func.attr in ("strip", "lstrip", "rstrip") and not node.args:
@@ -260,7 +275,8 @@ class _Finder(ast.NodeVisitor):
         ):
             site = self._site(node, "prompt-constant")
             site.target, site.constants = self.assigned, {"system": self.assigned}
-            site.variables = _FIELD.findall(string_value(value) or "")  # str.format fields
+            if not isinstance(value, ast.JoinedStr):  # an f-string has no str.format fields left
+                site.variables = _FIELD.findall(string_value(value) or "")
             site.call = f"{self.assigned} = ... ({len(string_value(value) or ''):,} characters)"
             self.sites.append(site)
         self.generic_visit(node)
@@ -283,7 +299,7 @@ class _Finder(ast.NodeVisitor):
         )
 
     def visit_Call(self, node: ast.Call) -> None:  # noqa: N802
-        chain = _chain(node.func)
+        chain = [c for c in _chain(node.func) if c not in _RESPONSE_WRAPPERS]
         kind = SDK_CALLS.get((chain[-2], chain[-1])) if len(chain) >= 2 else None
         if kind and "threads" in chain:  # the Assistants API adds a message to a thread: no request
             kind = None

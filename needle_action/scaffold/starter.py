@@ -9,6 +9,7 @@ import os
 from pathlib import Path
 
 from needle_action.assemble.templates.semantic_kernel import SK_PROMPT_FILE
+from needle_action.config.cases import is_case_file
 from needle_action.config.loader import FIXTURE_SUFFIXES
 from needle_action.config.model import PromptSettings, RecallSettings
 from needle_action.core.errors import ConfigError
@@ -119,10 +120,15 @@ def _prompt_lines(f: FoundTemplate, d: PromptSettings) -> list[str]:
     elif f.tools_declared:
         out.append(f"# tools: {f.tools_declared}, from the template's model.parameters.tools")
     if f.fixtures:
-        out.append("fixtures = [" + ", ".join(_s(x) for x in f.fixtures) + "]   # each fixture is one case")
+        each = "each fixture is one case" + (
+            ", a .jsonl/.csv one a line/row" if any(is_case_file(x) for x in f.fixtures) else ""
+        )
+        out.append("fixtures = [" + ", ".join(_s(x) for x in f.fixtures) + f"]   # {each}")
     else:
         out.append(
-            '# fixtures = ["fixtures/' + f.name + '.yaml"]   # YAML/JSON/TOML files with the variables above'
+            '# fixtures = ["fixtures/'
+            + f.name
+            + '.yaml"]   # YAML/JSON/TOML files (or .jsonl/.csv datasets) with the variables above'
         )
     out.append(
         f"context_var = {_s(f.context_var)}   # the haystack slot recall fills"

@@ -45,6 +45,11 @@ def literal(node: ast.expr) -> Any:
         return getattr(literal(node.func.value), node.func.attr)()
     if isinstance(node, ast.Call) and getattr(node.func, "attr", getattr(node.func, "id", "")) == "dedent":
         return textwrap.dedent(literal(node.args[0]))
+    if isinstance(node, ast.JoinedStr):  # an f-string: its run-time values stay as {{expression}}
+        return "".join(
+            str(v.value) if isinstance(v, ast.Constant) else "{{" + ast.unparse(getattr(v, "value", v)) + "}}"
+            for v in node.values
+        )
     return ast.literal_eval(node)
 '''
 

@@ -18,6 +18,7 @@ from needle_action.assemble.templates.prompty import split_prompty
 from needle_action.assemble.templates.roles import split_sections
 from needle_action.assemble.templates.sandbox import environment_for
 from needle_action.assemble.templates.sk_jinja import sk_as_jinja
+from needle_action.config.cases import case_ref, is_case_file, read_cases
 from needle_action.config.model import Config, PromptConfig
 from needle_action.core.errors import NeedleError
 from needle_action.core.paths import is_inside
@@ -29,10 +30,12 @@ FIXTURE_DIR_NAMES = ("fixtures", "fixture", "samples", "testdata", "test_data")
 # besides every hidden folder (.git, .venv, the tool caches), which the walk skips by its dot
 SKIP_DIRS = {"venv", "node_modules", "__pycache__", "site-packages"}
 
-# Variable names that usually hold the haystack (retrieved text, conversation) or the question.
-CONTEXT_NAMES = (
+# Variable names that usually hold the haystack: retrieved text first, then the conversation (an
+# app that has both, a RAG chat, is probed where its retrieved documents sit, not in its history).
+RETRIEVAL_NAMES = (
     "documents",
     "docs",
+    "document",
     "context",
     "contexts",
     "chunks",
@@ -40,14 +43,11 @@ CONTEXT_NAMES = (
     "sources",
     "retrieved",
     "results",
-    "history",
-    "messages",
-    "conversation",
-    "turns",
-    "transcript",
     "knowledge",
     "notes",
 )
+CONVERSATION_NAMES = ("history", "messages", "conversation", "turns", "transcript")
+CONTEXT_NAMES = RETRIEVAL_NAMES + CONVERSATION_NAMES
 QUESTION_NAMES = (
     "question",
     "query",
@@ -108,6 +108,14 @@ def _text_rank(name: str) -> int:
     return 0 if any(w in low for w in TEXT_WORDS) else 1
 
 
+def _contains(variable: str, name: str) -> bool:
+    """NAME inside VARIABLE; a short name (``ask``, ``docs``) only as a whole word of it (``user_ask``,
+    not ``task``)."""
+    if len(name) > 4:
+        return name in variable
+    return re.search(rf"(?:^|_){re.escape(name)}(?:_|$)", variable) is not None
+
+
 def guess_var(
     variables: set[str] | list[str], names: tuple[str, ...], exclude: str | None = None
 ) -> str | None:
@@ -118,10 +126,15 @@ def guess_var(
         if n in pool:
             return n
     for n in names:
-        hits = sorted((v for v in pool if n in v.lower()), key=_text_rank)
+        hits = sorted((v for v in pool if _contains(v.lower(), n)), key=_text_rank)
         if hits:
             return hits[0]
     return None
+
+
+def guess_context(variables: set[str] | list[str]) -> str | None:
+    """The variable that most likely holds the haystack: a retrieval name before a conversation's."""
+    return guess_var(variables, RETRIEVAL_NAMES) or guess_var(variables, CONVERSATION_NAMES)
 
 
 def _fixture_candidates(template: Path, config_dir: Path, fixture_files: list[Path]) -> list[str]:
@@ -244,7 +257,7 @@ def _guess(found: FoundTemplate, variables: set[str], text: str = "", prompty: b
             '(`builder = "file.py:function"`) or a recorded request (`request = "x.json"`)'
         )
         return
-    found.context_var = guess_var(variables, CONTEXT_NAMES)
+    found.context_var = guess_context(variables)
     turn = printed(last_user_turn(text, prompty)) if text else []
     pool = [v for v in variables if v != found.context_var]
     ranked = [v for v in (guess_var(pool, (n,)) for n in QUESTION_NAMES) if v is not None]
@@ -333,7 +346,10 @@ def _estimate(found: FoundTemplate, config_dir: Path) -> None:
         rendered = render_case(config, prompt, cases[0] if cases else None)
     except NeedleError as exc:
         if not found.problem:
-            found.problem = f"does not render yet: {exc.message}"
+            line = f" (line {exc.location.line})" if exc.location.line else ""
+            found.problem = f"does not render yet{line}: {exc.message}" + (
+                f" -- {exc.hint}" if exc.hint else ""
+            )
         return
     found.rough_chars = sum(len(t) for t in rendered.texts())
 
@@ -358,5 +374,26 @@ def inspect_template(
     _split_tools(f, config_dir)
     f.gold_fixture = _gold_fixture(f.fixtures, config_dir)
     _inspect(f, config_dir)
+    if not f.fixtures:
+        f.fixtures = _dataset_beside(template.absolute(), config_dir, fixture_files, set(f.variables))
     _estimate(f, config_dir)
     return f
+
+
+def _dataset_beside(
+    template: Path, config_dir: Path, fixture_files: list[Path], variables: set[str]
+) -> list[str]:
+    """A case file in the template's own folder (a prompt flow's ``data.jsonl``) whose first case
+    sets a variable the template reads: the template's dataset, whatever its name."""
+    for p in fixture_files:
+        p = p.absolute()
+        if p.parent != template.parent or not is_case_file(p):
+            continue
+        try:
+            first = read_cases(p)[0].number
+            keys = set(load_fixture(case_ref(p, first)))
+        except (NeedleError, OSError, IndexError):
+            continue  # a broken dataset is reported when it is used, not here
+        if keys & variables:
+            return [p.relative_to(config_dir).as_posix()]
+    return []

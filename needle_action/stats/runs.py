@@ -455,17 +455,50 @@ def contrast_power(
     """:func:`cross_run_power` with each cell at its own base rate (the group's cells GROUP_RATES,
     the others OTHER_RATES): the contrast's expected score, sum over the group of w_c delta_c times
     sqrt(W_rest / (W_all W_group)), against the level's quantile (w_c: a cell's information on its
-    log odds ratio, delta_c: the drop on the logit scale at its rate)."""
+    log odds ratio, delta_c: the drop on the logit scale at its rate). Averaged over the head run's
+    level, N(0, tau^2) (three-point Gauss-Hermite): a run that answers better has rates nearer 1,
+    where a trial tells less."""
+    nodes = ((0.0, 2 / 3), (math.sqrt(3.0), 1 / 6), (-math.sqrt(3.0), 1 / 6))
+    total = 0.0
+    for x, weight in nodes:
+        total += weight * _contrast_power_at(
+            group_rates,
+            other_rates,
+            base_n=base_n,
+            head_n=head_n,
+            drop=drop,
+            level=level,
+            spread=spread,
+            shift=spread.tau * x,
+        )
+    return total
+
+
+def _contrast_power_at(
+    group_rates: Sequence[float],
+    other_rates: Sequence[float],
+    *,
+    base_n: float,
+    head_n: float,
+    drop: float,
+    level: float,
+    spread: RunSpread,
+    shift: float,
+) -> float:
+    """:func:`contrast_power` with the head run's level at SHIFT (logit) from the base's."""
     edge = 0.5 / (min(base_n, head_n) + 1.0)  # half a trial from 0 and 1, as the empirical logit
 
     def clamp(p: float) -> float:
         return min(max(p, edge), 1 - edge)
 
+    def moved(p: float) -> float:
+        return clamp(_expit(_logit(clamp(p)) + shift))
+
     group = [(clamp(p), clamp(p - drop)) for p in group_rates]
-    w_group = [_cell_information(base_n, p, head_n, q) for p, q in group]
+    w_group = [_cell_information(base_n, p, head_n, moved(q)) for p, q in group]
     effects = [_logit(p) - _logit(q) for p, q in group]
     total_group = sum(w_group)
-    total_rest = sum(_cell_information(base_n, clamp(p), head_n, clamp(p)) for p in other_rates)
+    total_rest = sum(_cell_information(base_n, clamp(p), head_n, moved(p)) for p in other_rates)
     if total_group <= 0:
         return 0.0
     z = _NORMAL.inv_cdf(1 - level)

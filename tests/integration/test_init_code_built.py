@@ -287,3 +287,21 @@ def test_semantic_kernel_prompts_kept_in_methods_get_one_builder_each(tmp_path):
     assert "You brief the lifeguards" in brief  # each method's own string, read from the source
     assert "season report" not in brief
     assert "Which plan includes priority support" in brief
+
+
+@pytest.mark.slow
+def test_an_f_string_system_prompt_is_measured_with_its_run_time_values_as_placeholders(tmp_path):
+    rules = "Answer questions about the tide tables of the harbour. " * 5
+    write(
+        tmp_path,
+        "tides.py",
+        "import datetime\n"
+        f'HARBOUR_SYSTEM_PROMPT = f"""{rules}Today is {{datetime.date.today():%d %B}}."""\n'
+        "def ask(client, q):\n"
+        "    return client.messages.create(model='m', max_tokens=99, system=HARBOUR_SYSTEM_PROMPT, messages=[])\n",
+    )
+    assert run_needle(["init"], cwd=tmp_path).returncode == 0
+    out = run_needle(["render", "tides_ask"], cwd=tmp_path)
+    assert out.returncode == 0, out.stderr
+    assert "Today is {datetime.date.today()}." in out.stdout
+    assert "tide tables of the harbour" in out.stdout

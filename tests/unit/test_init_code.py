@@ -364,3 +364,21 @@ def test_an_sk_prompt_file_named_dot_prompt_is_no_dotprompt(tmp_path):
     config = load_config(tmp_path / "needle.toml")
     assert config.prompts["greeter"].builder == "needle_builders/greeter.py:build"
     assert config.prompts["greeter"].context_var == "history"
+
+
+def test_a_call_through_with_raw_response_is_the_same_request(tmp_path):
+    write(
+        tmp_path,
+        "loop.py",
+        "def step(client, turns, tools):\n"
+        "    return client.beta.messages.with_raw_response.create(model='m', max_tokens=9, messages=turns, tools=tools)\n",
+    )
+    (site,) = find_sites(tmp_path, tmp_path)
+    assert (site.kind, site.function) == ("anthropic", "step")
+
+
+def test_a_short_name_matches_only_a_whole_word():
+    from needle_action.scaffold.templates import QUESTION_NAMES, guess_var
+
+    assert guess_var({"task", "notes"}, QUESTION_NAMES) is None  # `ask` is not in `task`
+    assert guess_var({"user_ask", "notes"}, QUESTION_NAMES) == "user_ask"

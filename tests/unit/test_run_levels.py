@@ -207,4 +207,6 @@ def test_a_plan_against_a_lone_base_from_another_run_states_its_lower_power() ->
     assert lone.trials == 40  # twice the base side's trials: more would buy little
     assert lone.power < 0.95
     assert stored.power >= 0.95
-    assert stored.trials < lone.trials
+    assert stored.detectable_drop is not None
+    assert lone.detectable_drop is not None
+    assert stored.detectable_drop < lone.detectable_drop

@@ -13,7 +13,7 @@ from needle_action.cli import main
 from needle_action.config import load_config
 from needle_action.core.errors import ConfigError
 from needle_action.scaffold.starter import write_starter
-from needle_action.scaffold.templates import CONTEXT_NAMES, guess_var
+from needle_action.scaffold.templates import CONTEXT_NAMES, guess_context, guess_var
 from tests.builders import write
 
 
@@ -144,3 +144,49 @@ def test_a_tools_json_beside_a_template_is_its_tools_not_a_fixture(tmp_path):
     assert prompt.tools == "prompts/agent_tools.json"
     assert prompt.fixtures == ["prompts/agent.yaml", "prompts/agent_tools_notes.json"]
     assert render_case(config, prompt, config.fixture_paths(prompt)[0]).tools[0]["name"] == "search"
+
+
+def test_a_dataset_beside_a_template_is_its_fixture_when_it_sets_its_variables(tmp_path):
+    # a prompt flow's shape: the flow's data.jsonl sits beside its Jinja2 templates, named `data`
+    root = tmp_path / "repo"
+    write(root, "flows/qa/answer.jinja2", "# system:\nUse the notes.\n{{ notes }}\n# user:\n{{ question }}\n")
+    write(
+        root,
+        "flows/qa/data.jsonl",
+        '{"notes": "The hut opens in May.", "question": "When?"}\n{"notes": "x", "question": "y"}\n',
+    )
+    write(root, "flows/other/label.jinja2", "# user:\nLabel {{ page_text }}\n")
+    write(root, "flows/other/data.jsonl", '{"url": "https://example.com", "label": "Blog"}\n')
+    config = load_config(write_starter(root, root / "needle.toml", force=False))
+    assert config.prompts["answer"].fixtures == ["flows/qa/data.jsonl"]
+    assert [p.name for p in config.fixture_paths(config.prompts["answer"])] == [
+        "data.jsonl:1",
+        "data.jsonl:2",
+    ]
+    assert config.prompts["label"].fixtures == []  # its dataset's keys are the flow's, not the template's
+    assert "a .jsonl/.csv one a line/row" in (root / "needle.toml").read_text()
+
+
+def test_a_template_that_does_not_render_yet_is_noted_with_its_line_and_hint(tmp_path):
+    root = tmp_path / "repo"
+    write(
+        root,
+        "prompts/menu.prompt",
+        "---\noutput:\n  format: json\n  schema: Menu\n---\nPlan a menu for {{guests}} guests.\n",
+    )
+    write_starter(root, root / "needle.toml", force=False)
+    note = next(
+        line for line in (root / "needle.toml").read_text().splitlines() if line.startswith("# NOTE:")
+    )
+    assert "(line 4)" in note  # where `schema: Menu` is written
+    assert "builder" in note  # the hint travels with it
+
+
+def test_a_rag_chat_is_probed_in_its_documents_not_its_history():
+    """A retail chat template reads its retrieved product pages, the customer, the chat history and
+    the question: the haystack is the retrieved text (a whole-word or longer retrieval name wins
+    over an exact conversation name)."""
+    assert guess_context({"documentation", "customer", "history", "question"}) == "documentation"
+    assert guess_context({"retrieved_docs", "history"}) == "retrieved_docs"
+    assert guess_context({"history", "question"}) == "history"  # a chat alone: its history
+    assert guess_context({"customer", "question"}) is None
