@@ -20,19 +20,19 @@ from needle_action.providers.retry import RequestInvalid
 from tests.builders import Project
 from tests.fakes.anthropic_server import FakeAnthropic
 from tests.fakes.simulated_model import SimulatedModel, flat
+from tests.samples import history_template
 
 MODEL = "claude-sonnet-5-5"
 
 # a history loop that indents each turn's text: a layout teams write for readability
-INDENTED_HISTORY = """system:
-You are the scheduling assistant of a bicycle workshop. Answer from the conversation only.
-{% for turn in chat %}
-{{ turn.speaker }}:
-    {{ turn.words }}
-{% endfor %}
-user:
-{{ request }}
-"""
+INDENTED_HISTORY = history_template(
+    "You are the scheduling assistant of a bicycle workshop. Answer from the conversation only.",
+    turns="chat",
+    role="speaker",
+    text="words",
+    ask="request",
+    indent="    ",
+)
 
 WORKSHOP_CHAT = """request: "Which bay is the tandem booked into?"
 chat:
