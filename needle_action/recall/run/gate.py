@@ -99,7 +99,8 @@ class LookGate:
         return compared_prompt(
             plan.name,
             grids,
-            (cell_key(c.size, c.depth) for c in (*plan.cells, *m.base.cells)),
+            {cell_key(c.size, c.depth) for c in plan.cells}
+            | {cell_key(c.size, c.depth) for c in m.base.cells},
             planned=planned,
             base_planned=base_planned,
             floor=rs.min_drop / 2,
