@@ -1,4 +1,4 @@
-"""Sample requests shared by unit and integration tests (data, and one constructor of it)."""
+"""Sample requests shared by unit and integration tests (data, and the constructors of it)."""
 
 from __future__ import annotations
 
@@ -42,3 +42,14 @@ def after_tool_call(
     block), then LAST_TURN (the tool_result and whatever follows it) as the last user turn."""
     messages = (Message("user", ask), Message("assistant", (call,)), Message("user", last_turn))
     return RenderedPrompt(system=system, messages=messages, **extra)
+
+
+def tool(
+    name: str, description: str, properties: dict[str, Any], required: tuple[str, ...] = ()
+) -> dict[str, Any]:
+    """A tool definition in the Anthropic shape: NAME, DESCRIPTION and an object input schema with
+    PROPERTIES (name -> JSON schema), the REQUIRED ones listed when there are any."""
+    schema: dict[str, Any] = {"type": "object", "properties": properties}
+    if required:
+        schema["required"] = list(required)
+    return {"name": name, "description": description, "input_schema": schema}
