@@ -68,6 +68,11 @@ from needle_action.config.model import RecallSettings  # noqa: E402
 from needle_action.results import RecallPower  # noqa: E402
 from needle_action.stats.groups import CellKey, planning_group, pooled  # noqa: E402
 from needle_action.stats.power import plan_for  # noqa: E402
+
+try:  # the same job's power restated at the base's measured rates (branch power)
+    from needle_action.stats.power import power_as_run
+except ImportError:  # pragma: no cover - older trees
+    power_as_run = None  # type: ignore[assignment]
 from needle_action.stats.sequential import PromptData  # noqa: E402
 from needle_action.stats.sequential import replay as sequential_replay  # noqa: E402
 
@@ -299,6 +304,29 @@ class RowTally:
         return upper_bound(self.blocked, self.prs)
 
 
+def stated_power(
+    settings: RecallSettings, d: RunDraws, pr: int, mode: str, plan: RecallPower, trials: int
+) -> float:
+    """The power the comparison states. Same job: the plan (no base known) is at an assumed rate; the
+    comparison restates it at the base's measured rates (``stats.power.power_as_run``, the design run:
+    the head's trials, the last look's share of alpha) when that function is there. Across runs: the
+    plan's (it was planned from the base's counts)."""
+    if mode != SAME or power_as_run is None:
+        return plan.power
+    share = SEQUENTIAL.levels(trials, 1.0)[-1]
+    measured = power_as_run(
+        counts_of(d, pr, with_history=False),
+        sizes=SIZES,
+        depths=DEPTHS,
+        trials=trials,
+        alpha=settings.alpha,
+        min_drop=settings.min_drop,
+        styles=len(settings.styles),
+        final_share=share,
+    )
+    return plan.power if measured is None else measured
+
+
 def run_row(row: Row, prs: int, seed: int, decider: str = "today") -> RowTally:
     settings = RecallSettings(sizes=SIZES, depths=DEPTHS)
     method = DECIDERS[decider]
@@ -317,7 +345,7 @@ def run_row(row: Row, prs: int, seed: int, decider: str = "today") -> RowTally:
         t.fixed_calls += len(CELLS) * trials
         t.planned += trials
         t.clipped += trials < plan.trials
-        t.stated_power += plan.power
+        t.stated_power += stated_power(settings, d, pr, row.mode, plan, trials)
     t.seconds = time.perf_counter() - started
     return t
 

@@ -52,7 +52,13 @@ from needle_action.stats.exact import holm_rejections, stratified_drop_pvalue
 from needle_action.stats.groups import CellKey, Group, cell_key, family, planning_group, pooled
 from needle_action.stats.levels import base_side_trials, compared_prompt, cross_run, spread_of
 from needle_action.stats.pooling import testable_counts
-from needle_action.stats.power import POWER_TARGET, GroupDesign, across_power, detectable_drop
+from needle_action.stats.power import (
+    POWER_TARGET,
+    GroupDesign,
+    across_power,
+    detectable_drop,
+    power_as_run,
+)
 from needle_action.stats.sequential import (
     Decision,
     Design,
@@ -334,6 +340,26 @@ def _test_against_base(
         rc.detectable_drop, rc.detectable_in = _detectable(
             base, testable_counts(hr, styles[0]), rc.sizes, rc.depths, hr.alpha, len(styles)
         )
+        _power_as_run(rc, hr, base, len(styles), design)
+
+
+def _power_as_run(rc: RecallComparison, hr: RecallResult, base: Counts, styles: int, design: Design) -> None:
+    """The power stated for a base measured in the same job: the design run (the head's planned trials,
+    the last look's share of alpha) at the base's measured rates, next to what the plan stated."""
+    planned = _planned(hr)
+    share = design.levels(planned, 1.0)[-1] if planned > 0 else 1.0
+    rc.power = power_as_run(
+        base,
+        sizes=rc.sizes,
+        depths=rc.depths,
+        trials=planned,
+        alpha=hr.alpha,
+        min_drop=hr.min_drop,
+        styles=styles,
+        final_share=share,
+    )
+    if hr.power is not None and hr.power.base_rate_source == "assumed":
+        rc.planned_power, rc.planned_base_rate = hr.power.power, hr.power.base_rate
 
 
 def _planned(r: RecallResult) -> int:

@@ -220,3 +220,11 @@ def test_a_recorded_request_without_turns_is_an_error_not_a_silent_pass(tmp_path
         run_budget(load_config(project.config_path))
     assert "no-messages" in info.value.message
     assert str(info.value.location.file).endswith("rewrite.json")
+
+
+def test_the_fake_refuses_a_prefill_that_ends_with_whitespace(fake):
+    messages: Any = [{"role": "user", "content": "Which bay?"}, {"role": "assistant", "content": "Bay "}]
+    with pytest.raises(
+        anthropic.BadRequestError, match="final assistant content cannot end with trailing whitespace"
+    ):
+        _client(fake).messages.create(model=MODEL, max_tokens=8, messages=messages)

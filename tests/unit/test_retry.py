@@ -170,27 +170,37 @@ def test_policy_from_settings_counts_the_first_try():
     assert RetryPolicy.from_settings(ProviderSettings(max_retries=3)).max_attempts == 4
 
 
-def test_a_request_the_api_refuses_as_invalid_is_a_request_error_naming_the_rule():
+@pytest.mark.parametrize(
+    ("provider", "model", "error_type", "message", "rule"),
+    [
+        pytest.param(
+            "anthropic",
+            "claude-sonnet-5-5",
+            "invalid_request_error",
+            "messages: text content blocks must contain non-whitespace text",
+            "`whitespace-text`",
+            id="a-request-rule",
+        ),
+        # a cloud's 400 about the model id is no request bug: that prompt stops, as for a 404
+        pytest.param(
+            "bedrock",
+            "gpt-4o",
+            "ValidationException",
+            "The provided model identifier is invalid.",
+            None,
+            id="model-id",
+        ),
+    ],
+)
+def test_a_request_the_api_refuses_as_invalid_is_a_request_error_naming_the_rule(
+    provider, model, error_type, message, rule
+):
     from needle_action.core.errors import EXIT_CONFIG
     from needle_action.providers.retry import RequestInvalid
 
-    verdict = classify_status(
-        400,
-        provider="anthropic",
-        model="claude-sonnet-5-5",
-        error_type="invalid_request_error",
-        message="messages: text content blocks must contain non-whitespace text",
-    )
-    assert isinstance(verdict, RequestInvalid)
-    assert verdict.exit_code == EXIT_CONFIG
-    assert "`whitespace-text`" in verdict.message
-    # a cloud's 400 about the model id is no request bug: that prompt stops, as for a 404
-    other = classify_status(
-        400,
-        provider="bedrock",
-        model="gpt-4o",
-        error_type="ValidationException",
-        message="The provided model identifier is invalid.",
-    )
-    assert isinstance(other, RequestRejected)
-    assert not isinstance(other, RequestInvalid)
+    verdict = classify_status(400, provider=provider, model=model, error_type=error_type, message=message)
+    assert isinstance(verdict, RequestRejected)
+    assert isinstance(verdict, RequestInvalid) is (rule is not None)
+    if rule is not None:
+        assert verdict.exit_code == EXIT_CONFIG
+        assert rule in verdict.message

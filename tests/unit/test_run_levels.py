@@ -5,6 +5,7 @@ from __future__ import annotations
 import functools
 import math
 import random
+from typing import Any
 
 import pytest
 
@@ -112,7 +113,7 @@ def test_student_t_matches_its_table() -> None:
 
 
 def test_cross_run_power_grows_with_trials_and_drop() -> None:
-    common = {
+    common: dict[str, Any] = {
         "group_cells": 9,
         "other_cells": 6,
         "base_rate": 0.8,
@@ -175,7 +176,13 @@ def test_cross_run_false_alarms_with_history_stay_within_alpha() -> None:
 def test_a_u_shaped_base_is_priced_cell_by_cell() -> None:
     """Edges near 1 carry little information: the contrast against them has less power than a
     flat base at the middle's rate would promise."""
-    common = {"base_n": 140, "head_n": 60, "drop": 0.2, "level": 0.0008, "spread": RunSpread.prior()}
+    common: dict[str, Any] = {
+        "base_n": 140,
+        "head_n": 60,
+        "drop": 0.2,
+        "level": 0.0008,
+        "spread": RunSpread.prior(),
+    }
     flat = contrast_power([0.65] * 9, [0.65] * 6, **common)
     u_shape = contrast_power([0.65] * 9, [0.95] * 6, **common)
     assert u_shape < flat
