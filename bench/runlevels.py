@@ -57,14 +57,13 @@ from bench.verdicts import (  # noqa: E402
     SIZES,
     TRIAL_SD,
     Scenario,
-    _answers,
     _logit,
+    codeword_data,
     flat,
     middle_drop,
     u_shape,
     write_docs,
 )
-from needle_action.compare.recall import drop_floor  # noqa: E402
 from needle_action.config.model import RecallSettings  # noqa: E402
 from needle_action.results import RecallPower  # noqa: E402
 from needle_action.stats.groups import CellKey, planning_group, pooled  # noqa: E402
@@ -228,16 +227,9 @@ class Verdict:
 
 
 def _data(d: RunDraws, pr: int, trials: int, settings: RecallSettings, **extra: Any) -> PromptData:
-    return PromptData(
-        name="p0",
-        grids={"codeword": (_answers(d.base[pr]), _answers(d.head[pr, :, :trials]))},
-        sizes=SIZES,
-        depths=DEPTHS,
-        planned=trials,
-        floor=drop_floor(settings.min_drop),
-        base_planned=BASE_TRIALS,
-        design=SEQUENTIAL,
-        **extra,
+    base, head = d.base[pr], d.head[pr, :, :trials]
+    return codeword_data(
+        "p0", base, head, settings, planned=trials, base_planned=BASE_TRIALS, design=SEQUENTIAL, **extra
     )
 
 

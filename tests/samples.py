@@ -1,4 +1,4 @@
-"""Sample requests shared by unit and integration tests (data, and one constructor of it)."""
+"""Sample requests shared by unit and integration tests (data, and the constructors of it)."""
 
 from __future__ import annotations
 
@@ -59,3 +59,14 @@ def history_template(
     ``{{ turn.role }}:``, ``{{ turn.content }}``, ``{% endfor %}``, ``user:``, ``{{ q }}``."""
     loop = [f"{{% for turn in {turns} %}}", f"{{{{ turn.{role} }}}}:", f"{indent}{{{{ turn.{text} }}}}"]
     return "\n".join(["system:", system, *loop, "{% endfor %}", "user:", f"{{{{ {ask} }}}}", ""])
+
+
+def tool(
+    name: str, description: str, properties: dict[str, Any], required: tuple[str, ...] = ()
+) -> dict[str, Any]:
+    """A tool definition in the Anthropic shape: NAME, DESCRIPTION and an object input schema with
+    PROPERTIES (name -> JSON schema), the REQUIRED ones listed when there are any."""
+    schema: dict[str, Any] = {"type": "object", "properties": properties}
+    if required:
+        schema["required"] = list(required)
+    return {"name": name, "description": description, "input_schema": schema}

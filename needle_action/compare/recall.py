@@ -50,7 +50,7 @@ from needle_action.core.names import GOLD_STYLE
 from needle_action.results import CrossRun, PromptResult, RecallCell, RecallResult, StyleSummary
 from needle_action.stats.exact import holm_rejections, stratified_drop_pvalue
 from needle_action.stats.groups import CellKey, Group, cell_key, family, planning_group, pooled
-from needle_action.stats.levels import base_side_trials, cross_run, history_counts, spread_of
+from needle_action.stats.levels import base_side_trials, compared_prompt, cross_run, spread_of
 from needle_action.stats.pooling import testable_counts
 from needle_action.stats.power import (
     POWER_TARGET,
@@ -424,27 +424,21 @@ def prompt_data(
         return None
     hr, br = head.recall, base.recall
     grids = {s: (result_answers(br, s), result_answers(hr, s)) for s in hr.style_names() if s in styles}
-    keys = {cell_key(c.size, c.depth) for c in hr.cells} | {cell_key(c.size, c.depth) for c in br.cells}
     planned, base_planned = _planned(hr), _planned(br)
     paired = (
         hr.seed == br.seed and head.name == base.name and planned == base_planned and answers_line_up(hr, br)
     )
-    data = PromptData(
-        name=head.name,
-        grids=grids,
-        sizes=sorted({k[0] for k in keys}),
-        depths=sorted({k[1] for k in keys}),
+    return compared_prompt(
+        head.name,
+        grids,
+        (cell_key(c.size, c.depth) for c in (*hr.cells, *br.cells)),
         planned=planned,
+        base_planned=base_planned,
         floor=drop_floor(hr.min_drop),
         paired=paired,
-        base_planned=base_planned,
         design=design_of(hr),
+        levels=levels,
     )
-    if levels is not None:
-        data.paired = False  # two runs: their levels differ, trial pairs do not cancel them
-        data.spread = spread_of(levels)
-        data.history = history_counts(levels, grids)
-    return data
 
 
 def head_end(r: RecallResult) -> int:

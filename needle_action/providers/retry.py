@@ -19,7 +19,7 @@ import email.utils
 import random
 import time
 from collections.abc import Awaitable, Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Protocol, TypeVar
 
 from needle_action.config import ProviderSettings
@@ -277,31 +277,13 @@ class RetryingProvider:
             limiter=self.limiter,
         )
         self.limiter.on_success(reply.headers)
-        return reply.completion(attempts)
+        return replace(reply.answer, attempts=attempts)
 
 
 @dataclass(frozen=True)
 class Reply:
-    """What one successful SDK call gave: the answer, its usage and the response headers."""
+    """What one successful SDK call gave: the answer and its usage (as one attempt's Completion) and
+    the response headers (the limiter reads them)."""
 
-    text: str
-    input_tokens: int | None = None
-    output_tokens: int | None = None
-    cache_write_tokens: int = 0
-    cache_read_tokens: int = 0
+    answer: Completion
     headers: Mapping[str, str] | None = None
-    tool_call: str | None = None  # the tool the model called instead of answering in text
-    tool_input: str | None = None  # that call's input, as JSON
-
-    def completion(self, attempts: int = 1) -> Completion:
-        """The Completion the recall engine sees: this answer and its usage, ATTEMPTS calls in."""
-        return Completion(
-            text=self.text,
-            input_tokens=self.input_tokens,
-            output_tokens=self.output_tokens,
-            attempts=attempts,
-            cache_write_tokens=self.cache_write_tokens,
-            cache_read_tokens=self.cache_read_tokens,
-            tool_call=self.tool_call,
-            tool_input=self.tool_input,
-        )

@@ -40,6 +40,8 @@ PRIOR_WEIGHT = 1.0  # the prior counts as this many runs' worth of evidence
 MIN_RUNS = 3  # fewer stored runs give no estimate: the prior alone
 _SHIFT_LIMIT = 8.0  # a fitted shift is clamped here (every hit or every miss on one side)
 _NORMAL = NormalDist()
+# three-point Gauss-Hermite rule for N(0, 1): (node, weight)
+_GAUSS_HERMITE = ((0.0, 2 / 3), (math.sqrt(3.0), 1 / 6), (-math.sqrt(3.0), 1 / 6))
 
 
 @dataclass(frozen=True)
@@ -458,54 +460,30 @@ def contrast_power(
     log odds ratio, delta_c: the drop on the logit scale at its rate). Averaged over the head run's
     level, N(0, tau^2) (three-point Gauss-Hermite): a run that answers better has rates nearer 1,
     where a trial tells less."""
-    nodes = ((0.0, 2 / 3), (math.sqrt(3.0), 1 / 6), (-math.sqrt(3.0), 1 / 6))
-    total = 0.0
-    for x, weight in nodes:
-        total += weight * _contrast_power_at(
-            group_rates,
-            other_rates,
-            base_n=base_n,
-            head_n=head_n,
-            drop=drop,
-            level=level,
-            spread=spread,
-            shift=spread.tau * x,
-        )
-    return total
-
-
-def _contrast_power_at(
-    group_rates: Sequence[float],
-    other_rates: Sequence[float],
-    *,
-    base_n: float,
-    head_n: float,
-    drop: float,
-    level: float,
-    spread: RunSpread,
-    shift: float,
-) -> float:
-    """:func:`contrast_power` with the head run's level at SHIFT (logit) from the base's."""
     edge = 0.5 / (min(base_n, head_n) + 1.0)  # half a trial from 0 and 1, as the empirical logit
 
     def clamp(p: float) -> float:
         return min(max(p, edge), 1 - edge)
 
-    def moved(p: float) -> float:
-        return clamp(_expit(_logit(clamp(p)) + shift))
+    def moved(p: float, shift: float) -> float:
+        return clamp(_expit(_logit(p) + shift))
 
     group = [(clamp(p), clamp(p - drop)) for p in group_rates]
-    w_group = [_cell_information(base_n, p, head_n, moved(q)) for p, q in group]
     effects = [_logit(p) - _logit(q) for p, q in group]
-    total_group = sum(w_group)
-    total_rest = sum(_cell_information(base_n, clamp(p), head_n, moved(p)) for p in other_rates)
-    if total_group <= 0:
-        return 0.0
+    others = [clamp(p) for p in other_rates]
     z = _NORMAL.inv_cdf(1 - level)
-    if total_rest > 0:
+    total = 0.0
+    for x, weight in _GAUSS_HERMITE:
+        shift = spread.tau * x
+        w_group = [_cell_information(base_n, p, head_n, moved(q, shift)) for p, q in group]
+        total_group = sum(w_group)
+        if total_group <= 0:
+            continue
+        total_rest = sum(_cell_information(base_n, p, head_n, moved(p, shift)) for p in others)
         score = sum(w * d for w, d in zip(w_group, effects, strict=True))
-        expected = score * math.sqrt(total_rest / ((total_group + total_rest) * total_group))
-    else:
-        mean = sum(w * d for w, d in zip(w_group, effects, strict=True)) / total_group
-        expected = mean / math.sqrt(1.0 / total_group + 2.0 * spread.variance)
-    return _NORMAL.cdf(expected - z)
+        if total_rest > 0:
+            expected = score * math.sqrt(total_rest / ((total_group + total_rest) * total_group))
+        else:
+            expected = score / total_group / math.sqrt(1.0 / total_group + 2.0 * spread.variance)
+        total += weight * _NORMAL.cdf(expected - z)
+    return total

@@ -13,7 +13,7 @@ from needle_action.assemble.render import render_case
 from needle_action.config import load_config
 from needle_action.tokens import count_prompts
 from tests.builders import Project
-from tests.samples import history_template
+from tests.samples import history_template, tool
 
 pytestmark = pytest.mark.usefixtures("fresh_token_cache")
 
@@ -72,15 +72,12 @@ NESTED_FIXTURE = {
 }
 
 TOOLS = [
-    {
-        "name": "search_timetable",
-        "description": "Look up sailings between two ports on a date.",
-        "input_schema": {
-            "type": "object",
-            "properties": {"query": {"type": "string", "description": "what to look up"}},
-            "required": ["query"],
-        },
-    }
+    tool(
+        "search_timetable",
+        "Look up sailings between two ports on a date.",
+        {"query": {"type": "string", "description": "what to look up"}},
+        required=("query",),
+    )
 ]
 
 RESULT = """system:

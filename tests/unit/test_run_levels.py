@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import math
 import random
 from typing import Any
@@ -188,29 +189,18 @@ def test_a_u_shaped_base_is_priced_cell_by_cell() -> None:
 
 
 def test_a_plan_against_a_lone_base_from_another_run_states_its_lower_power() -> None:
-    base = {k: (19, 20) for k in CELLS}
-    lone = plan_run(
+    plan = functools.partial(
+        plan_run,
         sizes=SIZES,
         depths=DEPTHS,
         trials="auto",
         threshold=0.8,
         alpha=0.01,
         min_drop=0.2,
-        base=base,
-        spread=RunSpread.prior(),
-        base_trials=20,
+        base={k: (19, 20) for k in CELLS},
     )
-    stored = plan_run(
-        sizes=SIZES,
-        depths=DEPTHS,
-        trials="auto",
-        threshold=0.8,
-        alpha=0.01,
-        min_drop=0.2,
-        base=base,
-        spread=RunSpread(0.3, 7, "moments"),
-        base_trials=140,
-    )
+    lone = plan(spread=RunSpread.prior(), base_trials=20)
+    stored = plan(spread=RunSpread(0.3, 7, "moments"), base_trials=140)
     assert lone.trials == 40  # twice the base side's trials: more would buy little
     assert lone.power < 0.95
     assert stored.power >= 0.95
