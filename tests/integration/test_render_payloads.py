@@ -3,7 +3,9 @@
 Each payload runs in a fresh ``needle budget`` process (render, then count), wrapped so that the
 peak resident memory of the whole process tree (the CLI and its render worker) is measured:
 ``ru_maxrss`` of waited-for children. Floors from the issue: at most 10 s, at most 1 GB, exit 2 with
-``file:line: message`` and no traceback.
+``file:line: message`` and no traceback. The 10 s are the CPU seconds the process tree spends (what a
+payload costs, the same on a busy machine); the wall clock only guards against a hang, since a
+loaded machine stretches it (tests never time absolutely).
 """
 
 from __future__ import annotations
@@ -17,7 +19,8 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-MAX_SECONDS = 10.0
+MAX_SECONDS = 10.0  # CPU seconds of the process tree
+MAX_WALL_SECONDS = 90.0  # a hang, on however loaded a machine
 MAX_RSS_MB = 1024
 
 BOMB = textwrap.dedent(
@@ -106,9 +109,10 @@ _WRAPPER = """
 import json, resource, subprocess, sys, time
 t = time.monotonic()
 p = subprocess.run(sys.argv[1:], capture_output=True, text=True, timeout=120)
+u = resource.getrusage(resource.RUSAGE_CHILDREN)
 print(json.dumps({"code": p.returncode, "stderr": p.stderr, "stdout": p.stdout[-2000:],
-                  "seconds": time.monotonic() - t,
-                  "rss_mb": resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024}))
+                  "seconds": time.monotonic() - t, "cpu": (u.ru_utime + u.ru_stime),
+                  "rss_mb": u.ru_maxrss / 1024}))
 """
 
 
@@ -129,7 +133,8 @@ def _check(r: dict, words: str | tuple[str, ...], line: int | None) -> None:
     assert first.startswith("error: "), first
     assert (line is None and "prompts/p.j2" in first) or first.startswith(f"error: {where}"), first
     assert any(w in first for w in ((words,) if isinstance(words, str) else words)), first
-    assert r["seconds"] <= MAX_SECONDS, r["seconds"]
+    assert r["cpu"] <= MAX_SECONDS, r["cpu"]
+    assert r["seconds"] <= MAX_WALL_SECONDS, r["seconds"]
     assert r["rss_mb"] <= MAX_RSS_MB, r["rss_mb"]
 
 
@@ -145,7 +150,9 @@ def test_payload_ends_quickly_with_a_clear_error(tmp_path, name):
     template, words, line = TEMPLATES[name]
     r = run_budget(_project(tmp_path, template))
     _check(r, words, line)
-    print(f"{name}: {r['seconds']:.2f} s, {r['rss_mb']:.0f} MB: {r['stderr'].splitlines()[0]}")
+    print(
+        f"{name}: {r['seconds']:.2f} s ({r['cpu']:.2f} s CPU), {r['rss_mb']:.0f} MB: {r['stderr'].splitlines()[0]}"
+    )
 
 
 def test_yaml_alias_bomb_is_refused_at_its_line_even_when_unused(tmp_path):
@@ -154,7 +161,8 @@ def test_yaml_alias_bomb_is_refused_at_its_line_even_when_unused(tmp_path):
     assert "Traceback" not in r["stderr"]
     assert r["stderr"].startswith("error: fx.yaml:3:"), r["stderr"]
     assert "alias" in r["stderr"], r["stderr"]
-    assert r["seconds"] <= MAX_SECONDS
+    assert r["cpu"] <= MAX_SECONDS
+    assert r["seconds"] <= MAX_WALL_SECONDS
     assert r["rss_mb"] <= MAX_RSS_MB
 
 
