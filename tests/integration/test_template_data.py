@@ -6,11 +6,14 @@ drops explained by what dropped it."""
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import pytest
+from click.testing import CliRunner
 
 from bench.workload import CLAUDE_DEFAULTS
+from needle_action.cli import main
 from tests.builders import Project
 from tests.fakes.simulated_model import SimulatedModel, flat
 from tests.needle_cli import needle_env, run_needle
@@ -79,6 +82,23 @@ def needle_cli(args, fake, cache, *, cwd=None):
         NO_COLOR="1",
     )
     return run_needle(args, env=env, cwd=cwd, timeout=600)
+
+
+def needle_here(args, fake, cache, *, cwd: Path):
+    """`needle ARGS` in this process (click's runner) from CWD, with :func:`needle_cli`'s environment:
+    for the tests whose point is the message, not the process (one real-process run stays above)."""
+    env = {
+        "ANTHROPIC_BASE_URL": fake.base_url,
+        "ANTHROPIC_API_KEY": fake.api_key,
+        "NEEDLE_CACHE_DIR": str(cache),
+        "NO_COLOR": "1",
+    }
+    here = os.getcwd()
+    os.chdir(cwd)
+    try:
+        return CliRunner().invoke(main, args, env=env)
+    finally:
+        os.chdir(here)
 
 
 def _messages(fake) -> list[dict]:
@@ -239,8 +259,11 @@ def test_a_needle_the_template_drops_is_explained(tmp_path, fake_anthropic, body
             dedent=False,
         )
     )
-    done = needle_cli(["recall", "--config", "needle.toml"], fake_anthropic, tmp_path / "c", cwd=project.root)
-    assert done.returncode == 2, done.stderr + done.stdout
+    done = needle_here(
+        ["recall", "--config", "needle.toml"], fake_anthropic, tmp_path / "c", cwd=project.root
+    )
+    assert done.exit_code == 2, done.stderr + done.stdout
+    assert done.exception is None or isinstance(done.exception, SystemExit), done.exception  # no traceback
     assert "does not appear in the rendered prompt" in done.stderr
     assert said in done.stderr
     assert str(tmp_path) not in done.stderr  # a relative path
