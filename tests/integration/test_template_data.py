@@ -119,6 +119,7 @@ question_var = "question"
     )
 
 
+@pytest.mark.slow  # a real `needle check` with recall (~3 s idle); the prompty render test below stays fast
 def test_a_prompty_whose_only_data_is_its_sample_is_measured_by_check(tmp_path, fake_anthropic):
     fake_anthropic.responder = SimulatedModel(flat(0.97), seed=1)
     project = _project(tmp_path, HARBOUR_PROMPTY)
@@ -202,12 +203,13 @@ def test_a_csv_fixture_gives_one_case_a_row(tmp_path, fake_anthropic):
     assert done.returncode == 0, done.stderr
     cases = json.loads(out.read_text())["prompts"][0]["cases"]
     assert [c["fixture"] for c in cases] == ["data/cases.csv:1", "data/cases.csv:2"]
-    render = needle_cli(
+    render = needle_here(  # in this process: the budget above was the real one
         ["render", "answer", "--config", str(project.config_path), "--fixture", "data/cases.csv:1"],
         fake_anthropic,
         tmp_path / "c",
+        cwd=tmp_path,
     )
-    assert render.returncode == 0, render.stderr
+    assert render.exit_code == 0, render.stderr
     assert "Gate 4 closes at noon, sharp." in render.stdout
     assert "Quiet coach" not in render.stdout
 
