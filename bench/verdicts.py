@@ -31,6 +31,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -159,18 +160,22 @@ def _answers(outcomes: np.ndarray) -> dict[CellKey, list[tuple[int, bool]]]:
     return {key: list(enumerate(row.tolist())) for key, row in zip(CELLS, outcomes, strict=True)}
 
 
+def codeword_data(
+    name: str, base: np.ndarray, head: np.ndarray, settings: RecallSettings, **fields: Any
+) -> PromptData:
+    """A prompt on the grid with one needle style: BASE's and HEAD's outcomes [cell, trial], the
+    floor from SETTINGS; FIELDS: the rest of :class:`PromptData` (planned, design, paired, ...)."""
+    grids = {"codeword": (_answers(base), _answers(head))}
+    return PromptData(
+        name=name, grids=grids, sizes=SIZES, depths=DEPTHS, floor=drop_floor(settings.min_drop), **fields
+    )
+
+
 def prompt_data(d: Draws, pr: int, prompt: int, design: Design, settings: RecallSettings) -> PromptData:
     trials = d.head.shape[-1]
-    return PromptData(
-        name=f"p{prompt}",
-        grids={"codeword": (_answers(d.base[pr, prompt]), _answers(d.head[pr, prompt]))},
-        sizes=SIZES,
-        depths=DEPTHS,
-        planned=trials,
-        floor=drop_floor(settings.min_drop),
-        paired=True,
-        base_planned=trials,
-        design=design,
+    base, head = d.base[pr, prompt], d.head[pr, prompt]
+    return codeword_data(
+        f"p{prompt}", base, head, settings, planned=trials, paired=True, base_planned=trials, design=design
     )
 
 
@@ -354,14 +359,15 @@ def table(rows: list[tuple[Scenario, float, Tally]]) -> str:
     return "\n".join(lines)
 
 
-def write_docs(text: str) -> None:
+def write_docs(text: str, begin: str = BEGIN, end: str = END) -> None:
+    """TEXT between the markers BEGIN and END of docs/benchmarks.md (appended when they are not there)."""
     doc = DOCS.read_text(encoding="utf-8")
-    if BEGIN in doc and END in doc:
-        head, rest = doc.split(BEGIN, 1)
-        _, tail = rest.split(END, 1)
-        doc = f"{head}{BEGIN}\n{text}\n{END}{tail}"
+    if begin in doc and end in doc:
+        head, rest = doc.split(begin, 1)
+        _, tail = rest.split(end, 1)
+        doc = f"{head}{begin}\n{text}\n{end}{tail}"
     else:
-        doc = doc.rstrip("\n") + f"\n\n{BEGIN}\n{text}\n{END}\n"
+        doc = doc.rstrip("\n") + f"\n\n{begin}\n{text}\n{end}\n"
     DOCS.write_text(doc, encoding="utf-8")
 
 

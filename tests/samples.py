@@ -1,4 +1,4 @@
-"""Sample requests shared by unit and integration tests (data, and one constructor of it)."""
+"""Sample requests shared by unit and integration tests (data, and the constructors of it)."""
 
 from __future__ import annotations
 
@@ -42,3 +42,31 @@ def after_tool_call(
     block), then LAST_TURN (the tool_result and whatever follows it) as the last user turn."""
     messages = (Message("user", ask), Message("assistant", (call,)), Message("user", last_turn))
     return RenderedPrompt(system=system, messages=messages, **extra)
+
+
+def history_template(
+    system: str,
+    *,
+    turns: str = "messages",
+    role: str = "role",
+    text: str = "content",
+    ask: str = "q",
+    indent: str = "",
+) -> str:
+    """A chat template as teams write it: a SYSTEM line, a loop over the fixture's TURNS that writes
+    each turn's ROLE as a role marker and its TEXT (led by INDENT) below it, then the user's ASK.
+    With the defaults, line by line: ``system:``, SYSTEM, ``{% for turn in messages %}``,
+    ``{{ turn.role }}:``, ``{{ turn.content }}``, ``{% endfor %}``, ``user:``, ``{{ q }}``."""
+    loop = [f"{{% for turn in {turns} %}}", f"{{{{ turn.{role} }}}}:", f"{indent}{{{{ turn.{text} }}}}"]
+    return "\n".join(["system:", system, *loop, "{% endfor %}", "user:", f"{{{{ {ask} }}}}", ""])
+
+
+def tool(
+    name: str, description: str, properties: dict[str, Any], required: tuple[str, ...] = ()
+) -> dict[str, Any]:
+    """A tool definition in the Anthropic shape: NAME, DESCRIPTION and an object input schema with
+    PROPERTIES (name -> JSON schema), the REQUIRED ones listed when there are any."""
+    schema: dict[str, Any] = {"type": "object", "properties": properties}
+    if required:
+        schema["required"] = list(required)
+    return {"name": name, "description": description, "input_schema": schema}

@@ -205,6 +205,17 @@ class RecallComparison(CompareModel):
         default=None, description="drop in the planning group this comparison catches with 95% power"
     )
     detectable_in: str | None = Field(default=None, description="the planning group, e.g. middle depths")
+    power: float | None = Field(
+        default=None,
+        description="chance the design as run catches min_drop in the planning group, at the base's measured "
+        "rates (base in the same job; the plan's figure was at an assumed rate)",
+    )
+    planned_power: float | None = Field(
+        default=None, description="the power the head's plan stated at an assumed base rate"
+    )
+    planned_base_rate: float | None = Field(
+        default=None, description="the base rate that plan assumed (no base known)"
+    )
     styles: list[str] = Field(default_factory=list, description="needle styles, head's first")
     sizes: list[int] = Field(default_factory=list)
     depths: list[float] = Field(default_factory=list)

@@ -50,9 +50,15 @@ from needle_action.core.names import GOLD_STYLE
 from needle_action.results import CrossRun, PromptResult, RecallCell, RecallResult, StyleSummary
 from needle_action.stats.exact import holm_rejections, stratified_drop_pvalue
 from needle_action.stats.groups import CellKey, Group, cell_key, family, planning_group, pooled
-from needle_action.stats.levels import base_side_trials, cross_run, history_counts, spread_of
+from needle_action.stats.levels import base_side_trials, compared_prompt, cross_run, spread_of
 from needle_action.stats.pooling import testable_counts
-from needle_action.stats.power import POWER_TARGET, GroupDesign, across_power, detectable_drop
+from needle_action.stats.power import (
+    POWER_TARGET,
+    GroupDesign,
+    across_power,
+    detectable_drop,
+    power_as_run,
+)
 from needle_action.stats.sequential import (
     Decision,
     Design,
@@ -334,6 +340,26 @@ def _test_against_base(
         rc.detectable_drop, rc.detectable_in = _detectable(
             base, testable_counts(hr, styles[0]), rc.sizes, rc.depths, hr.alpha, len(styles)
         )
+        _power_as_run(rc, hr, base, len(styles), design)
+
+
+def _power_as_run(rc: RecallComparison, hr: RecallResult, base: Counts, styles: int, design: Design) -> None:
+    """The power stated for a base measured in the same job: the design run (the head's planned trials,
+    the last look's share of alpha) at the base's measured rates, next to what the plan stated."""
+    planned = _planned(hr)
+    share = design.levels(planned, 1.0)[-1] if planned > 0 else 1.0
+    rc.power = power_as_run(
+        base,
+        sizes=rc.sizes,
+        depths=rc.depths,
+        trials=planned,
+        alpha=hr.alpha,
+        min_drop=hr.min_drop,
+        styles=styles,
+        final_share=share,
+    )
+    if hr.power is not None and hr.power.base_rate_source == "assumed":
+        rc.planned_power, rc.planned_base_rate = hr.power.power, hr.power.base_rate
 
 
 def _planned(r: RecallResult) -> int:
@@ -398,27 +424,21 @@ def prompt_data(
         return None
     hr, br = head.recall, base.recall
     grids = {s: (result_answers(br, s), result_answers(hr, s)) for s in hr.style_names() if s in styles}
-    keys = {cell_key(c.size, c.depth) for c in hr.cells} | {cell_key(c.size, c.depth) for c in br.cells}
     planned, base_planned = _planned(hr), _planned(br)
     paired = (
         hr.seed == br.seed and head.name == base.name and planned == base_planned and answers_line_up(hr, br)
     )
-    data = PromptData(
-        name=head.name,
-        grids=grids,
-        sizes=sorted({k[0] for k in keys}),
-        depths=sorted({k[1] for k in keys}),
+    return compared_prompt(
+        head.name,
+        grids,
+        (cell_key(c.size, c.depth) for c in (*hr.cells, *br.cells)),
         planned=planned,
+        base_planned=base_planned,
         floor=drop_floor(hr.min_drop),
         paired=paired,
-        base_planned=base_planned,
         design=design_of(hr),
+        levels=levels,
     )
-    if levels is not None:
-        data.paired = False  # two runs: their levels differ, trial pairs do not cancel them
-        data.spread = spread_of(levels)
-        data.history = history_counts(levels, grids)
-    return data
 
 
 def head_end(r: RecallResult) -> int:

@@ -127,11 +127,10 @@ class _Loader:
             raise ConfigError(f"cannot read the file: {exc.strerror}", file=self.file) from None
 
     def _toml_error(self, exc: DataError) -> ConfigError:
-        return ConfigError(
+        return ConfigError.at(
             f"TOML syntax error: {exc.message}{' at the end of the file' if exc.at_end else ''}",
+            exc,
             file=self.file,
-            line=exc.line,
-            column=exc.column,
             hint="check quotes, brackets and `key = value` pairs on this line (https://toml.io)",
         )
 

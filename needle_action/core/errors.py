@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol, Self
 
 EXIT_OK = 0
 EXIT_CHECKS_FAILED = 1
@@ -35,6 +35,16 @@ class Location:
         return out
 
 
+class Positioned(Protocol):
+    """A parser's error that knows where it stopped: 1-based LINE and COLUMN when known."""
+
+    @property
+    def line(self) -> int | None: ...
+
+    @property
+    def column(self) -> int | None: ...
+
+
 class NeedleError(Exception):
     """Base class: a problem the user can fix. Never shown with a traceback."""
 
@@ -54,6 +64,22 @@ class NeedleError(Exception):
         self.message = message
         self.location = Location(str(file) if file is not None else None, line, column)
         self.hint = hint
+
+    @classmethod
+    def at(
+        cls,
+        message: str,
+        where: Positioned,
+        *,
+        file: str | Path,
+        line: int | None = None,
+        hint: str | None = None,
+    ) -> Self:
+        """MESSAGE about FILE, placed at the line and column where a parser's error WHERE stopped;
+        LINE instead of WHERE's line when the parsed text does not start at FILE's first line."""
+        return cls(
+            message, file=file, line=where.line if line is None else line, column=where.column, hint=hint
+        )
 
     def format(self) -> str:
         """``file:line: message`` then ``  hint: ...`` on its own line."""

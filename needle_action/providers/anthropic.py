@@ -197,7 +197,7 @@ def batch_entry(entry: MessageBatchIndividualResponse) -> Completion | Exception
         if getattr(error, "type", None) == "invalid_request_error":  # a request bug, not a lost trial
             return invalid_request("anthropic", "batch request invalid_request_error", detail, 400)
         return RetriesExhausted(f"batch request {result.type}" + (f": {detail}" if detail else ""))
-    return parse_message(result.message).completion()
+    return parse_message(result.message).answer
 
 
 def find_key(api_key_env: str | None) -> tuple[str, str]:
@@ -303,7 +303,7 @@ def parse_message(message: object, headers: Mapping[str, str] | None = None) -> 
             tool_call = str(getattr(block, "name", "") or "tool")
             tool_input = json.dumps(getattr(block, "input", None) or {}, ensure_ascii=False, default=str)
     usage = getattr(message, "usage", None)
-    return Reply(
+    answer = Completion(
         text="".join(texts),
         tool_call=tool_call,
         tool_input=tool_input,
@@ -311,5 +311,5 @@ def parse_message(message: object, headers: Mapping[str, str] | None = None) -> 
         output_tokens=getattr(usage, "output_tokens", None),
         cache_write_tokens=getattr(usage, "cache_creation_input_tokens", None) or 0,
         cache_read_tokens=getattr(usage, "cache_read_input_tokens", None) or 0,
-        headers=dict(headers) if headers is not None else None,
     )
+    return Reply(answer, dict(headers) if headers is not None else None)

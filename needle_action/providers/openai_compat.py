@@ -157,7 +157,7 @@ def parse_completion(resp: object, headers: Mapping[str, str] | None = None) -> 
     details = getattr(usage, "prompt_tokens_details", None)
     cached = getattr(details, "cached_tokens", None) or 0
     prompt_tokens = getattr(usage, "prompt_tokens", None)
-    return Reply(
+    answer = Completion(
         text=text,
         tool_call=tool_call,
         tool_input=str(getattr(first, "arguments", "") or "{}") if calls else None,
@@ -165,5 +165,5 @@ def parse_completion(resp: object, headers: Mapping[str, str] | None = None) -> 
         input_tokens=prompt_tokens - cached if isinstance(prompt_tokens, int) else None,
         output_tokens=getattr(usage, "completion_tokens", None),
         cache_read_tokens=cached,
-        headers=dict(headers) if headers is not None else None,
     )
+    return Reply(answer, dict(headers) if headers is not None else None)

@@ -3,7 +3,9 @@
 The SDKs' own retries are switched off (``max_retries=0``) so every provider retries the same way
 and every attempt is counted (``Completion.attempts``). What is transient: 408, 409, 429, every
 5xx (529 "overloaded" included), connection errors, timeouts and responses we cannot parse. What
-is not: other 4xx (400/422: :class:`RequestInvalid`, a request error naming the API's rule, exit 2); 401/403 (and "no key") become :class:`ProviderUnavailable` at once, with a hint
+is not: other 4xx (a 400/422 ``invalid_request_error``, or one whose message names a Messages API
+rule: :class:`RequestInvalid`, a request error naming the rule, exit 2; another 400, such as a
+cloud's "invalid model identifier", stops that prompt like a 404); 401/403 (and "no key") become :class:`ProviderUnavailable` at once, with a hint
 naming the environment variable, never its value.
 
 The sleep function and the random source are injectable so unit tests run instantly and can assert
@@ -17,7 +19,7 @@ import email.utils
 import random
 import time
 from collections.abc import Awaitable, Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Protocol, TypeVar
 
 from needle_action.config import ProviderSettings
@@ -162,7 +164,7 @@ def classify_status(
             status=status,
             hint="check the model id in needle.toml (e.g. claude-sonnet-5-5) and the provider's base_url",
         )
-    if status in (400, 422):
+    if status in (400, 422) and (error_type == "invalid_request_error" or rule_of(message) is not None):
         return invalid_request(provider, label, message, status)
     return RequestRejected(
         f"{provider} rejected the request ({label}){detail}",
@@ -275,31 +277,13 @@ class RetryingProvider:
             limiter=self.limiter,
         )
         self.limiter.on_success(reply.headers)
-        return reply.completion(attempts)
+        return replace(reply.answer, attempts=attempts)
 
 
 @dataclass(frozen=True)
 class Reply:
-    """What one successful SDK call gave: the answer, its usage and the response headers."""
+    """What one successful SDK call gave: the answer and its usage (as one attempt's Completion) and
+    the response headers (the limiter reads them)."""
 
-    text: str
-    input_tokens: int | None = None
-    output_tokens: int | None = None
-    cache_write_tokens: int = 0
-    cache_read_tokens: int = 0
+    answer: Completion
     headers: Mapping[str, str] | None = None
-    tool_call: str | None = None  # the tool the model called instead of answering in text
-    tool_input: str | None = None  # that call's input, as JSON
-
-    def completion(self, attempts: int = 1) -> Completion:
-        """The Completion the recall engine sees: this answer and its usage, ATTEMPTS calls in."""
-        return Completion(
-            text=self.text,
-            input_tokens=self.input_tokens,
-            output_tokens=self.output_tokens,
-            attempts=attempts,
-            cache_write_tokens=self.cache_write_tokens,
-            cache_read_tokens=self.cache_read_tokens,
-            tool_call=self.tool_call,
-            tool_input=self.tool_input,
-        )

@@ -10,6 +10,7 @@ named, :func:`rule_of`):
 * ``whitespace-text``: a text block must hold more than whitespace (the system's blocks too);
 * ``empty-cache-control``: ``cache_control`` only on a block that carries content;
 * ``cache-breakpoints``: at most :data:`MAX_CACHE_BREAKPOINTS` blocks with ``cache_control``;
+* ``prefill-whitespace``: a final assistant turn (a prefill) does not end with whitespace;
 * ``last-turn``: the last message is a user turn (the model is asked for a reply, not a prefill).
 
 :func:`normalise` is applied where the Anthropic body is built (``request.wire.anthropic_body``),
@@ -18,7 +19,8 @@ the text block after it (else the one before it; else, between blocks that are n
 an empty one dropped, and a ``cache_control`` it carried moves to the nearest block before it that
 carries content, in its turn or at the end of the turn before (a shorter cached prefix, still a
 correct one). A message left with no content
-at all is dropped (the API merges the turns around it). The text the model reads is unchanged.
+at all is dropped (the API merges the turns around it), and a final assistant turn (a prefill)
+loses its trailing whitespace. Otherwise the text the model reads is unchanged.
 :func:`violations` lists what a body still breaks (``no-messages``, ``last-turn``, too many
 breakpoints: what needle cannot fix without changing the request).
 """
@@ -67,6 +69,11 @@ RULES = (
         "cache-breakpoints",
         f"a maximum of {MAX_CACHE_BREAKPOINTS} blocks with cache_control may be provided",
         f"the request marks more than {MAX_CACHE_BREAKPOINTS} blocks with cache_control",
+    ),
+    Rule(
+        "prefill-whitespace",
+        "final assistant content cannot end with trailing whitespace",
+        "a final assistant turn (a prefill) ends with whitespace",
     ),
     Rule(
         "last-turn",
@@ -161,9 +168,22 @@ def normalise(body: JSON) -> JSON:
         if isinstance(m, dict) and _empty(m.get("content")):
             continue
         messages.append(m)
+    if messages and isinstance(messages[-1], dict) and messages[-1].get("role") == "assistant":
+        messages[-1] = _without_trailing_space(messages[-1])
     if "messages" in out:
         out["messages"] = messages
     return out
+
+
+def _without_trailing_space(message: JSON) -> JSON:
+    """A final assistant turn (a prefill) without the trailing whitespace the API refuses there."""
+    content = message.get("content")
+    if isinstance(content, str):
+        return {**message, "content": content.rstrip()}
+    if isinstance(content, list) and content and _is_text(content[-1]):
+        last = {**content[-1], "text": content[-1]["text"].rstrip()}
+        return {**message, "content": [*content[:-1], last]}
+    return message
 
 
 # --------------------------------------------------------------------------- checking

@@ -133,9 +133,7 @@ def load_tools(path: Path, *, file: str | None = None) -> tuple[JSON, ...]:
     try:
         data = parse_json(text)
     except DataError as exc:
-        raise ConfigError(
-            f"the tools file is not valid JSON: {exc.message}", file=where, line=exc.line, column=exc.column
-        ) from None
+        raise ConfigError.at(f"the tools file is not valid JSON: {exc.message}", exc, file=where) from None
     try:
         return to_anthropic_tools(data)
     except RequestShapeError as exc:

@@ -16,7 +16,7 @@ from needle_action.config.model import PromptSettings
 from needle_action.scaffold.code import CodeSite, find_sites
 from needle_action.scaffold.sk_prompts import SkPrompt, sk_stub
 from needle_action.scaffold.stubs import STUB_FOLDER, request_stub, template_stub, write_new
-from needle_action.scaffold.templates import CONTEXT_NAMES, QUESTION_NAMES, FoundTemplate, guess_var
+from needle_action.scaffold.templates import QUESTION_NAMES, FoundTemplate, guess_context, guess_var
 
 MAX_STUBS = 5  # sites beyond these are listed in comments
 
@@ -119,7 +119,7 @@ def _sk_prompt(prompt: SkPrompt, taken: set[str], config_dir: Path, name: str | 
 
 
 def _fixture(built: BuiltPrompt, config_dir: Path) -> None:
-    built.context_var = guess_var(built.variables, CONTEXT_NAMES)
+    built.context_var = guess_context(built.variables)
     built.question_var = guess_var(built.variables, QUESTION_NAMES, exclude=built.context_var)
     values = {v: _sample(v, built.context_var, built.question_var, v in built.lists) for v in built.variables}
     text = "# the builder's keyword arguments for one case (written by `needle init`: use real values)\n"

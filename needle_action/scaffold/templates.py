@@ -30,10 +30,12 @@ FIXTURE_DIR_NAMES = ("fixtures", "fixture", "samples", "testdata", "test_data")
 # besides every hidden folder (.git, .venv, the tool caches), which the walk skips by its dot
 SKIP_DIRS = {"venv", "node_modules", "__pycache__", "site-packages"}
 
-# Variable names that usually hold the haystack (retrieved text, conversation) or the question.
-CONTEXT_NAMES = (
+# Variable names that usually hold the haystack: retrieved text first, then the conversation (an
+# app that has both, a RAG chat, is probed where its retrieved documents sit, not in its history).
+RETRIEVAL_NAMES = (
     "documents",
     "docs",
+    "document",
     "context",
     "contexts",
     "chunks",
@@ -41,14 +43,11 @@ CONTEXT_NAMES = (
     "sources",
     "retrieved",
     "results",
-    "history",
-    "messages",
-    "conversation",
-    "turns",
-    "transcript",
     "knowledge",
     "notes",
 )
+CONVERSATION_NAMES = ("history", "messages", "conversation", "turns", "transcript")
+CONTEXT_NAMES = RETRIEVAL_NAMES + CONVERSATION_NAMES
 QUESTION_NAMES = (
     "question",
     "query",
@@ -131,6 +130,11 @@ def guess_var(
         if hits:
             return hits[0]
     return None
+
+
+def guess_context(variables: set[str] | list[str]) -> str | None:
+    """The variable that most likely holds the haystack: a retrieval name before a conversation's."""
+    return guess_var(variables, RETRIEVAL_NAMES) or guess_var(variables, CONVERSATION_NAMES)
 
 
 def _fixture_candidates(template: Path, config_dir: Path, fixture_files: list[Path]) -> list[str]:
@@ -253,7 +257,7 @@ def _guess(found: FoundTemplate, variables: set[str], text: str = "", prompty: b
             '(`builder = "file.py:function"`) or a recorded request (`request = "x.json"`)'
         )
         return
-    found.context_var = guess_var(variables, CONTEXT_NAMES)
+    found.context_var = guess_context(variables)
     turn = printed(last_user_turn(text, prompty)) if text else []
     pool = [v for v in variables if v != found.context_var]
     ranked = [v for v in (guess_var(pool, (n,)) for n in QUESTION_NAMES) if v is not None]

@@ -16,6 +16,7 @@ from needle_action.results import CrossRun, HistoryCell, HistoryRun, RecallCell,
 from needle_action.stats.groups import CellKey, cell_key
 from needle_action.stats.pooling import poolable, testable_counts
 from needle_action.stats.runs import RunSpread, estimate_spread
+from needle_action.stats.sequential import Answers, Design, PromptData
 
 Counts = dict[CellKey, tuple[int, int]]
 
@@ -78,6 +79,40 @@ def history_counts(record: CrossRun, styles: Iterable[str]) -> Mapping[str, Sequ
         runs = [_counts(r.cells, style) for r in record.history]
         out[style] = [r for r in runs if r]
     return out
+
+
+def compared_prompt(
+    name: str,
+    grids: Mapping[str, tuple[Answers, Answers]],
+    keys: Iterable[CellKey],
+    *,
+    planned: int,
+    base_planned: int,
+    floor: float,
+    paired: bool,
+    design: Design,
+    levels: CrossRun | None = None,
+) -> PromptData:
+    """A compared prompt as the sequential comparison reads it: per style GRIDS (base answers, head
+    answers), on the grid of both sides' cells KEYS. LEVELS: the base is another run's (its record
+    of the cross-run tests): never paired, the record's spread, its stored runs on the base side."""
+    cells = set(keys)
+    data = PromptData(
+        name=name,
+        grids=grids,
+        sizes=sorted({k[0] for k in cells}),
+        depths=sorted({k[1] for k in cells}),
+        planned=planned,
+        floor=floor,
+        paired=paired,
+        base_planned=base_planned,
+        design=design,
+    )
+    if levels is not None:
+        data.paired = False  # two runs: their levels differ, trial pairs do not cancel them
+        data.spread = spread_of(levels)
+        data.history = history_counts(levels, grids)
+    return data
 
 
 def _per_cell(counts: Mapping[CellKey, tuple[int, int]]) -> float:

@@ -165,6 +165,34 @@ def assumed_base_rate(threshold: float) -> float:
     return round((1.0 + threshold) / 2.0, 6)
 
 
+def power_as_run(
+    base: Mapping[CellKey, tuple[int, int]],
+    *,
+    sizes: Sequence[int],
+    depths: Sequence[float],
+    trials: int,
+    alpha: float,
+    min_drop: float,
+    styles: int = 1,
+    final_share: float = 1.0,
+) -> float | None:
+    """The power of the design actually run, once the base is measured in the same job: the plan's
+    own power function (:func:`group_power`) at the base's MEASURED rates (its planning group's cells
+    pooled, each cell at its own count) and trials, the head's TRIALS per cell, at FINAL_SHARE of
+    alpha (the share the last look spends). A plan made before the base was known states the power
+    at an assumed rate (0.9 at the defaults); a base at 0.8 makes that figure too high (issue 31).
+    None when the base has no trial in the planning group."""
+    group = planning_group(sizes, depths)
+    base_hits, base_n = pooled(base, group.cells)
+    if base_n <= 0 or trials <= 0:
+        return None
+    design = GroupDesign(
+        cells=len(group.cells), family_size=styles * len(family(sizes, depths)), alpha=alpha * final_share
+    )
+    rate = base_hits / base_n
+    return round(group_power(design, trials=trials, base_rate=rate, drop=min_drop, base_n=base_n), 4)
+
+
 def plan_for(
     rs: RecallSettings,
     sizes: Sequence[int],

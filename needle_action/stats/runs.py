@@ -40,6 +40,8 @@ PRIOR_WEIGHT = 1.0  # the prior counts as this many runs' worth of evidence
 MIN_RUNS = 3  # fewer stored runs give no estimate: the prior alone
 _SHIFT_LIMIT = 8.0  # a fitted shift is clamped here (every hit or every miss on one side)
 _NORMAL = NormalDist()
+# three-point Gauss-Hermite rule for N(0, 1): (node, weight)
+_GAUSS_HERMITE = ((0.0, 2 / 3), (math.sqrt(3.0), 1 / 6), (-math.sqrt(3.0), 1 / 6))
 
 
 @dataclass(frozen=True)
@@ -455,24 +457,33 @@ def contrast_power(
     """:func:`cross_run_power` with each cell at its own base rate (the group's cells GROUP_RATES,
     the others OTHER_RATES): the contrast's expected score, sum over the group of w_c delta_c times
     sqrt(W_rest / (W_all W_group)), against the level's quantile (w_c: a cell's information on its
-    log odds ratio, delta_c: the drop on the logit scale at its rate)."""
+    log odds ratio, delta_c: the drop on the logit scale at its rate). Averaged over the head run's
+    level, N(0, tau^2) (three-point Gauss-Hermite): a run that answers better has rates nearer 1,
+    where a trial tells less."""
     edge = 0.5 / (min(base_n, head_n) + 1.0)  # half a trial from 0 and 1, as the empirical logit
 
     def clamp(p: float) -> float:
         return min(max(p, edge), 1 - edge)
 
+    def moved(p: float, shift: float) -> float:
+        return clamp(_expit(_logit(p) + shift))
+
     group = [(clamp(p), clamp(p - drop)) for p in group_rates]
-    w_group = [_cell_information(base_n, p, head_n, q) for p, q in group]
     effects = [_logit(p) - _logit(q) for p, q in group]
-    total_group = sum(w_group)
-    total_rest = sum(_cell_information(base_n, clamp(p), head_n, clamp(p)) for p in other_rates)
-    if total_group <= 0:
-        return 0.0
+    others = [clamp(p) for p in other_rates]
     z = _NORMAL.inv_cdf(1 - level)
-    if total_rest > 0:
+    total = 0.0
+    for x, weight in _GAUSS_HERMITE:
+        shift = spread.tau * x
+        w_group = [_cell_information(base_n, p, head_n, moved(q, shift)) for p, q in group]
+        total_group = sum(w_group)
+        if total_group <= 0:
+            continue
+        total_rest = sum(_cell_information(base_n, p, head_n, moved(p, shift)) for p in others)
         score = sum(w * d for w, d in zip(w_group, effects, strict=True))
-        expected = score * math.sqrt(total_rest / ((total_group + total_rest) * total_group))
-    else:
-        mean = sum(w * d for w, d in zip(w_group, effects, strict=True)) / total_group
-        expected = mean / math.sqrt(1.0 / total_group + 2.0 * spread.variance)
-    return _NORMAL.cdf(expected - z)
+        if total_rest > 0:
+            expected = score * math.sqrt(total_rest / ((total_group + total_rest) * total_group))
+        else:
+            expected = score / total_group / math.sqrt(1.0 / total_group + 2.0 * spread.variance)
+        total += weight * _NORMAL.cdf(expected - z)
+    return total

@@ -393,7 +393,9 @@ def _cross_conditional(data: PromptData, g: Group, style: str, n: int | None, le
     z = NormalDist().inv_cdf(min(max(p, 1e-12), 1 - 1e-12))  # a drop: negative
     if n is None or n >= data.planned:
         return 1.0 if p <= level else 0.0
-    base_n = max(1, data.base_planned or data.planned)
+    runs = data.history.get(style, ())  # the stored runs are on the base side too
+    stored = sum(sum(n for _, n in r.values()) / len(r) for r in runs if r)
+    base_n = max(1.0, (data.base_planned or data.planned) + stored)
     t = (1 / base_n + 1 / data.planned) / (1 / base_n + 1 / max(1, n))
     crit = NormalDist().inv_cdf(level)  # negative
     return NormalDist().cdf((crit - z / math.sqrt(t)) / math.sqrt(1 - t))

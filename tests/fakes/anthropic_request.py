@@ -193,6 +193,13 @@ def validate_texts(body: dict) -> None:
         if isinstance(content, list):
             _check_texts(content, f"messages.{i}.content")
         last_assistant = i == len(messages) - 1 and m.get("role") == "assistant"
+        tail = (
+            content
+            if isinstance(content, str)
+            else (content[-1].get("text") if content and isinstance(content[-1], dict) else None)
+        )
+        if last_assistant and isinstance(tail, str) and tail and tail != tail.rstrip():
+            raise BodyError("messages: final assistant content cannot end with trailing whitespace")
         if not last_assistant and (content == [] or (isinstance(content, str) and not content.strip())):
             what = "non-empty" if not content else "non-whitespace"
             raise BodyError(

@@ -535,7 +535,7 @@ class _Handler(BaseHTTPRequestHandler):
 
     def _serve(
         self,
-        body: dict,
+        body: typing.Any,
         *,
         counting: bool,
         validate_as_count: bool,
@@ -723,9 +723,8 @@ class FakeClaudeCloud(FakeAnthropic):
     # the developer's own cloud login, cleared so that it can never reach the fake (or the cloud)
     foreign_envs: tuple[str, ...] = ()
 
-    def env(self, **options: bool) -> dict[str, str]:
-        """The environment a workflow's cloud login leaves, pointed at this fake."""
-        raise NotImplementedError
+    # the environment a workflow's cloud login leaves, pointed at this fake (options: the cloud's own)
+    env: Callable[..., dict[str, str]]
 
     def point_env(self, monkeypatch, **options: bool):
         """Point the SDK here for one test (through MONKEYPATCH); returns the fake."""

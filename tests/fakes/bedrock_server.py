@@ -138,12 +138,12 @@ class _BedrockHandler(_Handler):
         except ApiError as err:
             return self._send_error(err)
         counting = operation == "count-tokens"
-        route = path if counting else "/v1/messages"
+        route_key = path if counting else "/v1/messages"
         return self._serve(
             messages,
             counting=counting,
             validate_as_count=False,
-            route=route,
+            route=route_key,
             raw=raw,
             count_field="inputTokens",
         )

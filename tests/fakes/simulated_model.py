@@ -27,6 +27,13 @@ With ``tool_call_rate``, that share of the requests carrying ``tools`` is answer
 The draw is a pure function of ``(seed, expected value)``: retries, concurrency and call order do not
 change an outcome, and the same needle asked twice gets the same answer.
 
+**Run level** (``level``, on the logit scale): a real model does not answer at the same level in every
+run (serving changes, load, silent updates move a whole run up or down). With ``level`` every
+probability becomes ``expit(logit(curve) + level)``; ``SimulatedModel.for_run(curve, run=R, run_sd=S)``
+draws the level of run R from N(0, S) (a pure function of ``(run, run_sd)``), so a study gives each
+process it runs (``needle check``, ``needle recall``) its own level by swapping the fake's responder
+between runs. ``level = 0`` (the default) is the curve itself.
+
 Depth here is the position in the *whole* request, not in the context slot: the system prompt before
 the slot and the question after it move the needle away from 0 and 1, as they do for a real model.
 Use large sizes or ``u_shape(margin=...)`` if a test needs the slot's edges to count as edges.
@@ -35,6 +42,8 @@ Use large sizes or ``u_shape(margin=...)`` if a test needs the slot's edges to c
 from __future__ import annotations
 
 import hashlib
+import math
+import random
 import re
 import threading
 from collections import OrderedDict
@@ -91,6 +100,18 @@ class cliff:  # noqa: N801
 
     def __call__(self, depth: float, size: int) -> float:
         return self.before if size < self.at_size else self.after
+
+
+def shifted(p: float, level: float) -> float:
+    """P moved by LEVEL on the logit scale (0 and 1 stay where they are)."""
+    if level == 0.0 or p <= 0.0 or p >= 1.0:
+        return p
+    return 1.0 / (1.0 + math.exp(-(math.log(p / (1.0 - p)) + level)))
+
+
+def run_level(run: int, run_sd: float) -> float:
+    """Run RUN's level: a draw from N(0, RUN_SD) on the logit scale, a pure function of its arguments."""
+    return random.Random(f"run-level:{run}").gauss(0.0, run_sd) if run_sd else 0.0
 
 
 # --- reading the request ------------------------------------------------------------------------
@@ -177,8 +198,10 @@ class SimulatedModel:
         exact_size: bool = True,
         keep: int = 10000,
         tool_call_rate: float = 0.0,
+        level: float = 0.0,
     ) -> None:
         self.curve = curve
+        self.level = level  # this run's level on the logit scale (module docstring, "Run level")
         # share of requests WITH tools answered by calling the first tool instead of with text
         # (drawn per request text, deterministic): what an agent model does when it wants more data
         self.tool_call_rate = tool_call_rate
@@ -193,6 +216,13 @@ class SimulatedModel:
         self._lock = threading.Lock()
         self._sizes: OrderedDict[str, int] = OrderedDict()
         self._enc: Any = None  # a tiktoken Encoding, loaded on first use
+
+    @classmethod
+    def for_run(cls, curve: Curve, *, run: int, run_sd: float, **kwargs: Any) -> SimulatedModel:
+        """The model as run RUN sees it: its level drawn from N(0, RUN_SD), its draws seeded by RUN
+        (unless ``seed`` is given), so two runs answer independently."""
+        kwargs.setdefault("seed", run)
+        return cls(curve, level=run_level(run, run_sd), **kwargs)
 
     # deterministic uniform draw in [0, 1) from (seed, value, purpose)
     def _uniform(self, value: str, purpose: str) -> float:
@@ -255,7 +285,7 @@ class SimulatedModel:
         depths = tuple(p / length for p in positions)
         p = 1.0
         for d in depths:
-            p *= min(1.0, max(0.0, float(self.curve(d, size))))
+            p *= min(1.0, max(0.0, shifted(float(self.curve(d, size)), self.level)))
         hit = self._uniform(value, "hit") < p
         if hit:
             answer = f"The answer is {value}." if self.wrap else value
@@ -269,8 +299,6 @@ class SimulatedModel:
         if others and u < 0.5:
             return others[int(u * 2 * len(others)) % len(others)]  # a distractor: plausible, wrong
         if u < 0.75:
-            import random
-
             fake = make_value(random.Random(f"{self.seed}:{value}:fabricate"))
             return fake if fake != value else NOT_FOUND
         return NOT_FOUND

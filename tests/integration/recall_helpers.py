@@ -140,11 +140,14 @@ def middle_minus_30(depth: float, size: int) -> float:
     return 0.65 if 0.15 < depth < 0.85 else 0.95
 
 
-def needle_cli(args: list[str], fake: FakeAnthropic, cache: Path) -> subprocess.CompletedProcess:
-    """`needle ARGS` in a real process, pointed at FAKE, with its own recall cache."""
+def needle_cli(
+    args: list[str], fake: FakeAnthropic, cache: Path, *, key: str | None = None
+) -> subprocess.CompletedProcess:
+    """`needle ARGS` in a real process, pointed at FAKE (with KEY: another API key than the fake's),
+    with its own recall cache."""
     env = needle_env(
         ANTHROPIC_BASE_URL=fake.base_url,
-        ANTHROPIC_API_KEY=fake.api_key,
+        ANTHROPIC_API_KEY=key or fake.api_key,
         NEEDLE_CACHE_DIR=str(cache),
         NO_COLOR="1",
     )

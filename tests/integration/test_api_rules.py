@@ -20,19 +20,19 @@ from needle_action.providers.retry import RequestInvalid
 from tests.builders import Project
 from tests.fakes.anthropic_server import FakeAnthropic
 from tests.fakes.simulated_model import SimulatedModel, flat
+from tests.samples import history_template
 
 MODEL = "claude-sonnet-5-5"
 
 # a history loop that indents each turn's text: a layout teams write for readability
-INDENTED_HISTORY = """system:
-You are the scheduling assistant of a bicycle workshop. Answer from the conversation only.
-{% for turn in chat %}
-{{ turn.speaker }}:
-    {{ turn.words }}
-{% endfor %}
-user:
-{{ request }}
-"""
+INDENTED_HISTORY = history_template(
+    "You are the scheduling assistant of a bicycle workshop. Answer from the conversation only.",
+    turns="chat",
+    role="speaker",
+    text="words",
+    ask="request",
+    indent="    ",
+)
 
 WORKSHOP_CHAT = """request: "Which bay is the tandem booked into?"
 chat:
@@ -220,3 +220,11 @@ def test_a_recorded_request_without_turns_is_an_error_not_a_silent_pass(tmp_path
         run_budget(load_config(project.config_path))
     assert "no-messages" in info.value.message
     assert str(info.value.location.file).endswith("rewrite.json")
+
+
+def test_the_fake_refuses_a_prefill_that_ends_with_whitespace(fake):
+    messages: Any = [{"role": "user", "content": "Which bay?"}, {"role": "assistant", "content": "Bay "}]
+    with pytest.raises(
+        anthropic.BadRequestError, match="final assistant content cannot end with trailing whitespace"
+    ):
+        _client(fake).messages.create(model=MODEL, max_tokens=8, messages=messages)

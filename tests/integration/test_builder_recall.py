@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from bench.workload import CLAUDE_DEFAULTS
 from needle_action.assemble.builder import client as builder
 from needle_action.config import load_config
 from needle_action.core.errors import ConfigError
@@ -32,14 +33,9 @@ def build(notes, question):
         "messages": [{"role": "user", "content": notes + "\\n\\n" + question}],
     }
 '''
-CONFIG = """
-[defaults]
-model = "claude-sonnet-5-5"
-provider = "anthropic"
-tokenizer = "tiktoken:o200k_base"
-tokenizer_safety_factor = 1.0
-reserve_output_tokens = 256
-max_input_tokens = 4000
+CONFIG = (
+    CLAUDE_DEFAULTS.format(model="claude-sonnet-5-5")
+    + """max_input_tokens = 4000
 
 [defaults.recall]
 sizes = [400, 800]
@@ -63,6 +59,7 @@ question_path = "/messages/0/content"
 [files]
 builders = true
 """
+)
 RECORDED = {
     "model": "claude-sonnet-5-5",
     "max_tokens": 64,

@@ -5,6 +5,7 @@ tool_choice auto and for a forced tool, where leaving the tool-use prompt out re
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 
@@ -19,97 +20,10 @@ from tests.needle_cli import invoke_in
 MODEL = "claude-sonnet-5-5"
 
 
-def _tool(name: str, description: str, **props: tuple[str, str]) -> dict:
-    return {
-        "name": name,
-        "description": description,
-        "input_schema": {
-            "type": "object",
-            "properties": {k: {"type": t, "description": d} for k, (t, d) in props.items()},
-            "required": list(props)[:1],
-        },
-    }
-
-
-# a home-energy assistant's twelve tools (our own schemas, shaped like an agent's real ones)
-TOOLS = [
-    _tool(
-        "read_meter",
-        "Read the latest value of an electricity, gas or water meter in the household.",
-        meter_id=("string", "The meter's identifier as printed on the device"),
-        unit=("string", "kWh, m3 or litres; defaults to the meter's own unit"),
-    ),
-    _tool(
-        "list_appliances",
-        "List the appliances registered for a room, with their rated power and schedule.",
-        room=("string", "Room name, e.g. kitchen or garage"),
-        include_idle=("boolean", "Whether appliances that are switched off are listed too"),
-    ),
-    _tool(
-        "set_thermostat",
-        "Set the target temperature of a heating zone for a period of time.",
-        zone=("string", "The heating zone, e.g. upstairs"),
-        celsius=("number", "Target temperature in degrees Celsius, between 5 and 28"),
-        until=("string", "ISO 8601 time at which the previous schedule resumes"),
-    ),
-    _tool(
-        "tariff_lookup",
-        "Look up the household's current energy tariff and its price per unit by time of day.",
-        fuel=("string", "electricity or gas"),
-        date=("string", "The day to price, ISO 8601; today when left out"),
-    ),
-    _tool(
-        "forecast_solar",
-        "Forecast the rooftop solar yield in kWh for each hour of the coming days.",
-        days=("integer", "How many days ahead, 1 to 7"),
-        panel_group=("string", "Which array of panels; all of them when left out"),
-    ),
-    _tool(
-        "battery_status",
-        "Report the home battery's charge, health and the mode it is running in.",
-        detail=("string", "summary or full"),
-    ),
-    _tool(
-        "schedule_charge",
-        "Schedule the electric car's charging within a window, cheapest hours first.",
-        start=("string", "Earliest start, ISO 8601"),
-        end=("string", "Time by which the car must be charged, ISO 8601"),
-        target_percent=("integer", "Charge level to reach, 20 to 100"),
-    ),
-    _tool(
-        "usage_history",
-        "Return the household's consumption per day or per hour over a period, for one fuel.",
-        fuel=("string", "electricity, gas or water"),
-        start=("string", "First day, ISO 8601"),
-        end=("string", "Last day, ISO 8601"),
-        resolution=("string", "hour or day"),
-    ),
-    _tool(
-        "compare_neighbours",
-        "Compare the household's usage with similar homes in the same postcode area.",
-        fuel=("string", "electricity or gas"),
-        months=("integer", "How many months back to compare"),
-    ),
-    _tool(
-        "open_ticket",
-        "Open a support ticket with the energy supplier about a billing or metering problem.",
-        subject=("string", "One line saying what is wrong"),
-        body=("string", "The details, in the customer's words"),
-        priority=("string", "low, normal or urgent"),
-    ),
-    _tool(
-        "notify_household",
-        "Send a notification to the household's phones, e.g. when a price spike is coming.",
-        message=("string", "The text of the notification, at most 200 characters"),
-        channel=("string", "push, sms or email"),
-    ),
-    _tool(
-        "appliance_power",
-        "Switch a smart plug on or off, or read the power it is drawing right now.",
-        plug_id=("string", "The smart plug's identifier"),
-        action=("string", "on, off or read"),
-    ),
-]
+# a home-energy assistant's twelve tools (our own schemas, shaped like an agent's real ones): a
+# tools file as an agent keeps it, which the budget test below hands to needle as it stands
+TOOLS_FILE = Path(__file__).resolve().parents[1] / "data" / "energy_tools.json"
+TOOLS = json.loads(TOOLS_FILE.read_text(encoding="utf-8"))
 
 
 def _request(tool_choice: dict | None) -> RenderedPrompt:
@@ -152,7 +66,7 @@ def test_the_budget_table_calls_an_offline_claude_count_an_estimate(tmp_path):
         Project(tmp_path)
         .template("prompts/energy.j2", "system:\nYou are the energy assistant.\nuser:\n{{ ask }}\n")
         .fixture("fixtures/energy.yaml", {"ask": "Should I charge the car at noon?"})
-        .file("tools.json", json.dumps(TOOLS))
+        .file("tools.json", TOOLS_FILE.read_text(encoding="utf-8"))
         .config(
             f"""
             [defaults]

@@ -13,6 +13,7 @@ from needle_action.assemble.render import render_case
 from needle_action.config import load_config
 from needle_action.tokens import count_prompts
 from tests.builders import Project
+from tests.samples import history_template, tool
 
 pytestmark = pytest.mark.usefixtures("fresh_token_cache")
 
@@ -22,15 +23,13 @@ tokenizer = "tiktoken:o200k_base"
 provider = "openai"
 """
 
-FLAT = """system:
-You plan ferry crossings for travellers. Use the conversation so far.
-{% for turn in log %}
-{{ turn.role }}:
-{{ turn.text }}
-{% endfor %}
-user:
-{{ ask }}
-"""
+# one message per turn: the history loop of tests/samples.py over `log`
+FLAT = history_template(
+    "You plan ferry crossings for travellers. Use the conversation so far.",
+    turns="log",
+    text="text",
+    ask="ask",
+)
 
 FLAT_FIXTURE = {
     "ask": "So which sailing should I book?",
@@ -73,15 +72,12 @@ NESTED_FIXTURE = {
 }
 
 TOOLS = [
-    {
-        "name": "search_timetable",
-        "description": "Look up sailings between two ports on a date.",
-        "input_schema": {
-            "type": "object",
-            "properties": {"query": {"type": "string", "description": "what to look up"}},
-            "required": ["query"],
-        },
-    }
+    tool(
+        "search_timetable",
+        "Look up sailings between two ports on a date.",
+        {"query": {"type": "string", "description": "what to look up"}},
+        required=("query",),
+    )
 ]
 
 RESULT = """system:

@@ -16,22 +16,19 @@ from needle_action.tokens import count_prompts
 from tests.fakes.anthropic_request import TOOLS_OVERHEAD
 from tests.fakes.anthropic_server import FakeAnthropic
 from tests.fakes.simulated_model import SimulatedModel, flat
-from tests.samples import after_tool_call
+from tests.samples import after_tool_call, tool
 
 MODEL = "claude-sonnet-5-5"
 
 
 def tools(n: int) -> tuple[dict, ...]:
     return tuple(
-        {
-            "name": f"lookup_{i}",
-            "description": f"Look up record kind {i} by its id and return the stored fields.",
-            "input_schema": {
-                "type": "object",
-                "properties": {"id": {"type": "string", "description": "the record id"}},
-                "required": ["id"],
-            },
-        }
+        tool(
+            f"lookup_{i}",
+            f"Look up record kind {i} by its id and return the stored fields.",
+            {"id": {"type": "string", "description": "the record id"}},
+            required=("id",),
+        )
         for i in range(n)
     )
 

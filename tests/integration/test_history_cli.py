@@ -5,55 +5,35 @@ the same verdict from the files, with the folder or from the record alone."""
 from __future__ import annotations
 
 import json
-import os
 
 import pytest
 
-from tests.fakes.anthropic_server import FakeAnthropic
 from tests.fakes.simulated_model import SimulatedModel, flat
-from tests.integration.recall_helpers import TEMPLATE, write_project
-from tests.needle_cli import run_needle
-
-REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-
-
-@pytest.fixture(scope="module")
-def fake():
-    with FakeAnthropic() as server:
-        yield server
-
-
-def needle(args, fake, tmp_path):
-    env = dict(os.environ)
-    env.update(
-        ANTHROPIC_BASE_URL=fake.base_url,
-        ANTHROPIC_API_KEY=fake.api_key,
-        NEEDLE_CACHE_DIR=str(tmp_path / "cache"),
-        PYTHONPATH=REPO,
-        NO_COLOR="1",
-    )
-    return run_needle(args, env=env)
+from tests.integration.recall_helpers import TEMPLATE, needle_cli, write_project
 
 
 @pytest.mark.slow  # seven CLI processes, five of them measuring
-def test_recall_and_report_with_history_test_across_runs(tmp_path, fake):
-    fake.responder = SimulatedModel(flat(0.9), seed=2)
+def test_recall_and_report_with_history_test_across_runs(tmp_path, fake_anthropic):
+    cache = tmp_path / "cache"
+    fake_anthropic.responder = SimulatedModel(flat(0.9), seed=2)
     cfg = write_project(tmp_path / "proj", sizes=(400, 800), depths=(0.0, 0.5, 1.0), trials=8)
     stored = tmp_path / "stored"
     for seed in (1, 2, 3):  # three unchanged main-branch runs, each its own run
-        ran = needle(
+        ran = needle_cli(
             ["check", "--config", str(cfg), "--seed", str(seed), "--json", str(stored / f"run{seed}.json")],
-            fake,
-            tmp_path,
+            fake_anthropic,
+            cache,
         )
         assert ran.returncode == 0, ran.stdout + ran.stderr
     base = tmp_path / "base.json"
-    ran = needle(["check", "--config", str(cfg), "--seed", "7", "--json", str(base)], fake, tmp_path)
+    ran = needle_cli(
+        ["check", "--config", str(cfg), "--seed", "7", "--json", str(base)], fake_anthropic, cache
+    )
     assert ran.returncode == 0, ran.stderr
     # the pull request edits the prompt (a new fingerprint); the model is the same
     (tmp_path / "proj" / "prompts" / "qa.j2").write_text(TEMPLATE.replace("Answer from", "Answer only from"))
     head = tmp_path / "head.json"
-    ran = needle(
+    ran = needle_cli(
         [
             "recall",
             "--config",
@@ -67,8 +47,8 @@ def test_recall_and_report_with_history_test_across_runs(tmp_path, fake):
             "--json",
             str(head),
         ],
-        fake,
-        tmp_path,
+        fake_anthropic,
+        cache,
     )
     assert ran.returncode == 0, ran.stdout + ran.stderr
     record = json.loads(head.read_text())["prompts"][0]["recall"]["cross_run"]
@@ -78,7 +58,9 @@ def test_recall_and_report_with_history_test_across_runs(tmp_path, fake):
 
     verdicts = []
     for extra in (["--history", str(stored)], []):  # the folder again, or the head's record alone
-        out = needle(["report", str(head), "--base", str(base), "--format", "json", *extra], fake, tmp_path)
+        out = needle_cli(
+            ["report", str(head), "--base", str(base), "--format", "json", *extra], fake_anthropic, cache
+        )
         assert out.returncode == 0, out.stdout + out.stderr
         rc = json.loads(out.stdout)["prompts"][0]["recall"]
         assert rc["test"] == "cross-run"
@@ -88,11 +70,13 @@ def test_recall_and_report_with_history_test_across_runs(tmp_path, fake):
     assert any(label.startswith("every cell") for label, _, _ in verdicts[0])
 
 
-def test_an_empty_history_folder_is_a_clear_error(tmp_path, fake):
+def test_an_empty_history_folder_is_a_clear_error(tmp_path, fake_anthropic):
     head = tmp_path / "head.json"
     head.write_text(json.dumps({"schema_version": 2, "config": "needle.toml"}))
     (tmp_path / "empty").mkdir()
-    out = needle(["report", str(head), "--history", str(tmp_path / "empty")], fake, tmp_path)
+    out = needle_cli(
+        ["report", str(head), "--history", str(tmp_path / "empty")], fake_anthropic, tmp_path / "cache"
+    )
     assert out.returncode == 2
     assert "Traceback" not in out.stderr
     assert "no results files in" in out.stderr

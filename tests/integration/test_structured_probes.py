@@ -11,6 +11,7 @@ import pytest
 from tests.fakes.anthropic_server import FakeAnthropic
 from tests.fakes.simulated_model import SimulatedModel, flat
 from tests.integration.recall_helpers import recall_of, run, write_project
+from tests.samples import tool
 
 SCHEMA_PARAMS = """
 [prompts.qa.request_params.output_config.format]
@@ -19,15 +20,9 @@ schema = { type = "object", properties = { reply = { type = "string" }, sure = {
 """
 
 REPORT_TOOL = [
-    {
-        "name": "file_answer",
-        "description": "Record the answer to the user's question.",
-        "input_schema": {
-            "type": "object",
-            "properties": {"reply": {"type": "string"}},
-            "required": ["reply"],
-        },
-    }
+    tool(
+        "file_answer", "Record the answer to the user's question.", {"reply": {"type": "string"}}, ("reply",)
+    )
 ]
 
 

@@ -15,6 +15,7 @@ from needle_action.config import Config, PromptConfig
 from needle_action.core.errors import ConfigError, TemplateError
 from tests import builders
 from tests.builders import Project
+from tests.samples import history_template
 
 
 def write(root: Path, rel: str, text: str) -> Path:
@@ -73,24 +74,12 @@ def test_text_before_first_marker_is_user_and_empty_messages_dropped(tmp_path):
     assert roles(r) == [("user", "preamble"), ("user", "  question")]
 
 
-# the chat-history loop users write; test_request_render's HISTORY is one too (`duplicates` pairs
-# them): here the template under test stays in view, there it carries content blocks
+# the chat-history loop users write (tests/samples.history_template; test_request_render,
+# test_context_sections and test_api_rules render it too): here its turns are plain text
 def test_history_loop_gives_alternating_messages(tmp_path):
     history = [{"role": "user" if i % 2 == 0 else "assistant", "content": f"turn {i}\n"} for i in range(6)]
-    r = render(
-        tmp_path,
-        """
-        system:
-        Support agent.
-        {% for turn in history %}
-        {{ turn.role }}:
-        {{ turn.content }}
-        {% endfor %}
-        user:
-        {{ question }}
-        """,
-        {"history": history, "question": "and now?"},
-    )
+    template = history_template("Support agent.", turns="history", ask="question")
+    r = render(tmp_path, template, {"history": history, "question": "and now?"})
     assert r.system == "Support agent."
     assert [m.role for m in r.messages] == ["user", "assistant"] * 3 + ["user"]
     assert r.messages[3].content == "turn 3"

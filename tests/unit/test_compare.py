@@ -257,3 +257,21 @@ def test_a_results_file_claiming_more_hits_than_trials_is_a_config_error(tmp_pat
     path.write_text(json.dumps(data))
     with pytest.raises(ConfigError, match=r"recall\.cells\.0.*hits must be between 0 and trials"):
         load_results(path)
+
+
+def test_same_job_power_is_restated_at_the_base_measured_rates():
+    from needle_action.report.render import render_comment
+
+    def pair(rate20: int):
+        base = results(prompt("r", [], rec=recall(grid({0.0: (20, 20), 0.5: (rate20, 20), 1.0: (20, 20)}))))
+        head = results(
+            prompt("r", [], rec=recall(grid({0.0: (19, 20), 0.5: (rate20 - 1, 20), 1.0: (20, 20)})))
+        )
+        return compare(base, head)
+
+    low, high = pair(16), pair(19)  # middle measured at .8 and .95
+    p_low, p_high = low.prompts[0].recall.power, high.prompts[0].recall.power
+    assert p_low is not None
+    assert p_high is not None
+    assert p_low < p_high
+    assert "at the base's measured rates" in render_comment(low)

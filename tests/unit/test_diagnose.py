@@ -3,6 +3,8 @@ unlucky cell does not change the class, and the effective context comes with its
 
 from __future__ import annotations
 
+import pytest
+
 from needle_action.recall.diagnose import diagnose, read_grid
 from needle_action.results import RecallCell
 from needle_action.stats import cells as stat_cells
@@ -128,22 +130,22 @@ def test_middle_fails_at_small_sizes_and_everything_at_large_is_mixed():
     assert "larger effective window" in d.fix
 
 
-def test_a_perfect_run_with_few_trials_is_all_pass_with_its_interval():
-    # every cell 3/3: the whole grid's interval cannot clear 80% at one-sided 95% with n=3 a cell
-    # over a 1x3 grid, yet nothing sits at the bar: all-pass, saying how much the trials show
-    cells = [cell(2000, d, 3, trials=3, planned=3) for d in (0.0, 0.5, 1.0)]
+@pytest.mark.parametrize(
+    ("hits", "trials", "kind", "said", "not_said"),
+    [
+        # every cell 3/3: the whole grid's interval cannot clear 80% at one-sided 95% with n=3 a
+        # cell over a 1x3 grid, yet nothing sits at the bar: all-pass, saying how much the trials show
+        pytest.param(3, 3, "all-pass", ["100% (at least", "n=9"], [], id="perfect-few-trials-all-pass"),
+        # no group under the bar by its rate, but the grid is too small to be shown above it: flaky,
+        # with the whole grid's rate as the reason instead of an empty list
+        pytest.param(4, 5, "flaky", ["whole grid", "n=15"], [": ."], id="flaky-never-an-empty-list"),
+    ],
+)
+def test_a_small_grid_above_the_bar_says_what_its_trials_show(hits, trials, kind, said, not_said):
+    cells = [cell(2000, d, hits, trials=trials, planned=trials) for d in (0.0, 0.5, 1.0)]
     _, d = run(cells)
-    assert d.kind == "all-pass"
-    assert "100% (at least" in d.summary
-    assert "n=9" in d.summary
-
-
-def test_flaky_never_prints_an_empty_list():
-    # no group under the bar by its rate, but the grid is too small to be shown above it: flaky,
-    # with the whole grid's rate as the reason instead of an empty list
-    cells = [cell(2000, d, 4, trials=5, planned=5) for d in (0.0, 0.5, 1.0)]
-    _, d = run(cells)
-    assert d.kind == "flaky"
-    assert ": ." not in d.summary
-    assert "whole grid" in d.summary
-    assert "n=15" in d.summary
+    assert d.kind == kind
+    for text in said:
+        assert text in d.summary
+    for text in not_said:
+        assert text not in d.summary

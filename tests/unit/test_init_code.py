@@ -11,38 +11,27 @@ from needle_action.core.errors import ConfigError, NeedleError
 from needle_action.scaffold.code import find_sites
 from needle_action.scaffold.starter import write_starter
 from needle_action.scaffold.templates import FoundTemplate, _guess
-from tests.builders import write
+from tests.builders import Project, write
 
 
 def test_sdk_calls_request_dicts_and_templates_are_found_without_running_the_code(tmp_path):
     canary = tmp_path / "ran"
-    write(
-        tmp_path,
-        "bot/chat.py",
-        f"open({str(canary)!r}, 'w').write('x')\n"
-        "from openai import OpenAI\n"
-        "RULES = 'Keep answers short.'\n"
-        "def ask(client, text):\n"
-        "    return client.chat.completions.create(model='gpt-4o', messages=[\n"
-        "        {'role': 'system', 'content': RULES}, {'role': 'user', 'content': text}])\n",
+    Project(tmp_path).files(
+        {
+            "bot/chat.py": f"open({str(canary)!r}, 'w').write('x')\n"
+            "from openai import OpenAI\n"
+            "RULES = 'Keep answers short.'\n"
+            "def ask(client, text):\n"
+            "    return client.chat.completions.create(model='gpt-4o', messages=[\n"
+            "        {'role': 'system', 'content': RULES}, {'role': 'user', 'content': text}])\n",
+            "bot/raw.py": "def body(q):\n    return {'model': 'm', 'messages': [{'role': 'user', 'content': q}]}\n",
+            "bot/resp.py": "def go(c, q):\n    return c.responses.create(model='m', instructions='Be kind.', input=q)\n",
+            "bot/li.py": "from llama_index.core import PromptTemplate\n"
+            "QA = PromptTemplate('Context: {context_str}\\nQ: {query_str}')\n",
+            "bot/broken.py": "def (:\n",
+            "tests/test_bot.py": "def t(c):\n    c.messages.create(model='m', messages=[])\n",
+        }
     )
-    write(
-        tmp_path,
-        "bot/raw.py",
-        "def body(q):\n    return {'model': 'm', 'messages': [{'role': 'user', 'content': q}]}\n",
-    )
-    write(
-        tmp_path,
-        "bot/resp.py",
-        "def go(c, q):\n    return c.responses.create(model='m', instructions='Be kind.', input=q)\n",
-    )
-    write(
-        tmp_path,
-        "bot/li.py",
-        "from llama_index.core import PromptTemplate\nQA = PromptTemplate('Context: {context_str}\\nQ: {query_str}')\n",
-    )
-    write(tmp_path, "bot/broken.py", "def (:\n")
-    write(tmp_path, "tests/test_bot.py", "def t(c):\n    c.messages.create(model='m', messages=[])\n")
     sites = find_sites(tmp_path, tmp_path)
     assert not canary.exists()
     kinds = [(s.file, s.kind) for s in sites]

@@ -110,3 +110,72 @@ def test_conditional_power_follows_the_trend_and_is_certain_when_already_settled
     assert done == 1.0
     assert power.fisher_power(180, 0.95, 180, 140 / 180, level) > 0.5
     assert power.conditional_power(base, (0, 0), 180, level) == 0.0
+
+
+# -- the same job's power, restated at the base's measured rates (issue 31) ---------------------------
+
+_SIZES, _DEPTHS = [2000, 8000, 16000], [0.0, 0.25, 0.5, 0.75, 1.0]
+
+
+def _flat_base(
+    rng: random.Random, rate: float, trials: int = 20
+) -> dict[tuple[int, float], list[tuple[int, bool]]]:
+    from needle_action.stats.groups import cell_key
+
+    return {
+        cell_key(s, d): [(t, rng.random() < rate) for t in range(trials)] for s in _SIZES for d in _DEPTHS
+    }
+
+
+def _counts(answers):
+    return {k: (sum(h for _, h in v), len(v)) for k, v in answers.items()}
+
+
+def _as_run(counts, trials: int = 20) -> float | None:
+    from needle_action.stats.sequential import Design
+
+    share = Design().levels(trials, 1.0)[-1]
+    return power.power_as_run(
+        counts, sizes=_SIZES, depths=_DEPTHS, trials=trials, alpha=0.01, min_drop=0.2, final_share=share
+    )
+
+
+def test_power_as_run_follows_the_measured_base_rate():
+    def flat(rate: float) -> dict[tuple[int, float], tuple[int, int]]:
+        return {k: (round(rate * 20), 20) for k in _counts(_flat_base(random.Random(0), 0.5))}
+
+    low, high = _as_run(flat(0.8)), _as_run(flat(0.95))
+    assert low is not None
+    assert high is not None
+    assert low < high
+    # what the plan states before the base is known (assumed 0.9) is not what a 0.8 base gives
+    assumed = power.plan_run(
+        sizes=_SIZES, depths=_DEPTHS, trials="auto", threshold=0.8, alpha=0.01, min_drop=0.2
+    )
+    assert assumed.base_rate_source == "assumed"
+    assert low < assumed.power - 0.05 < high
+    assert _as_run({}) is None
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("rate", [0.8, 0.95])
+def test_power_as_run_matches_the_sequential_replay(rate):
+    """Stated (the pooled Fisher power at the measured middle rate, the last look's alpha share) vs
+    the group-sequential replay with a 20-point middle drop, same-job (paired), 300 PRs, seed 7:
+    within 6 points (the stratified test and the pass rule move it by a few points; 300 PRs give a
+    standard error of about 2)."""
+    from needle_action.stats.sequential import Design, PromptData, replay
+
+    rng = random.Random(7)
+    prs, stated, blocked = 300, 0.0, 0
+    for _ in range(prs):
+        base = _flat_base(rng, rate)
+        head = {
+            k: [(t, rng.random() < rate - (0.2 if 0 < k[1] < 1 else 0.0)) for t in range(20)] for k in base
+        }
+        measured = _as_run(_counts(base))
+        assert measured is not None
+        stated += measured
+        data = PromptData("p", {"": (base, head)}, _SIZES, _DEPTHS, 20, 0.1, True, 20, Design())
+        blocked += replay([data], 0.01)["p"].status == "fail"
+    assert abs(stated / prs - blocked / prs) <= 0.06

@@ -18,6 +18,7 @@ from needle_action.request.view import request_view
 from needle_action.request.wire import anthropic_body, openai_body
 from needle_action.tokens.sections import without_context
 from tests.builders import Project
+from tests.samples import history_template
 
 SEARCH_OPENAI: list[dict[str, Any]] = [
     {
@@ -423,16 +424,8 @@ def test_context_in_the_system_text_cannot_be_a_tool_result(tmp_path):
 # ---------------------------------------------------------------- a fixture's messages as content blocks
 
 
-# the chat-history loop, as in test_assemble's test of the role markers (there written inline)
-HISTORY = """system:
-You are an agent.
-{% for m in messages %}
-{{ m.role }}:
-{{ m.content }}
-{% endfor %}
-user:
-{{ q }}
-"""
+# the chat-history loop of tests/samples.py (test_assemble's test of the role markers uses it too)
+HISTORY = history_template("You are an agent.")
 HISTORY_FIXTURE = """messages:
   - role: user
     content: Find the launch date.

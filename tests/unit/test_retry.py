@@ -168,3 +168,39 @@ def test_policy_from_settings_counts_the_first_try():
     from needle_action.config import ProviderSettings
 
     assert RetryPolicy.from_settings(ProviderSettings(max_retries=3)).max_attempts == 4
+
+
+@pytest.mark.parametrize(
+    ("provider", "model", "error_type", "message", "rule"),
+    [
+        pytest.param(
+            "anthropic",
+            "claude-sonnet-5-5",
+            "invalid_request_error",
+            "messages: text content blocks must contain non-whitespace text",
+            "`whitespace-text`",
+            id="a-request-rule",
+        ),
+        # a cloud's 400 about the model id is no request bug: that prompt stops, as for a 404
+        pytest.param(
+            "bedrock",
+            "gpt-4o",
+            "ValidationException",
+            "The provided model identifier is invalid.",
+            None,
+            id="model-id",
+        ),
+    ],
+)
+def test_a_request_the_api_refuses_as_invalid_is_a_request_error_naming_the_rule(
+    provider, model, error_type, message, rule
+):
+    from needle_action.core.errors import EXIT_CONFIG
+    from needle_action.providers.retry import RequestInvalid
+
+    verdict = classify_status(400, provider=provider, model=model, error_type=error_type, message=message)
+    assert isinstance(verdict, RequestRejected)
+    assert isinstance(verdict, RequestInvalid) is (rule is not None)
+    if rule is not None:
+        assert verdict.exit_code == EXIT_CONFIG
+        assert rule in verdict.message

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import functools
 import math
 import random
+from typing import Any
 
 import pytest
 
@@ -111,7 +113,7 @@ def test_student_t_matches_its_table() -> None:
 
 
 def test_cross_run_power_grows_with_trials_and_drop() -> None:
-    common = {
+    common: dict[str, Any] = {
         "group_cells": 9,
         "other_cells": 6,
         "base_rate": 0.8,
@@ -174,37 +176,34 @@ def test_cross_run_false_alarms_with_history_stay_within_alpha() -> None:
 def test_a_u_shaped_base_is_priced_cell_by_cell() -> None:
     """Edges near 1 carry little information: the contrast against them has less power than a
     flat base at the middle's rate would promise."""
-    common = {"base_n": 140, "head_n": 60, "drop": 0.2, "level": 0.0008, "spread": RunSpread.prior()}
+    common: dict[str, Any] = {
+        "base_n": 140,
+        "head_n": 60,
+        "drop": 0.2,
+        "level": 0.0008,
+        "spread": RunSpread.prior(),
+    }
     flat = contrast_power([0.65] * 9, [0.65] * 6, **common)
     u_shape = contrast_power([0.65] * 9, [0.95] * 6, **common)
     assert u_shape < flat
 
 
 def test_a_plan_against_a_lone_base_from_another_run_states_its_lower_power() -> None:
-    base = {k: (19, 20) for k in CELLS}
-    lone = plan_run(
+    plan = functools.partial(
+        plan_run,
         sizes=SIZES,
         depths=DEPTHS,
         trials="auto",
         threshold=0.8,
         alpha=0.01,
         min_drop=0.2,
-        base=base,
-        spread=RunSpread.prior(),
-        base_trials=20,
+        base={k: (19, 20) for k in CELLS},
     )
-    stored = plan_run(
-        sizes=SIZES,
-        depths=DEPTHS,
-        trials="auto",
-        threshold=0.8,
-        alpha=0.01,
-        min_drop=0.2,
-        base=base,
-        spread=RunSpread(0.3, 7, "moments"),
-        base_trials=140,
-    )
+    lone = plan(spread=RunSpread.prior(), base_trials=20)
+    stored = plan(spread=RunSpread(0.3, 7, "moments"), base_trials=140)
     assert lone.trials == 40  # twice the base side's trials: more would buy little
     assert lone.power < 0.95
     assert stored.power >= 0.95
-    assert stored.trials < lone.trials
+    assert stored.detectable_drop is not None
+    assert lone.detectable_drop is not None
+    assert stored.detectable_drop < lone.detectable_drop

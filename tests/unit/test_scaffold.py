@@ -13,33 +13,30 @@ from needle_action.cli import main
 from needle_action.config import load_config
 from needle_action.core.errors import ConfigError
 from needle_action.scaffold.starter import write_starter
-from needle_action.scaffold.templates import CONTEXT_NAMES, guess_var
-from tests.builders import write
+from needle_action.scaffold.templates import CONTEXT_NAMES, guess_context, guess_var
+from tests.builders import Project, write
 
 
 @pytest.fixture
 def repo(tmp_path) -> Path:
     root = tmp_path / "repo"
-    write(
-        root,
-        "prompts/rag_answer.j2",
-        "system:\n{% include 'partials/rules.j2' %}\nuser:\n{% for d in retrieved_docs %}{{ d }}\n{% endfor %}{{ query }}\n",
+    Project(root).files(
+        {
+            "prompts/rag_answer.j2": "system:\n{% include 'partials/rules.j2' %}\nuser:\n"
+            "{% for d in retrieved_docs %}{{ d }}\n{% endfor %}{{ query }}\n",
+            "prompts/partials/rules.j2": "Be brief.",
+            "fixtures/rag_answer/typical.yaml": "retrieved_docs: [a]\nquery: q\n",
+            "fixtures/rag_answer/worst.json": '{"retrieved_docs": ["a", "b"], "query": "w"}',
+            "prompts/summary.jinja": "Summarise:\n{{ text }}\n",
+            "prompts/summary.yaml": "text: hello\n",
+            "agents/support.prompty": "---\nname: s\nsample:\n  history: []\n  question: hi\n---\nsystem:\nok\n"
+            "{% for t in history %}{{ t.role }}:\n{{ t.content }}\n{% endfor %}user:\n{{ question }}\n",
+            "node_modules/pkg/ignored.j2": "{{ x }}",
+            ".git/hooks/ignored.j2": "{{ x }}",
+            ".venv/lib/ignored.jinja2": "{{ x }}",
+            "broken/bad.j2": "{% for %}",
+        }
     )
-    write(root, "prompts/partials/rules.j2", "Be brief.")
-    write(root, "fixtures/rag_answer/typical.yaml", "retrieved_docs: [a]\nquery: q\n")
-    write(root, "fixtures/rag_answer/worst.json", '{"retrieved_docs": ["a", "b"], "query": "w"}')
-    write(root, "prompts/summary.jinja", "Summarise:\n{{ text }}\n")
-    write(root, "prompts/summary.yaml", "text: hello\n")
-    write(
-        root,
-        "agents/support.prompty",
-        "---\nname: s\nsample:\n  history: []\n  question: hi\n---\nsystem:\nok\n"
-        "{% for t in history %}{{ t.role }}:\n{{ t.content }}\n{% endfor %}user:\n{{ question }}\n",
-    )
-    write(root, "node_modules/pkg/ignored.j2", "{{ x }}")
-    write(root, ".git/hooks/ignored.j2", "{{ x }}")
-    write(root, ".venv/lib/ignored.jinja2", "{{ x }}")
-    write(root, "broken/bad.j2", "{% for %}")
     return root
 
 
@@ -149,14 +146,15 @@ def test_a_tools_json_beside_a_template_is_its_tools_not_a_fixture(tmp_path):
 def test_a_dataset_beside_a_template_is_its_fixture_when_it_sets_its_variables(tmp_path):
     # a prompt flow's shape: the flow's data.jsonl sits beside its Jinja2 templates, named `data`
     root = tmp_path / "repo"
-    write(root, "flows/qa/answer.jinja2", "# system:\nUse the notes.\n{{ notes }}\n# user:\n{{ question }}\n")
-    write(
-        root,
-        "flows/qa/data.jsonl",
-        '{"notes": "The hut opens in May.", "question": "When?"}\n{"notes": "x", "question": "y"}\n',
+    Project(root).files(
+        {
+            "flows/qa/answer.jinja2": "# system:\nUse the notes.\n{{ notes }}\n# user:\n{{ question }}\n",
+            "flows/qa/data.jsonl": '{"notes": "The hut opens in May.", "question": "When?"}\n'
+            '{"notes": "x", "question": "y"}\n',
+            "flows/other/label.jinja2": "# user:\nLabel {{ page_text }}\n",
+            "flows/other/data.jsonl": '{"url": "https://example.com", "label": "Blog"}\n',
+        }
     )
-    write(root, "flows/other/label.jinja2", "# user:\nLabel {{ page_text }}\n")
-    write(root, "flows/other/data.jsonl", '{"url": "https://example.com", "label": "Blog"}\n')
     config = load_config(write_starter(root, root / "needle.toml", force=False))
     assert config.prompts["answer"].fixtures == ["flows/qa/data.jsonl"]
     assert [p.name for p in config.fixture_paths(config.prompts["answer"])] == [
@@ -180,3 +178,13 @@ def test_a_template_that_does_not_render_yet_is_noted_with_its_line_and_hint(tmp
     )
     assert "(line 4)" in note  # where `schema: Menu` is written
     assert "builder" in note  # the hint travels with it
+
+
+def test_a_rag_chat_is_probed_in_its_documents_not_its_history():
+    """A retail chat template reads its retrieved product pages, the customer, the chat history and
+    the question: the haystack is the retrieved text (a whole-word or longer retrieval name wins
+    over an exact conversation name)."""
+    assert guess_context({"documentation", "customer", "history", "question"}) == "documentation"
+    assert guess_context({"retrieved_docs", "history"}) == "retrieved_docs"
+    assert guess_context({"history", "question"}) == "history"  # a chat alone: its history
+    assert guess_context({"customer", "question"}) is None

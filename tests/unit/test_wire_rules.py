@@ -135,3 +135,19 @@ def test_pdf_pages_and_images_in_the_claude_estimate():
         "source": {"type": "base64", "media_type": "image/png", "data": base64.b64encode(png).decode()},
     }
     assert block_tokens(image, len) == 100  # 750 x 100 pixels / 750
+
+
+def test_a_prefill_loses_its_trailing_whitespace():
+    body = {"messages": [{"role": "user", "content": "Which bay?"}, {"role": "assistant", "content": "Bay "}]}
+    out = rules.normalise(body)
+    assert out["messages"][1]["content"] == "Bay"
+    blocks = {
+        "messages": [
+            {"role": "user", "content": "q"},
+            {"role": "assistant", "content": [text("The bay is\n")]},
+        ]
+    }
+    assert rules.normalise(blocks)["messages"][1]["content"] == [text("The bay is")]
+    found = rules.rule_of("messages: final assistant content cannot end with trailing whitespace")
+    assert found is not None
+    assert found.code == "prefill-whitespace"

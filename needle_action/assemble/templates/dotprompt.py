@@ -67,11 +67,10 @@ def parse(text: str, file: str) -> DotpromptFile:
     try:
         parsed: ParsedPrompt[Any] = parse_document(text)
     except FrontmatterError as exc:
-        raise TemplateError(
+        raise TemplateError.at(
             f"Dotprompt front matter: {exc.reason}",
+            exc,
             file=file,
-            line=exc.line,
-            column=exc.column,
             hint="the front matter is YAML between two --- lines; anchors, aliases and tags are not allowed",
         ) from None
     except Exception as exc:  # noqa: BLE001 - a hostile file must not surface as a traceback

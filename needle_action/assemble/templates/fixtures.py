@@ -60,12 +60,8 @@ def _parse_fixture_text(text: str, suffix: str, file: str) -> Any:
     except DataError as exc:
         # "(at end of document)" stays in the message: the line alone would not say it
         end = " (at end of document)" if exc.at_end else ""
-        raise ConfigError(
-            f"{name} syntax error in fixture: {exc.message}{end}",
-            file=file,
-            line=exc.line,
-            column=exc.column,
-            hint=hint,
+        raise ConfigError.at(
+            f"{name} syntax error in fixture: {exc.message}{end}", exc, file=file, hint=hint
         ) from None
 
 
@@ -100,11 +96,11 @@ def _case_variables(path: Path, number: int, file: str) -> JSON:
     try:
         data = parse_json(case.text)
     except DataError as exc:
-        raise ConfigError(
+        raise ConfigError.at(
             f"JSON syntax error in this line of the case file: {exc.message}",
+            exc,
             file=file,
             line=case.line,
-            column=exc.column,
             hint=_one_document(path)
             or 'each line of a .jsonl fixture is one JSON object, e.g. {"question": "..."}',
         ) from None

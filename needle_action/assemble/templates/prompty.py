@@ -57,11 +57,11 @@ def _front_matter(front_text: str, file: str) -> JSON:
     try:
         front = parse_yaml(front_text) or {}
     except DataError as exc:
-        raise TemplateError(
+        raise TemplateError.at(
             f"YAML error in the .prompty front matter: {exc.message}",
+            exc,
             file=file,
             line=exc.line + 1 if exc.line else None,  # the front matter starts on the file's second line
-            column=exc.column,
             hint="check indentation and quoting",
         ) from None
     if not isinstance(front, dict):
@@ -115,11 +115,8 @@ def _file_value(path: Path, file: str) -> Any:
     try:
         return parse_json(text) if suffix == ".json" else parse_yaml(text)
     except DataError as exc:
-        raise TemplateError(
-            f"syntax error in the sample file: {exc.message}",
-            file=display_path(path),
-            line=exc.line,
-            column=exc.column,
+        raise TemplateError.at(
+            f"syntax error in the sample file: {exc.message}", exc, file=display_path(path)
         ) from None
 
 

@@ -389,7 +389,13 @@ def format_plans(plans: Sequence[PromptPlanSummary]) -> str:
             f"{p.name} ({p.model}): {len(p.sizes)} sizes x {len(p.depths)} depths x {len(p.styles)} styles, "
             f"{p.trials_per_cell} trials per cell (base rate {p.base_rate:.0%}, {p.base_rate_source})",
             f"  power: {p.power:.0%} to catch a drop of min_drop in the middle, as tested"
-            + (f" (base from another run; {p.run_spread})" if p.run_spread else " (base in the same job)"),
+            + (f" (base from another run; {p.run_spread})" if p.run_spread else " (base in the same job)")
+            + (
+                f", at an assumed base rate of {p.base_rate:.0%}: the comparison restates it at the"
+                " base's measured rates"
+                if p.base_rate_source == "assumed"
+                else ""
+            ),
             f"  calls: {p.planned_calls} planned; expected {p.expected_calls_no_change} if nothing changed, "
             f"{p.expected_calls_at_min_drop} at a middle drop of min_drop",
             f"  input tokens: {p.input_tokens:,}; {money} (full plan)",

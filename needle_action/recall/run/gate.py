@@ -19,7 +19,7 @@ from needle_action.recall.run.cells import CellRun
 from needle_action.recall.run.prompt_plan import PromptPlan
 from needle_action.results import CrossRun, RecallResult
 from needle_action.stats.groups import cell_key
-from needle_action.stats.levels import history_counts, spread_of
+from needle_action.stats.levels import compared_prompt
 from needle_action.stats.sequential import (
     Answers,
     Design,
@@ -94,26 +94,20 @@ class LookGate:
     def data(self, m: _Member) -> PromptData:
         rs, plan = m.plan.prompt.recall, m.plan
         grids = {s: (result_answers(m.base, s), head_answers(plan.cells, s)) for s in m.styles}
-        keys = {cell_key(c.size, c.depth) for c in plan.cells} | {
-            cell_key(c.size, c.depth) for c in m.base.cells
-        }
         planned = self._planned(m)
         base_planned = m.base.power.trials if m.base.power is not None else 0
-        data = PromptData(
-            name=plan.name,
-            grids=grids,
-            sizes=sorted({k[0] for k in keys}),
-            depths=sorted({k[1] for k in keys}),
+        return compared_prompt(
+            plan.name,
+            grids,
+            {cell_key(c.size, c.depth) for c in plan.cells}
+            | {cell_key(c.size, c.depth) for c in m.base.cells},
             planned=planned,
+            base_planned=base_planned,
             floor=rs.min_drop / 2,
             paired=rs.seed == m.base.seed and planned == base_planned and answers_line_up(m.base),
-            base_planned=base_planned,
             design=self._design(m),
+            levels=m.levels,
         )
-        if m.levels is not None:
-            data.paired, data.spread = False, spread_of(m.levels)
-            data.history = history_counts(m.levels, m.styles)
-        return data
 
     def evaluate(self) -> None:
         """Decide the current look for every active plan; stop those decided before their end."""

@@ -1,0 +1,56 @@
+"""The cross-run replay of issue 31 (``bench/runlevels.py``): its generator gives every run its own
+level, and on a seeded sample the decisions it replays show what the benchmark table says: today's
+test blocks unchanged prompts when the base comes from another run, the run-level model does not."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from bench.runlevels import CROSS, CURVES, HISTORY, HISTORY_RUNS, SAME, Row, draw_runs, run_row
+
+
+def test_the_same_job_shares_a_level_and_another_run_does_not():
+    flat8 = CURVES[0]
+    rng = np.random.default_rng(3)
+    same = draw_runs(rng, Row(flat8, 0.6, SAME), 4000)
+    cross = draw_runs(np.random.default_rng(3), Row(flat8, 0.6, CROSS), 4000)
+    # same job: the head's logit offset is the base's level + the shared seed effect, so the base's
+    # mean hit rate follows it; another run: it does not (beyond the shared seed effect)
+    base_rate_same = same.base.mean(axis=(1, 2))
+    base_rate_cross = cross.base.mean(axis=(1, 2))
+    corr_same = np.corrcoef(base_rate_same, same.head_logit[:, 0, 0])[0, 1]
+    corr_cross = np.corrcoef(base_rate_cross, cross.head_logit[:, 0, 0])[0, 1]
+    assert corr_same > 0.8, corr_same
+    assert corr_cross < 0.6 * corr_same, (corr_cross, corr_same)
+    assert same.history is None
+
+
+def test_history_runs_each_have_their_own_level():
+    d = draw_runs(np.random.default_rng(5), Row(CURVES[0], 0.6, HISTORY), 1500)
+    assert d.history is not None
+    assert d.history.shape[:2] == (1500, HISTORY_RUNS)
+    rates = d.history.mean(axis=(2, 3))  # [pr, run]
+    # runs of one PR differ by more than binomial noise: sd of a run's rate ~ 0.6 * 0.8 * 0.2 on the
+    # rate scale from the level alone, against sqrt(0.16 / 300) ~ 0.023 from 300 trials
+    assert rates.std(axis=1).mean() > 0.06
+    flat = draw_runs(np.random.default_rng(5), Row(CURVES[0], 0.0, HISTORY), 1500)
+    assert flat.history is not None
+    # without a run level only the seed effect (sd 0.3) and binomial noise remain
+    assert flat.history.mean(axis=(2, 3)).std(axis=1).mean() < rates.std(axis=1).mean()
+
+
+@pytest.mark.slow
+def test_todays_test_blocks_unchanged_prompts_against_another_runs_base():
+    t = run_row(Row(CURVES[0], 0.6, CROSS), 300, seed=11, decider="today")
+    assert t.blocked / t.prs > 0.08, t  # the benchmark: 21.5% on 2,000 PRs
+
+
+@pytest.mark.slow
+def test_the_run_level_model_keeps_false_blocks_down_with_history():
+    t = run_row(Row(CURVES[0], 0.6, HISTORY), 150, seed=12, decider="runs")
+    # at most 1% by design: not significantly above it (one-sided binomial test at 0.001)
+    tail = sum(math.comb(t.prs, i) * 0.01**i * 0.99 ** (t.prs - i) for i in range(t.blocked, t.prs + 1))
+    assert tail > 0.001, t
