@@ -177,6 +177,7 @@ def test_moving_key_content_into_the_middle_loses_recall_and_is_flagged(tmp_path
         assert "<failure" in junit
 
 
+@pytest.mark.slow  # a whole action run (~3.5 s idle); the fork without a key below stays fast
 def test_fork_with_read_only_token_writes_the_summary_and_does_not_crash(tmp_path, fake_model):
     p = make_checkout(tmp_path)
     with FakeGitHub(tokens={"ro-token": "read"}) as gh:

@@ -226,6 +226,7 @@ def test_missing_baseline_file_exits_2(examples, tmp_path):
     assert "results file not found" in result.output
 
 
+@pytest.mark.slow  # a real `needle check` that starts the embedded model's load (~3 s idle)
 def test_a_bad_recall_setting_is_reported_after_the_budget_table(examples):
     """`needle check` starts the embedded model's load before the budgets; that head start never
     reports a setting itself: the budget table comes first, then the recall stage's clear error."""

@@ -210,6 +210,7 @@ class Listeners:
 
     def __init__(self, folder: Path) -> None:
         self.received: list[bytes] = []
+        self.barriers = 0  # barriers sent by settle()
         self.lock = threading.Lock()
         self.sockets: list[socket.socket] = []
         self.tcp4 = self._stream(socket.AF_INET, ("127.0.0.1", 0))
@@ -261,14 +262,43 @@ class Listeners:
             return b"".join(self.received)
 
     def settle(self, *expect: bytes) -> bytes:
-        """What arrived, once every piece EXPECT names has (or after 3 s, polled, not a fixed
-        sleep; with nothing expected, the in-flight bytes get those 3 s to land)."""
+        """What arrived, once every piece EXPECT names has (polled, at most 3 s). With nothing
+        expected: once a barrier sent now through every listener has landed (then a short grace),
+        so bytes that were in flight before it had their time, without waiting out the 3 s; the
+        barrier itself is left out of the answer."""
         import time
 
+        barrier = [] if expect else self._send_barrier()
+        wanted = expect or tuple(barrier)
         deadline = time.monotonic() + 3
-        while time.monotonic() < deadline and (not expect or not all(e in self.total() for e in expect)):
+        while time.monotonic() < deadline and not all(e in self.total() for e in wanted):
             time.sleep(0.05)
-        return self.total()
+        if barrier:
+            time.sleep(0.2)  # the other drain threads were woken before the barrier's
+        total = self.total()
+        for mark in barrier:
+            total = total.replace(mark, b"")
+        return total
+
+    def _send_barrier(self) -> list[bytes]:
+        self.barriers += 1
+        marks = []
+        routes: list[tuple[int, str | tuple[str, int]]] = [
+            (socket.AF_INET, ("127.0.0.1", self.tcp4)),
+            (socket.AF_UNIX, self.unix),
+        ]
+        if self.tcp6:
+            routes.append((socket.AF_INET6, ("::1", self.tcp6)))
+        for i, (family, address) in enumerate(routes):
+            mark = f"<barrier {self.barriers}.{i}>".encode()
+            with socket.socket(family, socket.SOCK_STREAM) as s:
+                s.connect(address)
+                s.sendall(mark)
+            marks.append(mark)
+        mark = f"<barrier {self.barriers}.udp>".encode()
+        with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+            s.sendto(mark, ("127.0.0.1", self.udp))
+        return [*marks, mark]
 
     def fixture(self) -> dict[str, object]:
         return {"tcp4": self.tcp4, "tcp6": self.tcp6, "udp": self.udp, "unix": self.unix}

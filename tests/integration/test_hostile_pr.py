@@ -196,6 +196,7 @@ def test_a_pr_cannot_raise_its_own_spend(tmp_path, fake_model):
         assert "raises recall.max_calls of rag_answer 12 → 5,000" in body
 
 
+@pytest.mark.slow  # a whole action run (~3.5 s idle); the loosened gate below stays fast
 def test_a_new_prompt_gets_the_base_defaults(tmp_path):
     def add(repo: Path):
         cfg = repo / "needle.toml"

@@ -148,6 +148,7 @@ def _twin(p, tmp_path, name: str):
     return dataclasses.replace(p, workspace=ws, home=home, tmp=tmp)
 
 
+@pytest.mark.slow  # two action runs at once
 def test_two_runs_started_together_leave_one_comment(tmp_path):
     p = make_project(tmp_path)
     q = _twin(p, tmp_path, "twin")
@@ -162,6 +163,7 @@ def test_two_runs_started_together_leave_one_comment(tmp_path):
         assert head_of(_as_comment(only)) == p.head_sha
 
 
+@pytest.mark.slow  # two action runs at once
 def test_an_older_run_racing_a_newer_one_leaves_the_newer_verdict(tmp_path):
     p = make_project(tmp_path)
     q = _twin(p, tmp_path, "old")
@@ -191,12 +193,17 @@ def _as_comment(data: dict) -> Comment:
 
 @pytest.mark.parametrize(
     "fault",
-    [
+    [  # one whole action run each: the first stays in the fast tier, the rest are slow
         ("GET", r"/issues/\d+/comments$", "garbage"),
-        ("GET", r"/issues/\d+/comments$", "truncated"),
-        ("GET", r"/issues/\d+/comments$", "wrong-shape"),
-        ("POST", r"/issues/\d+/comments$", "wrong-shape"),
-        ("GET", r"/pulls/\d+$", "wrong-shape"),
+        *(
+            pytest.param(fault, marks=pytest.mark.slow)
+            for fault in [
+                ("GET", r"/issues/\d+/comments$", "truncated"),
+                ("GET", r"/issues/\d+/comments$", "wrong-shape"),
+                ("POST", r"/issues/\d+/comments$", "wrong-shape"),
+                ("GET", r"/pulls/\d+$", "wrong-shape"),
+            ]
+        ),
     ],
     ids=lambda f: f"{f[0]}-{f[1].split('/')[-2] if f[1].count('/') > 1 else f[1]}-{f[2]}",
 )

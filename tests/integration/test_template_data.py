@@ -6,11 +6,14 @@ drops explained by what dropped it."""
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import pytest
+from click.testing import CliRunner
 
 from bench.workload import CLAUDE_DEFAULTS
+from needle_action.cli import main
 from tests.builders import Project
 from tests.fakes.simulated_model import SimulatedModel, flat
 from tests.needle_cli import needle_env, run_needle
@@ -81,6 +84,23 @@ def needle_cli(args, fake, cache, *, cwd=None):
     return run_needle(args, env=env, cwd=cwd, timeout=600)
 
 
+def needle_here(args, fake, cache, *, cwd: Path):
+    """`needle ARGS` in this process (click's runner) from CWD, with :func:`needle_cli`'s environment:
+    for the tests whose point is the message, not the process (one real-process run stays above)."""
+    env = {
+        "ANTHROPIC_BASE_URL": fake.base_url,
+        "ANTHROPIC_API_KEY": fake.api_key,
+        "NEEDLE_CACHE_DIR": str(cache),
+        "NO_COLOR": "1",
+    }
+    here = os.getcwd()
+    os.chdir(cwd)
+    try:
+        return CliRunner().invoke(main, args, env=env)
+    finally:
+        os.chdir(here)
+
+
 def _messages(fake) -> list[dict]:
     return [r["json"] for r in fake.requests if r["path"].endswith("/v1/messages")]
 
@@ -99,6 +119,7 @@ question_var = "question"
     )
 
 
+@pytest.mark.slow  # a real `needle check` with recall (~3 s idle); the prompty render test below stays fast
 def test_a_prompty_whose_only_data_is_its_sample_is_measured_by_check(tmp_path, fake_anthropic):
     fake_anthropic.responder = SimulatedModel(flat(0.97), seed=1)
     project = _project(tmp_path, HARBOUR_PROMPTY)
@@ -182,12 +203,13 @@ def test_a_csv_fixture_gives_one_case_a_row(tmp_path, fake_anthropic):
     assert done.returncode == 0, done.stderr
     cases = json.loads(out.read_text())["prompts"][0]["cases"]
     assert [c["fixture"] for c in cases] == ["data/cases.csv:1", "data/cases.csv:2"]
-    render = needle_cli(
+    render = needle_here(  # in this process: the budget above was the real one
         ["render", "answer", "--config", str(project.config_path), "--fixture", "data/cases.csv:1"],
         fake_anthropic,
         tmp_path / "c",
+        cwd=tmp_path,
     )
-    assert render.returncode == 0, render.stderr
+    assert render.exit_code == 0, render.stderr
     assert "Gate 4 closes at noon, sharp." in render.stdout
     assert "Quiet coach" not in render.stdout
 
@@ -239,8 +261,11 @@ def test_a_needle_the_template_drops_is_explained(tmp_path, fake_anthropic, body
             dedent=False,
         )
     )
-    done = needle_cli(["recall", "--config", "needle.toml"], fake_anthropic, tmp_path / "c", cwd=project.root)
-    assert done.returncode == 2, done.stderr + done.stdout
+    done = needle_here(
+        ["recall", "--config", "needle.toml"], fake_anthropic, tmp_path / "c", cwd=project.root
+    )
+    assert done.exit_code == 2, done.stderr + done.stdout
+    assert done.exception is None or isinstance(done.exception, SystemExit), done.exception  # no traceback
     assert "does not appear in the rendered prompt" in done.stderr
     assert said in done.stderr
     assert str(tmp_path) not in done.stderr  # a relative path
