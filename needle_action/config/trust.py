@@ -44,8 +44,10 @@ call this (a developer trusts their own file).
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Literal
 
 from needle_action.config.model import Config, FileAccess, PromptConfig, PromptSettings
@@ -106,6 +108,12 @@ class SettingChange:
                 "request code, so they run only when the base branch's needle.toml sets "
                 "`[files] builders = true` (a pull request cannot enable them for itself)"
             )
+        if self.key == "builder_python":
+            return (
+                f"⚠️ [files] builder_python {base} lies in the checkout, which the pull request "
+                "writes: builders ran with the system's Python instead (name an interpreter outside "
+                "the repository, e.g. a venv the workflow creates before this step)"
+            )
         if self.prompt is None:
             return f"⚠️ this PR changes [files] {self.key.removeprefix('files.')} {base} → {head}: {after}"
         if self.new_prompt:
@@ -114,6 +122,18 @@ class SettingChange:
                 f"base's [defaults] apply ({base})"
             )
         return f"⚠️ this PR {_verb(self.base, self.head)} {self.key} of {self.prompt} {base} → {head}: {after}"
+
+
+def _in_checkout(setting: str, root: Path) -> bool:
+    """Whether ``[files] builder_python`` SETTING names a file inside the checkout ROOT (a relative
+    path always does; an absolute one when it, or what it links to, lies under ROOT)."""
+    if setting == "system":
+        return False
+    path = Path(setting)
+    if not path.is_absolute():
+        return True
+    checkout = Path(os.path.realpath(root))
+    return any(p == checkout or checkout in p.parents for p in (path, Path(os.path.realpath(path))))
 
 
 def _verb(base: object, head: object) -> str:
@@ -225,6 +245,11 @@ def apply_trust(head: Config, trusted: Config | None) -> tuple[Config, list[Sett
                 SettingChange(None, f"files.{key}", getattr(files, key), getattr(head.files, key), "files")
             )
     if files.builder_python is None:  # a venv in the checkout is the pull request's: never run it
+        files = files.model_copy(update={"builder_python": "system"})
+    elif _in_checkout(files.builder_python, head.root):
+        # the base names an interpreter the pull request can replace (or a venv whose .pth files it
+        # can plant): it would run before the builders' guard, with the network
+        changes.append(SettingChange(None, "builder_python", files.builder_python, "system", "files"))
         files = files.model_copy(update={"builder_python": "system"})
     if not files.builders:
         prompts, dropped = without_builders(prompts)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import (
     Field,
@@ -30,6 +30,14 @@ class RecallAnswer(Model):
         default=None, description="the tool the model called instead of answering (a miss); null = text"
     )
     cached: bool = False
+
+
+def check_counts(cell: Any) -> Any:
+    """A cell's hits between 0 and its trials: a hand-edited or corrupt results file fails as it
+    loads, as a ConfigError naming the file, not later inside the statistics of the compare stage."""
+    if not 0 <= cell.hits <= cell.trials:
+        raise ValueError(f"hits must be between 0 and trials ({cell.hits}/{cell.trials})")
+    return cell
 
 
 class RecallCell(Model):
@@ -60,13 +68,7 @@ class RecallCell(Model):
         """An ``absent`` cell: hits are abstentions, misses are hallucinations."""
         return self.style == ABSENT_STYLE
 
-    @model_validator(mode="after")
-    def _hits_within_trials(self) -> RecallCell:
-        # a hand-edited or corrupt results file must fail here, as a ConfigError naming the file,
-        # not later inside the statistics of the compare stage
-        if not 0 <= self.hits <= self.trials:
-            raise ValueError(f"hits must be between 0 and trials ({self.hits}/{self.trials})")
-        return self
+    _hits_within_trials = model_validator(mode="after")(check_counts)
 
 
 class TokenUsage(Model):
@@ -129,6 +131,8 @@ class HistoryCell(Model):
     depth: float
     hits: int
     trials: int
+
+    _hits_within_trials = model_validator(mode="after")(check_counts)
 
 
 class HistoryRun(Model):

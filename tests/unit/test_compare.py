@@ -259,6 +259,18 @@ def test_a_results_file_claiming_more_hits_than_trials_is_a_config_error(tmp_pat
         load_results(path)
 
 
+def test_a_stored_run_claiming_more_hits_than_trials_is_refused_as_it_loads():
+    # a stored run of a base from another run reaches the run-level fit (a logit): a corrupt count
+    # must fail as the file loads (a ConfigError naming it), not as a math domain error there
+    from pydantic import ValidationError
+
+    from needle_action.results.recall import HistoryCell
+
+    assert HistoryCell(size=600, depth=0.5, hits=3, trials=3).hits == 3
+    with pytest.raises(ValidationError, match="hits must be between 0 and trials"):
+        HistoryCell(size=600, depth=0.5, hits=20, trials=3)
+
+
 def test_same_job_power_is_restated_at_the_base_measured_rates():
     from needle_action.report.render import render_comment
 

@@ -290,6 +290,28 @@ def test_the_action_never_runs_a_venv_of_the_checkout_unless_the_base_names_one(
     assert effective.files.builder_python == "/opt/v/bin/python"
 
 
+@pytest.mark.parametrize("setting", [".venv/bin/python", "{root}/.venv/bin/python", "{link}"])
+def test_a_base_builder_python_inside_the_checkout_is_not_run_in_the_action(tmp_path, setting):
+    """The checkout is the pull request's: an interpreter there (named relative, absolute, or through
+    a link from outside that points in) could be replaced and would run before the builders' guard."""
+    from needle_action.config.trust import apply_trust
+
+    root = tmp_path / "repo"
+    write(root, "t.j2", "user:\n{{ q }}\n")
+    write(root, "needle.toml", '[prompts.p]\ntemplate = "t.j2"\n')
+    link = tmp_path / "outside-python"
+    link.symlink_to(root / ".venv" / "bin" / "python")
+    head = load_config(root / "needle.toml")
+    named = setting.format(root=root, link=link)
+    based = head.model_copy(update={"files": head.files.model_copy(update={"builder_python": named})})
+    effective, changes = apply_trust(head, based)
+    assert effective.files.builder_python == "system"
+    notes = [c.describe() for c in changes if c.key == "builder_python"]
+    assert len(notes) == 1
+    assert "lies in the checkout" in notes[0]
+    assert named in notes[0]
+
+
 def test_a_builder_python_that_does_not_exist_is_a_config_error(tmp_path):
     from needle_action.assemble.builder.sandbox import RunAs, choose_python
 
