@@ -50,7 +50,7 @@ from needle_action.core.names import GOLD_STYLE
 from needle_action.results import CrossRun, PromptResult, RecallCell, RecallResult, StyleSummary
 from needle_action.stats.exact import holm_rejections, stratified_drop_pvalue
 from needle_action.stats.groups import CellKey, Group, cell_key, family, planning_group, pooled
-from needle_action.stats.levels import base_side_trials, compared_prompt, cross_run, spread_of
+from needle_action.stats.levels import base_digest, base_side_trials, compared_prompt, cross_run, spread_of
 from needle_action.stats.pooling import testable_counts
 from needle_action.stats.power import (
     POWER_TARGET,
@@ -408,9 +408,11 @@ def run_levels(
         return None
     if history is not None:
         return cross_run(br, styles[0], history)
-    if hr.cross_run is not None:
-        return hr.cross_run
-    return cross_run(br, styles[0]) if across else None
+    if not across:
+        return None
+    if hr.cross_run is not None and hr.cross_run.base == base_digest(br):
+        return hr.cross_run  # what the head's run rested on, against this very base
+    return cross_run(br, styles[0])
 
 
 def prompt_data(

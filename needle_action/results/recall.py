@@ -181,6 +181,10 @@ class CrossRun(Model):
     history: list[HistoryRun] = Field(
         default_factory=list, description="the stored runs' cells (they join the base side of the test)"
     )
+    base: str | None = Field(
+        default=None,
+        description="digest of the base run's cells it was made against (reused only for that base)",
+    )
 
 
 class ReorderDepth(Model):

@@ -10,6 +10,7 @@ twice (a run stored again, e.g. reused from the cache, counts once).
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Iterable, Mapping, Sequence
 
 from needle_action.results import CrossRun, HistoryCell, HistoryRun, RecallCell, RecallResult
@@ -64,8 +65,19 @@ def cross_run(base: RecallResult, style: str, history: Sequence[RecallResult] | 
     runs = stored_runs(base, history)
     spread = estimate_spread([*(_counts(r.cells, style) for r in runs), testable_counts(base, style)])
     return CrossRun(
-        tau=round(spread.tau, 4), runs=spread.runs, method=spread.method, raw_tau=spread.raw_tau, history=runs
+        tau=round(spread.tau, 4),
+        runs=spread.runs,
+        method=spread.method,
+        raw_tau=spread.raw_tau,
+        history=runs,
+        base=base_digest(base),
     )
+
+
+def base_digest(base: RecallResult) -> str:
+    """A digest of BASE run's own cells: a head's record of a comparison across runs is reused only
+    against the base it was made against."""
+    return hashlib.sha256(repr(_signature(_as_run(base))).encode()).hexdigest()[:16]
 
 
 def spread_of(record: CrossRun) -> RunSpread:

@@ -287,3 +287,26 @@ def test_same_job_power_is_restated_at_the_base_measured_rates():
     assert p_high is not None
     assert p_low < p_high
     assert "at the base's measured rates" in render_comment(low)
+
+
+def test_a_heads_record_across_runs_is_reused_only_against_its_own_base():
+    # `needle report HEAD --base OTHER`: the spread and stored runs the head's run kept were made
+    # against the base it was measured with; against another base they are recomputed from it
+    from needle_action.compare.recall import run_levels
+    from needle_action.stats.levels import cross_run
+
+    base = prompt("a", [case(100)], rec=recall(grid({0.5: (18, 20)})))
+    other = prompt("a", [case(100)], rec=recall(grid({0.5: (12, 20)})))
+    head = prompt("a", [case(100)], rec=recall(grid({0.5: (17, 20)})))
+    assert head.recall is not None
+    assert base.recall is not None
+    assert other.recall is not None
+    style = head.recall.style_names()[0]
+    kept = cross_run(base.recall, style).model_copy(update={"tau": 0.123})  # marked: the kept one
+    head.recall.cross_run = kept
+    assert run_levels(head, base, across=True) is kept
+    against_other = run_levels(head, other, across=True)
+    assert against_other is not None
+    assert against_other.tau != 0.123
+    assert against_other.base == cross_run(other.recall, style).base
+    assert run_levels(head, base, across=False) is None  # one job: today's tests, no record
