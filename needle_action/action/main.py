@@ -65,7 +65,7 @@ def _builder_times() -> None:
 def _add_trend(settings: Settings, comparison: Comparison, head: Results, notes: list[str]) -> None:
     """The main-branch trend of every prompt (data branch), this head last."""
     runs, problem = databranch.load_history(settings)
-    if problem:
+    if problem and problem not in notes:  # measuring may have said it already
         notes.append(problem)
     comparison.history = history.pr_trends(runs, head)
 

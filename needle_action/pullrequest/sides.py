@@ -178,7 +178,9 @@ def measure_both(
     if head is None:
         how = measure_how(settings, head_config)
         # a stored base is another run's: the data branch's main-branch runs tell how far runs differ
-        stored = databranch.load_history(settings)[0] if base_results is not None else None
+        stored, problem = databranch.load_history(settings) if base_results is not None else ([], None)
+        if problem:  # said, not swallowed: the test then rests on the stated prior
+            notes.append(problem)
         head = measure(
             head_config,
             how,
