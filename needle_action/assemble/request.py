@@ -12,6 +12,7 @@ from dataclasses import replace
 
 from needle_action.assemble.context import locate, place
 from needle_action.assemble.templates.declared import Declared, from_config
+from needle_action.assemble.templates.sandbox import read_template
 from needle_action.config.model import Config, PromptConfig
 from needle_action.core.dataformats import JSON
 from needle_action.core.errors import ConfigError, TemplateError
@@ -60,7 +61,8 @@ def complete(
 
 
 # a loop over turns: Jinja's `{% for x in VAR %}`, Handlebars' `{{#each VAR}}`
-_LOOPS = re.compile(r"{%-?\s*for\s+[\w\s,()]+?\s+in\s+([A-Za-z_]\w*)|{{~?#each\s+([A-Za-z_]\w*)")
+# (linear: `[^%]` stops at the tag's end, so a crafted template cannot make the scan backtrack)
+_LOOPS = re.compile(r"{%-?\s*for\s[^%]*?\bin\s+([A-Za-z_]\w*)|{{~?#each\s+([A-Za-z_]\w*)")
 
 
 def check_turns(config: Config, prompt: PromptConfig, out: RenderedPrompt, variables: JSON) -> None:
@@ -94,7 +96,9 @@ def check_turns(config: Config, prompt: PromptConfig, out: RenderedPrompt, varia
     )
 
 
-_USER_MARKER = re.compile(r"^\s*#?\s*user\s*:\s*$", re.IGNORECASE | re.MULTILINE)
+_USER_MARKER = re.compile(
+    r"^[ \t]*(?:#[ \t]*)?user[ \t]*:[ \t]*$", re.IGNORECASE | re.MULTILINE
+)  # linear: no two runs of blanks meet
 _PRINT = re.compile(r"{{-?\s*([A-Za-z_]\w*)\s*-?}}")
 
 
@@ -103,9 +107,10 @@ def _empty_print(config: Config, prompt: PromptConfig, variables: JSON) -> tuple
     missing or empty: the turn it was the whole of vanished."""
     if not prompt.template:
         return None
+    path = config.template_path(prompt)
     try:
-        source = config.template_path(prompt).read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError):
+        source = read_template(path, display_path(path))  # bounded, as the render read it
+    except TemplateError:
         return None
     for marker in _USER_MARKER.finditer(source):
         for m in _PRINT.finditer(source, marker.end()):
@@ -124,8 +129,8 @@ def _turn_source(config: Config, prompt: PromptConfig, variables: JSON) -> tuple
         return prompt.source_file, None, None
     path = config.template_path(prompt)
     try:
-        source = path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError):
+        source = read_template(path, display_path(path))  # bounded, as the render read it
+    except TemplateError:
         return display_path(path), None, None
     for m in _LOOPS.finditer(source):
         var = m.group(1) or m.group(2)

@@ -109,3 +109,12 @@ def test_answer_in_json_keeps_text_that_is_not_json():
 
     assert answer_in_json("QZT-4821-KLM.") == "QZT-4821-KLM."
     assert answer_in_json('{"a": {"b": "x", "n": 7}, "ok": false}') == "x\n7"
+
+
+def test_a_deeply_nested_json_answer_is_judged_as_text_not_a_crash():
+    # a misbehaving model's "[[[[..." (well inside the answer cap) once raised RecursionError
+    from needle_action.recall.trials.scoring import answer_in_json
+
+    deep = "[" * 3000 + "]" * 3000
+    assert answer_in_json(deep) is deep
+    assert answer_in_json('[["QZT-4821-KLM"]]') == "QZT-4821-KLM"

@@ -35,12 +35,12 @@ Raw answers are kept by the engine; this module only judges them.
 
 from __future__ import annotations
 
-import json
 import re
 from dataclasses import dataclass
 from typing import Any
 
 from needle_action.config import RecallSettings
+from needle_action.core.dataformats import DataError, parse_json
 from needle_action.core.names import GOLD_STYLE
 from needle_action.recall.trials.probes.absent import DEFAULT_ABSTAIN_PHRASES, abstained
 from needle_action.recall.trials.probes.lexical import contains, normalise
@@ -122,8 +122,8 @@ def answer_in_json(text: str) -> str:
     if not body.startswith(("{", "[")):
         return text
     try:
-        value = json.loads(body)
-    except ValueError:
+        value = parse_json(body)  # nesting bounded: a model's "[[[[..." is text, not a crash
+    except DataError:
         return text
     leaves: list[str] = []
     _leaves(value, leaves)
