@@ -19,12 +19,16 @@ Function calls (``{{plugin.function $arg}}``) and other handlebars helpers (``{{
 
 from __future__ import annotations
 
+import functools
 import re
+from collections.abc import Callable
 
 from needle_action.assemble.templates.semantic_kernel import sk_format
+from needle_action.core.dataformats import DataError, parse_yaml
 from needle_action.core.errors import TemplateError
 
-_TAG = re.compile(r"\{\{(~?)\s*(.*?)\s*(~?)\}\}", re.DOTALL)
+# `[^{}]`: an unclosed `{{` stops at the next brace instead of rescanning the rest of the file
+_TAG = re.compile(r"\{\{(~?)\s*([^{}]*?)\s*(~?)\}\}")
 _OPEN_MESSAGE = re.compile(r"<message\s+role=([\"'])(.*?)\1\s*>", re.IGNORECASE)
 _CLOSE_MESSAGE = re.compile(r"</message\s*>", re.IGNORECASE)
 _NAME = re.compile(r"^\$?[A-Za-z_][\w]*(?:\.[A-Za-z_][\w]*)*$")
@@ -35,12 +39,12 @@ def _line(text: str, at: int, offset: int) -> int:
     return text.count("\n", 0, at) + 1 + offset
 
 
-def _unsupported(what: str, file: str, line: int) -> TemplateError:
+def _unsupported(what: str, file: str, line: int | Callable[[], int]) -> TemplateError:
     return TemplateError(
         f"{what}: not Semantic Kernel's basic syntax, which needle renders ($variables, #each, "
         "<message> turns)",
         file=file,
-        line=line,
+        line=line() if callable(line) else line,
         hint='use a builder that renders it (`needle init` writes one: builder = "needle_builders/NAME.py:build"), '
         "or put the value the function returns in the fixture and print it as a variable",
     )
@@ -66,7 +70,9 @@ class _Translator:
 
     def tag(self, text: str, m: re.Match[str]) -> str:
         left, body, right = m.group(1), m.group(2), m.group(3)
-        line = _line(text, m.start(), self.offset)
+        # the line is counted only for an error: counting every tag's line from the start of the
+        # file made a large file's translation quadratic
+        line = functools.partial(_line, text, m.start(), self.offset)
         dash_l, dash_r = ("-" if left else ""), ("-" if right else "")
         if body.startswith("#each "):
             target = body[6:].strip().lstrip("$")
@@ -161,11 +167,9 @@ def to_jinja(text: str, file: str, offset: int = 0, handlebars: bool = False) ->
 
 def _yaml_template(text: str, file: str) -> tuple[str, int] | None:
     """(the ``template:`` of an SK YAML prompt file, the lines above it), or None."""
-    import yaml
-
     try:
-        data = yaml.safe_load(text)
-    except yaml.YAMLError:
+        data = parse_yaml(text)  # nesting and aliases bounded: the file is the pull request's
+    except DataError:
         return None
     template = data.get("template") if isinstance(data, dict) else None
     if not isinstance(template, str):
