@@ -39,7 +39,7 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
 from needle_action.compare import compare  # noqa: E402
-from needle_action.compare.recall import drop_floor, test_styled_groups  # noqa: E402
+from needle_action.compare.recall import test_styled_groups  # noqa: E402
 from needle_action.config.model import PromptConfig, RecallSettings  # noqa: E402
 from needle_action.core.errors import EXIT_CHECKS_FAILED  # noqa: E402
 from needle_action.pipeline.policy import comparison_exit_code  # noqa: E402
@@ -50,7 +50,13 @@ from needle_action.results import PromptResult, RecallAnswer, RecallPower, Recal
 from needle_action.stats.groups import CellKey, cell_key  # noqa: E402
 from needle_action.stats.pooling import pool_history  # noqa: E402
 from needle_action.stats.power import plan_for  # noqa: E402
-from needle_action.stats.sequential import FIXED, FUTILITY, Design, PromptData  # noqa: E402
+from needle_action.stats.sequential import (  # noqa: E402
+    FIXED,
+    FUTILITY,
+    Design,
+    PromptData,
+    drop_floor,
+)
 from needle_action.stats.sequential import replay as sequential_replay  # noqa: E402
 
 SIZES = [2000, 8000, 16000]

@@ -23,12 +23,13 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 
 from needle_action.compare.models import PromptTrend, TrendPoint
-from needle_action.compare.recall import drop_floor, same_fingerprint
+from needle_action.compare.recall import same_fingerprint
 from needle_action.core.dataformats import DataError, parse_json
 from needle_action.core.errors import ConfigError
 from needle_action.results import RecallResult, Results, load_results
 from needle_action.stats.groups import CellKey, cell_key
 from needle_action.stats.runs import RunSpread, estimate_spread, uniform_pvalue
+from needle_action.stats.sequential import drop_floor
 
 INDEX = "results/index.json"
 MAX_RESULTS_BYTES = 20 * 1024 * 1024

@@ -207,9 +207,10 @@ class RecallComparison(CompareModel):
     detectable_in: str | None = Field(default=None, description="the planning group, e.g. middle depths")
     power: float | None = Field(
         default=None,
-        description="chance the design as run catches min_drop in the planning group, at the base's measured "
-        "rates (base in the same job; the plan's figure was at an assumed rate)",
+        description="chance the design as run catches min_drop in the planning group: the comparison "
+        "replayed on draws at the base's measured rates (across runs: its stored runs and spread)",
     )
+    power_replays: int | None = Field(default=None, description="simulated pull requests behind `power`")
     planned_power: float | None = Field(
         default=None, description="the power the head's plan stated at an assumed base rate"
     )

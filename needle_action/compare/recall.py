@@ -33,7 +33,6 @@ judged against the threshold alone (its pooled reading, ``StyleSummary.status``)
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
@@ -52,30 +51,22 @@ from needle_action.stats.exact import holm_rejections, stratified_drop_pvalue
 from needle_action.stats.groups import CellKey, Group, cell_key, family, planning_group, pooled
 from needle_action.stats.levels import base_digest, base_side_trials, compared_prompt, cross_run, spread_of
 from needle_action.stats.pooling import testable_counts
-from needle_action.stats.power import (
-    POWER_TARGET,
-    GroupDesign,
-    across_power,
-    detectable_drop,
-    power_as_run,
-)
+from needle_action.stats.power import GroupDesign, across_detectable, detectable_drop
+from needle_action.stats.runs import whole_grid_tested
 from needle_action.stats.sequential import (
     Decision,
     Design,
     GroupResult,
     PromptData,
     answers_line_up,
+    drop_floor,
     replay,
     result_answers,
 )
+from needle_action.stats.simulate import simulated_power
 
 Counts = Mapping[CellKey, tuple[int, int]]  # cell -> (hits, trials)
 StyledKey = tuple[str, int, float]  # (needle style, size, depth)
-
-
-def drop_floor(min_drop: float) -> float:
-    """The smallest pooled drop ever flagged: half the drop a run is planned to catch."""
-    return min_drop / 2
 
 
 @dataclass(frozen=True)
@@ -283,25 +274,15 @@ def _detectable_across(
     if not base_n or not head_n:
         return None, group.label
     styles = len(hr.style_names())
-    design = GroupDesign(
-        cells=len(group.cells), family_size=styles * (len(family(sizes, depths)) + 1), alpha=hr.alpha
-    )
+    spread, rate = spread_of(levels), round(base_hits / base_n, 2)
+    tested = len(family(sizes, depths)) + whole_grid_tested(spread)
+    design = GroupDesign(cells=len(group.cells), family_size=styles * tested, alpha=hr.alpha)
     side = round(base_side_trials(br, levels, style) * len(group.cells))
     other = len(set(sizes)) * len(set(depths)) - len(group.cells)
-    spread, rate = spread_of(levels), round(base_hits / base_n, 2)
-    for points in range(1, math.ceil(rate * 100) + 1):
-        caught = across_power(
-            design,
-            other_cells=other,
-            base_n=side,
-            head_n=head_n,
-            base_rate=rate,
-            drop=points / 100,
-            spread=spread,
-        )
-        if caught >= POWER_TARGET:
-            return points / 100, group.label
-    return None, group.label
+    found = across_detectable(
+        design, other_cells=other, base_n=side, head_n=head_n, base_rate=rate, spread=spread
+    )
+    return found, group.label
 
 
 def _test_against_base(
@@ -340,24 +321,17 @@ def _test_against_base(
         rc.detectable_drop, rc.detectable_in = _detectable(
             base, testable_counts(hr, styles[0]), rc.sizes, rc.depths, hr.alpha, len(styles)
         )
-        _power_as_run(rc, hr, base, len(styles), design)
 
 
-def _power_as_run(rc: RecallComparison, hr: RecallResult, base: Counts, styles: int, design: Design) -> None:
-    """The power stated for a base measured in the same job: the design run (the head's planned trials,
-    the last look's share of alpha) at the base's measured rates, next to what the plan stated."""
-    planned = _planned(hr)
-    share = design.levels(planned, 1.0)[-1] if planned > 0 else 1.0
-    rc.power = power_as_run(
-        base,
-        sizes=rc.sizes,
-        depths=rc.depths,
-        trials=planned,
-        alpha=hr.alpha,
-        min_drop=hr.min_drop,
-        styles=styles,
-        final_share=share,
-    )
+def stated_power(rc: RecallComparison, data: PromptData, hr: RecallResult) -> None:
+    """The power RC states: DATA's design (the head's planned trials, its stop rules, the base as
+    measured, across runs its stored runs and spread) replayed on draws from the base's fitted model
+    with a drop of min_drop in the planning group (:mod:`~needle_action.stats.simulate`), next to the
+    figure the head's plan stated at an assumed rate, when it had no base."""
+    figure = simulated_power(data, hr.alpha, hr.min_drop)
+    if figure is None:
+        return
+    rc.power, rc.power_replays = figure.power, figure.reps
     if hr.power is not None and hr.power.base_rate_source == "assumed":
         rc.planned_power, rc.planned_base_rate = hr.power.power, hr.power.base_rate
 
@@ -505,12 +479,13 @@ def compare_recall(
     both = _compared_styles(rc, hr, br) if br is not None and comparable else set()
     _fill_cells(rc, hr, br, both)
     tested = br is not None and comparable and not rc.unchanged
-    if tested and decision is None:
-        data = prompt_data(head, base, levels)
-        if data is not None:
-            decision = replay([data], hr.alpha, ends={data.name: head_end(hr)})[data.name]
+    data = prompt_data(head, base, levels) if tested else None
+    if data is not None and decision is None:
+        decision = replay([data], hr.alpha, ends={data.name: head_end(hr)})[data.name]
     if tested and br is not None and decision is not None:
         _test_against_base(rc, hr, br, decision, design_of(hr), levels)
+        if data is not None:
+            stated_power(rc, data, hr)
         _judge_alone(rc, hr, set(hr.style_names()) - both)
     elif hr.status == "fail":
         _judge_alone(rc, hr, set(hr.style_names()))
@@ -527,9 +502,10 @@ def levels_note(levels: CrossRun) -> str:
     if levels.method == "prior":
         return (
             f"The base comes from another run, and runs differ in level: {said}. Groups are tested "
-            "against the other cells (a run's level cancels) and the whole grid against that spread. "
-            "Store more main-branch runs (`--history DIR`, the data branch) or measure the base in the "
-            "same job (the action's default) for a sharper test."
+            "against the other cells (a run's level cancels there); a drop of the whole grid at once "
+            "cannot be told from another run's level without a measured spread, so it is not tested. "
+            "Store main-branch runs (`--history DIR`, the data branch: 3 or more) or measure the base "
+            "in the same job (the action's default) to test it."
         )
     return (
         f"The base comes from another run, and runs differ in level: {said}. Groups are tested against "

@@ -41,7 +41,7 @@ from needle_action.compare.models import (
 from needle_action.compare.recall import compare_recall, head_end, prompt_data, run_levels
 from needle_action.compare.tokens import budget_reason, growth_reason, token_delta
 from needle_action.core.names import ABSENT_STYLE
-from needle_action.results import CrossRun, PromptResult, Results, SkipKind
+from needle_action.results import CrossRun, PromptResult, Results, SkipKind, stored_recall
 from needle_action.stats.sequential import Decision, family_size, replay
 
 
@@ -136,10 +136,7 @@ def pair_levels(
     """Per head prompt, the cross-run record its test uses (None: same job, today's tests)."""
     out: Levels = {}
     for head, base in pairs:
-        stored = None
-        if history is not None and base is not None:
-            found = (r.prompt(base.name) for r in history)
-            stored = [p.recall for p in found if p is not None and p.recall is not None]
+        stored = stored_recall(history, base.name) if base is not None else None
         out[head.name] = run_levels(head, base, across=across or history is not None, history=stored)
     return out
 

@@ -16,6 +16,7 @@ from needle_action.results.file import (
     SkipKind,
     load_results,
     new_run_id,
+    stored_recall,
 )
 from needle_action.results.recall import (
     CrossRun,
@@ -63,4 +64,5 @@ __all__ = [
     "has_look_alikes",
     "load_results",
     "new_run_id",
+    "stored_recall",
 ]

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import uuid
+from collections.abc import Sequence
 from datetime import UTC, datetime
 from enum import StrEnum
 from pathlib import Path
@@ -124,6 +125,15 @@ class Results(Model):
     def dump(self, path: str | Path) -> None:
         Path(path).parent.mkdir(parents=True, exist_ok=True)
         Path(path).write_text(self.model_dump_json(indent=2) + "\n", encoding="utf-8")
+
+
+def stored_recall(history: Sequence[Results] | None, name: str) -> list[RecallResult] | None:
+    """The recall of prompt NAME in every stored run of HISTORY (``--history DIR``, the data branch),
+    oldest first as given; None when no history was given (not the same as none stored)."""
+    if history is None:
+        return None
+    found = (r.prompt(name) for r in history)
+    return [p.recall for p in found if p is not None and p.recall is not None]
 
 
 def load_results(path: str | Path) -> Results:

@@ -27,7 +27,7 @@ from needle_action.config.model import RecallSettings
 from needle_action.results import RecallPower
 from needle_action.stats.exact import _head_hits_pmf
 from needle_action.stats.groups import CellKey, family, planning_group, pooled
-from needle_action.stats.runs import RunSpread, contrast_power
+from needle_action.stats.runs import RunSpread, contrast_power, whole_grid_tested
 
 POWER_TARGET = 0.95  # the chance of catching a drop of min_drop that a run is planned for
 MIN_TRIALS = 5  # below this a cell's own threshold verdict says nothing
@@ -165,34 +165,6 @@ def assumed_base_rate(threshold: float) -> float:
     return round((1.0 + threshold) / 2.0, 6)
 
 
-def power_as_run(
-    base: Mapping[CellKey, tuple[int, int]],
-    *,
-    sizes: Sequence[int],
-    depths: Sequence[float],
-    trials: int,
-    alpha: float,
-    min_drop: float,
-    styles: int = 1,
-    final_share: float = 1.0,
-) -> float | None:
-    """The power of the design actually run, once the base is measured in the same job: the plan's
-    own power function (:func:`group_power`) at the base's MEASURED rates (its planning group's cells
-    pooled, each cell at its own count) and trials, the head's TRIALS per cell, at FINAL_SHARE of
-    alpha (the share the last look spends). A plan made before the base was known states the power
-    at an assumed rate (0.9 at the defaults); a base at 0.8 makes that figure too high (issue 31).
-    None when the base has no trial in the planning group."""
-    group = planning_group(sizes, depths)
-    base_hits, base_n = pooled(base, group.cells)
-    if base_n <= 0 or trials <= 0:
-        return None
-    design = GroupDesign(
-        cells=len(group.cells), family_size=styles * len(family(sizes, depths)), alpha=alpha * final_share
-    )
-    rate = base_hits / base_n
-    return round(group_power(design, trials=trials, base_rate=rate, drop=min_drop, base_n=base_n), 4)
-
-
 def plan_for(
     rs: RecallSettings,
     sizes: Sequence[int],
@@ -242,7 +214,7 @@ def plan_run(
     that many times larger. SPREAD: the base is another run's (stats/runs.py): the trials and the
     power are the cross-run test's, at FINAL_SHARE of alpha (what the last look spends)."""
     group = planning_group(sizes, depths)
-    family_size = styles * (len(family(sizes, depths)) + (1 if spread is not None else 0))
+    family_size = styles * (len(family(sizes, depths)) + whole_grid_tested(spread))
     design = GroupDesign(cells=len(group.cells), family_size=family_size, alpha=alpha)
     base_hits, base_n = pooled(base or {}, group.cells)
     known = base_n > 0
@@ -314,6 +286,32 @@ def across_power(
     )
 
 
+def across_detectable(
+    design: GroupDesign,
+    *,
+    other_cells: int,
+    base_n: int | None,
+    head_n: int,
+    base_rate: float,
+    spread: RunSpread,
+    rates: tuple[Sequence[float], Sequence[float]] | None = None,
+) -> float | None:
+    """Smallest drop (whole points) DESIGN's group catches across runs with POWER_TARGET
+    (:func:`across_power`'s terms); None when not even a drop to zero would be."""
+
+    def power(points: int) -> float:
+        terms = {"base_n": base_n, "head_n": head_n, "base_rate": base_rate, "spread": spread, "rates": rates}
+        return across_power(design, other_cells=other_cells, drop=points / 100, **terms)  # type: ignore[arg-type]
+
+    low, high = 0, max(1, math.ceil(base_rate * 100))
+    if power(high) < POWER_TARGET:
+        return None
+    while high - low > 1:  # the power grows with the drop
+        mid = (low + high) // 2
+        low, high = (low, mid) if power(mid) >= POWER_TARGET else (mid, high)
+    return high / 100
+
+
 def _plan_across(
     design: GroupDesign,
     sizes: Sequence[int],
@@ -351,8 +349,15 @@ def _plan_across(
             n = min(MAX_TRIALS, max(MIN_TRIALS, round(2 * side)))
     else:
         n = trials
-    top = math.ceil(rate * 100)
-    detect = next((d / 100 for d in range(1, top + 1) if power(n, d / 100) >= POWER_TARGET), None)
+    detect = across_detectable(
+        design,
+        other_cells=other,
+        base_n=base_n,
+        head_n=design.cells * n,
+        base_rate=rate,
+        spread=spread,
+        rates=rates,
+    )
     return RecallPower(
         trials=n,
         auto=trials == "auto",

@@ -44,7 +44,7 @@ from needle_action.stats.exact import holm_rejections, paired_drop_pvalue, strat
 from needle_action.stats.groups import CellKey, Group, cell_key, family, pooled, whole_grid
 from needle_action.stats.intervals import wilson_interval
 from needle_action.stats.power import FINAL_SPEND, conditional_power
-from needle_action.stats.runs import RunSpread, contrast_pvalue, uniform_pvalue
+from needle_action.stats.runs import RunSpread, contrast_pvalue, uniform_pvalue, whole_grid_tested
 
 FRACTIONS = (0.3, 0.6, 1.0)
 SPEND = (0.04, 0.08, FINAL_SPEND)  # share of alpha spent at each look (adds up to 1)
@@ -52,6 +52,11 @@ PASS_Z = 2.3263478740408408  # one-sided 99% normal quantile: the pass rule's up
 FUTILITY = 0.01  # pass a group when the last look's chance to flag it, on the trend, is below this
 
 Answers = Mapping[CellKey, Sequence[tuple[int, bool]]]  # cell -> (trial index, hit) in trial order
+
+
+def drop_floor(min_drop: float) -> float:
+    """The smallest pooled drop ever flagged: half the drop a run is planned to catch."""
+    return min_drop / 2
 
 
 @dataclass(frozen=True)
@@ -105,6 +110,18 @@ class PromptData:
     # across runs: earlier runs of the base's fingerprint per style, each (cell -> (hits, trials))
     # one run with its own level; they join the base side of the contrast run by run
     history: Mapping[str, Sequence[Mapping[CellKey, tuple[int, int]]]] = field(default_factory=dict)
+    # counts already read, per (style, side, trials): a look, its groups and the pass rule read the
+    # same answers many times
+    _read: dict[tuple[str, int, int | None], dict[CellKey, tuple[int, int]]] = field(
+        default_factory=dict, init=False, repr=False, compare=False
+    )
+
+    def counts(self, style: str, side: int, n: int | None = None) -> dict[CellKey, tuple[int, int]]:
+        """SIDE's (0: base, 1: head) counts of STYLE on its first N trials per cell (None: all)."""
+        key = (style, side, n)
+        if key not in self._read:
+            self._read[key] = _truncate(self.grids[style][side], n)
+        return self._read[key]
 
 
 @dataclass(frozen=True)
@@ -195,9 +212,10 @@ def drop_upper(base: tuple[int, int], head: tuple[int, int], z: float = PASS_Z) 
 
 
 def final_groups(data: PromptData) -> list[Group]:
-    """The groups the last look tests: every group of the grid; across runs, the whole grid too."""
+    """The groups the last look tests: every group of the grid; across runs with the spread
+    estimated, the whole grid too (:func:`~needle_action.stats.runs.whole_grid_tested`)."""
     groups = family(data.sizes, data.depths)
-    return [*groups, whole_grid(data.sizes, data.depths)] if data.spread is not None else groups
+    return [*groups, whole_grid(data.sizes, data.depths)] if whole_grid_tested(data.spread) else groups
 
 
 def family_size(data: PromptData) -> int:
@@ -229,8 +247,8 @@ def _tests(data: PromptData, n: int | None, final: bool) -> list[tuple[Any, ...]
     paired = data.paired and final and data.spread is None
     tested = final_groups(data) if final else early_groups(data)
     for style, (base_answers, head_answers) in data.grids.items():
-        head = _truncate(head_answers, n)
-        base = _truncate(base_answers, None)
+        head = data.counts(style, 1, n)
+        base = data.counts(style, 0)
         for g in final_groups(data):
             drop = _mean_drop(base, head, g.cells)
             p = None
@@ -371,7 +389,7 @@ def _pass_terms(
     """(99% upper bound on G's drop, the chance that the last look flags G if the head's remaining
     trials go as its trials so far): the pass rule's terms (FAM: the last look's family; N: the
     head's trials per cell at this look, None: all)."""
-    full_base = pooled(_truncate(data.grids[style][0], None), g.cells)
+    full_base = pooled(data.counts(style, 0), g.cells)
     upper = drop_upper(full_base, head)  # against everything the base ran: the tightest bound
     if not full_base[1] or not head[1]:
         return upper, None
@@ -385,8 +403,8 @@ def _cross_conditional(data: PromptData, g: Group, style: str, n: int | None, le
     """The pass rule across runs: the chance that G's cross-run test at LEVEL rejects at the last
     look if the trend so far holds (the B-value form of conditional power; the information grows
     as 1 / (1 / base trials + 1 / head trials) per cell)."""
-    base = _truncate(data.grids[style][0], None)
-    head = _truncate(data.grids[style][1], n)
+    base = data.counts(style, 0)
+    head = data.counts(style, 1, n)
     p = _cross_p(data, style, base, head, g)
     if p is None:
         return 0.0  # below the floor now: the trend stays below it

@@ -17,7 +17,6 @@ from needle_action.stats.runs import (
     RunSpread,
     contrast_power,
     contrast_pvalue,
-    cross_run_power,
     estimate_spread,
     run_shift,
     student_cdf,
@@ -113,16 +112,11 @@ def test_student_t_matches_its_table() -> None:
 
 
 def test_cross_run_power_grows_with_trials_and_drop() -> None:
-    common: dict[str, Any] = {
-        "group_cells": 9,
-        "other_cells": 6,
-        "base_rate": 0.8,
-        "level": 0.001,
-        "spread": RunSpread.prior(),
-    }
-    low = cross_run_power(base_n=20, head_n=20, drop=0.2, **common)
-    more = cross_run_power(base_n=20, head_n=60, drop=0.2, **common)
-    bigger = cross_run_power(base_n=20, head_n=20, drop=0.3, **common)
+    common: dict[str, Any] = {"level": 0.001, "spread": RunSpread.prior()}
+    rates = ([0.8] * 9, [0.8] * 6)
+    low = contrast_power(*rates, base_n=20, head_n=20, drop=0.2, **common)
+    more = contrast_power(*rates, base_n=20, head_n=60, drop=0.2, **common)
+    bigger = contrast_power(*rates, base_n=20, head_n=20, drop=0.3, **common)
     assert 0 < low < more < 1
     assert low < bigger
 

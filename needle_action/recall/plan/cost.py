@@ -43,14 +43,15 @@ from needle_action.recall.plan.prompt import (
     settings_hash,
 )
 from needle_action.recall.trials.probes.gold import answer_keys
-from needle_action.results import RecallPower, RecallResult, Results
+from needle_action.results import CrossRun, RecallPower, RecallResult, Results, stored_recall
 from needle_action.results.cache import ResultCache
 from needle_action.stats.groups import CellKey, Group, cell_key, family, planning_group, pooled
-from needle_action.stats.levels import plan_terms
+from needle_action.stats.levels import history_counts, plan_terms, spread_of
 from needle_action.stats.pooling import base_counts, testable_counts
-from needle_action.stats.power import POWER_TARGET, GroupDesign, across_power, detectable_drop, plan_for
-from needle_action.stats.runs import RunSpread
-from needle_action.stats.sequential import Design, PromptData, replay
+from needle_action.stats.power import GroupDesign, across_detectable, detectable_drop, plan_for
+from needle_action.stats.runs import RunSpread, whole_grid_tested
+from needle_action.stats.sequential import Answers, Design, PromptData, drop_floor, replay, result_answers
+from needle_action.stats.simulate import simulated_power
 
 SIMULATED_RUNS = 40  # runs behind each expected-calls figure (seeded: the same every time)
 
@@ -163,7 +164,7 @@ def expected_trials(
             sizes=sizes,
             depths=depths,
             planned=trials,
-            floor=min_drop / 2,
+            floor=drop_floor(min_drop),
             paired=base_trials == trials,
             base_planned=base_trials,
             design=design,
@@ -222,8 +223,10 @@ def plan_prompt(
     sizes, depths = _sizes(prompt), list(rs.depths)
     base_pr = baseline.prompt(prompt.name) if baseline is not None else None
     br = base_pr.recall if base_pr is not None else None
-    counts, own, base_trials, spread, side_trials, history_runs = _base_terms(prompt, br, history)
+    counts, own, base_trials, spread, side_trials, record = _base_terms(prompt, br, history)
+    history_runs = len(record.history) if record is not None else 0
     power = plan_for(rs, sizes, depths=depths, base=counts, spread=spread, base_trials=side_trials)
+    stated = _stated_power(prompt, sizes, depths, power, br if counts is not None else None, record)
     cells = len(sizes) * len(depths) * len(rs.styles)
     saved_by_history = 0
     if history_runs and own:  # the trials the base's own run alone (the prior, no history) would plan
@@ -257,7 +260,7 @@ def plan_prompt(
         calls_saved_by_cache=round(cells * no_change) if source else 0,
         cache_source=source,
         calls_saved_by_history=saved_by_history,
-        power=power.power,
+        power=stated if stated is not None else power.power,
         run_spread=spread.describe() if spread is not None else None,
     )
 
@@ -270,17 +273,58 @@ def _base_terms(
     int,
     RunSpread | None,
     float | None,
-    int,
+    CrossRun | None,
 ]:
     """(counts giving the rate, the base run's own counts, its trials per cell, the run spread, the
-    base side's trials per cell across runs, stored runs) of a base BR of PROMPT's model."""
+    base side's trials per cell across runs, the record of its stored runs) of a base BR of
+    PROMPT's model."""
     if br is None or br.model != prompt.model:
-        return None, None, 0, None, None, 0
+        return None, None, 0, None, None, None
     style = prompt.recall.styles[0]
     own = testable_counts(br, style)
     base_trials = round(sum(n for _, n in own.values()) / len(own)) if own else 0
-    record, spread, side_trials = plan_terms(br, style, _stored(history, prompt.name))
-    return base_counts(br, style=style), own, base_trials, spread, side_trials, len(record.history)
+    record, spread, side_trials = plan_terms(br, style, stored_recall(history, prompt.name))
+    return base_counts(br, style=style), own, base_trials, spread, side_trials, record
+
+
+def _stated_power(
+    prompt: PromptConfig,
+    sizes: Sequence[int],
+    depths: Sequence[float],
+    power: RecallPower,
+    br: RecallResult | None,
+    record: CrossRun | None,
+) -> float | None:
+    """The power the comparison will state for this plan (:mod:`needle_action.stats.simulate`):
+    against BR's answers (another run's: across runs, with RECORD's stored runs and spread), else
+    against a base run in the same job at the plan's assumed rate, paired as a same-seed run is."""
+    rs = prompt.recall
+    planned = power.trials
+    grids: dict[str, tuple[Answers, Answers]]
+    if br is not None:
+        grids = {s: (result_answers(br, s), {}) for s in rs.styles if s in br.style_names()}
+        base_planned = br.power.trials if br.power is not None else planned
+    else:
+        keys = [cell_key(s, d) for s in sizes for d in depths]
+        hits = round(power.base_rate * planned)
+        grids = {s: (_answers(keys, [[i < hits for i in range(planned)]] * len(keys)), {}) for s in rs.styles}
+        base_planned = planned
+    data = PromptData(
+        name=prompt.name,
+        grids=grids,
+        sizes=sizes,
+        depths=depths,
+        planned=planned,
+        floor=drop_floor(rs.min_drop),
+        paired=br is None,
+        base_planned=base_planned,
+        design=Design(block=rs.stop_on_drop, pass_early=rs.stop_on_no_change),
+    )
+    if record is not None:
+        data.spread = spread_of(record)
+        data.history = history_counts(record, grids)
+    figure = simulated_power(data, rs.alpha, rs.min_drop)
+    return figure.power if figure is not None else None
 
 
 def _detectable_drops(
@@ -301,20 +345,21 @@ def _detectable_drops(
         if spread is not None:  # across runs: the base side is the base run and its stored runs
             side = round((side_trials or power.trials) * len(g.cells))
             detect[g.label] = across_drop(
-                g, sizes, depths, fam + len(rs.styles), rs.alpha, side, n, power.base_rate, spread
+                g,
+                sizes,
+                depths,
+                fam + len(rs.styles) * whole_grid_tested(spread),
+                rs.alpha,
+                side,
+                n,
+                power.base_rate,
+                spread,
             )
             continue
         base_n = pooled(own or {}, g.cells)[1] or n  # the test's base: the base run's own trials
         design = GroupDesign(cells=len(g.cells), family_size=fam, alpha=rs.alpha)
         detect[g.label] = detectable_drop(design, base_n=base_n, head_n=n, base_rate=power.base_rate)
     return detect
-
-
-def _stored(history: Sequence[Results] | None, name: str) -> list[RecallResult] | None:
-    if history is None:
-        return None
-    found = (r.prompt(name) for r in history)
-    return [p.recall for p in found if p is not None and p.recall is not None]
 
 
 def across_drop(
@@ -331,11 +376,9 @@ def across_drop(
     """The smallest drop (whole points) group G catches with 95% power across runs."""
     design = GroupDesign(cells=len(g.cells), family_size=fam, alpha=alpha)
     other = len(set(sizes)) * len(set(depths)) - len(g.cells)
-    for points in range(1, math.ceil(rate * 100) + 1):
-        terms = {"base_n": base_n, "head_n": head_n, "base_rate": rate, "spread": spread}
-        if across_power(design, other_cells=other, drop=points / 100, **terms) >= POWER_TARGET:  # type: ignore[arg-type]
-            return points / 100
-    return None
+    return across_detectable(
+        design, other_cells=other, base_n=base_n, head_n=head_n, base_rate=rate, spread=spread
+    )
 
 
 def as_json(plans: Sequence[PromptPlanSummary]) -> dict[str, Any]:
@@ -388,7 +431,8 @@ def format_plans(plans: Sequence[PromptPlanSummary]) -> str:
         lines += [
             f"{p.name} ({p.model}): {len(p.sizes)} sizes x {len(p.depths)} depths x {len(p.styles)} styles, "
             f"{p.trials_per_cell} trials per cell (base rate {p.base_rate:.0%}, {p.base_rate_source})",
-            f"  power: {p.power:.0%} to catch a drop of min_drop in the middle, as tested"
+            f"  power: {p.power:.0%} to catch a drop of min_drop in the middle (the comparison replayed on"
+            " simulated pull requests)"
             + (f" (base from another run; {p.run_spread})" if p.run_spread else " (base in the same job)")
             + (
                 f", at an assumed base rate of {p.base_rate:.0%}: the comparison restates it at the"

@@ -64,10 +64,11 @@ from needle_action.results import (
     RunTotals,
     SkipKind,
     TokenUsage,
+    stored_recall,
 )
 from needle_action.results.cache import ResultCache, default_cache_path
 from needle_action.stats.groups import CellKey
-from needle_action.stats.levels import cross_run, plan_terms
+from needle_action.stats.levels import base_digest, cross_run, plan_terms
 from needle_action.stats.pooling import base_counts, pool_history
 from needle_action.stats.power import plan_for
 from needle_action.tokens import get_counter
@@ -234,13 +235,11 @@ class RecallJob:
     # another run's, and the cross-run tests rest on them (docs/recall.md, "Runs have levels")
     history: list[Results] | None = None
     levels: dict[str, CrossRun] = field(default_factory=dict)  # prompt -> what its test rests on
+    planned_levels: dict[str, CrossRun] = field(default_factory=dict)  # prompt -> what planned its trials
 
     def stored_runs(self, name: str) -> list[RecallResult] | None:
         """The recall of prompt NAME in every stored run (None: no history given)."""
-        if self.history is None:
-            return None
-        found = (r.prompt(name) for r in self.history)
-        return [p.recall for p in found if p is not None and p.recall is not None]
+        return stored_recall(self.history, name)
 
     @property
     def totals(self) -> RunTotals:
@@ -280,7 +279,8 @@ class RecallJob:
         base_pr = self.baseline.prompt(prompt.name) if self.baseline is not None else None
         if known is None or base_pr is None or base_pr.recall is None:
             return plan_for(rs, sizes, base=known)
-        _, spread, base_trials = plan_terms(base_pr.recall, rs.styles[0], self.stored_runs(prompt.name))
+        record, spread, base_trials = plan_terms(base_pr.recall, rs.styles[0], self.stored_runs(prompt.name))
+        self.planned_levels[prompt.name] = record  # the test reuses it (_schedule)
         return plan_for(rs, sizes, base=known, spread=spread, base_trials=base_trials)
 
     def outage(self, pr: PromptResult, message: str) -> None:
@@ -510,7 +510,11 @@ def _schedule(
     other = comparable_base(job, plan) if shard is None else None  # a shard sees some cells only
     if other is not None:  # a baseline is another run's: the test is across runs
         styles = [s for s in plan.prompt.recall.styles if s in other.style_names()]
-        job.levels[plan.name] = cross_run(other, styles[0], job.stored_runs(plan.name))
+        record = job.planned_levels.get(plan.name)
+        planned_by = plan.prompt.recall.styles[0]  # the style plan_terms estimated the spread in
+        if record is None or record.base != base_digest(other) or styles[0] != planned_by:
+            record = cross_run(other, styles[0], job.stored_runs(plan.name))
+        job.levels[plan.name] = record
         if compared_base(job, plan) is not None:
             scheduler.gate.add(plan, other, styles, job.levels[plan.name])
     scheduler.add(plan)

@@ -25,6 +25,7 @@ from needle_action.stats.sequential import (
     Design,
     PromptData,
     answers_line_up,
+    drop_floor,
     evaluate_look,
     result_answers,
 )
@@ -103,7 +104,7 @@ class LookGate:
             | {cell_key(c.size, c.depth) for c in m.base.cells},
             planned=planned,
             base_planned=base_planned,
-            floor=rs.min_drop / 2,
+            floor=drop_floor(rs.min_drop),
             paired=rs.seed == m.base.seed and planned == base_planned and answers_line_up(m.base),
             design=self._design(m),
             levels=m.levels,

@@ -1,0 +1,146 @@
+"""The power a comparison states: its own design replayed on simulated pull requests (issue 31)."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+
+from needle_action.stats import simulate
+from needle_action.stats.groups import cell_key, planning_group
+from needle_action.stats.runs import RunSpread
+from needle_action.stats.sequential import Design, PromptData, final_groups, replay
+
+SIZES, DEPTHS = [2000, 8000], [0.0, 0.25, 0.5, 0.75, 1.0]
+KEYS = [cell_key(s, d) for s in SIZES for d in DEPTHS]
+MIDDLE = set(planning_group(SIZES, DEPTHS).cells)
+
+
+def _answers(rng: random.Random, rate, trials: int = 20):
+    """Answers of every cell, RATE(key) a trial."""
+    return {k: [(t, rng.random() < rate(k)) for t in range(trials)] for k in KEYS}
+
+
+def _data(base, *, planned: int = 20, spread: RunSpread | None = None, history=(), paired=True) -> PromptData:
+    return PromptData(
+        name="p",
+        grids={"codeword": (base, {})},
+        sizes=SIZES,
+        depths=DEPTHS,
+        planned=planned,
+        floor=0.1,
+        paired=paired and spread is None,
+        base_planned=20,
+        design=Design(),
+        spread=spread,
+        history={"codeword": list(history)} if history else {},
+    )
+
+
+def _flat(rate: float, seed: int = 0):
+    return _answers(random.Random(seed), lambda _: rate)
+
+
+def test_power_grows_with_the_drop_and_no_drop_is_the_false_alarm_rate():
+    data = _data(_flat(0.8), planned=30)
+    none = simulate.simulated_power(data, 0.01, 0.0)
+    small = simulate.simulated_power(data, 0.01, 0.1)
+    large = simulate.simulated_power(data, 0.01, 0.3)
+    assert none is not None
+    assert small is not None
+    assert large is not None
+    assert none.power <= 0.03  # the design's false-block rate is at most alpha (1%), give or take noise
+    assert none.power < small.power < large.power
+    assert large.power > 0.9
+    assert large.reps == simulate.REPS
+    assert 0 < large.stderr < 0.02
+
+
+def test_the_figure_is_deterministic_and_reads_no_head_answer():
+    base = _flat(0.9)
+    first = simulate.simulated_power(_data(base), 0.01, 0.2)
+    again = _data(base)
+    again.grids = {"codeword": (base, _flat(0.1, seed=3))}  # a head's answers: not read
+    assert simulate.simulated_power(again, 0.01, 0.2) == first
+
+
+def test_a_base_nearer_perfect_recall_is_easier_to_watch():
+    """The same 20 points are caught more often from .95 than from .6 (a count near 1 varies less)."""
+    high = simulate.simulated_power(_data(_flat(0.95)), 0.01, 0.2)
+    low = simulate.simulated_power(_data(_flat(0.6)), 0.01, 0.2)
+    assert high is not None
+    assert low is not None
+    assert high.power > low.power + 0.05
+
+
+def test_nothing_to_draw_from_states_nothing():
+    assert simulate.simulated_power(_data({}), 0.01, 0.2) is None
+    assert simulate.simulated_power(_data(_flat(0.9), planned=0), 0.01, 0.2) is None
+
+
+def test_a_large_design_replays_fewer_times_but_never_below_the_floor(monkeypatch):
+    monkeypatch.setattr(simulate, "WORK", 150 * len(KEYS) * (400 + 20))  # 150 replays of this design
+    figure = simulate.simulated_power(_data(_flat(0.9), planned=400), 0.01, 0.2)
+    assert figure is not None
+    assert figure.reps == 150
+    monkeypatch.setattr(simulate, "WORK", 1)
+    tiny = simulate.simulated_power(_data(_flat(0.9), planned=399), 0.01, 0.2)
+    assert tiny is not None
+    assert tiny.reps == simulate.MIN_REPS
+
+
+def test_cell_logits_put_stored_runs_at_their_own_level():
+    """A stored run answering worse everywhere does not pull the base's cells down as summed trials
+    would: the fit gives it its own level and draws new runs around the runs' mean."""
+    base = {k: (16, 20) for k in KEYS}
+    worse = {k: (8, 20) for k in KEYS}
+    alone = simulate.cell_logits(base, [])
+    fitted = simulate.cell_logits(base, [worse, base, base])
+    assert all(fitted[k] < alone[k] for k in KEYS)  # the runs' mean level is lower than the base's
+    spread_between = max(fitted.values()) - min(fitted.values())
+    assert spread_between < 1e-6  # a flat grid stays flat
+
+
+def test_across_runs_without_an_estimate_the_whole_grid_is_not_tested():
+    prior = _data(_flat(0.8), spread=RunSpread.prior())
+    estimated = _data(_flat(0.8), spread=RunSpread(tau=0.3, runs=4, method="moments"))
+    assert all(g.kind != "all" for g in final_groups(prior))
+    assert any(g.kind == "all" for g in final_groups(estimated))
+    assert "not tested" in RunSpread.prior().describe()
+
+
+def test_a_whole_grid_that_drops_is_caught_across_runs_only_with_an_estimate():
+    """Every cell 60 points down in the head: the contrast sees nothing (a run's level looks the
+    same); the whole-grid test sees it once the spread is measured, never on the prior alone."""
+    rng = random.Random(5)
+    base = _answers(rng, lambda _: 0.9, 40)
+    head = _answers(rng, lambda _: 0.3, 40)
+    history = [{k: (36, 40) for k in KEYS}] * 8
+    decisions = {}
+    for name, spread in {
+        "prior": RunSpread.prior(),
+        "estimated": RunSpread(tau=0.2, runs=8, method="moments"),
+    }.items():
+        data = _data(base, planned=40, spread=spread, history=history if name == "estimated" else ())
+        data.grids = {"codeword": (base, head)}
+        decisions[name] = replay([data], 0.01)["p"].status
+    assert decisions == {"prior": "pass", "estimated": "fail"}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("rate", [0.8, 0.95])
+def test_the_stated_figure_matches_fresh_pull_requests(rate):
+    """What the comparison states from one measured base, averaged over 12 bases, against 300 pull
+    requests drawn afresh (base and head) at the true rate with 20 points off the middle: within 5
+    points (both are estimates: about 2.5 points of standard error together)."""
+    rng = random.Random(11)
+    stated = [simulate.simulated_power(_data(_flat(rate, seed=i)), 0.01, 0.2) for i in range(12)]
+    mean_stated = sum(s.power for s in stated if s is not None) / len(stated)
+    blocked = 0
+    for _ in range(300):
+        base = _answers(rng, lambda _: rate)
+        head = _answers(rng, lambda k: rate - (0.2 if k in MIDDLE else 0.0))
+        data = _data(base)
+        data.grids = {"codeword": (base, head)}
+        blocked += replay([data], 0.01)["p"].status == "fail"
+    assert abs(mean_stated - blocked / 300) <= 0.05
