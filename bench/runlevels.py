@@ -69,10 +69,10 @@ from needle_action.results import RecallPower  # noqa: E402
 from needle_action.stats.groups import CellKey, planning_group, pooled  # noqa: E402
 from needle_action.stats.power import plan_for  # noqa: E402
 
-try:  # the same job's power restated at the base's measured rates (branch power)
-    from needle_action.stats.power import power_as_run
+try:  # the power the comparison states, simulated (issue 31)
+    from needle_action.stats.simulate import simulated_power
 except ImportError:  # pragma: no cover - older trees
-    power_as_run = None  # type: ignore[assignment]
+    simulated_power = None  # type: ignore[assignment]
 from needle_action.stats.sequential import PromptData  # noqa: E402
 from needle_action.stats.sequential import replay as sequential_replay  # noqa: E402
 
@@ -82,6 +82,7 @@ HISTORY_RUNS = 6
 BASE_TRIALS = 20  # what main's run plans with no base known (trials "auto" at the defaults)
 MAX_HEAD_TRIALS = 400  # stats.power.MAX_TRIALS
 POWER_GAP = 0.03  # the stated power must be within this of the simulated one
+STATED_PRS = 40  # PRs of a row whose stated power is computed (each replays its design 400 times)
 SAME, CROSS, HISTORY = "same job", "cross-run", f"cross-run + {HISTORY_RUNS} history"
 MODES = (SAME, CROSS, HISTORY)
 
@@ -100,19 +101,24 @@ class Row:
     run_sd: float
     mode: str
     power_of: str | None = None  # a power companion: the no-change row it measures
+    head_drop: float = 0.0  # probability points off every middle trial of the head, at its own level
 
 
 def power_companion(sc: Scenario, min_drop: float) -> Scenario:
-    """SC's base curve, the head with MIN_DROP taken off the middle depths: what the plan's power is
-    stated for."""
-    return Scenario(
-        f"{sc.name}, middle -{min_drop * 100:.0f} pt", sc.base, middle_drop(sc.base, min_drop), True
-    )
+    """SC unchanged on both curves, its head losing MIN_DROP on the middle depths *at the head run's
+    own level* (:func:`draw_head`): what the stated power is for. Taking the points off the curve
+    before the run level is added (``middle_drop``) would make the drop smaller than MIN_DROP in a run
+    that answers better and larger in one that answers worse, so the measured power would not be the
+    power to catch MIN_DROP."""
+    return Scenario(f"{sc.name}, middle -{min_drop * 100:.0f} pt", sc.base, sc.head, True)
 
 
 def rows(min_drop: float) -> list[Row]:
     out = [Row(sc, sd, mode) for sc in CURVES for mode in MODES for sd in RUN_SDS]
-    out += [Row(power_companion(r.scenario, min_drop), r.run_sd, r.mode, r.scenario.name) for r in list(out)]
+    out += [
+        Row(power_companion(r.scenario, min_drop), r.run_sd, r.mode, r.scenario.name, min_drop)
+        for r in list(out)
+    ]
     return out + [Row(DROP, sd, mode) for mode in MODES for sd in RUN_SDS]
 
 
@@ -137,6 +143,7 @@ class RunDraws:
     history: np.ndarray | None
     head_logit: np.ndarray  # [pr, cell, 1]: the head's curve + its run level + the shared seed effect
     trial: np.ndarray  # [pr, cell, BASE_TRIALS]: trial effects the head shares with the base by index
+    head_drop: np.ndarray  # [1, cell, 1]: probability points off each of the head's trials
     head: np.ndarray = field(default_factory=lambda: np.zeros((0, 0, 0), dtype=bool))
 
 
@@ -155,7 +162,9 @@ def draw_runs(rng: np.random.Generator, row: Row, prs: int) -> RunDraws:
         seeds = rng.normal(0.0, SEED_SD, (prs, HISTORY_RUNS, 1, 1))
         logits = _curve(sc.base)[:, None] + levels + seeds + rng.normal(0.0, TRIAL_SD, shape)
         history = rng.random(shape) < _expit(logits)
-    return RunDraws(base, history, _curve(sc.head) + head_level + seed, trial)
+    middle = np.array([k in set(MIDDLE_CELLS) for k in CELLS])
+    head_drop = np.where(middle, row.head_drop, 0.0)[None, :, None]
+    return RunDraws(base, history, _curve(sc.head) + head_level + seed, trial, head_drop)
 
 
 def draw_head(rng: np.random.Generator, d: RunDraws, trials: int) -> None:
@@ -164,7 +173,7 @@ def draw_head(rng: np.random.Generator, d: RunDraws, trials: int) -> None:
     prs, cells, _ = d.trial.shape
     extra = max(0, trials - BASE_TRIALS)
     effects = np.concatenate([d.trial, rng.normal(0.0, TRIAL_SD, (prs, cells, extra))], axis=2)[..., :trials]
-    d.head = rng.random(effects.shape) < _expit(d.head_logit + effects)
+    d.head = rng.random(effects.shape) < np.clip(_expit(d.head_logit + effects) - d.head_drop, 0.0, 1.0)
 
 
 # -- planning: the real plan, memoised on what it reads -------------------------------------------------
@@ -246,8 +255,11 @@ class Today:
     def plan(self, settings: RecallSettings, d: RunDraws, pr: int, mode: str) -> tuple[RecallPower, Any]:
         return plan_of(settings, None if mode == SAME else counts_of(d, pr)), None
 
+    def data(self, d: RunDraws, pr: int, trials: int, settings: RecallSettings, context: Any) -> PromptData:
+        return _data(d, pr, trials, settings, paired=trials == BASE_TRIALS)
+
     def decide(self, d: RunDraws, pr: int, trials: int, settings: RecallSettings, context: Any) -> Verdict:
-        return _verdict(_data(d, pr, trials, settings, paired=trials == BASE_TRIALS), settings)
+        return _verdict(self.data(d, pr, trials, settings, context), settings)
 
 
 class Runs:
@@ -266,12 +278,14 @@ class Runs:
         base_trials = BASE_TRIALS * (1 + len(history))  # its own run's and its stored runs' join the test
         return plan_of(settings, counts_of(d, pr), _rounded(spread), base_trials), (spread, history)
 
-    def decide(self, d: RunDraws, pr: int, trials: int, settings: RecallSettings, context: Any) -> Verdict:
+    def data(self, d: RunDraws, pr: int, trials: int, settings: RecallSettings, context: Any) -> PromptData:
         if context is None:
-            return _verdict(_data(d, pr, trials, settings, paired=trials == BASE_TRIALS), settings)
+            return _data(d, pr, trials, settings, paired=trials == BASE_TRIALS)
         spread, history = context
-        data = _data(d, pr, trials, settings, paired=False, spread=spread, history={"codeword": history})
-        return _verdict(data, settings)
+        return _data(d, pr, trials, settings, paired=False, spread=spread, history={"codeword": history})
+
+    def decide(self, d: RunDraws, pr: int, trials: int, settings: RecallSettings, context: Any) -> Verdict:
+        return _verdict(self.data(d, pr, trials, settings, context), settings)
 
 
 def _rounded(spread: Any) -> Any:
@@ -293,7 +307,9 @@ class RowTally:
     fixed_calls: int = 0  # the head calls of each PR's plan, every trial asked
     planned: int = 0  # head trials per cell planned, summed
     clipped: int = 0  # plans above what was drawn (never, unless MAX_HEAD_TRIALS is lowered)
-    stated_power: float = 0.0  # summed over PRs
+    stated_power: float = 0.0  # the comparison's simulated figure, summed over the first STATED_PRS PRs
+    stated_prs: int = 0
+    planned_power: float = 0.0  # the plan's own figure (normal approximation), summed over PRs
     seconds: float = 0.0
 
     @property
@@ -304,30 +320,17 @@ class RowTally:
         return upper_bound(self.blocked, self.prs)
 
 
-def stated_power(
-    settings: RecallSettings, d: RunDraws, pr: int, mode: str, plan: RecallPower, trials: int
-) -> float:
-    """The power the comparison states. Same job: the plan (no base known) is at an assumed rate; the
-    comparison restates it at the base's measured rates (``stats.power.power_as_run``, the design run:
-    the head's trials, the last look's share of alpha) when that function is there. Across runs: the
-    plan's (it was planned from the base's counts)."""
-    if mode != SAME or power_as_run is None:
-        return plan.power
-    share = SEQUENTIAL.levels(trials, 1.0)[-1]
-    measured = power_as_run(
-        counts_of(d, pr, with_history=False),
-        sizes=SIZES,
-        depths=DEPTHS,
-        trials=trials,
-        alpha=settings.alpha,
-        min_drop=settings.min_drop,
-        styles=len(settings.styles),
-        final_share=share,
-    )
-    return plan.power if measured is None else measured
+def stated_power(data: PromptData, settings: RecallSettings) -> float | None:
+    """The power the comparison states for DATA's design (``stats.simulate.simulated_power``: the
+    design replayed on draws from the base's fitted model, as ``needle report`` and the comment
+    state it), None on trees without it."""
+    if simulated_power is None:
+        return None
+    figure = simulated_power(data, settings.alpha, settings.min_drop)
+    return None if figure is None else figure.power
 
 
-def run_row(row: Row, prs: int, seed: int, decider: str = "today") -> RowTally:
+def run_row(row: Row, prs: int, seed: int, decider: str = "today", stated_prs: int = STATED_PRS) -> RowTally:
     settings = RecallSettings(sizes=SIZES, depths=DEPTHS)
     method = DECIDERS[decider]
     rng = np.random.default_rng(seed)
@@ -345,7 +348,12 @@ def run_row(row: Row, prs: int, seed: int, decider: str = "today") -> RowTally:
         t.fixed_calls += len(CELLS) * trials
         t.planned += trials
         t.clipped += trials < plan.trials
-        t.stated_power += stated_power(settings, d, pr, row.mode, plan, trials)
+        t.planned_power += plan.power
+        if pr < stated_prs:
+            figure = stated_power(method.data(d, pr, trials, settings, context), settings)
+            if figure is not None:
+                t.stated_power += figure
+                t.stated_prs += 1
     t.seconds = time.perf_counter() - started
     return t
 
@@ -377,10 +385,11 @@ def upper_bound(k: int, n: int, conf: float = 0.95) -> float:
     return hi
 
 
-def _job(args: tuple[int, int, int, str]) -> tuple[int, RowTally]:
+def _job(args: tuple[int, int, int, str, int]) -> tuple[int, RowTally]:
     """Row I (by index: the curves are closures, which do not pickle) in a worker process."""
-    i, prs, seed, decider = args
-    return i, run_row(rows(RecallSettings().min_drop)[i], prs, seed, decider)
+    i, prs, seed, decider, stated = args
+    row = rows(RecallSettings().min_drop)[i]
+    return i, run_row(row, prs, seed, decider, 0 if row.power_of else stated)
 
 
 # -- the table ---------------------------------------------------------------------------------------
@@ -394,21 +403,23 @@ def table(results: list[tuple[Row, RowTally]]) -> str:
     power = {(r.power_of, r.run_sd, r.mode): t for r, t in results if r.power_of}
     lines = [
         "| scenario (base → head) | base | run sd | PRs | blocked (95% upper) | head trials / cell "
-        "(mean plan) | head calls (of the plan's) | stated power | simulated power (-20 pt) | within 3 pt |",
-        "|---|---|--:|--:|--:|--:|--:|--:|--:|:-:|",
+        "(mean plan) | head calls (of the plan's) | plan's power (normal approx.) | stated power (simulated; "
+        "PRs) | measured power (-20 pt) | within 3 pt |",
+        "|---|---|--:|--:|--:|--:|--:|--:|--:|--:|:-:|",
     ]
     for r, t in results:
         if r.power_of:
             continue
         upper = "" if r.scenario.must_block else f" ({_pct(t.upper())})"
         companion = power.get((r.scenario.name, r.run_sd, r.mode))
+        stated = t.stated_power / t.stated_prs if t.stated_prs else float("nan")
+        planned = f"{_pct(t.planned_power / t.prs)} | {_pct(stated)} ({t.stated_prs})"
         if companion is not None:
-            stated = t.stated_power / t.prs
             measured = companion.rate
             ok = "yes" if abs(stated - measured) <= POWER_GAP else "**no**"
-            power_cols = f"{_pct(stated)} | {_pct(measured)} | {ok}"
+            power_cols = f"{planned} | {_pct(measured)} | {ok}"
         else:
-            power_cols = f"{_pct(t.stated_power / t.prs)} | – | –"
+            power_cols = f"{planned} | – | –"
         lines.append(
             f"| {r.scenario.name} | {r.mode} | {r.run_sd:g} | {t.prs:,} | **{_pct(t.rate)}**{upper} | "
             f"{t.planned / t.prs:.1f} | {t.head_calls / t.prs:.0f} ({t.head_calls / t.fixed_calls:.0%}) | "
@@ -426,6 +437,9 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--prs", type=int, default=1000, help="pull requests per row")
     parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument(
+        "--stated-prs", type=int, default=STATED_PRS, help="PRs a row whose stated power is simulated"
+    )
     parser.add_argument("--jobs", type=int, default=2, help="rows replayed at once (processes)")
     parser.add_argument("--decider", choices=sorted(DECIDERS), default="today")
     parser.add_argument("--rows", help="only these rows (comma-separated indices)")
@@ -441,7 +455,7 @@ def main(argv: list[str] | None = None) -> int:
     for path in args.load:
         done.update({int(i): RowTally(**t) for i, t in json.loads(path.read_text())["rows"].items()})
     wanted = {int(i) for i in args.rows.split(",")} if args.rows else set(range(len(every)))
-    jobs = [(i, args.prs, args.seed + i, args.decider) for i in sorted(wanted - set(done))]
+    jobs = [(i, args.prs, args.seed + i, args.decider, args.stated_prs) for i in sorted(wanted - set(done))]
     started = time.perf_counter()
     with ProcessPoolExecutor(max_workers=max(1, args.jobs)) as pool:
         for i, t in pool.map(_job, jobs):
@@ -449,7 +463,8 @@ def main(argv: list[str] | None = None) -> int:
             r = every[i]
             print(
                 f"{i}: {r.scenario.name} | {r.mode} | sd {r.run_sd}: {t.blocked}/{t.prs} "
-                f"(stated power {t.stated_power / t.prs:.3f}), {t.seconds:.0f} s",
+                f"(plan {t.planned_power / t.prs:.3f}, stated {t.stated_power / max(1, t.stated_prs):.3f}), "
+                f"{t.seconds:.0f} s",
                 file=sys.stderr,
             )
             if args.save:  # after every row: a long sweep that fails late keeps what it measured
