@@ -389,7 +389,8 @@ def _job(args: tuple[int, int, int, str, int]) -> tuple[int, RowTally]:
     """Row I (by index: the curves are closures, which do not pickle) in a worker process."""
     i, prs, seed, decider, stated = args
     row = rows(RecallSettings().min_drop)[i]
-    return i, run_row(row, prs, seed, decider, 0 if row.power_of else stated)
+    checked = not row.power_of and not row.scenario.must_block  # the rows whose power is checked
+    return i, run_row(row, prs, seed, decider, stated if checked else 0)
 
 
 # -- the table ---------------------------------------------------------------------------------------
@@ -412,11 +413,12 @@ def table(results: list[tuple[Row, RowTally]]) -> str:
             continue
         upper = "" if r.scenario.must_block else f" ({_pct(t.upper())})"
         companion = power.get((r.scenario.name, r.run_sd, r.mode))
-        stated = t.stated_power / t.stated_prs if t.stated_prs else float("nan")
-        planned = f"{_pct(t.planned_power / t.prs)} | {_pct(stated)} ({t.stated_prs})"
+        stated = t.stated_power / t.stated_prs if t.stated_prs else None
+        shown = f"{_pct(stated)} ({t.stated_prs})" if stated is not None else "–"
+        planned = f"{_pct(t.planned_power / t.prs)} | {shown}"
         if companion is not None:
             measured = companion.rate
-            ok = "yes" if abs(stated - measured) <= POWER_GAP else "**no**"
+            ok = "yes" if stated is not None and abs(stated - measured) <= POWER_GAP else "**no**"
             power_cols = f"{planned} | {_pct(measured)} | {ok}"
         else:
             power_cols = f"{planned} | – | –"

@@ -9,7 +9,20 @@ import math
 import numpy as np
 import pytest
 
-from bench.runlevels import CROSS, CURVES, HISTORY, HISTORY_RUNS, SAME, Row, draw_runs, run_row
+from bench.runlevels import (
+    CROSS,
+    CURVES,
+    HISTORY,
+    HISTORY_RUNS,
+    MIDDLE_CELLS,
+    SAME,
+    Row,
+    draw_head,
+    draw_runs,
+    power_companion,
+    run_row,
+)
+from bench.verdicts import CELLS
 
 
 def test_the_same_job_shares_a_level_and_another_run_does_not():
@@ -44,13 +57,35 @@ def test_history_runs_each_have_their_own_level():
 
 @pytest.mark.slow
 def test_todays_test_blocks_unchanged_prompts_against_another_runs_base():
-    t = run_row(Row(CURVES[0], 0.6, CROSS), 300, seed=11, decider="today")
+    t = run_row(Row(CURVES[0], 0.6, CROSS), 300, seed=11, decider="today", stated_prs=0)
     assert t.blocked / t.prs > 0.08, t  # the benchmark: 21.5% on 2,000 PRs
 
 
 @pytest.mark.slow
 def test_the_run_level_model_keeps_false_blocks_down_with_history():
-    t = run_row(Row(CURVES[0], 0.6, HISTORY), 150, seed=12, decider="runs")
+    t = run_row(Row(CURVES[0], 0.6, HISTORY), 150, seed=12, decider="runs", stated_prs=3)
+    assert t.stated_prs == 3
+    assert 0.5 < t.stated_power / t.stated_prs <= 1.0  # the comparison's simulated figure
     # at most 1% by design: not significantly above it (one-sided binomial test at 0.001)
     tail = sum(math.comb(t.prs, i) * 0.01**i * 0.99 ** (t.prs - i) for i in range(t.blocked, t.prs + 1))
     assert tail > 0.001, t
+
+
+@pytest.mark.parametrize("run_sd", [0.0, 0.6])
+def test_a_power_companion_drops_20_points_at_the_head_runs_own_level(run_sd):
+    """What the stated power is for: 20 probability points off every middle trial of the head,
+    whatever level its run answers at (taken off the curve before the level, a run answering better
+    would lose fewer points and one answering worse more)."""
+    flat8 = CURVES[0]
+    companion = Row(power_companion(flat8, 0.2), run_sd, CROSS, flat8.name, 0.2)
+    rng = np.random.default_rng(21)
+    d = draw_runs(rng, companion, 3000)
+    draw_head(rng, d, 40)
+    middle = np.array([k in set(MIDDLE_CELLS) for k in CELLS])
+    rates = d.head.mean(axis=2)  # [pr, cell]
+    gap = rates[:, ~middle].mean(axis=1) - rates[:, middle].mean(axis=1)  # per PR: at its own level
+    assert abs(gap.mean() - 0.2) < 0.01
+    unchanged = Row(flat8, run_sd, CROSS)
+    plain = draw_runs(np.random.default_rng(21), unchanged, 3000)
+    draw_head(np.random.default_rng(21), plain, 40)
+    assert abs(plain.head.mean(axis=2)[:, middle].mean() - plain.head.mean(axis=2)[:, ~middle].mean()) < 0.01

@@ -310,3 +310,23 @@ def test_a_heads_record_across_runs_is_reused_only_against_its_own_base():
     assert against_other.tau != 0.123
     assert against_other.base == cross_run(other.recall, style).base
     assert run_levels(head, base, across=False) is None  # one job: today's tests, no record
+
+
+def test_a_comparison_across_runs_states_its_replayed_power_and_what_it_does_not_test():
+    from needle_action.report.render import render_comment
+
+    cells = {0.0: (19, 20), 0.25: (17, 20), 0.5: (16, 20), 0.75: (17, 20), 1.0: (19, 20)}
+    base = results(prompt("r", [], rec=recall(grid(cells), pool_key="main")))
+    head = results(prompt("r", [], rec=recall(grid(cells), pool_key="reworded")))
+    base.run_id, head.run_id = "main-run", "pr-run"  # two jobs: the base is another run's
+    rc = compare(base, head).prompts[0].recall
+    assert rc is not None
+    assert rc.test == "cross-run"
+    assert rc.power is not None
+    assert 0.0 <= rc.power < 1.0
+    assert rc.power_replays is not None
+    assert rc.power_replays >= 100
+    comment = render_comment(compare(base, head))
+    assert "each run at its own level" in comment
+    assert "not tested" in comment  # no stored runs: the whole grid's level is not judged
+    assert all(g.kind != "all" for g in rc.groups)

@@ -78,15 +78,13 @@ def test_nothing_to_draw_from_states_nothing():
     assert simulate.simulated_power(_data(_flat(0.9), planned=0), 0.01, 0.2) is None
 
 
-def test_a_large_design_replays_fewer_times_but_never_below_the_floor(monkeypatch):
+def test_a_large_design_replays_fewer_times_and_one_too_large_is_not_simulated(monkeypatch):
     monkeypatch.setattr(simulate, "WORK", 150 * len(KEYS) * (400 + 20))  # 150 replays of this design
     figure = simulate.simulated_power(_data(_flat(0.9), planned=400), 0.01, 0.2)
     assert figure is not None
     assert figure.reps == 150
-    monkeypatch.setattr(simulate, "WORK", 1)
-    tiny = simulate.simulated_power(_data(_flat(0.9), planned=399), 0.01, 0.2)
-    assert tiny is not None
-    assert tiny.reps == simulate.MIN_REPS
+    monkeypatch.setattr(simulate, "WORK", (simulate.MIN_REPS - 1) * len(KEYS) * (399 + 20))
+    assert simulate.simulated_power(_data(_flat(0.9), planned=399), 0.01, 0.2) is None
 
 
 def test_cell_logits_put_stored_runs_at_their_own_level():

@@ -91,6 +91,9 @@ class PromptPlanSummary:
     # across runs, the cross-run test with its spread) and what that spread rests on
     power: float = 0.0
     run_spread: str | None = None
+    # "simulated": the comparison replayed (stats/simulate.py); "approximation": a design too large
+    # to replay in time, the plan's normal approximation
+    power_method: str = "simulated"
 
 
 def _sizes(prompt: PromptConfig) -> list[int]:
@@ -261,6 +264,7 @@ def plan_prompt(
         cache_source=source,
         calls_saved_by_history=saved_by_history,
         power=stated if stated is not None else power.power,
+        power_method="simulated" if stated is not None else "approximation",
         run_spread=spread.describe() if spread is not None else None,
     )
 
@@ -431,8 +435,13 @@ def format_plans(plans: Sequence[PromptPlanSummary]) -> str:
         lines += [
             f"{p.name} ({p.model}): {len(p.sizes)} sizes x {len(p.depths)} depths x {len(p.styles)} styles, "
             f"{p.trials_per_cell} trials per cell (base rate {p.base_rate:.0%}, {p.base_rate_source})",
-            f"  power: {p.power:.0%} to catch a drop of min_drop in the middle (the comparison replayed on"
-            " simulated pull requests)"
+            f"  power: {p.power:.0%} to catch a drop of min_drop in the middle ("
+            + (
+                "the comparison replayed on simulated pull requests"
+                if p.power_method == "simulated"
+                else "normal approximation: the design is too large to replay in time"
+            )
+            + ")"
             + (f" (base from another run; {p.run_spread})" if p.run_spread else " (base in the same job)")
             + (
                 f", at an assumed base rate of {p.base_rate:.0%}: the comparison restates it at the"
