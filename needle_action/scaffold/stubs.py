@@ -10,12 +10,13 @@ over an existing file. It is a start that runs as written where it can:
 * for a LangChain / LlamaIndex template (:func:`template_stub`): it imports the app's module and
   formats the template with the fixture's values (the library must be importable by the builders'
   Python: docs/config.md, "Prompts built in code");
-* for a Semantic Kernel prompt (:func:`semantic_kernel_stub`): it reads the prompt file and renders
+* for a Semantic Kernel prompt (:func:`needle_action.scaffold.sk_prompts.sk_stub`): it reads the prompt file and renders
   SK's basic syntax (``{{$var}}``, ``<message role="...">`` turns).
 """
 
 from __future__ import annotations
 
+import ast
 import json
 import os
 from pathlib import Path, PurePosixPath
@@ -65,9 +66,13 @@ def _value(site: CodeSite, key: str, default: str) -> str:
     if key in site.constants:
         return f"app_constant({site.constants[key]!r})"
     raw = site.keywords.get(key)
-    if raw is not None and (raw[:1] in "\"'" or raw.replace(".", "").isdigit()):
-        return raw  # a literal in the call itself
-    return default
+    if raw is None:
+        return default
+    try:  # a literal in the call itself, and nothing else: no expression of the app's is pasted
+        value = ast.literal_eval(raw)
+    except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
+        return default
+    return repr(value) if isinstance(value, str | int | float) and not isinstance(value, bool) else default
 
 
 def _system_line(site: CodeSite, key: str) -> str:

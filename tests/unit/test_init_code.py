@@ -393,3 +393,22 @@ def test_a_short_name_matches_only_a_whole_word():
 
     assert guess_var({"task", "notes"}, QUESTION_NAMES) is None  # `ask` is not in `task`
     assert guess_var({"user_ask", "notes"}, QUESTION_NAMES) == "user_ask"
+
+
+def test_a_stub_pastes_only_literals_from_the_apps_call():
+    """The stub is code the builders run: a keyword's value is pasted only when it is a literal; an
+    expression of the app's (even one starting with a quote) leaves the stub's own default."""
+    from needle_action.scaffold.code import CodeSite
+    from needle_action.scaffold.stubs import request_stub
+
+    def stub(**keywords: str) -> str:
+        site = CodeSite(file="app.py", line=3, kind="anthropic", keywords=keywords)
+        return request_stub(site, "needle_builders/app.py", "claude-sonnet-5-5")
+
+    literal = stub(model="'claude-haiku-5'", max_tokens="512")
+    assert "\"model\": 'claude-haiku-5'," in literal
+    crafted = stub(model="'x' + __import__('os').getcwd()", max_tokens="int('9' * 9)")
+    code = "\n".join(line for line in crafted.splitlines() if not line.lstrip().startswith("#"))
+    assert "__import__" not in code  # shown to the user in a comment, never in the code
+    assert "int('9'" not in code
+    assert '"model": "claude-sonnet-5-5",' in code
