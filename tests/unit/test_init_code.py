@@ -124,6 +124,22 @@ def test_a_config_pointing_at_an_skprompt_renders_it_as_sk_does(tmp_path):
     assert rendered.texts()[-1] == "Plot notes:\nWater is off in January.\nQuestion: When is the water off?"
 
 
+def test_sk_literal_text_keeps_jinjas_delimiters_verbatim(tmp_path):
+    """SK text is not Jinja: a literal `{% endraw %}`, `{#`, `}}` or a `{` right before a variable is
+    text the model reads, not template syntax (nor a way out of it)."""
+    from needle_action.assemble.render import render_case
+
+    literal = "Keep {% endraw %}{% if x %}, {# note #}, 100%} and }} as written: {"
+    write(tmp_path, "plugins/Qa/skprompt.txt", literal + "{{$question}}\n")
+    write(tmp_path, "f.yaml", "question: Why?\n")
+    write(
+        tmp_path, "needle.toml", '[prompts.qa]\ntemplate = "plugins/Qa/skprompt.txt"\nfixtures = ["f.yaml"]\n'
+    )
+    config = load_config(tmp_path / "needle.toml")
+    rendered = render_case(config, config.prompts["qa"], tmp_path / "f.yaml")
+    assert rendered.texts()[-1] == literal + "Why?"
+
+
 def test_an_sk_function_call_is_an_error_at_its_line(tmp_path):
     from needle_action.assemble.render import render_case
 

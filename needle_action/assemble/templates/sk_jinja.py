@@ -116,11 +116,14 @@ def _marker(role: str) -> str:
     return f"{{% raw %}}\n{role}:\n{{% endraw %}}"
 
 
+_JINJA_DELIMITER = re.compile(r"\{[{%#]|[}%#]\}|\{$")
+
+
 def _raw(chunk: str) -> str:
-    """Literal SK text as Jinja source: kept verbatim (Jinja's own delimiters included)."""
-    if "{%" in chunk or "{#" in chunk or "%}" in chunk or "#}" in chunk:
-        return "{% raw %}" + chunk + "{% endraw %}"
-    return chunk
+    """Literal SK text as Jinja source, kept verbatim: each of Jinja's own delimiters in it (and a
+    ``{`` at its end, which the next translated tag would turn into one) is printed as a string. A
+    ``{% raw %}`` block would end at the first ``{% endraw %}`` the text itself contains."""
+    return _JINJA_DELIMITER.sub(lambda m: "{{ " + repr(m.group(0)) + " }}", chunk)
 
 
 def to_jinja(text: str, file: str, offset: int = 0, handlebars: bool = False) -> tuple[str, list[int]]:
