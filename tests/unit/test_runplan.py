@@ -54,3 +54,21 @@ def test_max_cost_names_the_cheapest_settings_that_fit():
     assert "recall.trials = " in text
     roomy = _prompt(max_cost_usd=100.0)
     check_cost(roomy, plan_prompt(roomy))  # fits: no error
+
+
+def test_the_plan_states_the_power_the_comparison_replays(monkeypatch):
+    """The figure is the comparison's design replayed at the assumed rate (0.9): the plan's normal
+    approximation says 95.5%; the replay, with its looks and pass rule, a little more (a flat 0.9
+    grid at 20 trials is paired and caught often), and fewer trials catch less."""
+    from needle_action.stats import simulate
+
+    p = plan_prompt(_prompt())
+    assert p.power_method == "simulated"
+    assert 0.85 <= p.power <= 1.0
+    fewer = plan_prompt(_prompt(trials=6))
+    assert fewer.power < p.power - 0.2
+    assert "replayed on simulated pull requests" in format_plans([p])
+    monkeypatch.setattr(simulate, "WORK", 1)  # a design too large to replay: the approximation, said
+    approx = plan_prompt(_prompt(trials=7))
+    assert approx.power_method == "approximation"
+    assert "normal approximation" in format_plans([approx])

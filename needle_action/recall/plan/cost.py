@@ -422,6 +422,24 @@ def check_cost(prompt: PromptConfig, plan: PromptPlanSummary) -> None:
     )
 
 
+def power_line(p: PromptPlanSummary) -> str:
+    """'  power: 85% to catch a drop of min_drop in the middle, replayed on simulated pull requests
+    (base in the same job, at an assumed base rate of 90%: the comparison states it again at the
+    base's measured rates)'."""
+    how = (
+        "replayed on simulated pull requests"
+        if p.power_method == "simulated"
+        else "a normal approximation (the design is too large to replay in time)"
+    )
+    base = f"base from another run; {p.run_spread}" if p.run_spread else "base in the same job"
+    if p.base_rate_source == "assumed":
+        base += (
+            f", at an assumed base rate of {p.base_rate:.0%}: the comparison states it again at the base's"
+            " measured rates"
+        )
+    return f"  power: {p.power:.0%} to catch a drop of min_drop in the middle, {how} ({base})"
+
+
 def format_plans(plans: Sequence[PromptPlanSummary]) -> str:
     """The terminal table of `needle plan`."""
     lines = []
@@ -435,20 +453,7 @@ def format_plans(plans: Sequence[PromptPlanSummary]) -> str:
         lines += [
             f"{p.name} ({p.model}): {len(p.sizes)} sizes x {len(p.depths)} depths x {len(p.styles)} styles, "
             f"{p.trials_per_cell} trials per cell (base rate {p.base_rate:.0%}, {p.base_rate_source})",
-            f"  power: {p.power:.0%} to catch a drop of min_drop in the middle ("
-            + (
-                "the comparison replayed on simulated pull requests"
-                if p.power_method == "simulated"
-                else "normal approximation: the design is too large to replay in time"
-            )
-            + ")"
-            + (f" (base from another run; {p.run_spread})" if p.run_spread else " (base in the same job)")
-            + (
-                f", at an assumed base rate of {p.base_rate:.0%}: the comparison restates it at the"
-                " base's measured rates"
-                if p.base_rate_source == "assumed"
-                else ""
-            ),
+            power_line(p),
             f"  calls: {p.planned_calls} planned; expected {p.expected_calls_no_change} if nothing changed, "
             f"{p.expected_calls_at_min_drop} at a middle drop of min_drop",
             f"  input tokens: {p.input_tokens:,}; {money} (full plan)",
