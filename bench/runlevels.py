@@ -449,6 +449,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--load", type=Path, nargs="*", default=[], help="tallies saved earlier: add, do not rerun"
     )
+    parser.add_argument(
+        "--stated-from",
+        type=Path,
+        help="take the stated-power columns from these saved tallies (a run with more stated PRs)",
+    )
     parser.add_argument("--no-docs", action="store_true", help="print only")
     args = parser.parse_args(argv)
     settings = RecallSettings(sizes=SIZES, depths=DEPTHS)
@@ -478,6 +483,10 @@ def main(argv: list[str] | None = None) -> int:
         if jobs
         else " (saved tallies)"
     )
+    if args.stated_from:
+        for i, t in json.loads(args.stated_from.read_text())["rows"].items():
+            if int(i) in done:
+                done[int(i)].stated_power, done[int(i)].stated_prs = t["stated_power"], t["stated_prs"]
     results = [(every[i], done[i]) for i in sorted(done)]
     text = (
         f"Decision: `{args.decider}`. Defaults (threshold {settings.threshold}, family alpha {settings.alpha}, "
