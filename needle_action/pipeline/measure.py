@@ -127,7 +127,7 @@ def check_costs(
     for raw in prompts:
         prompt = effective_prompt(raw, overrides)
         if prompt.recall.enabled and prompt.recall.max_cost_usd is not None:
-            check_cost(prompt, plan_prompt(prompt, baseline, history=history))
+            check_cost(prompt, plan_prompt(prompt, baseline, history=history, replay_power=False))
 
 
 def run_recall(

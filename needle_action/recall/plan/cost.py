@@ -218,10 +218,13 @@ def plan_prompt(
     config: Config | None = None,
     cache: ResultCache | None = None,
     history: Sequence[Results] | None = None,
+    replay_power: bool = True,
 ) -> PromptPlanSummary:
     """PROMPT's plan; BASELINE (a base results file, another run's) gives the base rate and, with
     its history or HISTORY (stored runs), the spread the cross-run test uses. With CONFIG, what the
-    results cache saves: the baseline or CACHE holding an identical result."""
+    results cache saves: the baseline or CACHE holding an identical result. REPLAY_POWER: state the
+    power by replaying the comparison (seconds; the cost check before a run needs only dollars),
+    else the plan's approximation."""
     rs = prompt.recall
     sizes, depths = _sizes(prompt), list(rs.depths)
     base_pr = baseline.prompt(prompt.name) if baseline is not None else None
@@ -229,7 +232,8 @@ def plan_prompt(
     counts, own, base_trials, spread, side_trials, record = _base_terms(prompt, br, history)
     history_runs = len(record.history) if record is not None else 0
     power = plan_for(rs, sizes, depths=depths, base=counts, spread=spread, base_trials=side_trials)
-    stated = _stated_power(prompt, sizes, depths, power, br if counts is not None else None, record)
+    base = br if counts is not None else None
+    stated = _stated_power(prompt, sizes, depths, power, base, record) if replay_power else None
     cells = len(sizes) * len(depths) * len(rs.styles)
     saved_by_history = 0
     if history_runs and own:  # the trials the base's own run alone (the prior, no history) would plan
