@@ -503,9 +503,9 @@ def levels_note(levels: CrossRun) -> str:
         return (
             f"The base comes from another run, and runs differ in level: {said}. Groups are tested "
             "against the other cells (a run's level cancels there); a drop of the whole grid at once "
-            "cannot be told from another run's level without a measured spread, so it is not tested. "
-            "Store main-branch runs (`--history DIR`, the data branch: 3 or more) or measure the base "
-            "in the same job (the action's default) to test it."
+            "only when it stands out of that widest spread. Store main-branch runs (`--history DIR`, "
+            "the data branch: 3 or more) or measure the base in the same job (the action's default) "
+            "for a sharper test."
         )
     return (
         f"The base comes from another run, and runs differ in level: {said}. Groups are tested against "

@@ -212,8 +212,8 @@ def drop_upper(base: tuple[int, int], head: tuple[int, int], z: float = PASS_Z) 
 
 
 def final_groups(data: PromptData) -> list[Group]:
-    """The groups the last look tests: every group of the grid; across runs with the spread
-    estimated, the whole grid too (:func:`~needle_action.stats.runs.whole_grid_tested`)."""
+    """The groups the last look tests: every group of the grid; across runs, the whole grid too
+    (:func:`~needle_action.stats.runs.whole_grid_tested`)."""
     groups = family(data.sizes, data.depths)
     return [*groups, whole_grid(data.sizes, data.depths)] if whole_grid_tested(data.spread) else groups
 

@@ -6,7 +6,7 @@ import random
 
 import pytest
 
-from needle_action.stats import simulate
+from needle_action.stats import runs, simulate
 from needle_action.stats.groups import cell_key, planning_group
 from needle_action.stats.runs import RunSpread
 from needle_action.stats.sequential import Design, PromptData, final_groups, replay
@@ -121,30 +121,31 @@ def test_remeasuring_a_model_moves_its_rates_by_their_noise_only():
     assert again == style.remeasured(random.Random(1), 0.0)  # seeded: the same every time
 
 
-def test_across_runs_without_an_estimate_the_whole_grid_is_not_tested():
-    prior = _data(_flat(0.8), spread=RunSpread.prior())
-    estimated = _data(_flat(0.8), spread=RunSpread(tau=0.3, runs=4, method="moments"))
-    assert all(g.kind != "all" for g in final_groups(prior))
-    assert any(g.kind == "all" for g in final_groups(estimated))
-    assert "not tested" in RunSpread.prior().describe()
+def test_across_runs_without_an_estimate_the_whole_grid_is_judged_against_the_widest_spread():
+    prior = RunSpread.prior()
+    estimated = RunSpread(tau=0.3, runs=4, method="moments")
+    assert any(g.kind == "all" for g in final_groups(_data(_flat(0.8), spread=prior)))
+    assert prior.tested_variance == pytest.approx(runs.UNMEASURED_TAU**2)  # not the planning prior's
+    assert estimated.tested_variance == pytest.approx(0.09)
+    assert "judged against 0.60" in prior.describe()
 
 
-def test_a_whole_grid_that_drops_is_caught_across_runs_only_with_an_estimate():
+def test_a_whole_grid_that_drops_is_caught_across_runs_and_a_run_level_is_not():
     """Every cell 60 points down in the head: the contrast sees nothing (a run's level looks the
-    same); the whole-grid test sees it once the spread is measured, never on the prior alone."""
+    same); the whole-grid test sees it, on an estimate or on the widest spread. A head run 0.5 lower
+    on the logit scale everywhere (a run's level, not a regression) passes on the prior."""
     rng = random.Random(5)
     base = _answers(rng, lambda _: 0.9, 40)
-    head = _answers(rng, lambda _: 0.3, 40)
     history = [{k: (36, 40) for k in KEYS}] * 8
+    heads = {"broad drop": _answers(rng, lambda _: 0.3, 40), "a lower run": _answers(rng, lambda _: 0.85, 40)}
     decisions = {}
-    for name, spread in {
-        "prior": RunSpread.prior(),
-        "estimated": RunSpread(tau=0.2, runs=8, method="moments"),
-    }.items():
-        data = _data(base, planned=40, spread=spread, history=history if name == "estimated" else ())
-        data.grids = {"codeword": (base, head)}
-        decisions[name] = replay([data], 0.01)["p"].status
-    assert decisions == {"prior": "pass", "estimated": "fail"}
+    for what, head in heads.items():
+        for name, spread in {"prior": RunSpread.prior(), "estimated": RunSpread(0.2, 8, "moments")}.items():
+            data = _data(base, planned=40, spread=spread, history=history if name == "estimated" else ())
+            data.grids = {"codeword": (base, head)}
+            decisions[what, name] = replay([data], 0.01)["p"].status
+    assert decisions["broad drop", "prior"] == decisions["broad drop", "estimated"] == "fail"
+    assert decisions["a lower run", "prior"] == "pass"
 
 
 @pytest.mark.slow
