@@ -47,6 +47,10 @@ def _pr(tmp: Path, fake: FakeAnthropic, base_curve, head_curve, pr: int) -> tupl
         assert res.returncode in (0, 1), res.stdout + res.stderr
         assert "Traceback" not in res.stderr, res.stdout + res.stderr
         out[side] = json.loads((tmp / f"{side}.json").read_text())
+    # the replay is the same-job design (one run level, the action's default): the two files name one
+    # job, as the action's base and head do (two jobs would be tested across runs: stats/runs.py)
+    out["head"]["run_id"] = out["base"]["run_id"]
+    (tmp / "head.json").write_text(json.dumps(out["head"]))
     report = needle_cli(
         ["report", str(tmp / "head.json"), "--base", str(tmp / "base.json"), "--format", "json"], fake, tmp
     )
