@@ -328,17 +328,10 @@ def _plan_across(
     group = planning_group(sizes, depths)
     other = len(set(sizes)) * len(set(depths)) - design.cells
 
-    def power(n: int, drop: float = min_drop) -> float:
-        return across_power(
-            design,
-            other_cells=other,
-            base_n=base_n,
-            head_n=design.cells * n,
-            base_rate=rate,
-            drop=drop,
-            spread=spread,
-            rates=rates,
-        )
+    terms = {"other_cells": other, "base_n": base_n, "base_rate": rate, "spread": spread, "rates": rates}
+
+    def power(n: int) -> float:
+        return across_power(design, head_n=design.cells * n, drop=min_drop, **terms)  # type: ignore[arg-type]
 
     if trials == "auto":  # the target; when the base side's trials cap the power below it, twice
         # the base side's trials a cell (two thirds of what infinitely many head trials would give:
@@ -349,15 +342,7 @@ def _plan_across(
             n = min(MAX_TRIALS, max(MIN_TRIALS, round(2 * side)))
     else:
         n = trials
-    detect = across_detectable(
-        design,
-        other_cells=other,
-        base_n=base_n,
-        head_n=design.cells * n,
-        base_rate=rate,
-        spread=spread,
-        rates=rates,
-    )
+    detect = across_detectable(design, head_n=design.cells * n, **terms)  # type: ignore[arg-type]
     return RecallPower(
         trials=n,
         auto=trials == "auto",

@@ -411,15 +411,19 @@ def run_shift(counts: Counts, reference: Mapping[CellKey, float]) -> tuple[float
     return u, info
 
 
-def _reference(runs: Sequence[Counts]) -> dict[CellKey, float]:
-    """Each cell's pooled logit over RUNS (a half hit and half miss added: no infinite logits)."""
-    totals: dict[CellKey, list[int]] = {}
+def summed(runs: Sequence[Counts]) -> dict[CellKey, tuple[int, int]]:
+    """Each cell's (hits, trials) over RUNS, summed: a reference, never a test's sample."""
+    totals: dict[CellKey, tuple[int, int]] = {}
     for run in runs:
         for k, (h, n) in run.items():
-            acc = totals.setdefault(k, [0, 0])
-            acc[0] += h
-            acc[1] += n
-    return {k: _logit((h + 0.5) / (n + 1.0)) for k, (h, n) in totals.items() if n > 0}
+            hits, trials = totals.get(k, (0, 0))
+            totals[k] = (hits + h, trials + n)
+    return totals
+
+
+def _reference(runs: Sequence[Counts]) -> dict[CellKey, float]:
+    """Each cell's pooled logit over RUNS (a half hit and half miss added: no infinite logits)."""
+    return {k: _logit((h + 0.5) / (n + 1.0)) for k, (h, n) in summed(runs).items() if n > 0}
 
 
 def estimate_spread(runs: Sequence[Counts], *, prior_tau: float = PRIOR_TAU) -> RunSpread:

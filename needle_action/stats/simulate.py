@@ -39,7 +39,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 
 from needle_action.stats.groups import CellKey, planning_group
-from needle_action.stats.runs import RunsFit, RunSpread
+from needle_action.stats.runs import RunsFit, RunSpread, summed
 from needle_action.stats.sequential import Answers, Design, PromptData, replay
 
 REPS = 300  # replay pairs per figure: a standard error of about 3 points at 50%, 2 at 90%
@@ -81,12 +81,7 @@ def cell_logits(base: Counts, history: Sequence[Counts]) -> dict[CellKey, float]
     certain). Not the empirical logit's (h + 0.5) / (n + 1), which reads 19 of 20 as .93: near 1 a
     cell at .93 carries 40% more information than one at .95."""
     runs = [base, *history]
-    pooled: dict[CellKey, list[int]] = {}
-    for run in runs:
-        for k, (h, n) in run.items():
-            acc = pooled.setdefault(k, [0, 0])
-            acc[0] += h
-            acc[1] += n
+    pooled = summed(runs)
     out = {k: _logit(min(max(h / n, 0.5 / n), 1.0 - 0.5 / n)) for k, (h, n) in pooled.items() if n > 0}
     if len(runs) > 1:
         fit = RunsFit(runs)
