@@ -16,12 +16,18 @@ count_tokens (:func:`count_request`) is deterministic and documented, not Claude
 tiktoken ``o200k_base`` over those parts joined by ``"\\n"``, plus the tool-use system prompt when
 the request has tools (:func:`tools_overhead`: what Anthropic's tool-use pricing table gives per
 model family, one number for ``tool_choice`` auto or none, another for any or tool), plus
-:data:`IMAGE_TOKENS` per image block.
+what each image block costs (:func:`image_cost`): the vision guide's rule, an image scaled down
+(aspect kept) until its long edge is at most 1568 px and it costs at most ~1,600 tokens, then
+``width * height / 750`` tokens; an image whose size the fake cannot read (a URL, an unknown format)
+costs the ceiling.
 """
 
 from __future__ import annotations
 
+import base64
+import binascii
 import json
+import math
 from collections.abc import Callable, Iterator
 
 TOOLS_OVERHEAD = 346  # Claude 4 and later with tool_choice auto (or none)
@@ -34,7 +40,9 @@ OLDER_TOOLS_OVERHEAD = {
     "claude-3-5-haiku": (264, 340),
     "claude-3-5-sonnet-20240620": (294, 261),
 }
-IMAGE_TOKENS = 1_000
+IMAGE_EDGE = 1568  # px: the longest edge the API keeps
+IMAGE_CEILING = 1_600  # tokens: the most one image costs after scaling
+PIXELS_PER_TOKEN = 750
 BLOCK_TYPES = ("text", "image", "document", "tool_use", "tool_result")
 
 
@@ -85,16 +93,50 @@ def content_text(content) -> str:
     return out
 
 
-def images_in(content) -> int:
+def images_in(content) -> list[dict]:
+    """Every image block of a message's content, those inside tool results included."""
     if not isinstance(content, list):
-        return 0
-    n = 0
+        return []
+    out = []
     for b in content:
         if isinstance(b, dict):
-            n += b.get("type") == "image"
+            if b.get("type") == "image":
+                out.append(b)
             if b.get("type") == "tool_result":
-                n += images_in(b.get("content"))
-    return n
+                out += images_in(b.get("content"))
+    return out
+
+
+def pixels(raw: bytes) -> tuple[int, int] | None:
+    """(width, height) of a PNG, GIF or baseline/progressive JPEG; None otherwise."""
+    if raw.startswith(b"\x89PNG") and raw[12:16] == b"IHDR":
+        return int.from_bytes(raw[16:20], "big"), int.from_bytes(raw[20:24], "big")
+    if raw[:3] == b"GIF":
+        return int.from_bytes(raw[6:8], "little"), int.from_bytes(raw[8:10], "little")
+    at = 2 if raw.startswith(b"\xff\xd8") else len(raw)
+    while at + 9 <= len(raw) and raw[at] == 0xFF:
+        kind = raw[at + 1]
+        if kind in (0xC0, 0xC1, 0xC2):  # start of frame: height then width
+            return int.from_bytes(raw[at + 7 : at + 9], "big"), int.from_bytes(raw[at + 5 : at + 7], "big")
+        at += 2 + int.from_bytes(raw[at + 2 : at + 4], "big")
+    return None
+
+
+def image_cost(block: dict) -> int:
+    """What one image block adds to count_tokens (the module docstring)."""
+    source = block.get("source") or {}
+    try:
+        raw = base64.b64decode(source.get("data") or "") if source.get("type") == "base64" else b""
+    except (binascii.Error, ValueError):
+        raw = b""
+    size = pixels(raw)
+    if not size or not all(size):
+        return IMAGE_CEILING
+    width, height = size
+    shrink = min(
+        1.0, IMAGE_EDGE / max(width, height), math.sqrt(IMAGE_CEILING * PIXELS_PER_TOKEN / (width * height))
+    )
+    return math.ceil(int(width * shrink) * int(height * shrink) / PIXELS_PER_TOKEN)
 
 
 def request_parts(body: dict) -> list[tuple[str, str]]:
@@ -115,8 +157,11 @@ def count_request(body: dict, count: Callable[[str], int]) -> int:
     total = count("\n".join(text for _, text in parts))
     if body.get("tools"):
         total += tools_overhead(str(body.get("model", "")), body.get("tool_choice"))
-    total += IMAGE_TOKENS * sum(
-        images_in(m.get("content")) for m in body.get("messages") or [] if isinstance(m, dict)
+    total += sum(
+        image_cost(image)
+        for m in body.get("messages") or []
+        if isinstance(m, dict)
+        for image in images_in(m.get("content"))
     )
     return total
 

@@ -4,6 +4,7 @@ tool_choice auto and for a forced tool, where leaving the tool-use prompt out re
 
 from __future__ import annotations
 
+import base64
 import json
 from pathlib import Path
 
@@ -11,6 +12,7 @@ import pytest
 
 from needle_action.config import ProviderSettings
 from needle_action.request.prompt import Message, RenderedPrompt
+from needle_action.request.wire import from_body
 from needle_action.tokens import TiktokenCounter
 from needle_action.tokens.anthropic_counter import AnthropicCounter
 from needle_action.tokens.claude_offline import tool_prompt_tokens
@@ -84,3 +86,25 @@ def test_the_budget_table_calls_an_offline_claude_count_an_estimate(tmp_path):
     result = invoke_in(project.root, "budget", "--offline")
     assert result.exit_code == 0, result.output
     assert "tiktoken:o200k_base (estimate, x1.15 safety factor)" in result.output
+
+
+def _png(width: int, height: int) -> str:
+    head = b"\x89PNG\r\n\x1a\n" + (13).to_bytes(4, "big") + b"IHDR"
+    return base64.b64encode(head + width.to_bytes(4, "big") + height.to_bytes(4, "big") + b"\0" * 64).decode()
+
+
+@pytest.mark.parametrize(("size", "cost"), [((800, 600), 640), ((4000, 3000), None)])
+def test_an_image_costs_what_count_tokens_charges_for_its_pixels(anthropic_env, size, cost):
+    """The offline estimate prices an image by the vision guide's rule; count_tokens (the fake,
+    which reads the pixels by its own code) charges the same: 800 x 600 is 640 tokens, a photo too
+    large is scaled down to the ceiling, never charged by its base64 length."""
+    image = {"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": _png(*size)}}
+    question = {"type": "text", "text": "Which meter reading is on this photo?"}
+    with_image = from_body({"messages": [{"role": "user", "content": [image, question]}]})
+    text_only = from_body({"messages": [{"role": "user", "content": [question]}]})
+    api = AnthropicCounter(model=MODEL, provider_settings=ProviderSettings())
+    charged = api.count_prompt(with_image) - api.count_prompt(text_only)
+    offline = TiktokenCounter("o200k_base", model=MODEL)
+    estimated = offline.count_prompt(with_image) - offline.count_prompt(text_only)
+    assert charged == estimated, (charged, estimated)
+    assert charged == cost if cost is not None else 1_500 <= charged <= 1_600
