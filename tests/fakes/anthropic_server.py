@@ -9,8 +9,8 @@ the SDK source (``anthropic/_client.py``, ``_exceptions.py``, ``types/message.py
   "content": [{"type": "text", "text"}], "stop_reason", "stop_sequence", "usage": {...}}``
 * ``POST /v1/messages/count_tokens`` -> ``{"input_tokens": n}``: a documented, deterministic rule
   (``tests/fakes/anthropic_request.py``): tiktoken ``o200k_base`` over every tool's JSON, the
-  system and every message's blocks, plus a fixed overhead when there are tools and a fixed count
-  per image. An approximation of Claude's tokenizer that counts everything a request carries.
+  system and every message's blocks, plus a fixed overhead when there are tools and each image's
+  price from its pixels (the vision guide's rule). An approximation of Claude's tokenizer that counts everything a request carries.
 * content blocks ``text``, ``tool_use``, ``tool_result``, ``document``, ``image``; an unknown
   block type, a bad ``tools`` list or a ``tool_result`` without its ``tool_use`` in the message
   before it -> 400, on both endpoints, like the API.
