@@ -309,6 +309,8 @@ class RowTally:
     clipped: int = 0  # plans above what was drawn (never, unless MAX_HEAD_TRIALS is lowered)
     stated_power: float = 0.0  # the comparison's simulated figure, summed over the first STATED_PRS PRs
     stated_prs: int = 0
+    stated_squares: float = 0.0  # the squares of the figures, summed over the PRs counted in squared_prs
+    squared_prs: int = 0  # (tallies saved before these fields have none: their spread is not known)
     planned_power: float = 0.0  # the plan's own figure (normal approximation), summed over PRs
     seconds: float = 0.0
 
@@ -318,6 +320,26 @@ class RowTally:
 
     def upper(self) -> float:
         return upper_bound(self.blocked, self.prs)
+
+    def stated_stderr(self) -> float | None:
+        """The standard error of the mean stated figure, from the spread of the PRs' own figures
+        (None when fewer than two were kept with their squares)."""
+        n = self.squared_prs
+        if n < 2 or not self.stated_prs:
+            return None
+        mean = self.stated_power / self.stated_prs
+        variance = max(0.0, self.stated_squares / n - mean * mean) * n / (n - 1)
+        return math.sqrt(variance / self.stated_prs)
+
+
+def gap_stderr(stated: RowTally, companion: RowTally) -> float | None:
+    """The standard error of stated minus measured power: the stated mean's and the companion's
+    binomial rate's, independent draws."""
+    s = stated.stated_stderr()
+    if s is None or not companion.prs:
+        return None
+    m = companion.rate
+    return math.sqrt(s * s + m * (1 - m) / companion.prs)
 
 
 def stated_power(data: PromptData, settings: RecallSettings) -> float | None:
@@ -354,6 +376,8 @@ def run_row(row: Row, prs: int, seed: int, decider: str = "today", stated_prs: i
             if figure is not None:
                 t.stated_power += figure
                 t.stated_prs += 1
+                t.stated_squares += figure * figure
+                t.squared_prs += 1
     t.seconds = time.perf_counter() - started
     return t
 
@@ -385,6 +409,15 @@ def upper_bound(k: int, n: int, conf: float = 0.95) -> float:
     return hi
 
 
+def _tallies(path: Path) -> dict[int, RowTally]:
+    return {int(i): RowTally(**t) for i, t in json.loads(path.read_text())["rows"].items()}
+
+
+def pooled_tally(a: RowTally, b: RowTally) -> RowTally:
+    """Two independent runs of one row (other seeds) as one: every field is a sum."""
+    return RowTally(**{k: v + getattr(b, k) for k, v in asdict(a).items()})
+
+
 def _job(args: tuple[int, int, int, str, int]) -> tuple[int, RowTally]:
     """Row I (by index: the curves are closures, which do not pickle) in a worker process."""
     i, prs, seed, decider, stated = args
@@ -405,8 +438,8 @@ def table(results: list[tuple[Row, RowTally]]) -> str:
     lines = [
         "| scenario (base → head) | base | run sd | PRs | blocked (95% upper) | head trials / cell "
         "(mean plan) | head calls (of the plan's) | plan's power (normal approx.) | stated power (simulated; "
-        "PRs) | measured power (-20 pt) | within 3 pt |",
-        "|---|---|--:|--:|--:|--:|--:|--:|--:|--:|:-:|",
+        "PRs) | measured power (-20 pt) | stated − measured (its s.e.) | within 3 pt |",
+        "|---|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|:-:|",
     ]
     for r, t in results:
         if r.power_of:
@@ -419,9 +452,12 @@ def table(results: list[tuple[Row, RowTally]]) -> str:
         if companion is not None:
             measured = companion.rate
             ok = "yes" if stated is not None and abs(stated - measured) <= POWER_GAP else "**no**"
-            power_cols = f"{planned} | {_pct(measured)} | {ok}"
+            se = gap_stderr(t, companion)
+            gap = "–" if stated is None else f"{(stated - measured) * 100:+.1f}"
+            gap += "" if se is None else f" ({se * 100:.1f})"
+            power_cols = f"{planned} | {_pct(measured)} | {gap} | {ok}"
         else:
-            power_cols = f"{planned} | – | –"
+            power_cols = f"{planned} | – | – | –"
         lines.append(
             f"| {r.scenario.name} | {r.mode} | {r.run_sd:g} | {t.prs:,} | **{_pct(t.rate)}**{upper} | "
             f"{t.planned / t.prs:.1f} | {t.head_calls / t.prs:.0f} ({t.head_calls / t.fixed_calls:.0%}) | "
@@ -450,9 +486,18 @@ def main(argv: list[str] | None = None) -> int:
         "--load", type=Path, nargs="*", default=[], help="tallies saved earlier: add, do not rerun"
     )
     parser.add_argument(
+        "--pool",
+        type=Path,
+        nargs="*",
+        default=[],
+        help="tallies of the same rows at other seeds: summed into the loaded ones (more PRs a row)",
+    )
+    parser.add_argument(
         "--stated-from",
         type=Path,
-        help="take the stated-power columns from these saved tallies (a run with more stated PRs)",
+        nargs="*",
+        default=[],
+        help="take the stated-power columns from these saved tallies (runs with more stated PRs; summed)",
     )
     parser.add_argument("--no-docs", action="store_true", help="print only")
     args = parser.parse_args(argv)
@@ -460,7 +505,10 @@ def main(argv: list[str] | None = None) -> int:
     every = rows(settings.min_drop)
     done: dict[int, RowTally] = {}
     for path in args.load:
-        done.update({int(i): RowTally(**t) for i, t in json.loads(path.read_text())["rows"].items()})
+        done.update(_tallies(path))
+    for path in args.pool:
+        for i, t in _tallies(path).items():
+            done[i] = pooled_tally(done[i], t) if i in done else t
     wanted = {int(i) for i in args.rows.split(",")} if args.rows else set(range(len(every)))
     jobs = [(i, args.prs, args.seed + i, args.decider, args.stated_prs) for i in sorted(wanted - set(done))]
     started = time.perf_counter()
@@ -483,10 +531,14 @@ def main(argv: list[str] | None = None) -> int:
         if jobs
         else " (saved tallies)"
     )
-    if args.stated_from:
-        for i, t in json.loads(args.stated_from.read_text())["rows"].items():
-            if int(i) in done:
-                done[int(i)].stated_power, done[int(i)].stated_prs = t["stated_power"], t["stated_prs"]
+    stated = [_tallies(path) for path in args.stated_from]
+    for i in done:
+        figures = [t[i] for t in stated if i in t and t[i].stated_prs]
+        if figures:
+            done[i].stated_power = sum(t.stated_power for t in figures)
+            done[i].stated_prs = sum(t.stated_prs for t in figures)
+            done[i].stated_squares = sum(t.stated_squares for t in figures)
+            done[i].squared_prs = sum(t.squared_prs for t in figures)
     results = [(every[i], done[i]) for i in sorted(done)]
     text = (
         f"Decision: `{args.decider}`. Defaults (threshold {settings.threshold}, family alpha {settings.alpha}, "

@@ -17,8 +17,11 @@ from bench.runlevels import (
     MIDDLE_CELLS,
     SAME,
     Row,
+    RowTally,
     draw_head,
     draw_runs,
+    gap_stderr,
+    pooled_tally,
     power_companion,
     run_row,
 )
@@ -89,3 +92,24 @@ def test_a_power_companion_drops_20_points_at_the_head_runs_own_level(run_sd):
     plain = draw_runs(np.random.default_rng(21), unchanged, 3000)
     draw_head(np.random.default_rng(21), plain, 40)
     assert abs(plain.head.mean(axis=2)[:, middle].mean() - plain.head.mean(axis=2)[:, ~middle].mean()) < 0.01
+
+
+def test_two_seeds_of_a_row_pool_into_one_tally():
+    """More PRs a row from runs at other seeds: the pooled tally is the two runs' sums, so its rates
+    are the PR-weighted mean of theirs."""
+    a = run_row(Row(CURVES[2], 0.0, SAME), 40, seed=5, decider="today", stated_prs=0)
+    b = run_row(Row(CURVES[2], 0.0, SAME), 60, seed=6, decider="today", stated_prs=0)
+    both = pooled_tally(a, b)
+    assert both.prs == 100
+    assert both.blocked == a.blocked + b.blocked
+    assert both.head_calls == a.head_calls + b.head_calls
+    assert both.planned == a.planned + b.planned
+    assert math.isclose(both.planned_power, a.planned_power + b.planned_power)
+
+
+def test_the_gap_between_stated_and_measured_power_has_its_standard_error():
+    stated = RowTally(stated_power=0.5 + 0.7, stated_prs=2, stated_squares=0.25 + 0.49, squared_prs=2)
+    assert math.isclose(stated.stated_stderr() or 0.0, 0.1)  # sample sd 0.1414 over sqrt(2)
+    companion = RowTally(prs=100, blocked=50)
+    assert math.isclose(gap_stderr(stated, companion) or 0.0, math.sqrt(0.01 + 0.0025))
+    assert RowTally(stated_power=1.2, stated_prs=2).stated_stderr() is None  # saved without squares
