@@ -49,6 +49,9 @@ class TokenDelta(CompareModel):
     budget_source: str | None = Field(
         default=None, description='max_input_tokens = "auto": where it came from'
     )
+    same_request_as: str | None = Field(
+        default=None, description="an earlier fixture whose request is the same as this case's"
+    )
     base_sections: dict[str, int] | None = Field(
         default=None, description="base tokens per section (system, tools, messages, context, params)"
     )

@@ -76,6 +76,7 @@ def token_delta(head: BudgetCase | None, base: BudgetCase | None) -> TokenDelta:
         budget_ok=not j.over_budget,
         growth_ok=not j.over_growth,
         budget_source=head.budget_source,
+        same_request_as=head.same_request_as,
         base_sections=_sections(base) if base else None,
         head_sections=_sections(head),
     )

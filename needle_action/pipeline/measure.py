@@ -29,7 +29,7 @@ from needle_action.recall.run.shard import Shard
 from needle_action.request.prompt import RenderedPrompt
 from needle_action.results import PromptResult, Results, SkipKind, new_run_id
 from needle_action.tokens import count_prompts
-from needle_action.tokens.budget import evaluate_case
+from needle_action.tokens.budget import evaluate_case, mark_repeats
 
 NO_OVERRIDES = RecallOverrides()
 NO_FIXTURE: list[Path | None] = [None]  # a prompt without fixtures renders once, with no variables
@@ -111,6 +111,7 @@ def run_budget(config: Config, *, baseline: Results | None = None, only: list[st
                     base_commit=baseline.commit if baseline else None,
                 )
             )
+        mark_repeats(pr.cases)
         results.prompts.append(pr)
     results.totals.seconds = round(time.perf_counter() - started, 3)
     return results

@@ -82,6 +82,12 @@ def budget_rows(results: Results, *, with_baseline: bool) -> list[tuple[dict[str
     return rows
 
 
+REPEAT_NOTE = (
+    "nothing that differs between the two fixtures reaches the request: check their keys against the "
+    "variables the template reads"
+)
+
+
 def print_budget(results: Results) -> None:
     """An aligned table per prompt x fixture, the reasons for each failure, and a summary line."""
     cases = [c for p in results.prompts for c in p.cases]
@@ -113,6 +119,14 @@ def print_budget(results: Results) -> None:
         click.echo(line(cells, status))
 
     _print_sections(results)
+    _print_case_notes(results)
+    click.echo("")
+    click.echo(_budget_summary(results))
+
+
+def _print_case_notes(results: Results) -> None:
+    """Under the budget table: why each failing case failed, where an "auto" budget came from, and
+    the fixtures whose request an earlier fixture's already is."""
     problems = [
         (p.name, case.fixture, reason) for p in results.prompts for case in p.cases for reason in case.reasons
     ]
@@ -127,9 +141,13 @@ def print_budget(results: Results) -> None:
     )
     for name, source in sources:  # max_input_tokens = "auto": where the number came from, or why none
         click.echo(f"  {name}: max_input_tokens {source}")
-
-    click.echo("")
-    click.echo(_budget_summary(results))
+    for p in results.prompts:
+        for c in p.cases:
+            if c.same_request_as:
+                same = f"the same request as [{_fixture_name(c.same_request_as)}]"
+                click.echo(
+                    f"  {click.style('!', fg='yellow')} {p.name} [{_fixture_name(c.fixture)}]: {same}: {REPEAT_NOTE}"
+                )
 
 
 SECTION_ORDER = ("system", "tools", "messages", "context", "params")
@@ -478,6 +496,8 @@ def print_comparison(comparison: Comparison, notes: list[str]) -> None:
             )
             if t.budget_source:
                 click.echo(f"      {t.budget_source}")
+            if t.same_request_as:
+                click.echo(f"      the same request as [{_fixture_name(t.same_request_as)}]: {REPEAT_NOTE}")
             sections = t.section_deltas()
             if sections and t.delta:
                 click.echo("      " + ", ".join(f"{section_label(n)} {d:+,}" for n, d in sections.items()))

@@ -104,6 +104,11 @@ class BudgetCase(Model):
         default=None,
         description='max_input_tokens = "auto": where the budget came from (or why there is none)',
     )
+    same_request_as: str | None = Field(
+        default=None,
+        description="an earlier fixture of this prompt whose assembled request is the same as this "
+        "case's: nothing that differs between the two fixtures reaches the request",
+    )
     sections: dict[str, int] | None = Field(
         default=None,
         description="tokens by section: system, tools, messages, context, params (they add up to "

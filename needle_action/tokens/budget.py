@@ -188,6 +188,18 @@ def _reasons(
     return reasons
 
 
+def mark_repeats(cases: Sequence[BudgetCase]) -> None:
+    """Name, on each case whose assembled request an earlier fixture's already is, that fixture.
+    Three fixtures whose keys the template never reads render one request three times: the table
+    would show three passing rows for one test, so the case says so."""
+    first: dict[str, str] = {}
+    for case in cases:
+        if case.fixture is None:
+            continue
+        earlier = first.setdefault(case.content_hash, case.fixture)
+        case.same_request_as = earlier if earlier != case.fixture else None
+
+
 def evaluate_case(
     prompt_cfg: PromptSettings,
     rendered: RenderedPrompt,

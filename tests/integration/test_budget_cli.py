@@ -235,3 +235,37 @@ def test_a_bad_recall_setting_is_reported_after_the_budget_table(examples):
     assert "budget PASS" in r.stdout
     assert "\nerror: --trials must be at least 1\n" in "\n" + r.stderr, r.stderr
     assert "Traceback" not in r.stderr
+
+
+def test_fixtures_whose_keys_the_template_never_reads_are_named(tmp_path):
+    """Three fixtures written for `query` against a template that reads `question` (with a default,
+    as a `.prompty`'s sample gives one): one request three times. The table would show three passing rows for one test; the later two say so, in the
+    terminal and in the results file. A fixture that does change the request is not named."""
+    project = Project(tmp_path).template(
+        "prompts/ask.j2", 'Answer briefly.\nQuestion: {{ question | default("When is breakfast?") }}\n'
+    )
+    for name, query in (("first", "When does the pool open?"), ("second", "Is there parking?"), ("third", "Wifi?")):
+        project.fixture(f"fixtures/{name}.yaml", {"query": query})
+    project.fixture("fixtures/real.yaml", {"question": "Where is the sauna?"})
+    project.config(
+        """
+        [defaults]
+        tokenizer = "tiktoken:o200k_base"
+        [prompts.ask]
+        template = "prompts/ask.j2"
+        fixtures = ["fixtures/first.yaml", "fixtures/second.yaml", "fixtures/real.yaml", "fixtures/third.yaml"]
+        """
+    )
+    out = tmp_path / "results.json"
+    result = budget("--config", str(project.config_path), "--json", str(out))
+    assert result.exit_code == 0, result.output
+    repeats = {c.fixture: c.same_request_as for c in load_results(out).prompt("ask").cases}
+    assert repeats == {
+        "fixtures/first.yaml": None,
+        "fixtures/second.yaml": "fixtures/first.yaml",
+        "fixtures/real.yaml": None,
+        "fixtures/third.yaml": "fixtures/first.yaml",
+    }
+    assert result.output.count("the same request as [first.yaml]") == 2
+    assert "ask [second.yaml]: the same request as [first.yaml]" in result.output
+    assert "ask [real.yaml]: the same" not in result.output

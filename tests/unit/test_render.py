@@ -121,3 +121,14 @@ def test_skipped_recall_note():
     text = render_comment(c, notes=["Recall skipped: no API key"])
     assert "recall skipped: ANTHROPIC\\_API\\_KEY is not set" in text
     assert "ℹ️ Recall skipped: no API key" in text
+
+
+def test_a_fixture_that_repeats_an_earlier_request_is_named_in_the_comment():
+    first, again = case(900, fixture="fx/first.yaml"), case(900, fixture="fx/again.yaml")
+    again.same_request_as = "fx/first.yaml"
+    base = results(prompt("faq", [case(900, fixture="fx/first.yaml"), case(900, fixture="fx/again.yaml")]))
+    text = render_comment(compare(base, results(prompt("faq", [first, again]), commit="b" * 40)))
+    assert "Fixtures that test nothing more" in text
+    assert "- `faq`: `fx/again.yaml` renders the same request as `fx/first.yaml`" in text
+    assert "`fx/first.yaml` renders the same" not in text
+    assert "test nothing more" not in render_comment(_lost_middle())
