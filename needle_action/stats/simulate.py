@@ -161,6 +161,12 @@ def simulated_power(
     DATA's head answers are not read. None when the base has no trial to draw from, or when the
     design is too large to replay MIN_REPS times within WORK (the caller falls back to the plan's
     normal approximation and says so)."""
+    question = question_of(data, alpha, drop, reps=reps)
+    return None if question is None else _simulated(question)
+
+
+def question_of(data: PromptData, alpha: float, drop: float, *, reps: int = REPS) -> _Question | None:
+    """What a figure for DATA depends on (None: nothing to replay, or too large to; see above)."""
     bases = {style: _counts(base) for style, (base, _) in data.grids.items()}
     if data.planned <= 0 or not any(bases.values()) or WORK // _work(data) < MIN_REPS:
         return None
@@ -180,14 +186,13 @@ def simulated_power(
         data.design,
         data.spread,
     )
-    question = _Question(
+    return _Question(
         data=design,
         styles=styles,
         alpha=alpha,
         drop=round(drop, 6),
         reps=min(reps, WORK // _work(data)),
     )
-    return _simulated(question)
 
 
 def _template(d: _Design) -> PromptData:

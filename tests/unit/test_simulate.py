@@ -165,3 +165,20 @@ def test_the_stated_figure_matches_fresh_pull_requests(rate):
         data.grids = {"codeword": (base, head)}
         blocked += replay([data], 0.01)["p"].status == "fail"
     assert abs(mean_stated - blocked / 600) <= 0.06
+
+
+def test_each_base_draws_its_own_replays_and_a_prompts_name_changes_nothing():
+    """The replays' seed is a digest of the question: two bases measured apart draw other numbers
+    (one seed for all made the replays' noise a shared bias across pull requests), while the same
+    base under another prompt name restates the same figure."""
+    one, other = _data(_flat(0.8, seed=1)), _data(_flat(0.8, seed=2))
+    q_one, q_other = simulate.question_of(one, 0.01, 0.2), simulate.question_of(other, 0.01, 0.2)
+    assert q_one is not None
+    assert q_other is not None
+    assert simulate.question_seed(q_one) != simulate.question_seed(q_other)
+    renamed = _data(_flat(0.8, seed=1))
+    renamed.name = "another prompt"
+    q_renamed = simulate.question_of(renamed, 0.01, 0.2)
+    assert q_renamed is not None
+    assert simulate.question_seed(q_renamed) == simulate.question_seed(q_one)
+    assert simulate.simulated_power(renamed, 0.01, 0.2) == simulate.simulated_power(one, 0.01, 0.2)
