@@ -21,13 +21,13 @@ The model each replay draws from
 * the base and stored runs keep their own trials per cell, the head runs the planned trials.
 
 Replaying at rates measured from 20 trials a cell is biased, since power is curved in the rates
-(convex where it is low, concave where it is high): a U-shaped base across runs was stated at 19%
-where 12.5% was caught, and at 77% where 82% was. Each replay is paired with one at a model measured
-again from a base drawn at the first, on the same random numbers, and the figure is twice the first
-fraction minus the second (a parametric bootstrap bias correction).
+(convex where it is low, concave where it is high): a U-shaped base across runs read 17.7% where
+12.1% was caught. Each replay is paired with one at a model measured again from a base drawn at the
+first, on the same random numbers, and the figure is twice the first fraction minus the second (a
+parametric bootstrap bias correction): 13.9% on that base.
 
-Deterministic (the seed is a digest of the question), so ``needle report`` restates the same figure, and
-memoised. Pure: stdlib only.
+Deterministic (the seed is a digest of the question: :func:`question_seed`), so ``needle report``
+restates the same figure, and memoised. Pure: stdlib only.
 """
 
 from __future__ import annotations
@@ -222,8 +222,8 @@ def question_seed(q: _Question) -> int:
 @functools.lru_cache(maxsize=256)  # the comment, the terminal and the JSON ask the same question
 def _simulated(q: _Question) -> SimulatedPower:
     """The fraction blocked at the base's measured rates, corrected for their own noise. Power is
-    curved in the rates, so replaying at rates measured from 20 trials a cell is biased (3-4 points
-    high on a flat .8 base across runs); each replay is paired with one at rates measured again from
+    curved in the rates, so replaying at rates measured from 20 trials a cell is biased (about 2
+    points high on a flat .8 base across runs, 5 on a U-shaped one); each replay is paired with one at rates measured again from
     a base drawn at the first (the same random numbers), and twice the first fraction minus the
     second removes that bias to first order (a bootstrap bias correction)."""
     template = _template(q.data)
