@@ -244,7 +244,11 @@ def test_fixtures_whose_keys_the_template_never_reads_are_named(tmp_path):
     project = Project(tmp_path).template(
         "prompts/ask.j2", 'Answer briefly.\nQuestion: {{ question | default("When is breakfast?") }}\n'
     )
-    for name, query in (("first", "When does the pool open?"), ("second", "Is there parking?"), ("third", "Wifi?")):
+    for name, query in (
+        ("first", "When does the pool open?"),
+        ("second", "Is there parking?"),
+        ("third", "Wifi?"),
+    ):
         project.fixture(f"fixtures/{name}.yaml", {"query": query})
     project.fixture("fixtures/real.yaml", {"question": "Where is the sauna?"})
     project.config(
