@@ -223,9 +223,9 @@ def question_seed(q: _Question) -> int:
 def _simulated(q: _Question) -> SimulatedPower:
     """The fraction blocked at the base's measured rates, corrected for their own noise. Power is
     curved in the rates, so replaying at rates measured from 20 trials a cell is biased (about 2
-    points high on a flat .8 base across runs, 5 on a U-shaped one); each replay is paired with one at rates measured again from
-    a base drawn at the first (the same random numbers), and twice the first fraction minus the
-    second removes that bias to first order (a bootstrap bias correction)."""
+    points high on a flat .8 base across runs, 5 on a U-shaped one); each replay is paired with one
+    at rates measured again from a base drawn at the first (the same random numbers), and twice the
+    first fraction minus the second removes that bias to first order (a bootstrap bias correction)."""
     template = _template(q.data)
     tau = q.data.spread.tau if q.data.spread is not None else 0.0
     rnd = random.Random(question_seed(q))
