@@ -409,6 +409,9 @@ def upper_bound(k: int, n: int, conf: float = 0.95) -> float:
     return hi
 
 
+STATED_FIELDS = ("stated_power", "stated_prs", "stated_squares", "squared_prs")  # a row's stated columns
+
+
 def _tallies(path: Path) -> dict[int, RowTally]:
     return {int(i): RowTally(**t) for i, t in json.loads(path.read_text())["rows"].items()}
 
@@ -534,11 +537,8 @@ def main(argv: list[str] | None = None) -> int:
     stated = [_tallies(path) for path in args.stated_from]
     for i in done:
         figures = [t[i] for t in stated if i in t and t[i].stated_prs]
-        if figures:
-            done[i].stated_power = sum(t.stated_power for t in figures)
-            done[i].stated_prs = sum(t.stated_prs for t in figures)
-            done[i].stated_squares = sum(t.stated_squares for t in figures)
-            done[i].squared_prs = sum(t.squared_prs for t in figures)
+        for name in STATED_FIELDS if figures else ():
+            setattr(done[i], name, sum(getattr(t, name) for t in figures))
     results = [(every[i], done[i]) for i in sorted(done)]
     text = (
         f"Decision: `{args.decider}`. Defaults (threshold {settings.threshold}, family alpha {settings.alpha}, "
