@@ -421,9 +421,11 @@ def pooled_tally(a: RowTally, b: RowTally) -> RowTally:
     return RowTally(**{k: v + getattr(b, k) for k, v in asdict(a).items()})
 
 
-def _job(args: tuple[int, int, int, str, int]) -> tuple[int, RowTally]:
-    """Row I (by index: the curves are closures, which do not pickle) in a worker process."""
-    i, prs, seed, decider, stated = args
+def _job(args: tuple[int, int, int, str, int, float]) -> tuple[int, RowTally]:
+    """Row I (by index: the curves are closures, which do not pickle) in a worker process, its seeds'
+    effects at SEED_SD."""
+    global SEED_SD
+    i, prs, seed, decider, stated, SEED_SD = args
     row = rows(RecallSettings().min_drop)[i]
     checked = not row.power_of and not row.scenario.must_block  # the rows whose power is checked
     return i, run_row(row, prs, seed, decider, stated if checked else 0)
@@ -502,6 +504,12 @@ def main(argv: list[str] | None = None) -> int:
         default=[],
         help="take the stated-power columns from these saved tallies (runs with more stated PRs; summed)",
     )
+    parser.add_argument(
+        "--seed-sd",
+        type=float,
+        default=SEED_SD,
+        help="the seeds' effect (0: every run's offset is its level; stored runs' spread is run level only)",
+    )
     parser.add_argument("--no-docs", action="store_true", help="print only")
     args = parser.parse_args(argv)
     settings = RecallSettings(sizes=SIZES, depths=DEPTHS)
@@ -513,7 +521,10 @@ def main(argv: list[str] | None = None) -> int:
         for i, t in _tallies(path).items():
             done[i] = pooled_tally(done[i], t) if i in done else t
     wanted = {int(i) for i in args.rows.split(",")} if args.rows else set(range(len(every)))
-    jobs = [(i, args.prs, args.seed + i, args.decider, args.stated_prs) for i in sorted(wanted - set(done))]
+    jobs = [
+        (i, args.prs, args.seed + i, args.decider, args.stated_prs, args.seed_sd)
+        for i in sorted(wanted - set(done))
+    ]
     started = time.perf_counter()
     with ProcessPoolExecutor(max_workers=max(1, args.jobs)) as pool:
         for i, t in pool.map(_job, jobs):
@@ -543,13 +554,13 @@ def main(argv: list[str] | None = None) -> int:
     text = (
         f"Decision: `{args.decider}`. Defaults (threshold {settings.threshold}, family alpha {settings.alpha}, "
         f'min_drop {settings.min_drop}, trials "auto"), sizes {SIZES} x depths {DEPTHS}; base runs plan '
-        f"{BASE_TRIALS} trials per cell; seed effect sd {SEED_SD}, trial effect sd {TRIAL_SD}; "
+        f"{BASE_TRIALS} trials per cell; seed effect sd {args.seed_sd}, trial effect sd {TRIAL_SD}; "
         f"{_prs_per_row(results)}, seed {args.seed}, "
         f"{sum(t.prs for _, t in results):,} PRs (power companions included), {seconds:.0f} s of replay summed "
         f"over the rows{wall}.\n\n" + table(results)
     )
     print(text)
-    if not args.no_docs and len(done) == len(every):
+    if not args.no_docs and len(done) == len(every) and args.seed_sd == SEED_SD:
         write_docs(text, f"<!-- runs-{args.decider}:begin -->", f"<!-- runs-{args.decider}:end -->")
     return 0
 
