@@ -17,6 +17,7 @@ from needle_action.scaffold.code import CodeSite, find_sites
 from needle_action.scaffold.sk_prompts import SkPrompt, sk_stub
 from needle_action.scaffold.stubs import STUB_FOLDER, request_stub, template_stub, write_new
 from needle_action.scaffold.templates import QUESTION_NAMES, FoundTemplate, guess_context, guess_var
+from needle_action.scaffold.tree import Tree
 
 MAX_STUBS = 5  # sites beyond these are listed in comments
 
@@ -129,13 +130,21 @@ def _fixture(built: BuiltPrompt, config_dir: Path) -> None:
 
 
 def built_prompts(
-    root: Path, config_dir: Path, taken: set[str], with_sites: bool, sk_stubbed: list[SkPrompt] | None = None
+    root: Path,
+    config_dir: Path,
+    taken: set[str],
+    with_sites: bool,
+    sk_stubbed: list[SkPrompt] | None = None,
+    tree: Tree | None = None,
 ) -> tuple[list[BuiltPrompt], list[CodeSite]]:
     """(the prompts given a builder, the code sites only listed): Semantic Kernel prompts always,
-    code sites when WITH_SITES (no template of a format needle renders was found)."""
+    code sites when WITH_SITES (no template of a format needle renders was found). TREE: the
+    listing of ROOT ``needle init`` made once."""
     model = PromptSettings().model
+    # the code as init found it (TREE was listed before init wrote anything): the SK stubs
+    # written next are not searched, and build no request of their own
+    sites = find_sites(root, config_dir, tree)
     out = [_sk_prompt(p, taken, config_dir) for p in sk_stubbed or []]
-    sites = find_sites(root, config_dir)
     # a template built inside a function cannot be imported: its stub would fail until edited, so
     # it is written only when nothing else was found
     ready = [s for s in sites if not (s.is_template and s.target is None)] or sites

@@ -20,18 +20,19 @@ Each is a :class:`CodeSite`; :mod:`.stubs` writes the builder that starts from i
 from __future__ import annotations
 
 import ast
-import os
 import re
 import textwrap
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from needle_action.core.paths import is_inside
+from needle_action.scaffold.tree import SKIP_DIRS as TREE_SKIP_DIRS
+from needle_action.scaffold.tree import Tree, listing
 
 MAX_FILE_BYTES = 1_000_000
 MAX_FILES = 5_000
-SKIP_DIRS = {"venv", "node_modules", "__pycache__", "site-packages", "build", "dist"}
+# the shared walk's skips, and build output (build/, dist/), which only the code search leaves out
+SKIP_DIRS = TREE_SKIP_DIRS | {"build", "dist"}
 
 # the end of a call's attribute chain -> the API it sends to
 SDK_CALLS = {
@@ -90,17 +91,11 @@ class CodeSite:
         return self.kind == "semantic-kernel"
 
 
-def python_files(root: Path) -> list[Path]:
-    out: list[Path] = []
-    for folder, dirs, files in os.walk(root):
-        dirs[:] = sorted(d for d in dirs if d not in SKIP_DIRS and not d.startswith("."))
-        for f in sorted(files):
-            p = Path(folder) / f
-            if f.endswith(".py") and not p.is_symlink() and p.is_file() and is_inside(root, p):
-                out.append(p)
-                if len(out) >= MAX_FILES:
-                    return out
-    return out
+def python_files(root: Path, tree: Tree | None = None) -> list[Path]:
+    """The ``.py`` files under ROOT, in the walk's order, outside SKIP_DIRS and hidden folders: no
+    symlinked file, and at most MAX_FILES of them. From TREE, the listing ``needle init`` made
+    once, else from a walk of ROOT made now."""
+    return listing(root, tree).files((".py",), SKIP_DIRS, exact=True, links=False, limit=MAX_FILES)
 
 
 def _chain(node: ast.AST) -> list[str]:
@@ -417,23 +412,24 @@ class _Finder(ast.NodeVisitor):
         self.generic_visit(node)
 
 
-def find_sites(root: Path, config_dir: Path) -> list[CodeSite]:
-    """Every place under ROOT whose code builds a request or a prompt template (ast only)."""
+def find_sites(root: Path, config_dir: Path, tree: Tree | None = None) -> list[CodeSite]:
+    """Every place under ROOT whose code builds a request or a prompt template (ast only); TREE:
+    the listing of ROOT ``needle init`` made once."""
     sites: list[CodeSite] = []
-    for path in python_files(root):
+    for path in python_files(root, tree):
         if not path.absolute().is_relative_to(config_dir):
             continue  # paths in needle.toml are relative to its folder
         try:
             if path.stat().st_size > MAX_FILE_BYTES:
                 continue
             source = path.read_text(encoding="utf-8")
-            tree = ast.parse(source, filename=path.name)
+            module = ast.parse(source, filename=path.name)
         except (OSError, UnicodeDecodeError, SyntaxError, ValueError, RecursionError, MemoryError):
             continue  # not Python this interpreter reads: nothing to find
         rel = path.absolute().relative_to(config_dir).as_posix()
-        finder = _Finder(rel, source, tree)
+        finder = _Finder(rel, source, module)
         try:
-            finder.visit(tree)
+            finder.visit(module)
         except RecursionError:
             continue
         sites += [s for s in finder.sites if s.kind]

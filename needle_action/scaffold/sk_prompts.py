@@ -19,6 +19,7 @@ from pathlib import Path
 from needle_action.assemble.templates.semantic_kernel import sk_format
 from needle_action.scaffold.stubs import up_expression
 from needle_action.scaffold.templates import walk
+from needle_action.scaffold.tree import Tree
 
 MAX_BYTES = 200_000
 _VARS = re.compile(r"\{\{~?\s*\$?([A-Za-z_][\w]*)\s*~?\}\}")
@@ -50,10 +51,11 @@ def _template_text(path: Path, text: str) -> str:
     return template if isinstance(template, str) else text
 
 
-def find_sk_prompts(root: Path, config_dir: Path) -> list[SkPrompt]:
-    """skprompt.txt files and SK YAML prompt files under ROOT."""
+def find_sk_prompts(root: Path, config_dir: Path, tree: Tree | None = None) -> list[SkPrompt]:
+    """skprompt.txt files and SK YAML prompt files under ROOT; TREE: the listing of ROOT
+    ``needle init`` made once."""
     out: list[SkPrompt] = []
-    for path in walk(root, (".txt", ".yaml", ".yml", ".prompt")):
+    for path in walk(root, (".txt", ".yaml", ".yml", ".prompt"), tree):
         if path.suffix.lower() == ".txt" and path.name.lower() != "skprompt.txt":
             continue
         if not path.absolute().is_relative_to(config_dir):

@@ -32,6 +32,7 @@ from needle_action.scaffold.templates import (
     prompt_name,
     walk,
 )
+from needle_action.scaffold.tree import Tree
 
 
 def _s(value: str) -> str:
@@ -177,6 +178,45 @@ def write_starter(
     """
     root = Path(root)
     config_path = Path(config_path)
+    _check_paths(root, config_path, force)
+    config_dir = config_path.absolute().parent
+    tree = Tree.walk(root)  # the one walk of the repository: every finder below filters it
+    sk_all = find_sk_prompts(root, config_dir, tree)  # skprompt.txt, SK YAML: templates needle renders
+    sk_stubbed = [p for p in sk_all if p.what == SK_PROMPT_FILE]  # SK's *.prompt: a builder renders it
+    sk_files = [p for p in sk_all if p not in sk_stubbed]
+    stubbed = {p.path for p in sk_stubbed}
+    templates = sorted(
+        [*(t for t in walk(root, TEMPLATE_SUFFIXES, tree) if t not in stubbed), *(p.path for p in sk_files)]
+    )
+    outside = [t for t in templates if not t.absolute().is_relative_to(config_dir)]
+    if outside:
+        raise ConfigError(
+            f"template {display_path(outside[0].absolute())} is outside the folder of {display_path(config_path)}",
+            hint="paths in needle.toml are relative to its folder: write it at the repository root "
+            "(e.g. needle init --root R --config R/needle.toml)",
+        )
+    found, partials, taken = _found_templates(templates, tree, config_dir)
+    lists = {p.path.resolve(): p.lists for p in sk_files}
+    for f in found:
+        if f.path.resolve() in lists:
+            sample_fixture(f, lists[f.path.resolve()], config_dir)
+            inspect_size(f, config_dir)
+    built, listed = built_prompts(
+        root, config_dir, taken, with_sites=not found, sk_stubbed=sk_stubbed, tree=tree
+    )
+    if not found and not built:
+        raise ConfigError(_nothing_found(root, templates), hint=NOTHING_FOUND_HINT)
+    text = render_starter(found, partials, built, listed)
+    config_path.parent.mkdir(parents=True, exist_ok=True)
+    flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | getattr(os, "O_NOFOLLOW", 0)
+    with os.fdopen(os.open(config_path, flags, 0o644), "w", encoding="utf-8") as out:
+        out.write(text)
+    return config_path
+
+
+def _check_paths(root: Path, config_path: Path, force: bool) -> None:
+    """A ConfigError unless ROOT is a folder and CONFIG_PATH a file init may write (or, with
+    FORCE, replace)."""
     if not root.is_dir():
         raise ConfigError(
             f"{display_path(root)} is not a folder", hint="pass --root PATH to the repository to scan"
@@ -197,36 +237,6 @@ def write_starter(
         raise ConfigError(
             "expected a file path for the threshold file, got a folder", file=display_path(config_path)
         )
-    config_dir = config_path.absolute().parent
-    sk_all = find_sk_prompts(root, config_dir)  # skprompt.txt, SK YAML: templates needle renders
-    sk_stubbed = [p for p in sk_all if p.what == SK_PROMPT_FILE]  # SK's *.prompt: a builder renders it
-    sk_files = [p for p in sk_all if p not in sk_stubbed]
-    stubbed = {p.path for p in sk_stubbed}
-    templates = sorted(
-        [*(t for t in walk(root, TEMPLATE_SUFFIXES) if t not in stubbed), *(p.path for p in sk_files)]
-    )
-    outside = [t for t in templates if not t.absolute().is_relative_to(config_dir)]
-    if outside:
-        raise ConfigError(
-            f"template {display_path(outside[0].absolute())} is outside the folder of {display_path(config_path)}",
-            hint="paths in needle.toml are relative to its folder: write it at the repository root "
-            "(e.g. needle init --root R --config R/needle.toml)",
-        )
-    found, partials, taken = _found_templates(templates, root, config_dir)
-    lists = {p.path.resolve(): p.lists for p in sk_files}
-    for f in found:
-        if f.path.resolve() in lists:
-            sample_fixture(f, lists[f.path.resolve()], config_dir)
-            inspect_size(f, config_dir)
-    built, listed = built_prompts(root, config_dir, taken, with_sites=not found, sk_stubbed=sk_stubbed)
-    if not found and not built:
-        raise ConfigError(_nothing_found(root, templates), hint=NOTHING_FOUND_HINT)
-    text = render_starter(found, partials, built, listed)
-    config_path.parent.mkdir(parents=True, exist_ok=True)
-    flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | getattr(os, "O_NOFOLLOW", 0)
-    with os.fdopen(os.open(config_path, flags, 0o644), "w", encoding="utf-8") as out:
-        out.write(text)
-    return config_path
 
 
 NOTHING_FOUND_HINT = (
@@ -247,11 +257,11 @@ def _nothing_found(root: Path, templates: list[Path]) -> str:
 
 
 def _found_templates(
-    templates: list[Path], root: Path, config_dir: Path
+    templates: list[Path], tree: Tree, config_dir: Path
 ) -> tuple[list[FoundTemplate], list[str], set[str]]:
     """(the templates inspected, the partials, the prompt names taken)."""
     partial_set = included_templates(templates, config_dir)
-    fixture_files = walk(root, FIXTURE_SUFFIXES)
+    fixture_files = walk(tree.root, FIXTURE_SUFFIXES, tree)
     taken: set[str] = set()
     found: list[FoundTemplate] = []
     partials: list[str] = []

@@ -7,7 +7,6 @@ reads, budgets left as commented suggestions. Whatever it writes must load with 
 
 from __future__ import annotations
 
-import os
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -24,11 +23,10 @@ from needle_action.core.errors import NeedleError
 from needle_action.core.paths import is_inside
 from needle_action.core.workspace import Workspace
 from needle_action.request.toolformats import load_tools
+from needle_action.scaffold.tree import Tree, listing
 
 TEMPLATE_SUFFIXES = (".j2", ".jinja", ".jinja2", ".prompty", ".prompt")
 FIXTURE_DIR_NAMES = ("fixtures", "fixture", "samples", "testdata", "test_data")
-# besides every hidden folder (.git, .venv, the tool caches), which the walk skips by its dot
-SKIP_DIRS = {"venv", "node_modules", "__pycache__", "site-packages"}
 
 # Variable names that usually hold the haystack: retrieved text first, then the conversation (an
 # app that has both, a RAG chat, is probed where its retrieved documents sit, not in its history).
@@ -80,15 +78,11 @@ class FoundTemplate:
     tools_declared: str | None = None  # the tools file its own front matter names (.prompty)
 
 
-def walk(root: Path, suffixes: tuple[str, ...]) -> list[Path]:
-    out: list[Path] = []
-    for folder, dirs, files in os.walk(root):
-        dirs[:] = sorted(d for d in dirs if d not in SKIP_DIRS and not d.startswith("."))
-        for f in sorted(files):
-            p = Path(folder) / f
-            if p.suffix.lower() in suffixes and p.is_file() and is_inside(root, p):
-                out.append(p)
-    return out
+def walk(root: Path, suffixes: tuple[str, ...], tree: Tree | None = None) -> list[Path]:
+    """The files under ROOT whose suffix, in any case, is one of SUFFIXES, in the walk's order
+    (hidden folders and ``tree.SKIP_DIRS`` left out): from TREE, the listing ``needle init`` made once,
+    else from a walk of ROOT made now."""
+    return listing(root, tree).files(suffixes)
 
 
 # Words that mark a variable as holding media or references rather than text a model reads

@@ -102,7 +102,8 @@ class HaystackBuilder:
         self.fixture_path = Path(fixture_path) if fixture_path is not None else None
         self.variables: dict[str, Any] = prompt_variables(config, prompt, self.fixture_path)
         original = self.variables.get(self.context_var)
-        self._shape = detect_shape(original, self.context_var, data_where(config, prompt, self.fixture_path))
+        where = data_where(config, prompt, self.fixture_path, self.variables)
+        self._shape = detect_shape(original, self.context_var, where)
         if self._shape.is_list:
             self._shape.items = deep_scrub(self._shape.items)
         self._units = UnitMaker(self._shape, unit_counter_for(counter))

@@ -16,7 +16,6 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from needle_action.assemble.templates.defaults import template_defaults
 from needle_action.config import Config, PromptConfig
 from needle_action.config.cases import split_case
 from needle_action.core.errors import TemplateError
@@ -155,12 +154,16 @@ def lost_needle(
     )
 
 
-def data_where(config: Config, prompt: PromptConfig, fixture: Path | None) -> dict[str, Any]:
+def data_where(
+    config: Config, prompt: PromptConfig, fixture: Path | None, variables: dict[str, Any]
+) -> dict[str, Any]:
     """Where a case's data is written, for errors: the fixture (its file, for a case of a case
-    file), else the template holding its own sample, else the prompt's table."""
+    file), else the template holding its own sample, else the prompt's table. VARIABLES: the
+    case's (``prompt_variables``), which with no fixture are a template's own sample and input
+    defaults: the caller read them, so the template is not read again here."""
     if fixture is not None:
         return {"file": display_path(split_case(fixture)[0])}
-    if prompt.template and template_defaults(config, prompt):
+    if prompt.template and variables:
         return {"file": display_path(config.template_path(prompt))}
     return {**prompt_where(config, prompt), "file": display_path(config.path)}
 
