@@ -28,6 +28,12 @@ depths on the head measures it. The stated power must be within 3 points of the 
 
     python3 bench/runlevels.py [--prs 1000] [--seed 1] [--jobs 2] [--decider today|runs] [--no-docs]
 
+``--seed-sd 0`` takes the seeds' effects out: every run's offset is then its level, and the stored
+runs' spread is run level only. A base and its stored runs are drawn alike either way (an offset
+``N(0, run sd^2 + seed sd^2)`` each); what differs is the head, which shares the base's seed but not
+its level. The stated power reads only the base and the stored runs, so the two settings at one total
+spread show what a figure from stored runs can and cannot know (docs/benchmarks.md).
+
 writes its table between the markers ``runs-<decider>`` in docs/benchmarks.md (unless --no-docs).
 """
 
