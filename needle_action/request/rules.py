@@ -11,7 +11,12 @@ named, :func:`rule_of`):
 * ``empty-cache-control``: ``cache_control`` only on a block that carries content;
 * ``cache-breakpoints``: at most :data:`MAX_CACHE_BREAKPOINTS` blocks with ``cache_control``;
 * ``prefill-whitespace``: a final assistant turn (a prefill) does not end with whitespace;
-* ``last-turn``: the last message is a user turn (the model is asked for a reply, not a prefill).
+* ``last-turn``: the last message is a user turn (the model is asked for a reply, not a prefill);
+* ``first-turn`` and ``alternating-turns``: the first message is a user turn, and turns alternate.
+  The Anthropic API now accepts both (it merges consecutive turns of one role); some routes to
+  Claude still refuse them (an assistant-first request on Amazon Bedrock has been seen refused while
+  the same request passed the Anthropic API). needle sends what the template renders, the user's
+  real request: these rules only name such a refusal, never rewrite the turns.
 
 :func:`normalise` is applied where the Anthropic body is built (``request.wire.anthropic_body``),
 so counting, sending and rendering see the same bytes: a whitespace-only text block is merged into
@@ -79,6 +84,18 @@ RULES = (
         "last-turn",
         "final message must be a user turn",
         "the last message is an assistant turn: end the request with the user's turn",
+    ),
+    Rule(
+        "first-turn",
+        'first message must use the "user" role',
+        "the request starts with an assistant turn (a greeting, a trimmed history), which this route "
+        "to the model refuses: start the messages with the user's turn",
+    ),
+    Rule(
+        "alternating-turns",
+        "roles must alternate",
+        "two turns of one role follow each other, which this route to the model refuses: merge them "
+        "into one turn",
     ),
 )
 _BY_CODE = {r.code: r for r in RULES}
