@@ -238,14 +238,20 @@ def _image(src: str, prompty_path: Path, workspace: Workspace, file: str) -> JSO
             file=file,
             hint="Prompty reads ![alt](file) images next to the .prompty file, or takes http(s) and data: URLs",
         )
+    encoded = _images.get(path, lambda: _encoded_image(path, src, file))
+    return {"type": "image", "source": {"type": "base64", "media_type": media, "data": encoded}}
+
+
+# images as base64 (an immutable str), read once per version of the file: every trial sends them
+_images: FileCache[str] = FileCache(entries=32, max_bytes=64_000_000)
+
+
+def _encoded_image(path: Path, src: str, file: str) -> str:
     with open(path, "rb") as f:
         data = f.read(MAX_IMAGE_BYTES + 1)
     if len(data) > MAX_IMAGE_BYTES:
         raise TemplateError(f"image {src!r} is larger than {MAX_IMAGE_BYTES:,} bytes", file=file)
-    return {
-        "type": "image",
-        "source": {"type": "base64", "media_type": media, "data": base64.b64encode(data).decode()},
-    }
+    return base64.b64encode(data).decode()
 
 
 __all__ = ["Prompty", "prompty_defaults", "split_prompty", "with_defaults", "with_images"]
