@@ -21,7 +21,7 @@ from needle_action.assemble.templates import isolate
 from needle_action.assemble.templates.declared import Declared, from_prompty
 from needle_action.assemble.templates.defaults import SAMPLE_CASE
 from needle_action.assemble.templates.fixtures import confine_fixture, load_fixture
-from needle_action.assemble.templates.prompty import prompty_defaults, split_prompty, with_images
+from needle_action.assemble.templates.prompty import split_prompty, with_defaults, with_images
 from needle_action.assemble.templates.raw import RenderJob, render_raw
 from needle_action.assemble.templates.roles import split_sections, to_prompt
 from needle_action.assemble.templates.sandbox import read_template
@@ -104,9 +104,9 @@ def _read_source(
         source_text = read_template(template_path, template_file)
         if kind == ".prompty":
             front = split_prompty(source_text, template_file).front
-            defaults = prompty_defaults(front, template_path, workspace, template_file)
-            variables = {**defaults, **variables}  # a fixture overrides the sample key by key
-            if fixture_rel is None and defaults:
+            # a fixture overrides the sample key by key
+            variables, has_defaults = with_defaults(variables, front, template_path, workspace, template_file)
+            if fixture_rel is None and has_defaults:
                 fixture_rel = SAMPLE_CASE
             declared = from_prompty(front, source_text, template_path, workspace, template_file)
     except NeedleError:

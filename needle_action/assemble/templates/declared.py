@@ -9,21 +9,23 @@ Three places may declare them, merged in this order (a later one wins):
 2. ``[prompts.NAME]`` of ``needle.toml``: ``tools = "path.json"`` (replaces the front matter's
    list), ``tool_choice``, ``request_params`` (merged key by key over the front matter's).
 
-Tools files are read once per (path, modification time, size): recall renders a prompt hundreds
-of times.
+Tools files are read once per (path, modification time, size), parameter files once per version
+(:mod:`~needle_action.core.filecache`): recall renders a prompt hundreds of times.
 """
 
 from __future__ import annotations
 
+import copy
 import re
 import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from needle_action.assemble.templates.fixtures import load_fixture
+from needle_action.assemble.templates.fixtures import load_fixture_once
 from needle_action.core.dataformats import JSON
 from needle_action.core.errors import ConfigError, TemplateError
+from needle_action.core.filecache import FileCache
 from needle_action.core.paths import display_path
 from needle_action.core.workspace import Workspace
 from needle_action.request.blocks import RequestShapeError
@@ -39,6 +41,9 @@ _PROMPTY_CORE = ("max_tokens", "max_completion_tokens", "stream", "model", "mess
 _STRUCTURED_OUTPUT = {"output_config", "response_format"}
 _tools_cache: dict[tuple[str, int, int], tuple[JSON, ...]] = {}
 _tools_lock = threading.Lock()
+# a .prompty's `${file:...}` parameter values, read once per version of the file (every render
+# declares them)
+_parameter_files: FileCache[JSON] = FileCache(entries=32, max_bytes=32_000_000)
 
 
 @dataclass(frozen=True)
@@ -212,7 +217,9 @@ def _resolve_file(value: Any, path: Path, workspace: Workspace, file: str, line:
     """A ``${file:x.json}`` parameter value as the file's data (JSON or YAML, confined); else VALUE."""
     if not isinstance(value, str) or not (m := _FILE_REF.match(value)):
         return value
-    return load_fixture(_referenced_file(m.group(1), "parameter file", path, workspace, file, line))
+    target = _referenced_file(m.group(1), "parameter file", path, workspace, file, line)
+    # the request's own copy: the cached value is shared
+    return copy.deepcopy(load_fixture_once(_parameter_files, target))
 
 
 def _referenced_file(

@@ -19,6 +19,8 @@ first, then from the config root, and confined to the root like Jinja includes.
 
 from __future__ import annotations
 
+import copy
+import functools
 import json
 import re
 import threading
@@ -63,7 +65,15 @@ class DotpromptFile:
 
 
 def parse(text: str, file: str) -> DotpromptFile:
-    """Front matter and body of a ``.prompt`` text, as dotpromptz parses them; errors at their line."""
+    """Front matter and body of a ``.prompt`` text, as dotpromptz parses them; errors at their line.
+
+    Parsed once per text (a render reads its template's front matter three times, and recall
+    renders it hundreds of times); the value returned is the caller's own copy."""
+    return copy.deepcopy(_parse(text, file))
+
+
+@functools.lru_cache(maxsize=32)  # keyed by the text itself: no file's content answers for another's
+def _parse(text: str, file: str) -> DotpromptFile:
     try:
         parsed: ParsedPrompt[Any] = parse_document(text)
     except FrontmatterError as exc:

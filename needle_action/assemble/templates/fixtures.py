@@ -18,6 +18,7 @@ import yaml
 from needle_action.config.cases import MAX_FIXTURE_BYTES, case_ref, is_case_file, read_cases, split_case
 from needle_action.core.dataformats import JSON, DataError, parse_json, parse_toml, parse_yaml
 from needle_action.core.errors import ConfigError
+from needle_action.core.filecache import FileCache
 from needle_action.core.paths import display_path, read_text
 from needle_action.core.workspace import Workspace
 
@@ -80,6 +81,15 @@ def load_fixture(path: str | os.PathLike[str]) -> JSON:
         return _case_variables(p, number, file)
     text = read_text(p, what="fixture", file=file, max_bytes=MAX_FIXTURE_BYTES)
     return _checked(_parse_fixture_text(text, p.suffix.lower(), file), text, file)
+
+
+def load_fixture_once(cache: FileCache[JSON], path: Path) -> JSON:
+    """:func:`load_fixture` of PATH through CACHE: read once per version of the file. The value is
+    the cache's, shared: the caller copies what it hands out. A case of a case file is read
+    through :func:`~needle_action.config.cases.read_cases`, which caches the case file."""
+    if split_case(path)[1] is not None:  # the version to key on is the case file's, not PATH's
+        return load_fixture(path)
+    return cache.get(path, lambda: load_fixture(path))
 
 
 def _case_variables(path: Path, number: int, file: str) -> JSON:
@@ -162,4 +172,11 @@ def key_line(text: str, key: str) -> int | None:
     return None
 
 
-__all__ = ["MAX_FIXTURE_BYTES", "confine_fixture", "key_line", "load_fixture", "yaml_error_position"]
+__all__ = [
+    "MAX_FIXTURE_BYTES",
+    "confine_fixture",
+    "key_line",
+    "load_fixture",
+    "load_fixture_once",
+    "yaml_error_position",
+]

@@ -8,15 +8,18 @@ config root like every other file.
 from __future__ import annotations
 
 import base64
+import copy
+import functools
 import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from needle_action.assemble.templates.fixtures import load_fixture
+from needle_action.assemble.templates.fixtures import load_fixture_once
 from needle_action.config.cases import MAX_FIXTURE_BYTES
 from needle_action.core.dataformats import JSON, DataError, parse_json, parse_yaml
 from needle_action.core.errors import TemplateError
+from needle_action.core.filecache import FileCache
 from needle_action.core.paths import display_path, read_text
 from needle_action.core.workspace import Workspace
 from needle_action.request.prompt import Message
@@ -33,7 +36,16 @@ class Prompty:
 
 
 def split_prompty(text: str, file: str) -> Prompty:
-    """Front matter and body of a ``.prompty`` text (no front matter: the whole text is the body)."""
+    """Front matter and body of a ``.prompty`` text (no front matter: the whole text is the body).
+
+    Parsed once per text (a render splits its template, and recall renders it hundreds of times);
+    the front matter returned is the caller's own copy."""
+    parsed = _split(text, file)
+    return Prompty(copy.deepcopy(parsed.front), parsed.body)
+
+
+@functools.lru_cache(maxsize=32)  # keyed by the text itself: no file's content answers for another's
+def _split(text: str, file: str) -> Prompty:
     lines = text.split("\n")
     first = lines[0].lstrip("\ufeff").strip() if lines else ""
     if first != "---":
@@ -72,7 +84,29 @@ def _front_matter(front_text: str, file: str) -> JSON:
 def prompty_defaults(front: JSON, prompty_path: Path, workspace: Workspace, file: str) -> JSON:
     """Default inputs from ``sample`` (mapping or file reference) and ``inputs.X.default/sample``.
 
-    A sample file must stay inside the WORKSPACE (:meth:`Workspace.confine`)."""
+    A sample file must stay inside the WORKSPACE (:meth:`Workspace.confine`). The values are the
+    caller's own (sample files are read once per version, and copied out)."""
+    return copy.deepcopy(_shared_defaults(front, prompty_path, workspace, file))
+
+
+def with_defaults(
+    variables: JSON, front: JSON, prompty_path: Path, workspace: Workspace, file: str
+) -> tuple[JSON, bool]:
+    """(VARIABLES over the :func:`prompty_defaults` key by key, whether there are any defaults).
+
+    Exactly ``{**prompty_defaults(...), **VARIABLES}`` (keys in that order, every file checked and
+    read as there), but a default VARIABLES replaces is not copied: recall's trial renders pass
+    the whole case, sample included, with only the context and the question changed."""
+    defaults = _shared_defaults(front, prompty_path, workspace, file)
+    memo: dict[int, Any] = {}  # one copy: values the YAML shares (aliases) stay shared, as parsed
+    out = {k: variables[k] if k in variables else copy.deepcopy(v, memo) for k, v in defaults.items()}
+    out.update(variables)
+    return out, bool(defaults)
+
+
+def _shared_defaults(front: JSON, prompty_path: Path, workspace: Workspace, file: str) -> JSON:
+    """:func:`prompty_defaults` with the values read from files shared with the cache: the callers
+    above copy them out."""
     out = _input_defaults(front.get("inputs"))
     sample = front.get("sample")
     if isinstance(sample, dict):
@@ -82,7 +116,7 @@ def prompty_defaults(front: JSON, prompty_path: Path, workspace: Workspace, file
         m = _FILE_REF.fullmatch(ref)
         ref = m.group(1).strip() if m else ref
         target = workspace.confine(prompty_path.parent / ref, what="the .prompty sample file", file=file)
-        out.update(load_fixture(target))
+        out.update(load_fixture_once(_samples, target))
     # a value may itself be a file (`research: ${file:research.json}`), as Prompty reads it
     for key, value in out.items():
         m = _FILE_REF.fullmatch(value.strip()) if isinstance(value, str) else None
@@ -94,6 +128,11 @@ def prompty_defaults(front: JSON, prompty_path: Path, workspace: Workspace, file
     return out
 
 
+# what sample files hold, read once per version of the file: shared, copied out by the callers
+_samples: FileCache[JSON] = FileCache(entries=32, max_bytes=64_000_000)
+_values: FileCache[Any] = FileCache(entries=64, max_bytes=64_000_000)
+
+
 def _file_value(path: Path, file: str) -> Any:
     """The value a ``${file:...}`` reference stands for: a JSON or YAML file's data, else its text."""
     if not path.is_file():
@@ -102,6 +141,10 @@ def _file_value(path: Path, file: str) -> Any:
             file=file,
             hint="${file:...} is relative to the .prompty file",
         )
+    return _values.get(path, lambda: _read_value(path))
+
+
+def _read_value(path: Path) -> Any:
     text = read_text(
         path,
         what="sample file",
@@ -195,14 +238,20 @@ def _image(src: str, prompty_path: Path, workspace: Workspace, file: str) -> JSO
             file=file,
             hint="Prompty reads ![alt](file) images next to the .prompty file, or takes http(s) and data: URLs",
         )
+    encoded = _images.get(path, lambda: _encoded_image(path, src, file))
+    return {"type": "image", "source": {"type": "base64", "media_type": media, "data": encoded}}
+
+
+# images as base64 (an immutable str), read once per version of the file: every trial sends them
+_images: FileCache[str] = FileCache(entries=32, max_bytes=64_000_000)
+
+
+def _encoded_image(path: Path, src: str, file: str) -> str:
     with open(path, "rb") as f:
         data = f.read(MAX_IMAGE_BYTES + 1)
     if len(data) > MAX_IMAGE_BYTES:
         raise TemplateError(f"image {src!r} is larger than {MAX_IMAGE_BYTES:,} bytes", file=file)
-    return {
-        "type": "image",
-        "source": {"type": "base64", "media_type": media, "data": base64.b64encode(data).decode()},
-    }
+    return base64.b64encode(data).decode()
 
 
-__all__ = ["Prompty", "prompty_defaults", "split_prompty", "with_images"]
+__all__ = ["Prompty", "prompty_defaults", "split_prompty", "with_defaults", "with_images"]

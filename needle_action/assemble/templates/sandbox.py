@@ -37,6 +37,7 @@ from needle_action.assemble.templates.prompty import split_prompty
 from needle_action.assemble.templates.semantic_kernel import refuse_sk_prompt_file
 from needle_action.assemble.templates.sk_jinja import sk_translated
 from needle_action.core.errors import TemplateError
+from needle_action.core.filecache import FileCache
 from needle_action.core.paths import PathEscape, display_path, read_text
 from needle_action.core.workspace import ESCAPE_REASONS, Workspace
 from needle_action.request.blocks import BLOCK_TYPES
@@ -56,12 +57,26 @@ _SENTINEL_RE = re.compile(f"[{OPEN}{CLOSE}]")
 MAX_TEMPLATE_BYTES = 2_000_000
 
 
+# the texts of the templates read: a render reads its template, and recall renders it hundreds of times
+_texts: FileCache[str] = FileCache(entries=64, max_bytes=32_000_000)
+
+
+def template_text(path: Path, file: str | None = None) -> str:
+    """PATH's text, at most MAX_TEMPLATE_BYTES (a TemplateError at FILE, default PATH, when it is
+    larger or not UTF-8; other ``OSError``s propagate). Read once per version of the file
+    (:mod:`~needle_action.core.filecache`); an error is raised again every time."""
+    return _texts.get(
+        path,
+        lambda: read_text(
+            path, what="template", error_cls=TemplateError, file=file, max_bytes=MAX_TEMPLATE_BYTES
+        ),
+    )
+
+
 def read_template(path: Path, file: str) -> str:
     """A template's text (at most MAX_TEMPLATE_BYTES), or a TemplateError at FILE saying why not."""
     try:
-        text = read_text(
-            path, what="template", error_cls=TemplateError, file=file, max_bytes=MAX_TEMPLATE_BYTES
-        )
+        text = template_text(path, file)
         if path.suffix.lower() == ".prompt":
             refuse_sk_prompt_file(text, file, path.name)
         return text
@@ -212,15 +227,12 @@ class RootLoader(jinja2.BaseLoader):
         if not full.is_file():
             raise TemplateNotFound(template)
         mtime = full.stat().st_mtime_ns
-        text = read_text(full, what="template", error_cls=TemplateError, max_bytes=MAX_TEMPLATE_BYTES)
+        shown = display_path(full)
+        text, lines = _jinja_sources.get(full, lambda: _jinja_source(full, shown), extra=shown)
         filename = str(full)
-        self.filenames[filename] = display_path(full)
-        if full.suffix.lower() == ".prompty":
-            text = split_prompty(text, display_path(full)).body
-        elif full.suffix.lower() != ".prompt":  # Semantic Kernel's basic syntax, as Jinja
-            text, lines = sk_translated(text, display_path(full), full.name)
-            if lines is not None:
-                self.line_maps[filename] = lines
+        self.filenames[filename] = shown
+        if lines is not None:
+            self.line_maps[filename] = list(lines)
 
         def uptodate() -> bool:
             try:
@@ -229,6 +241,23 @@ class RootLoader(jinja2.BaseLoader):
                 return False
 
         return text, filename, uptodate
+
+
+# what a template file is as Jinja source, read once per version of the file: the checks before a
+# run read the templates the renders read again (a worker compiles each once, then Jinja caches it)
+_jinja_sources: FileCache[tuple[str, tuple[int, ...] | None]] = FileCache(entries=64, max_bytes=32_000_000)
+
+
+def _jinja_source(full: Path, shown: str) -> tuple[str, tuple[int, ...] | None]:
+    """FULL's text as Jinja reads it (a .prompty's body, Semantic Kernel's syntax translated), and
+    the file line of each of its lines when they differ. SHOWN: FULL as errors name it."""
+    text = template_text(full)
+    if full.suffix.lower() == ".prompty":
+        return split_prompty(text, shown).body, None
+    if full.suffix.lower() != ".prompt":  # Semantic Kernel's basic syntax, as Jinja
+        text, lines = sk_translated(text, shown, full.name)
+        return text, tuple(lines) if lines is not None else None
+    return text, None
 
 
 # --------------------------------------------------------------------------- the environment
