@@ -156,11 +156,13 @@ def test_a_prefill_loses_its_trailing_whitespace():
 def test_a_refused_turn_order_is_named_not_rewritten():
     """Bedrock's words for an assistant-first request and for two turns of one role are named."""
     first = rules.rule_of('messages: first message must use the "user" role')
-    assert first is not None and first.code == "first-turn"
+    assert first is not None
+    assert first.code == "first-turn"
     alternate = rules.rule_of(
         'messages: roles must alternate between "user" and "assistant", but found multiple "user" roles in a row'
     )
-    assert alternate is not None and alternate.code == "alternating-turns"
+    assert alternate is not None
+    assert alternate.code == "alternating-turns"
     body = {
         "model": "m",
         "max_tokens": 5,
