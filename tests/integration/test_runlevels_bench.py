@@ -9,6 +9,7 @@ import math
 import numpy as np
 import pytest
 
+import bench.runlevels as runlevels
 from bench.runlevels import (
     CROSS,
     CURVES,
@@ -113,3 +114,17 @@ def test_the_gap_between_stated_and_measured_power_has_its_standard_error():
     companion = RowTally(prs=100, blocked=50)
     assert math.isclose(gap_stderr(stated, companion) or 0.0, math.sqrt(0.01 + 0.0025))
     assert RowTally(stated_power=1.2, stated_prs=2).stated_stderr() is None  # saved without squares
+
+
+def test_without_seed_effects_a_run_at_sd_0_answers_exactly_on_the_curve(monkeypatch):
+    """``--seed-sd 0``: a run's offset is its level alone, so with run sd 0 the head sits on the curve
+    and the stored runs' spread is nothing but their trials; with seed effects it is not."""
+    u_shape = CURVES[1]
+    monkeypatch.setattr(runlevels, "SEED_SD", 0.0)
+    plain = draw_runs(np.random.default_rng(5), Row(u_shape, 0.0, HISTORY), 200)
+    curve = runlevels._curve(u_shape.head)
+    assert np.allclose(plain.head_logit, np.broadcast_to(curve, plain.head_logit.shape))
+    monkeypatch.setattr(runlevels, "SEED_SD", 0.3)
+    seeded = draw_runs(np.random.default_rng(5), Row(u_shape, 0.0, HISTORY), 200)
+    offsets = (seeded.head_logit - curve)[:, 0, 0]
+    assert 0.2 < offsets.std() < 0.4  # the seed's effect, shared by the base and the head
