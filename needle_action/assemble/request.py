@@ -16,6 +16,7 @@ from needle_action.assemble.templates.sandbox import read_template
 from needle_action.config.model import Config, PromptConfig
 from needle_action.core.dataformats import JSON
 from needle_action.core.errors import ConfigError, TemplateError
+from needle_action.core.names import MESSAGES_API_PROVIDERS
 from needle_action.core.paths import display_path
 from needle_action.request import rules
 from needle_action.request.blocks import RequestShapeError
@@ -69,7 +70,10 @@ def check_turns(config: Config, prompt: PromptConfig, out: RenderedPrompt, varia
     """A request with no turn is an error at the line of the loop whose variable would have supplied
     the turns (the Messages API refuses it); so is one that ends with an assistant turn because such
     a loop's variable is missing or empty (with every loop's data given, a final assistant turn is a
-    prefill the application means)."""
+    prefill the application means). Only where the request is the Messages API's: OpenAI's chat API
+    takes a system-only request (a Prompty or prompt flow template with one ``system:`` section)."""
+    if prompt.provider not in MESSAGES_API_PROVIDERS and (out.system or out.messages):
+        return
     turns = [m for m in out.messages if m.role != "system"]
     if turns and turns[-1].role == "user":
         return

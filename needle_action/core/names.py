@@ -13,6 +13,10 @@ from typing import Literal
 # bedrock and vertex serve Claude, azure serves OpenAI's models, each in the team's own cloud account
 ProviderName = Literal["anthropic", "openai", "local", "bedrock", "vertex", "azure"]
 PROVIDER_NAMES: tuple[ProviderName, ...] = typing.get_args(ProviderName)
+# the providers whose requests are the Anthropic Messages API's body, with its rules on turns (a user
+# turn first and last); OpenAI's chat API (openai, azure, the local model's) takes a system-only
+# request or one that ends with an assistant turn
+MESSAGES_API_PROVIDERS: frozenset[ProviderName] = frozenset({"anthropic", "bedrock", "vertex"})
 
 # request parameters each API knows (sent as written either way: an unknown one gets a warning, the
 # loader's, and the wire conversion maps the known ones between the two APIs)

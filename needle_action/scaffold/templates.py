@@ -10,6 +10,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from needle_action.assemble.render import referenced_templates, render_case, undeclared_variables
 from needle_action.assemble.templates.fixtures import load_fixture
@@ -18,8 +19,9 @@ from needle_action.assemble.templates.roles import split_sections
 from needle_action.assemble.templates.sandbox import environment_for
 from needle_action.assemble.templates.sk_jinja import sk_as_jinja
 from needle_action.config.cases import case_ref, is_case_file, read_cases
-from needle_action.config.model import Config, PromptConfig
+from needle_action.config.model import Config, PromptConfig, PromptSettings
 from needle_action.core.errors import NeedleError
+from needle_action.core.names import ProviderName
 from needle_action.core.paths import is_inside
 from needle_action.core.workspace import Workspace
 from needle_action.request.toolformats import load_tools
@@ -76,6 +78,10 @@ class FoundTemplate:
     gold_fixture: str | None = None  # the first fixture that names its answer (`expected`)
     tools: str | None = None  # a *tools*.json next to it: its tool schemas, not a fixture
     tools_declared: str | None = None  # the tools file its own front matter names (.prompty)
+    provider: ProviderName | None = (
+        None  # the provider its own front matter names (.prompty), if needle has it
+    )
+    model: str | None = None  # ... and the model (an Azure deployment), when written out, not ${env:...}
 
 
 def walk(root: Path, suffixes: tuple[str, ...], tree: Tree | None = None) -> list[Path]:
@@ -191,6 +197,7 @@ def _inspect(found: FoundTemplate, config_dir: Path) -> None:
             prompty = split_prompty(text, found.rel)
             text = prompty.body
             found.has_sample = bool(prompty.front.get("sample") or prompty.front.get("inputs"))
+            found.provider, found.model = declared_model(prompty.front)
         else:  # Semantic Kernel's formats are read as the Jinja they render as
             text = sk_as_jinja(text, found.rel, found.path.name)
         _guess(found, undeclared_variables(env, text), text, found.path.suffix.lower() == ".prompty")
@@ -218,6 +225,37 @@ def pass_through(text: str, variables: set[str]) -> str | None:
     rest = _TAGS.sub(" ", text)
     rest = re.sub(r"(?im)^\s*#?\s*(system|user|assistant|human|ai)\s*:?\s*$", " ", rest)
     return names[0] if not re.search(r"\w", rest) else None
+
+
+# a .prompty's provider (``model.configuration.type``; Prompty 2: ``model.provider``) -> needle's
+PROMPTY_PROVIDERS: dict[str, ProviderName] = {
+    "azure_openai": "azure",
+    "azure": "azure",
+    "openai": "openai",
+    "anthropic": "anthropic",
+}
+# the keys naming the model, in the order Prompty reads them (Prompty 2: ``model.id``)
+PROMPTY_MODEL_KEYS = ("azure_deployment", "model", "name", "id")
+
+
+def declared_model(front: dict[str, Any]) -> tuple[ProviderName | None, str | None]:
+    """(the provider, the model) a ``.prompty``'s front matter names: an Azure OpenAI template is
+    measured on Azure, where its requests go (a system-only template is a valid request there, not on
+    the Messages API). The model only when it is written out: a placeholder (``${env:...}``,
+    ``<your-deployment>``) is the application's to fill at run time."""
+    model = front.get("model")
+    if not isinstance(model, dict):
+        return None, None
+    configuration = model.get("configuration")
+    source = configuration if isinstance(configuration, dict) else model
+    kind = source.get("type") if source is configuration else model.get("provider")
+    provider = PROMPTY_PROVIDERS.get(kind.lower()) if isinstance(kind, str) else None
+    if provider is None:
+        return None, None
+    names = (source.get(key) for key in PROMPTY_MODEL_KEYS)
+    name = next((n.strip() for n in names if isinstance(n, str) and n.strip()), None)
+    written = name is not None and re.fullmatch(r"[A-Za-z0-9][\w.:@/-]*", name) is not None
+    return provider, name if written else None
 
 
 def last_user_turn(text: str, prompty: bool) -> str:
@@ -333,7 +371,13 @@ def inspect_size(found: FoundTemplate, config_dir: Path) -> None:
 
 def _estimate(found: FoundTemplate, config_dir: Path) -> None:
     """Rough rendered size with the first fixture, for a budget suggestion (chars, not tokens)."""
-    prompt = PromptConfig(name=found.name, template=found.rel, fixtures=found.fixtures[:1], tools=found.tools)
+    prompt = PromptConfig(
+        name=found.name,
+        template=found.rel,
+        fixtures=found.fixtures[:1],
+        tools=found.tools,
+        provider=found.provider or PromptSettings().provider,
+    )
     config = Config(path=config_dir / "needle.toml", root=config_dir, prompts={found.name: prompt})
     try:
         cases = config.fixture_paths(prompt)  # a case file's first case
