@@ -141,3 +141,26 @@ def test_when_nothing_renders_the_tables_stay_and_the_error_is_shown(tmp_path):
     budget = run_needle(["budget"], cwd=tmp_path)
     assert budget.returncode == 2
     assert "probe.prompty" in budget.stderr
+
+
+def test_turns_lost_to_missing_data_are_an_error_on_any_provider(tmp_path):
+    """A system-only request is one OpenAI takes, but a chat whose turns come from a history the
+    fixture does not set lost them to missing data: still an error, at the loop, naming it."""
+    write(
+        tmp_path,
+        "prompts/chat.jinja2",
+        "system:\nYou answer about the ferry timetable.\n"
+        "{% for turn in history %}\n{{ turn.role }}:\n{{ turn.content }}\n{% endfor %}\n",
+    )
+    write(tmp_path, "fixtures/chat.yaml", "history: []\n")
+    write(
+        tmp_path,
+        "needle.toml",
+        '[prompts.chat]\ntemplate = "prompts/chat.jinja2"\nfixtures = ["fixtures/chat.yaml"]\n'
+        'provider = "openai"\nmodel = "gpt-4o"\n',
+    )
+    budget = run_needle(["budget"], cwd=tmp_path)
+    assert budget.returncode == 2, budget.stdout + budget.stderr
+    assert "`history`" in budget.stderr
+    assert "chat.jinja2:3" in budget.stderr  # the loop's line
+    assert "Messages API" not in budget.stderr  # not that API's rule: the data's
