@@ -70,17 +70,16 @@ def check_turns(config: Config, prompt: PromptConfig, out: RenderedPrompt, varia
     """A request with no turn is an error at the line of the loop whose variable would have supplied
     the turns (the Messages API refuses it); so is one that ends with an assistant turn because such
     a loop's variable is missing or empty (with every loop's data given, a final assistant turn is a
-    prefill the application means). OpenAI's chat API takes a system-only request (a Prompty or
-    prompt flow template with one ``system:`` section): there only turns lost to missing data are."""
+    prefill the application means). Only where the request is the Messages API's: OpenAI's chat API
+    takes a system-only request, which real chats send (the question in the system text, the history
+    after it empty on the first turn)."""
+    if prompt.provider not in MESSAGES_API_PROVIDERS and (out.system or out.messages):
+        return
     turns = [m for m in out.messages if m.role != "system"]
     if turns and turns[-1].role == "user":
         return
     file, line, var = _turn_source(config, prompt, variables)
     if turns and var is None:
-        return
-    messages_api = prompt.provider in MESSAGES_API_PROVIDERS
-    printed = _empty_print(config, prompt, variables) if var is None and not turns else None
-    if var is None and printed is None and not messages_api and (out.system or out.messages):
         return
     rule = rules.rule("no-messages" if not turns else "last-turn")
     what = "renders no user or assistant turn" if not turns else "ends with an assistant turn"
@@ -90,12 +89,16 @@ def check_turns(config: Config, prompt: PromptConfig, out: RenderedPrompt, varia
         if var
         else "end the template with a `user:` turn (the question the model answers)"
     )
-    if printed is not None:
+    if var is None and not turns and (printed := _empty_print(config, prompt, variables)):
         var, line = printed
         named = f"; its user turn prints only `{var}`, which the fixture {_state(variables, var)}"
         hint = f"give `{var}` a value in the fixture (or in the template's sample or default inputs)"
-    because = f" (the Messages API rule `{rule.code}`: {rule.text})" if messages_api else ""
-    raise TemplateError(f"the request {what}{because}{named}", file=file, line=line, hint=hint)
+    raise TemplateError(
+        f"the request {what} (the Messages API rule `{rule.code}`: {rule.text}){named}",
+        file=file,
+        line=line,
+        hint=hint,
+    )
 
 
 _USER_MARKER = re.compile(

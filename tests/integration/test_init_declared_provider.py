@@ -143,24 +143,23 @@ def test_when_nothing_renders_the_tables_stay_and_the_error_is_shown(tmp_path):
     assert "probe.prompty" in budget.stderr
 
 
-def test_turns_lost_to_missing_data_are_an_error_on_any_provider(tmp_path):
-    """A system-only request is one OpenAI takes, but a chat whose turns come from a history the
-    fixture does not set lost them to missing data: still an error, at the loop, naming it."""
+def test_a_chat_on_its_first_turn_is_a_request_on_openai_and_an_error_on_the_messages_api(tmp_path):
+    """A retail chat's shape: the question inside the system text, the history appended after it as
+    turns, empty on the first turn. OpenAI's chat API takes that request; the Messages API refuses
+    it, and the error names the loop whose turns are missing."""
     write(
         tmp_path,
         "prompts/chat.jinja2",
-        "system:\nYou answer about the ferry timetable.\n"
+        "system:\nYou answer about the ferry timetable.\n# question\n{{ question }}\n"
         "{% for turn in history %}\n{{ turn.role }}:\n{{ turn.content }}\n{% endfor %}\n",
     )
-    write(tmp_path, "fixtures/chat.yaml", "history: []\n")
-    write(
-        tmp_path,
-        "needle.toml",
-        '[prompts.chat]\ntemplate = "prompts/chat.jinja2"\nfixtures = ["fixtures/chat.yaml"]\n'
-        'provider = "openai"\nmodel = "gpt-4o"\n',
-    )
+    write(tmp_path, "fixtures/chat.yaml", "question: When does the last ferry leave?\nhistory: []\n")
+    table = '[prompts.chat]\ntemplate = "prompts/chat.jinja2"\nfixtures = ["fixtures/chat.yaml"]\n'
+    write(tmp_path, "needle.toml", table + 'provider = "openai"\nmodel = "gpt-4o"\n')
     budget = run_needle(["budget"], cwd=tmp_path)
-    assert budget.returncode == 2, budget.stdout + budget.stderr
-    assert "`history`" in budget.stderr
-    assert "chat.jinja2:3" in budget.stderr  # the loop's line
-    assert "Messages API" not in budget.stderr  # not that API's rule: the data's
+    assert budget.returncode == 0, budget.stdout + budget.stderr
+    write(tmp_path, "needle.toml", table + 'provider = "anthropic"\n')
+    refused = run_needle(["budget"], cwd=tmp_path)
+    assert refused.returncode == 2
+    assert "chat.jinja2:5" in refused.stderr  # the loop's line
+    assert "`history`" in refused.stderr
