@@ -90,10 +90,10 @@ def render_starter(
         out += [f"#   {p}" for p in partials]
     # a prompt that does not render yet waits in comments while others render: `needle check` runs
     # on what works from the first command, and the NOTE says what to fix
-    hold = any(not _renders_not(f) for f in found) or bool(built)
+    hold = any(not f.renders_not for f in found) or bool(built)
     for f in found:
         lines = _prompt_lines(f, d)
-        out += _left_out(f.name, lines) if hold and _renders_not(f) else lines
+        out += _left_out(f.name, lines) if hold and f.renders_not else lines
     for b in built or []:
         out += built_lines(b)
     out += site_comments(listed or [])
@@ -161,10 +161,6 @@ def _prompt_lines(f: FoundTemplate, d: PromptSettings) -> list[str]:
 LEFT_OUT = "# Left out until it renders (uncomment the table below once it does): "
 
 
-def _renders_not(f: FoundTemplate) -> bool:
-    return bool(f.problem and f.problem.startswith("does not render yet"))
-
-
 def _left_out(name: str, lines: list[str]) -> list[str]:
     """LINES (a prompt's tables, from their blank line on) commented out under a line naming NAME:
     removing one ``# `` from each restores them as written."""
@@ -181,9 +177,9 @@ def _declared_model_lines(f: FoundTemplate, d: PromptSettings) -> list[str]:
     defaults: the prompt is measured where its requests go."""
     if f.provider is None or f.provider == d.provider:
         return []
-    lines = [f"provider = {_s(f.provider)}   # the template's model.configuration.type"]
+    lines = [f"provider = {_s(f.provider)}   # where the template's own model section sends it"]
     if f.model:
-        return [*lines, f"model = {_s(f.model)}   # as the template names it (an Azure deployment)"]
+        return [*lines, f"model = {_s(f.model)}   # as the template names it (on Azure: the deployment)"]
     return [
         *lines,
         '# model = "gpt-4o"   # the template leaves it to the application: name the model it runs',

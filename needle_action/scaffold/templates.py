@@ -27,6 +27,7 @@ from needle_action.core.workspace import Workspace
 from needle_action.request.toolformats import load_tools
 from needle_action.scaffold.tree import Tree, listing
 
+RENDERS_NOT = "does not render yet"  # how a template's NOTE starts when its render failed
 TEMPLATE_SUFFIXES = (".j2", ".jinja", ".jinja2", ".prompty", ".prompt")
 FIXTURE_DIR_NAMES = ("fixtures", "fixture", "samples", "testdata", "test_data")
 
@@ -82,6 +83,11 @@ class FoundTemplate:
         None  # the provider its own front matter names (.prompty), if needle has it
     )
     model: str | None = None  # ... and the model (an Azure deployment), when written out, not ${env:...}
+
+    @property
+    def renders_not(self) -> bool:
+        """Its render with its first fixture failed (:func:`_estimate` wrote why)."""
+        return bool(self.problem and self.problem.startswith(RENDERS_NOT))
 
 
 def walk(root: Path, suffixes: tuple[str, ...], tree: Tree | None = None) -> list[Path]:
@@ -364,7 +370,7 @@ def _split_tools(found: FoundTemplate, config_dir: Path) -> None:
 
 def inspect_size(found: FoundTemplate, config_dir: Path) -> None:
     """The rough size again, once a fixture was written for FOUND."""
-    if found.problem and found.problem.startswith("does not render yet"):
+    if found.renders_not:
         found.problem = None
     _estimate(found, config_dir)
 
@@ -385,9 +391,7 @@ def _estimate(found: FoundTemplate, config_dir: Path) -> None:
     except NeedleError as exc:
         if not found.problem:
             line = f" (line {exc.location.line})" if exc.location.line else ""
-            found.problem = f"does not render yet{line}: {exc.message}" + (
-                f" -- {exc.hint}" if exc.hint else ""
-            )
+            found.problem = f"{RENDERS_NOT}{line}: {exc.message}" + (f" -- {exc.hint}" if exc.hint else "")
         return
     found.rough_chars = sum(len(t) for t in rendered.texts())
 
