@@ -79,9 +79,8 @@ class FoundTemplate:
     gold_fixture: str | None = None  # the first fixture that names its answer (`expected`)
     tools: str | None = None  # a *tools*.json next to it: its tool schemas, not a fixture
     tools_declared: str | None = None  # the tools file its own front matter names (.prompty)
-    provider: ProviderName | None = (
-        None  # the provider its own front matter names (.prompty), if needle has it
-    )
+    # the provider its own front matter names (.prompty), if needle has it
+    provider: ProviderName | None = None
     model: str | None = None  # ... and the model (an Azure deployment), when written out, not ${env:...}
 
     @property
